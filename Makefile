@@ -1,0 +1,54 @@
+# adkweb: `make run` (embedded demo on http://127.0.0.1:8000) and `make test` (the whole suite).
+PYTHON ?= python3.11
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+# Services used by the integration tests (override to point elsewhere).
+TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/adkweb
+TEST_REDIS_URL ?= redis://127.0.0.1:6379/13
+
+.PHONY: install run test test-unit test-integration test-browser lint services-run bench clean
+
+$(STAMP): requirements.txt
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -r requirements.txt
+	@touch $(STAMP)
+
+install: $(STAMP)
+
+run: $(STAMP)
+	$(PY) manage.py migrate --noinput
+	$(PY) manage.py demo_setup
+	@echo "adkweb: http://127.0.0.1:8000  (logins: approver/approver-demo, requester/requester-demo, admin/admin-demo)"
+	$(PY) manage.py runserver 127.0.0.1:8000 --noreload
+
+test: $(STAMP)
+	$(PY) -m pytest tests --ignore=tests/integration --ignore=tests/browser -q
+	DATABASE_URL=$(TEST_DATABASE_URL) REDIS_URL=$(TEST_REDIS_URL) $(PY) -m pytest tests/integration -q
+	$(PY) -m pytest tests/browser -q
+
+test-unit: $(STAMP)
+	$(PY) -m pytest tests --ignore=tests/integration --ignore=tests/browser -q
+
+test-integration: $(STAMP)
+	DATABASE_URL=$(TEST_DATABASE_URL) REDIS_URL=$(TEST_REDIS_URL) $(PY) -m pytest tests/integration -q
+
+test-browser: $(STAMP)
+	$(PY) -m pytest tests/browser -q
+
+lint: $(STAMP)
+	$(PY) -m ruff check .
+
+# Services mode: PostgreSQL + Redis, web, worker and beat as separate processes (see Procfile).
+services-run: $(STAMP)
+	$(PY) manage.py migrate --noinput
+	$(PY) manage.py demo_setup
+	$(VENV)/bin/honcho start
+
+bench: $(STAMP)
+	$(PY) bench/session_store.py
+
+clean:
+	rm -rf $(VENV) db.sqlite3 test-artifacts

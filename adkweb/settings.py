@@ -1,0 +1,162 @@
+"""adkweb settings: env-driven, with embedded defaults that work with no environment at all.
+
+Embedded mode (no DATABASE_URL / REDIS_URL): SQLite, in-memory channel layer, Celery on the
+memory broker with a worker thread inside the serving process, the offline demo model.
+Services mode: DATABASE_URL (PostgreSQL) and REDIS_URL (broker + channel layer).
+"""
+
+import os
+from pathlib import Path
+
+import dj_database_url
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+
+def env_bool(name: str, default: bool) -> bool:
+    value = os.environ.get(name)
+    if value is None:
+        return default
+    return value.strip().lower() in {"1", "true", "yes", "on"}
+
+
+# --- Core -------------------------------------------------------------------------------
+SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "dev-only-insecure-key-change-me")
+DEBUG = env_bool("DJANGO_DEBUG", True)
+ALLOWED_HOSTS = [h for h in os.environ.get("DJANGO_ALLOWED_HOSTS", "127.0.0.1,localhost,testserver").split(",") if h]
+CSRF_TRUSTED_ORIGINS = [o for o in os.environ.get("DJANGO_CSRF_TRUSTED_ORIGINS", "").split(",") if o]
+
+INSTALLED_APPS = [
+    "daphne",
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "django_htmx",
+    "template_partials",
+    "channels",
+    "agents_app",
+    "approvals",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
+]
+
+ROOT_URLCONF = "adkweb.urls"
+ASGI_APPLICATION = "adkweb.asgi.application"
+WSGI_APPLICATION = None
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+                "approvals.context_processors.nav",
+            ],
+        },
+    },
+]
+
+# --- Database ---------------------------------------------------------------------------
+DATABASES = {
+    "default": dj_database_url.parse(
+        os.environ.get("DATABASE_URL") or f"sqlite:///{BASE_DIR / 'db.sqlite3'}",
+        conn_max_age=0,
+    )
+}
+if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
+    # Several threads (web + in-process worker) write to one file: wait rather than fail.
+    DATABASES["default"].setdefault("OPTIONS", {})
+    DATABASES["default"]["OPTIONS"].update({"timeout": 20, "transaction_mode": "IMMEDIATE"})
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# --- Auth -------------------------------------------------------------------------------
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+]
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "/"
+LOGOUT_REDIRECT_URL = "login"
+
+# --- I18n / static ----------------------------------------------------------------------
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+STATIC_URL = "static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = BASE_DIR / "staticfiles"
+
+# --- Redis, Channels, Celery ------------------------------------------------------------
+REDIS_URL = os.environ.get("REDIS_URL", "")
+EMBEDDED = not REDIS_URL
+
+if REDIS_URL:
+    CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "CONFIG": {"hosts": [REDIS_URL], "prefix": os.environ.get("CHANNELS_PREFIX", "adkweb")},
+        }
+    }
+    CELERY_BROKER_URL = REDIS_URL
+    CELERY_BROKER_TRANSPORT_OPTIONS: dict = {}
+else:
+    CHANNEL_LAYERS = {"default": {"BACKEND": "adkweb.channel_layers.ThreadSafeInMemoryChannelLayer"}}
+    CELERY_BROKER_URL = "memory://"
+    # The memory transport polls; 1 s by default would add a second to every turn.
+    CELERY_BROKER_TRANSPORT_OPTIONS = {"polling_interval": 0.005}
+
+CELERY_TASK_DEFAULT_QUEUE = "agents"
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_TASK_ACKS_LATE = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_BEAT_SCHEDULE = {
+    "requeue-owed-turns": {"task": "agents_app.tasks.turns_requeue_owed", "schedule": 15.0},
+}
+# Start a Celery worker thread (and the owed-work sweeper) inside the ASGI process.
+ADKWEB_EMBEDDED_WORKER = env_bool("ADKWEB_EMBEDDED_WORKER", EMBEDDED)
+
+# --- Agents -----------------------------------------------------------------------------
+# Modules whose import registers tools in agents_app.tools.registry.
+ADKWEB_TOOL_MODULES = ["agents_app.demo.tools"]
+# Code-defined ADK agents: app name -> dotted path of an ADK BaseAgent instance.
+ADKWEB_CODE_AGENTS: dict[str, str] = {
+    name: path
+    for name, _, path in (
+        item.partition("=") for item in os.environ.get("ADKWEB_CODE_AGENTS", "").split(",") if item
+    )
+}
+ADKWEB_DEFAULT_MODEL = os.environ.get("ADKWEB_DEFAULT_MODEL", "demo-offline")
+# Point ADK's Gemini client at a gateway (or a local protocol server in tests).
+GEMINI_BASE_URL = os.environ.get("GOOGLE_GEMINI_BASE_URL", "")
+# A turn's lease on its session: a crashed worker's session is free again after this.
+ADKWEB_SESSION_LEASE_SECONDS = int(os.environ.get("ADKWEB_SESSION_LEASE_SECONDS", "600"))
+# Queued turns older than this are re-enqueued by the sweeper (broker was down, message lost).
+ADKWEB_REQUEUE_AFTER_SECONDS = int(os.environ.get("ADKWEB_REQUEUE_AFTER_SECONDS", "10"))
+ADKWEB_MAX_TURN_ATTEMPTS = 3
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
+    "loggers": {"google_adk": {"level": "WARNING"}, "httpx": {"level": "WARNING"}},
+}
+# Serve /static/ from the app itself (no separate web server needed for this small, vendored set).
+ADKWEB_SERVE_STATIC = env_bool("ADKWEB_SERVE_STATIC", True)

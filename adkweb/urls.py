@@ -1,0 +1,18 @@
+from django.conf import settings
+from django.contrib import admin
+from django.contrib.auth import views as auth_views
+from django.urls import include, path, re_path
+from django.views.static import serve
+
+urlpatterns = [
+    path("admin/", admin.site.urls),
+    path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
+    path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("", include("approvals.urls")),
+    path("", include("agents_app.urls")),
+]
+
+if settings.ADKWEB_SERVE_STATIC:
+    urlpatterns.append(
+        re_path(r"^static/(?P<path>.*)$", serve, {"document_root": settings.BASE_DIR / "static"})
+    )

@@ -1,0 +1,146 @@
+"""Build ADK agents: admin-configured AgentConfig rows and code-defined agents from settings.
+
+Both kinds are "apps" to the rest of the system: the app name is the root agent's name.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from django.conf import settings
+from django.utils.module_loading import import_string
+
+from .models import AgentConfig
+from .tools import registry
+
+REJECTED_ERROR = "This tool call is rejected."
+
+
+class AgentNotFound(LookupError):
+    pass
+
+
+class AgentConfigError(ValueError):
+    pass
+
+
+@dataclass
+class AppInfo:
+    """What the dashboard and API show about an app (either kind)."""
+
+    name: str
+    description: str
+    model: str
+    instruction: str
+    tools: list[str] = field(default_factory=list)
+    agent_tools: list[tuple[str, bool]] = field(default_factory=list)
+    source: str = "configured"  # or "code"
+    config_id: Optional[int] = None
+
+
+def code_agents() -> dict[str, str]:
+    return dict(getattr(settings, "ADKWEB_CODE_AGENTS", {}))
+
+
+def app_names() -> list[str]:
+    """Every enabled app: admin-configured and code-defined."""
+    names = set(AgentConfig.objects.filter(enabled=True).values_list("name", flat=True))
+    names.update(code_agents())
+    return sorted(names)
+
+
+def resolve_model(name: str) -> Any:
+    """A model object or name ADK understands; the offline demo model for demo-* names."""
+    from .demo.model import DemoLlm, is_demo_model
+
+    if is_demo_model(name):
+        return DemoLlm(model=name)
+    if name.startswith("gemini") and settings.GEMINI_BASE_URL:
+        from google.adk.models.google_llm import Gemini
+
+        return Gemini(model=name, base_url=settings.GEMINI_BASE_URL)
+    return name
+
+
+def attach_rejection_reason(tool: Any, args: dict, tool_context: Any, tool_response: Any) -> Optional[dict]:
+    """ADK answers a rejected confirmation with fixed text; pass the approver's reason on too."""
+    confirmation = getattr(tool_context, "tool_confirmation", None)
+    if (
+        isinstance(tool_response, dict)
+        and tool_response.get("error") == REJECTED_ERROR
+        and confirmation is not None
+        and isinstance(confirmation.payload, dict)
+        and confirmation.payload.get("reason")
+    ):
+        return {**tool_response, "reason": str(confirmation.payload["reason"])}
+    return None
+
+
+def _build_config(config: AgentConfig, seen: frozenset[str]) -> Any:
+    from google.adk.agents import LlmAgent
+    from google.adk.tools.agent_tool import AgentTool
+    from google.genai import types
+
+    if config.name in seen:
+        raise AgentConfigError(f"Agent {config.name!r} uses itself as a tool (through {' → '.join(seen)}).")
+    tools: list[Any] = []
+    for tool_name in config.tools:
+        if tool_name not in registry:
+            raise AgentConfigError(f"Agent {config.name!r} uses unknown tool {tool_name!r}.")
+        tools.append(registry.get(tool_name).build())
+    for link in config.agent_tools.select_related("child").order_by("id"):
+        child = _build_config(link.child, seen | {config.name})
+        tools.append(AgentTool(agent=child, skip_summarization=link.skip_summarization))
+    gen = dict(config.generation_settings or {})
+    try:
+        generate_config = types.GenerateContentConfig(**gen) if gen else None
+    except Exception as exc:  # pydantic.ValidationError: a bad admin setting
+        raise AgentConfigError(f"Agent {config.name!r} has invalid generation settings: {exc}") from exc
+    return LlmAgent(
+        name=config.name,
+        description=config.description,
+        model=resolve_model(config.model),
+        instruction=config.instruction,
+        tools=tools,
+        generate_content_config=generate_config,
+        after_tool_callback=attach_rejection_reason,
+    )
+
+
+def build_agent(app_name: str) -> Any:
+    """The root ADK agent for an app name (code-defined first, then admin-configured)."""
+    dotted = code_agents().get(app_name)
+    if dotted:
+        return import_string(dotted)
+    config = AgentConfig.objects.filter(name=app_name, enabled=True).first()
+    if config is None:
+        raise AgentNotFound(f"No enabled agent named {app_name!r}.")
+    return _build_config(config, frozenset())
+
+
+def app_info(app_name: str) -> AppInfo:
+    dotted = code_agents().get(app_name)
+    if dotted:
+        agent = import_string(dotted)
+        model = getattr(agent, "model", "")
+        return AppInfo(
+            name=app_name,
+            description=getattr(agent, "description", ""),
+            model=model if isinstance(model, str) else getattr(model, "model", type(model).__name__),
+            instruction=getattr(agent, "instruction", "") if isinstance(getattr(agent, "instruction", ""), str) else "",
+            tools=[getattr(t, "name", getattr(t, "__name__", str(t))) for t in getattr(agent, "tools", [])],
+            source="code",
+        )
+    config = AgentConfig.objects.filter(name=app_name).first()
+    if config is None:
+        raise AgentNotFound(f"No agent named {app_name!r}.")
+    return AppInfo(
+        name=config.name,
+        description=config.description,
+        model=config.model,
+        instruction=config.instruction,
+        tools=list(config.tools),
+        agent_tools=[(link.child.name, link.skip_summarization) for link in config.agent_tools.select_related("child")],
+        config_id=config.pk,
+    )

@@ -1,0 +1,14 @@
+from django.apps import AppConfig
+
+
+class AgentsAppConfig(AppConfig):
+    name = "agents_app"
+    verbose_name = "Agents"
+
+    def ready(self) -> None:
+        from importlib import import_module
+
+        from django.conf import settings
+
+        for module in settings.ADKWEB_TOOL_MODULES:
+            import_module(module)

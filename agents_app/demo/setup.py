@@ -1,0 +1,68 @@
+"""Demo data: role groups, demo users (documented passwords: demo only) and the demo agents."""
+
+from __future__ import annotations
+
+from django.contrib.auth.models import Group, User
+from django.db import transaction
+
+from agents_app.models import AgentConfig, AgentToolLink
+from approvals.permissions import AGENT_ADMINS, APPROVERS, ROLE_GROUPS, STAFF_OBSERVERS
+
+from .model import DEMO_MODEL
+
+DEMO_USERS = [
+    # username, password, groups, is_staff, is_superuser
+    ("admin", "admin-demo", [AGENT_ADMINS, APPROVERS, STAFF_OBSERVERS], True, True),
+    ("approver", "approver-demo", [APPROVERS], False, False),
+    ("requester", "requester-demo", [], False, False),
+    ("observer", "observer-demo", [STAFF_OBSERVERS], False, False),
+]
+
+REIMBURSEMENT_INSTRUCTION = """\
+You are an agent whose job is to handle the reimbursement process for the employees.
+If the amount is less than $100, you will automatically approve the reimbursement.
+If the amount is greater than $100, you will ask for approval from the manager.
+If the manager approves, you will call reimburse() to reimburse the amount to the employee.
+If the manager rejects, you will inform the employee of the rejection.
+"""
+
+DEMO_AGENTS = [
+    dict(name="reimbursement_agent", tools=["reimburse", "ask_for_approval"], instruction=REIMBURSEMENT_INSTRUCTION,
+         description="Reimburses employee expenses; asks a manager to approve anything over $100."),
+    dict(name="ticket_agent", tools=["create_ticket_long_running"],
+         instruction="Create support tickets with the requested urgency and report their status.",
+         description="Creates support tickets; the ticket id and final status arrive later."),
+    dict(name="stock_agent", tools=["get_stock_price"],
+         instruction="You are an agent who retrieves stock prices. If the price cannot be found, say so.",
+         description="Looks up (offline, mocked) stock prices."),
+    dict(name="summary_agent", tools=[], instruction="Summarise the text you are given in one or two sentences.",
+         description="Summarises text."),
+    dict(name="assistant_agent", tools=[], instruction="Use summary_agent to summarise what the user sends.",
+         description="Hands text to summary_agent (an agent used as a tool) and returns its summary."),
+    dict(name="transfer_agent", tools=["transfer_money"],
+         instruction="Transfer money when asked. Every transfer must be confirmed by a person first.",
+         description="Transfers money; each transfer needs a person's confirmation (ADK tool confirmation)."),
+    dict(name="intake_agent", tools=["adk_request_input", "get_user_choice"],
+         instruction="Before ordering equipment, ask the user for the details you need.",
+         description="Asks the user structured questions (ADK request_input) before acting."),
+]
+
+
+@transaction.atomic
+def demo_setup() -> None:
+    """Create or refresh the demo groups, users and agents (idempotent)."""
+    groups = {name: Group.objects.get_or_create(name=name)[0] for name in ROLE_GROUPS}
+    for username, password, group_names, is_staff, is_superuser in DEMO_USERS:
+        user, created = User.objects.get_or_create(username=username)
+        if created:
+            user.set_password(password)
+        user.is_staff, user.is_superuser = is_staff, is_superuser
+        user.save()
+        user.groups.set([groups[g] for g in group_names])
+    for spec in DEMO_AGENTS:
+        AgentConfig.objects.update_or_create(name=spec["name"], defaults={**spec, "model": DEMO_MODEL, "enabled": True})
+    AgentToolLink.objects.update_or_create(
+        parent=AgentConfig.objects.get(name="assistant_agent"),
+        child=AgentConfig.objects.get(name="summary_agent"),
+        defaults={"skip_summarization": True},
+    )

@@ -1,0 +1,43 @@
+"""Embedded mode: a real Celery worker (threads pool, memory broker) inside the serving process,
+plus a small sweeper thread standing in for `celery beat`."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+logger = logging.getLogger(__name__)
+_lock = threading.Lock()
+_started = False
+
+
+def start_embedded_worker(concurrency: int = 2, sweep_every: float = 5.0) -> None:
+    global _started
+    with _lock:
+        if _started:
+            return
+        _started = True
+    from celery.contrib.testing.worker import start_worker
+
+    from adkweb.celery import app
+
+    ctx = start_worker(app, pool="threads", concurrency=concurrency, perform_ping_check=False, loglevel="WARNING")
+    ctx.__enter__()  # runs for the life of the process
+    threading.Thread(target=_sweep_forever, args=(sweep_every,), name="adkweb-sweeper", daemon=True).start()
+    logger.info("Embedded Celery worker started (memory broker).")
+
+
+def _sweep_forever(every: float) -> None:
+    from django.db import close_old_connections
+
+    from .services import turns_requeue_owed
+
+    while True:
+        time.sleep(every)
+        try:
+            turns_requeue_owed()
+        except Exception:
+            logger.warning("Sweeper pass failed", exc_info=True)
+        finally:
+            close_old_connections()

@@ -1,0 +1,78 @@
+"""Live updates for conversations: group names and typed payloads (ids only; consumers render)."""
+
+from __future__ import annotations
+
+from typing import Literal, TypedDict
+
+from asgiref.sync import async_to_sync
+from channels.layers import get_channel_layer
+
+SESSIONS_GROUP = "sessions"  # every conversation list (status and last activity)
+
+
+def session_group(session_pk: int) -> str:
+    return f"session-{session_pk}"
+
+
+class SessionEventMessage(TypedDict):
+    type: Literal["session.event"]
+    session_pk: int
+    event_pk: int
+
+
+class SessionPartialMessage(TypedDict):
+    type: Literal["session.partial"]
+    session_pk: int
+    event_id: str
+    author: str
+    text: str
+    turn_id: int
+
+
+class SessionStatusMessage(TypedDict):
+    type: Literal["session.status"]
+    session_pk: int
+
+
+class TurnFinishedMessage(TypedDict):
+    type: Literal["turn.finished"]
+    session_pk: int
+    turn_id: int
+    status: str
+
+
+def _send(group: str, message: dict) -> None:
+    layer = get_channel_layer()
+    if layer is not None:
+        async_to_sync(layer.group_send)(group, message)
+
+
+def notify_session_event(*, session_pk: int, event_pk: int) -> None:
+    """A stored event: every open page of that conversation appends it."""
+    _send(session_group(session_pk), SessionEventMessage(type="session.event", session_pk=session_pk, event_pk=event_pk))
+
+
+async def anotify_partial(*, session_pk: int, event_id: str, author: str, text: str, turn_id: int) -> None:
+    """A streaming chunk (never stored): pages append it to the event with that id."""
+    layer = get_channel_layer()
+    if layer is not None:
+        await layer.group_send(
+            session_group(session_pk),
+            SessionPartialMessage(
+                type="session.partial", session_pk=session_pk, event_id=event_id, author=author, text=text, turn_id=turn_id
+            ),
+        )
+
+
+def notify_session_status(*, session_pk: int) -> None:
+    """The conversation's status changed (running, waiting, idle, failed)."""
+    msg = SessionStatusMessage(type="session.status", session_pk=session_pk)
+    _send(session_group(session_pk), msg)
+    _send(SESSIONS_GROUP, msg)
+
+
+def notify_turn_finished(*, session_pk: int, turn_id: int, status: str) -> None:
+    _send(
+        session_group(session_pk),
+        TurnFinishedMessage(type="turn.finished", session_pk=session_pk, turn_id=turn_id, status=status),
+    )

@@ -1,0 +1,152 @@
+"""Agent configuration, the ADK session store, and the per-session inbox of turns."""
+
+from __future__ import annotations
+
+import re
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.db import models
+
+AGENT_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def validate_agent_name(value: str) -> None:
+    if not AGENT_NAME_RE.match(value) or value == "user":
+        raise ValidationError(
+            "An agent name must be a Python identifier (letters, digits, underscores) and not 'user'."
+        )
+
+
+class AgentConfig(models.Model):
+    """An agent configured by an admin; built into an ADK LlmAgent at run time."""
+
+    name = models.CharField(max_length=100, unique=True, validators=[validate_agent_name])
+    description = models.TextField(blank=True)
+    model = models.CharField(max_length=100, default="demo-offline")
+    instruction = models.TextField(blank=True)
+    tools = models.JSONField(default=list, blank=True, help_text="Tool names from the code registry.")
+    generation_settings = models.JSONField(
+        default=dict, blank=True, help_text='e.g. {"temperature": 0.2, "max_output_tokens": 1024}'
+    )
+    enabled = models.BooleanField(default=True)
+    version = models.PositiveIntegerField(default=1)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class AgentToolLink(models.Model):
+    """Another agent used as a tool (ADK AgentTool) by `parent`."""
+
+    parent = models.ForeignKey(AgentConfig, on_delete=models.CASCADE, related_name="agent_tools")
+    child = models.ForeignKey(AgentConfig, on_delete=models.PROTECT, related_name="used_by")
+    skip_summarization = models.BooleanField(default=False)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["parent", "child"], name="unique_agent_tool")]
+
+    def clean(self) -> None:
+        if self.parent_id and self.parent_id == self.child_id:
+            raise ValidationError("An agent cannot use itself as a tool.")
+
+    def __str__(self) -> str:
+        return f"{self.parent} → {self.child}"
+
+
+class AdkSession(models.Model):
+    """An ADK session: identity, session-scoped state and the store's revision counter."""
+
+    app_name = models.CharField(max_length=128)
+    user_id = models.CharField(max_length=128)
+    session_id = models.CharField(max_length=128)
+    state = models.JSONField(default=dict)
+    create_time = models.FloatField()
+    update_time = models.FloatField(db_index=True)
+    revision = models.PositiveBigIntegerField(default=0)
+    # The per-session run lease: one agent run at a time, across every worker.
+    lease_owner = models.CharField(max_length=64, blank=True, default="")
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["app_name", "user_id", "session_id"], name="unique_adk_session")
+        ]
+        indexes = [models.Index(fields=["app_name", "update_time"])]
+
+    def __str__(self) -> str:
+        return f"{self.app_name}/{self.user_id}/{self.session_id}"
+
+
+class AppState(models.Model):
+    app_name = models.CharField(max_length=128, unique=True)
+    state = models.JSONField(default=dict)
+    update_time = models.FloatField(default=0)
+
+
+class UserState(models.Model):
+    app_name = models.CharField(max_length=128)
+    user_id = models.CharField(max_length=128)
+    state = models.JSONField(default=dict)
+    update_time = models.FloatField(default=0)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["app_name", "user_id"], name="unique_user_state")]
+
+
+class StoredEvent(models.Model):
+    """One persisted ADK event: the full JSON plus denormalised columns for queries."""
+
+    session = models.ForeignKey(AdkSession, on_delete=models.CASCADE, related_name="events")
+    event_id = models.CharField(max_length=128)
+    invocation_id = models.CharField(max_length=128, blank=True, db_index=True)
+    author = models.CharField(max_length=128, blank=True)
+    timestamp = models.FloatField()
+    data = models.JSONField()
+    interrupt_ids = models.JSONField(default=list, blank=True)
+    response_ids = models.JSONField(default=list, blank=True)
+    turn = models.ForeignKey("Turn", null=True, blank=True, on_delete=models.SET_NULL, related_name="events")
+
+    class Meta:
+        ordering = ["timestamp", "id"]
+        indexes = [models.Index(fields=["session", "timestamp", "id"])]
+
+
+class Turn(models.Model):
+    """Work owed to a session: a user message or function responses, run oldest first."""
+
+    class Kind(models.TextChoices):
+        MESSAGE = "message", "message"
+        FUNCTION_RESPONSE = "function_response", "function response"
+
+    class Status(models.TextChoices):
+        QUEUED = "queued", "queued"
+        RUNNING = "running", "running"
+        DONE = "done", "done"
+        FAILED = "failed", "failed"
+
+    session = models.ForeignKey(AdkSession, on_delete=models.CASCADE, related_name="turns")
+    kind = models.CharField(max_length=32, choices=Kind.choices)
+    content = models.JSONField(help_text="google.genai.types.Content as JSON.")
+    state_delta = models.JSONField(null=True, blank=True)
+    streaming = models.BooleanField(default=False)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED, db_index=True)
+    attempts = models.PositiveSmallIntegerField(default=0)
+    error = models.TextField(blank=True)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["created_at", "id"]
+        indexes = [models.Index(fields=["session", "status", "id"])]
+
+    @property
+    def is_finished(self) -> bool:
+        return self.status in {self.Status.DONE, self.Status.FAILED}

@@ -1,0 +1,131 @@
+"""Writes on the agent side: sessions, turns (the per-session inbox) and their enqueueing."""
+
+from __future__ import annotations
+
+import logging
+from datetime import timedelta
+from typing import Any, Optional
+
+from django.conf import settings
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+from google.genai import types
+from pydantic import ValidationError as PydanticValidationError
+
+from . import agents
+from .models import AdkSession, Turn
+from .session_service import DjangoSessionService
+
+logger = logging.getLogger(__name__)
+
+
+class InvalidMessage(ValueError):
+    """A message the agent cannot take (HTTP 400)."""
+
+
+def content_parse(raw: Any) -> types.Content:
+    """Validate a google.genai Content (camelCase or snake_case JSON) or raise InvalidMessage."""
+    if not isinstance(raw, dict):
+        raise InvalidMessage("newMessage must be a Content object, e.g. {\"role\": \"user\", \"parts\": [{\"text\": \"hi\"}]}.")
+    try:
+        content = types.Content.model_validate(raw)
+    except PydanticValidationError as exc:
+        raise InvalidMessage(f"newMessage is not a valid Content: {exc.errors()[0]['msg']} at {exc.errors()[0]['loc']}.") from exc
+    parts = content.parts or []
+    if not parts:
+        raise InvalidMessage("newMessage has no parts.")
+    has_text = any(p.text for p in parts)
+    has_fr = any(p.function_response for p in parts)
+    if has_text and has_fr:
+        raise InvalidMessage("Message cannot contain both function responses and text.")
+    if not has_text and not has_fr:
+        raise InvalidMessage("newMessage must carry text or function responses.")
+    if any(p.function_call for p in parts):
+        raise InvalidMessage("A user message cannot carry function calls.")
+    content.role = "user"
+    return content
+
+
+def content_json(content: types.Content) -> dict[str, Any]:
+    return content.model_dump(mode="json", exclude_none=True)
+
+
+def text_content(text: str) -> types.Content:
+    return types.Content(role="user", parts=[types.Part(text=text)])
+
+
+def session_create(
+    *, app_name: str, user_id: str, session_id: Optional[str] = None, state: Optional[dict] = None
+) -> AdkSession:
+    """Create an ADK session for an enabled app (raises AgentNotFound, AlreadyExistsError)."""
+    if app_name not in agents.app_names():
+        raise agents.AgentNotFound(f"No enabled agent named {app_name!r}.")
+    session = DjangoSessionService()._create_session(app_name, user_id, state, session_id)
+    return AdkSession.objects.get(app_name=app_name, user_id=user_id, session_id=session.id)
+
+
+@transaction.atomic
+def turn_create(
+    *,
+    session: AdkSession,
+    content: types.Content,
+    actor: Optional[AbstractBaseUser] = None,
+    state_delta: Optional[dict] = None,
+    streaming: bool = False,
+) -> Turn:
+    """Queue work for a session; the worker is told to look after commit."""
+    kind = Turn.Kind.FUNCTION_RESPONSE if any(p.function_response for p in content.parts or []) else Turn.Kind.MESSAGE
+    turn = Turn.objects.create(
+        session=session,
+        kind=kind,
+        content=content_json(content),
+        state_delta=state_delta or None,
+        streaming=streaming,
+        created_by=actor if actor is not None and actor.is_authenticated else None,
+    )
+    session_pk = session.pk
+    transaction.on_commit(lambda: session_enqueue(session_pk=session_pk))
+    return turn
+
+
+def message_send(
+    *, session: AdkSession, text: str, actor: Optional[AbstractBaseUser] = None, streaming: bool = True
+) -> Turn:
+    """A user's chat message to the agent."""
+    text = (text or "").strip()
+    if not text:
+        raise InvalidMessage("The message is empty.")
+    return turn_create(session=session, content=text_content(text), actor=actor, streaming=streaming)
+
+
+def session_enqueue(*, session_pk: int) -> bool:
+    """Tell a worker to drain this session's inbox. A broker failure is logged, not raised:
+    the queued Turn row is the truth, and the sweeper re-enqueues owed work."""
+    from .tasks import session_drain
+
+    try:
+        session_drain.delay(session_pk)
+        return True
+    except Exception:  # broker down: kombu raises OperationalError and friends
+        logger.warning("Could not enqueue session %s; the sweeper will retry.", session_pk, exc_info=True)
+        return False
+
+
+def turns_requeue_owed() -> int:
+    """Re-enqueue sessions with owed work nobody is doing: queued turns older than a few seconds
+    (the enqueue was lost) and sessions whose run lease expired (the worker died)."""
+    now = timezone.now()
+    stale = now - timedelta(seconds=settings.ADKWEB_REQUEUE_AFTER_SECONDS)
+    free = Q(session__lease_owner="") | Q(session__lease_expires_at__lt=now)
+    owed = (
+        Turn.objects.filter(free)
+        .filter(Q(status=Turn.Status.QUEUED, created_at__lt=stale) | Q(status=Turn.Status.RUNNING))
+        .values_list("session_id", flat=True)
+        .distinct()
+    )
+    count = 0
+    for session_pk in list(owed):
+        count += session_enqueue(session_pk=session_pk)
+    return count

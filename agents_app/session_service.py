@@ -1,0 +1,261 @@
+"""DjangoSessionService: ADK's BaseSessionService on Django models.
+
+Each transaction lives in a sync function run through `sync_to_async` (Django's async ORM has no
+transactions). Events are stored as `Event.model_dump(mode="json", exclude_none=True)` and read
+back with `Event.model_validate`, so every field ADK has survives the round trip.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import time
+import uuid
+from typing import Any, Callable, Optional
+
+from asgiref.sync import sync_to_async
+from django.db import IntegrityError, transaction
+from google.adk.errors.already_exists_error import AlreadyExistsError
+from google.adk.errors.session_not_found_error import SessionNotFoundError
+from google.adk.errors._stale_session_error import StaleSessionError
+from google.adk.events.event import Event
+from google.adk.sessions import _session_util
+from google.adk.sessions.base_session_service import (
+    BaseSessionService,
+    GetSessionConfig,
+    ListSessionsResponse,
+)
+from google.adk.sessions.session import Session
+from google.adk.sessions.state import State
+
+from .models import AdkSession, AppState, StoredEvent, UserState
+
+# The Turn whose run is storing events (set by the turn runner), recorded on each event row.
+current_turn_id: contextvars.ContextVar[Optional[int]] = contextvars.ContextVar("current_turn_id", default=None)
+
+# Called inside the append transaction with (session row, event row, event): approvals uses it to
+# open tickets for new interrupts atomically with the event that raised them.
+EventHook = Callable[[AdkSession, StoredEvent, Event], None]
+_event_hooks: list[EventHook] = []
+
+
+def register_event_hook(hook: EventHook) -> None:
+    if hook not in _event_hooks:
+        _event_hooks.append(hook)
+
+
+STALE_MESSAGE = (
+    "The session in storage has changed since this copy was read (stale session). Reload it and retry."
+)
+
+
+def _split_state(state: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return _session_util.extract_json_safe_state_delta(state or {})
+
+
+def _merge(app: dict[str, Any], user: dict[str, Any], session: dict[str, Any]) -> dict[str, Any]:
+    merged = dict(session)
+    merged.update({State.APP_PREFIX + k: v for k, v in app.items()})
+    merged.update({State.USER_PREFIX + k: v for k, v in user.items()})
+    return merged
+
+
+def event_to_json(event: Event) -> dict[str, Any]:
+    return event.model_dump(mode="json", exclude_none=True)
+
+
+def event_from_json(data: dict[str, Any]) -> Event:
+    return Event.model_validate(data)
+
+
+def event_interrupt_ids(event: Event) -> list[str]:
+    ids = set(event.long_running_tool_ids or ())
+    return sorted(fc.id for fc in event.get_function_calls() if fc.id in ids)
+
+
+def event_response_ids(event: Event) -> list[str]:
+    return sorted(fr.id for fr in event.get_function_responses() if fr.id)
+
+
+def _app_state(app_name: str) -> dict[str, Any]:
+    row = AppState.objects.filter(app_name=app_name).values_list("state", flat=True).first()
+    return row or {}
+
+
+def _user_state(app_name: str, user_id: str) -> dict[str, Any]:
+    row = UserState.objects.filter(app_name=app_name, user_id=user_id).values_list("state", flat=True).first()
+    return row or {}
+
+
+def _upsert_app_state(app_name: str, delta: dict[str, Any], ts: float) -> None:
+    row, _ = AppState.objects.select_for_update().get_or_create(app_name=app_name)
+    row.state = {**row.state, **delta}
+    row.update_time = ts
+    row.save()
+
+
+def _upsert_user_state(app_name: str, user_id: str, delta: dict[str, Any], ts: float) -> None:
+    row, _ = UserState.objects.select_for_update().get_or_create(app_name=app_name, user_id=user_id)
+    row.state = {**row.state, **delta}
+    row.update_time = ts
+    row.save()
+
+
+def _to_session(row: AdkSession, state: dict[str, Any], events: list[Event]) -> Session:
+    session = Session(
+        app_name=row.app_name,
+        user_id=row.user_id,
+        id=row.session_id,
+        state=state,
+        events=events,
+        last_update_time=row.update_time,
+    )
+    session._storage_update_marker = str(row.revision)
+    return session
+
+
+class DjangoSessionService(BaseSessionService):
+    """ADK sessions, events and app/user state in the Django database."""
+
+    async def create_session(
+        self,
+        *,
+        app_name: str,
+        user_id: str,
+        state: Optional[dict[str, Any]] = None,
+        session_id: Optional[str] = None,
+    ) -> Session:
+        return await sync_to_async(self._create_session)(app_name, user_id, state, session_id)
+
+    @transaction.atomic
+    def _create_session(
+        self, app_name: str, user_id: str, state: Optional[dict[str, Any]], session_id: Optional[str]
+    ) -> Session:
+        session_id = (session_id or "").strip() or str(uuid.uuid4())
+        if AdkSession.objects.filter(app_name=app_name, user_id=user_id, session_id=session_id).exists():
+            raise AlreadyExistsError(f"Session with id {session_id} already exists.")
+        deltas = _split_state(state or {})
+        now = time.time()
+        if deltas["app"]:
+            _upsert_app_state(app_name, deltas["app"], now)
+        if deltas["user"]:
+            _upsert_user_state(app_name, user_id, deltas["user"], now)
+        try:
+            with transaction.atomic():
+                row = AdkSession.objects.create(
+                    app_name=app_name,
+                    user_id=user_id,
+                    session_id=session_id,
+                    state=deltas["session"],
+                    create_time=now,
+                    update_time=now,
+                )
+        except IntegrityError as exc:
+            raise AlreadyExistsError(f"Session with id {session_id} already exists.") from exc
+        merged = _merge(_app_state(app_name), _user_state(app_name, user_id), row.state)
+        return _to_session(row, merged, [])
+
+    async def get_session(
+        self,
+        *,
+        app_name: str,
+        user_id: str,
+        session_id: str,
+        config: Optional[GetSessionConfig] = None,
+    ) -> Optional[Session]:
+        return await sync_to_async(self._get_session)(app_name, user_id, session_id, config)
+
+    def _get_session(
+        self, app_name: str, user_id: str, session_id: str, config: Optional[GetSessionConfig]
+    ) -> Optional[Session]:
+        row = AdkSession.objects.filter(app_name=app_name, user_id=user_id, session_id=session_id).first()
+        if row is None:
+            return None
+        events: list[Event] = []
+        if not (config and config.num_recent_events == 0):
+            qs = StoredEvent.objects.filter(session=row)
+            if config and config.after_timestamp:
+                qs = qs.filter(timestamp__gte=config.after_timestamp)
+            qs = qs.order_by("-timestamp", "-id")
+            if config and config.num_recent_events is not None:
+                qs = qs[: config.num_recent_events]
+            events = [event_from_json(data) for data in reversed(list(qs.values_list("data", flat=True)))]
+        merged = _merge(_app_state(app_name), _user_state(app_name, user_id), row.state)
+        return _to_session(row, merged, events)
+
+    async def list_sessions(self, *, app_name: str, user_id: Optional[str] = None) -> ListSessionsResponse:
+        return await sync_to_async(self._list_sessions)(app_name, user_id)
+
+    def _list_sessions(self, app_name: str, user_id: Optional[str]) -> ListSessionsResponse:
+        rows = AdkSession.objects.filter(app_name=app_name)
+        if user_id is not None:
+            rows = rows.filter(user_id=user_id)
+        rows = rows.order_by("update_time", "user_id", "session_id")
+        app_state = _app_state(app_name)
+        users = UserState.objects.filter(app_name=app_name)
+        if user_id is not None:
+            users = users.filter(user_id=user_id)
+        user_states = dict(users.values_list("user_id", "state"))
+        return ListSessionsResponse(
+            sessions=[_to_session(r, _merge(app_state, user_states.get(r.user_id, {}), r.state), []) for r in rows]
+        )
+
+    async def delete_session(self, *, app_name: str, user_id: str, session_id: str) -> None:
+        await sync_to_async(self._delete_session)(app_name, user_id, session_id)
+
+    def _delete_session(self, app_name: str, user_id: str, session_id: str) -> None:
+        AdkSession.objects.filter(app_name=app_name, user_id=user_id, session_id=session_id).delete()
+
+    async def get_user_state(self, *, app_name: str, user_id: str) -> dict[str, Any]:
+        return await sync_to_async(_user_state)(app_name, user_id)
+
+    async def append_event(self, session: Session, event: Event) -> Event:
+        if event.partial:
+            return event
+        self._apply_temp_state(session, event)
+        event = self._trim_temp_delta_state(event)
+        turn_id = current_turn_id.get()
+        await sync_to_async(self._store_event)(session, event, turn_id)
+        return self._commit_event_to_session(session, event)
+
+    @transaction.atomic
+    def _store_event(self, session: Session, event: Event, turn_id: Optional[int]) -> None:
+        row = (
+            AdkSession.objects.select_for_update()
+            .filter(app_name=session.app_name, user_id=session.user_id, session_id=session.id)
+            .first()
+        )
+        if row is None:
+            raise SessionNotFoundError(f"Session {session.id} not found.")
+        marker = session._storage_update_marker
+        if marker is not None and marker != str(row.revision):
+            raise StaleSessionError(STALE_MESSAGE)
+        if marker is None and row.update_time > session.last_update_time:
+            raise StaleSessionError(STALE_MESSAGE)
+
+        ts = event.timestamp
+        if event.actions and event.actions.state_delta:
+            deltas = _split_state(event.actions.state_delta)
+            if deltas["app"]:
+                _upsert_app_state(session.app_name, deltas["app"], ts)
+            if deltas["user"]:
+                _upsert_user_state(session.app_name, session.user_id, deltas["user"], ts)
+            if deltas["session"]:
+                row.state = {**row.state, **deltas["session"]}
+        stored = StoredEvent.objects.create(
+            session=row,
+            event_id=event.id,
+            invocation_id=event.invocation_id or "",
+            author=event.author or "",
+            timestamp=ts,
+            data=event_to_json(event),
+            interrupt_ids=event_interrupt_ids(event),
+            response_ids=event_response_ids(event),
+            turn_id=turn_id,
+        )
+        row.revision += 1
+        row.update_time = max(row.update_time, ts)
+        row.save(update_fields=["state", "revision", "update_time"])
+        for hook in _event_hooks:
+            hook(row, stored, event)
+        session.last_update_time = row.update_time
+        session._storage_update_marker = str(row.revision)

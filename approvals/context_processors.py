@@ -1,0 +1,24 @@
+"""Navigation context: the open-ticket count for approvers."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.http import HttpRequest
+
+from .permissions import is_agent_admin, is_approver, is_observer
+
+
+def nav(request: HttpRequest) -> dict[str, Any]:
+    user = getattr(request, "user", None)
+    if not user or not user.is_authenticated:
+        return {}
+    from .selectors import open_ticket_count
+
+    approver = is_approver(user)
+    return {
+        "nav_is_approver": approver,
+        "nav_is_agent_admin": is_agent_admin(user),
+        "nav_is_observer": is_observer(user),
+        "nav_open_tickets": open_ticket_count() if approver else None,
+    }

@@ -1,0 +1,22 @@
+"""Live updates for tickets: the approvals inbox group and its typed payload."""
+
+from __future__ import annotations
+
+from typing import Literal, TypedDict
+
+from agents_app.events import _send, session_group
+
+APPROVALS_GROUP = "approvals"
+
+
+class TicketChangedMessage(TypedDict):
+    type: Literal["ticket.changed"]
+    ticket_id: int
+    session_pk: int
+
+
+def notify_ticket_changed(*, ticket_id: int, session_pk: int) -> None:
+    """A ticket was opened, answered or closed: inboxes, the ticket page and its conversation update."""
+    msg = TicketChangedMessage(type="ticket.changed", ticket_id=ticket_id, session_pk=session_pk)
+    _send(APPROVALS_GROUP, msg)
+    _send(session_group(session_pk), msg)

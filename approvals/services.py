@@ -1,0 +1,249 @@
+"""Writes on the human side: tickets opened from agent events, and responses sent to them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Optional
+
+from django.db import transaction
+from django.utils import timezone
+from google.genai import types
+
+from agents_app.models import AdkSession, StoredEvent, Turn
+from agents_app.services import InvalidMessage, turn_create
+
+from . import events
+from .models import PendingCall, Response
+from .permissions import can_answer_call
+
+KIND_BY_CALL_NAME = {
+    "adk_request_confirmation": PendingCall.Kind.CONFIRMATION,
+    "adk_request_input": PendingCall.Kind.INPUT,
+    "get_user_choice": PendingCall.Kind.CHOICE,
+    "adk_request_credential": PendingCall.Kind.CREDENTIAL,
+}
+APPROVED_WORDS = {"approved", "approve", "accepted", "ok", "yes"}
+REJECTED_WORDS = {"rejected", "reject", "denied", "declined", "no"}
+ABORTED = "INVOCATION_ABORTED"
+
+
+class TicketClosed(Exception):
+    """The ticket already has its final response (HTTP 409)."""
+
+    def __init__(self, call: PendingCall) -> None:
+        who = f" by {call.closed_by.get_username()}" if call.closed_by_id and call.closed_by else ""
+        super().__init__(f"Ticket #{call.pk} is already closed ({call.get_status_display()}{who}); nothing was sent.")
+        self.call = call
+
+
+class InvalidResponse(ValueError):
+    """A response body that does not fit the ticket's kind (HTTP 400)."""
+
+
+class NotAllowed(PermissionError):
+    """The actor may not answer this ticket (HTTP 403)."""
+
+
+@dataclass
+class Answer:
+    call: PendingCall
+    payload: dict[str, Any]
+    final: bool
+    comment: str = ""
+    action: str = Response.Action.CUSTOM
+
+
+# -- tickets from events (runs inside the session service's append transaction) ---------------
+def pending_calls_record_event(session: AdkSession, stored: StoredEvent, event: Any) -> None:
+    """Open a ticket for each new interrupt; attach a tool's initial response; cancel aborted ones."""
+    interrupts = set(event.long_running_tool_ids or ())
+    for fc in event.get_function_calls():
+        if fc.id not in interrupts:
+            continue
+        args = dict(fc.args or {})
+        kind = KIND_BY_CALL_NAME.get(fc.name or "", PendingCall.Kind.LONG_RUNNING)
+        tool_name = (args.get("originalFunctionCall") or {}).get("name", fc.name) if kind == "confirmation" else fc.name
+        call, created = PendingCall.objects.get_or_create(
+            session=session,
+            call_id=fc.id,
+            defaults=dict(
+                event=stored, app_name=session.app_name, requester=session.user_id, invocation_id=event.invocation_id,
+                kind=kind, call_name=fc.name, tool_name=tool_name or "", args=args,
+            ),
+        )
+        if created:
+            _announce(call)
+    if event.author == "user":
+        return  # user-authored answers are recorded by responses_submit
+    for fr in event.get_function_responses():
+        call = PendingCall.objects.filter(session=session, call_id=fr.id).first()
+        if call is None or not call.is_open:
+            continue
+        response = dict(fr.response or {})
+        if event.error_code == ABORTED or ABORTED in str(response.get("error", "")):
+            call.status = PendingCall.Status.CANCELLED
+            call.closed_at = timezone.now()
+        elif call.initial_response is None:
+            call.initial_response = response
+        call.save()
+        _announce(call)
+
+
+def _announce(call: PendingCall) -> None:
+    ticket_id, session_pk = call.pk, call.session_id
+    transaction.on_commit(lambda: events.notify_ticket_changed(ticket_id=ticket_id, session_pk=session_pk))
+
+
+# -- response bodies per kind --------------------------------------------------------------------
+def approve_payload(call: PendingCall, comment: str = "", payload: Optional[dict] = None) -> dict[str, Any]:
+    if call.kind == PendingCall.Kind.CONFIRMATION:
+        body: dict[str, Any] = {"confirmed": True}
+        if payload:
+            body["payload"] = payload
+        return body
+    body = {"status": "approved"}
+    if comment:
+        body["comment"] = comment
+    return body
+
+
+def reject_payload(call: PendingCall, reason: str = "") -> dict[str, Any]:
+    if call.kind == PendingCall.Kind.CONFIRMATION:
+        return {"confirmed": False, "payload": {"reason": reason}} if reason else {"confirmed": False}
+    body: dict[str, Any] = {"status": "rejected"}
+    if reason:
+        body["reason"] = reason
+    return body
+
+
+def update_payload(message: str, progress: Optional[float] = None, extra: Optional[dict] = None) -> dict[str, Any]:
+    body: dict[str, Any] = {"status": "in_progress", **(extra or {})}
+    if message:
+        body["message"] = message
+    if progress is not None:
+        body["progress"] = progress
+    return body
+
+
+def _validate(answer: Answer) -> None:
+    call, payload = answer.call, answer.payload
+    if not isinstance(payload, dict):
+        raise InvalidResponse("The response must be a JSON object.")
+    if call.kind == PendingCall.Kind.CONFIRMATION:
+        if not answer.final:
+            raise InvalidResponse("A confirmation takes one final answer (confirmed true or false), not updates.")
+        extra = set(payload) - {"confirmed", "payload", "hint"}
+        if extra or not isinstance(payload.get("confirmed"), bool):
+            raise InvalidResponse(
+                'A confirmation response is {"confirmed": true|false, "payload": {...}}'
+                + (f"; unexpected keys: {', '.join(sorted(extra))}." if extra else "; 'confirmed' must be true or false.")
+            )
+    schema = call.response_schema
+    if isinstance(schema, dict) and schema.get("type") == "object":
+        # ADK validates the answer against the schema after storing it and then fails the run:
+        # refuse it here, before anything is stored or sent.
+        import jsonschema
+
+        try:
+            jsonschema.validate(payload, schema)
+        except jsonschema.ValidationError as exc:
+            raise InvalidResponse(
+                f"This ticket asks for input matching its schema: {exc.message}. Send a response that fits it."
+            ) from exc
+        except jsonschema.SchemaError:
+            pass  # the model wrote an invalid schema; let ADK be the judge
+
+
+def _closed_status(answer: Answer) -> str:
+    if answer.action == Response.Action.APPROVE:
+        return PendingCall.Status.APPROVED
+    if answer.action == Response.Action.REJECT:
+        return PendingCall.Status.REJECTED
+    if answer.call.kind == PendingCall.Kind.CONFIRMATION:
+        return PendingCall.Status.APPROVED if answer.payload.get("confirmed") else PendingCall.Status.REJECTED
+    word = str(answer.payload.get("status", "")).lower()
+    if word in APPROVED_WORDS:
+        return PendingCall.Status.APPROVED
+    if word in REJECTED_WORDS:
+        return PendingCall.Status.REJECTED
+    return PendingCall.Status.ANSWERED
+
+
+# -- submitting ---------------------------------------------------------------------------------
+@transaction.atomic
+def responses_submit(*, session: AdkSession, answers: list[Answer], actor: Any, streaming: bool = False) -> Turn:
+    """Record responses to open tickets of one session and queue the turn that carries them."""
+    if not answers:
+        raise InvalidResponse("No responses given.")
+    locked = {c.pk: c for c in PendingCall.objects.select_for_update().select_related("closed_by").filter(
+        pk__in=[a.call.pk for a in answers])}
+    parts = []
+    for answer in answers:
+        answer.call = call = locked[answer.call.pk]
+        if call.session_id != session.pk:
+            raise InvalidResponse(f"Ticket #{call.pk} belongs to another conversation.")
+        if not can_answer_call(actor, call):
+            raise NotAllowed(f"You may not answer ticket #{call.pk}: only approvers answer this kind of ticket.")
+        if call.is_closed:
+            raise TicketClosed(call)
+        _validate(answer)
+        parts.append(types.Part(function_response=types.FunctionResponse(
+            id=call.call_id, name=call.call_name, response=answer.payload, will_continue=not answer.final)))
+    turn = turn_create(session=session, content=types.Content(role="user", parts=parts), actor=actor, streaming=streaming)
+    now = timezone.now()
+    for answer in answers:
+        call = answer.call
+        Response.objects.create(pending_call=call, action=answer.action, payload=answer.payload, final=answer.final,
+                                comment=answer.comment, actor=actor if actor and actor.is_authenticated else None, turn=turn)
+        if answer.final:
+            call.status, call.closed_at = _closed_status(answer), now
+            call.closed_by = actor if actor and actor.is_authenticated else None
+        else:
+            call.status = PendingCall.Status.IN_PROGRESS
+        call.save()
+        _announce(call)
+    return turn
+
+
+def response_submit(
+    *, call: PendingCall, actor: Any, payload: dict, final: bool, comment: str = "", action: str = Response.Action.CUSTOM
+) -> Response:
+    """Record one response to a ticket and queue the turn that carries it to the agent."""
+    answer = Answer(call=call, payload=payload, final=final, comment=comment, action=action)
+    turn = responses_submit(session=call.session, answers=[answer], actor=actor)
+    return Response.objects.filter(turn=turn, pending_call_id=call.pk).get()
+
+
+def ticket_approve(*, call: PendingCall, actor: Any, comment: str = "", payload: Optional[dict] = None) -> Response:
+    return response_submit(call=call, actor=actor, payload=approve_payload(call, comment, payload), final=True,
+                           comment=comment, action=Response.Action.APPROVE)
+
+
+def ticket_reject(*, call: PendingCall, actor: Any, reason: str = "") -> Response:
+    return response_submit(call=call, actor=actor, payload=reject_payload(call, reason), final=True,
+                           comment=reason, action=Response.Action.REJECT)
+
+
+def ticket_update(
+    *, call: PendingCall, actor: Any, message: str, progress: Optional[float] = None, extra: Optional[dict] = None
+) -> Response:
+    return response_submit(call=call, actor=actor, payload=update_payload(message, progress, extra), final=False,
+                           comment=message, action=Response.Action.UPDATE)
+
+
+def message_submit(
+    *, session: AdkSession, content: types.Content, actor: Any, state_delta: Optional[dict] = None, streaming: bool = False
+) -> Turn:
+    """A user message (text → new turn) or function responses (→ answers to open tickets)."""
+    responses = [p.function_response for p in content.parts or [] if p.function_response]
+    if not responses:
+        return turn_create(session=session, content=content, actor=actor, state_delta=state_delta, streaming=streaming)
+    calls = {c.call_id: c for c in PendingCall.objects.filter(session=session, call_id__in=[fr.id for fr in responses])}
+    missing = sorted({fr.id or "" for fr in responses} - set(calls))
+    if missing:
+        raise InvalidMessage(f"Function call not found for function response ids: {', '.join(missing)}.")
+    answers = []
+    for fr in responses:
+        final = fr.will_continue is not True
+        answers.append(Answer(call=calls[fr.id], payload=dict(fr.response or {}), final=final))
+    return responses_submit(session=session, answers=answers, actor=actor, streaming=streaming)

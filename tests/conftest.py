@@ -1,0 +1,60 @@
+"""Shared fixtures: demo users and agents, a real in-process Celery worker, and waiting helpers."""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Callable
+
+import pytest
+
+
+def wait_for(predicate: Callable[[], Any], timeout: float = 15.0, interval: float = 0.05, what: str = "") -> Any:
+    """Poll until predicate() is truthy; fail the test with `what` if it never is."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"Timed out after {timeout}s waiting for {what or predicate}")
+        time.sleep(interval)
+
+
+@pytest.fixture
+def demo(db) -> dict[str, Any]:
+    """Demo groups, users (admin, approver, requester, observer) and agents."""
+    from django.contrib.auth.models import User
+
+    from agents_app.demo.setup import demo_setup
+
+    demo_setup()
+    return {u.username: u for u in User.objects.all()}
+
+
+@pytest.fixture(scope="session")
+def _celery_worker_thread(django_db_setup, django_db_blocker):
+    """A real Celery worker (threads pool, memory broker) in this process, for the whole run."""
+    from celery.contrib.testing.worker import start_worker
+
+    from adkweb.celery import app
+
+    with django_db_blocker.unblock():
+        with start_worker(app, pool="threads", concurrency=2, perform_ping_check=False, loglevel="WARNING",
+                          shutdown_timeout=30):
+            yield app
+
+
+@pytest.fixture
+def worker(transactional_db, _celery_worker_thread):
+    """Use in tests that run turns: data is committed so the worker threads see it. Waits for
+    every turn to finish before the database is flushed."""
+    yield _celery_worker_thread
+    from agents_app.models import Turn
+
+    wait_for(lambda: not Turn.objects.filter(status__in=["queued", "running"]).exists(), timeout=30,
+             what="turns to finish before teardown")
+
+
+@pytest.fixture
+def wait() -> Callable[..., Any]:
+    return wait_for

@@ -1,0 +1,15 @@
+"""Test settings: the embedded defaults, with a file SQLite test DB (worker threads share it),
+no worker started by importing asgi (tests start their own), and fast password hashing."""
+
+import os
+
+os.environ.setdefault("ADKWEB_EMBEDDED_WORKER", "0")
+
+from adkweb.settings import *  # noqa: E402,F403
+
+PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+ADKWEB_EMBEDDED_WORKER = False
+ADKWEB_REQUEUE_AFTER_SECONDS = 1
+
+if DATABASES["default"]["ENGINE"].endswith("sqlite3"):  # noqa: F405
+    DATABASES["default"]["TEST"] = {"NAME": os.environ.get("ADKWEB_TEST_SQLITE", f"/tmp/adkweb-test-{os.getpid()}.sqlite3")}  # noqa: F405
