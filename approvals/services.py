@@ -175,7 +175,7 @@ def responses_submit(*, session: AdkSession, answers: list[Answer], actor: Any, 
     """Record responses to open tickets of one session and queue the turn that carries them."""
     if not answers:
         raise InvalidResponse("No responses given.")
-    locked = {c.pk: c for c in PendingCall.objects.select_for_update().select_related("closed_by").filter(
+    locked = {c.pk: c for c in PendingCall.objects.select_for_update(of=("self",)).select_related("closed_by").filter(
         pk__in=[a.call.pk for a in answers])}
     parts = []
     for answer in answers:

@@ -1,0 +1,88 @@
+"""Integration fixtures: real PostgreSQL and Redis (DATABASE_URL / REDIS_URL must be set, as
+`make test` does) and a real `celery -A adkweb worker` subprocess on the test database."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if "tests/integration" in str(item.fspath):
+            item.add_marker(pytest.mark.integration)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _require_services():
+    engine = settings.DATABASES["default"]["ENGINE"]
+    if "postgresql" not in engine or not settings.REDIS_URL:
+        pytest.fail("Integration tests need DATABASE_URL (PostgreSQL) and REDIS_URL: run them through `make test`.")
+
+
+def _redis_flush() -> None:
+    import redis
+
+    redis.Redis.from_url(settings.REDIS_URL).flushdb()
+
+
+@pytest.fixture(scope="session")
+def celery_worker_process(django_db_setup, django_db_blocker):
+    """A real Celery worker process, pointed at the test database pytest-django created."""
+    _redis_flush()
+    db = settings.DATABASES["default"]
+    url = f"postgres://{db['USER'] or 'postgres'}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
+    env = {
+        **os.environ,
+        "DATABASE_URL": url,
+        "REDIS_URL": settings.REDIS_URL,
+        "DJANGO_SETTINGS_MODULE": "adkweb.settings",
+        "ADKWEB_EMBEDDED_WORKER": "0",
+        "ADKWEB_REQUEUE_AFTER_SECONDS": "1",
+        "PYTHONPATH": str(ROOT),
+    }
+    log = open(ROOT / f".celery-worker-{os.getpid()}.log", "w")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "celery", "-A", "adkweb", "worker", "-Q", "agents", "--pool", "threads",
+         "--concurrency", "4", "--loglevel", "INFO", "--without-gossip", "--without-mingle", "--without-heartbeat"],
+        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
+    )
+    _wait_ready(proc, Path(log.name))
+    yield proc
+    proc.terminate()
+    try:
+        proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+    log.close()
+    Path(log.name).unlink(missing_ok=True)
+
+
+def _wait_ready(proc: subprocess.Popen, log: Path, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"celery worker exited: {log.read_text()[-3000:]}")
+        if "ready." in log.read_text():
+            return
+        time.sleep(0.2)
+    raise RuntimeError(f"celery worker not ready: {log.read_text()[-3000:]}")
+
+
+@pytest.fixture
+def worker(transactional_db, celery_worker_process):
+    """Use in tests that run turns: committed data, the worker subprocess running."""
+    yield celery_worker_process
+    from agents_app.models import Turn
+    from tests.conftest import wait_for
+
+    wait_for(lambda: not Turn.objects.filter(status__in=["queued", "running"]).exists(), timeout=30,
+             what="turns to finish before teardown")
