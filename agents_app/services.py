@@ -129,3 +129,9 @@ def turns_requeue_owed() -> int:
     for session_pk in list(owed):
         count += session_enqueue(session_pk=session_pk)
     return count
+
+
+def agent_config_check(*, config: Any) -> None:
+    """Build the agent once so configuration errors (unknown tools, cycles) surface at save time."""
+    if config.enabled:
+        agents.build_agent(config.name)

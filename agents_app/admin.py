@@ -1,0 +1,101 @@
+"""Django admin for agents: tools picked from the code registry, each tool's declaration shown
+exactly as ADK builds it (long-running ones marked)."""
+
+from __future__ import annotations
+
+import json
+
+from django import forms
+from django.contrib import admin
+from django.utils.html import format_html_join
+
+from .agents import AgentConfigError
+from .models import AgentConfig, AgentToolLink, Turn
+from .services import agent_config_check
+from .tools import registry
+
+
+def _tool_choices() -> list[tuple[str, str]]:
+    return [(t.name, f"{t.name} ({t.kind})") for t in registry.all()]
+
+
+class AgentConfigForm(forms.ModelForm):
+    tools = forms.MultipleChoiceField(choices=_tool_choices, required=False, widget=forms.CheckboxSelectMultiple,
+                                      help_text="Tools from the code registry (agents_app.tools.registry).")
+
+    class Meta:
+        model = AgentConfig
+        fields = ["name", "description", "model", "instruction", "tools", "generation_settings", "enabled"]
+
+    def clean_generation_settings(self) -> dict:
+        value = self.cleaned_data.get("generation_settings") or {}
+        if not isinstance(value, dict):
+            raise forms.ValidationError('Generation settings must be a JSON object, e.g. {"temperature": 0.2}.')
+        from google.genai import types
+        from pydantic import ValidationError
+
+        try:
+            types.GenerateContentConfig(**value)
+        except (ValidationError, TypeError) as exc:
+            raise forms.ValidationError(f"Not valid generation settings: {exc}") from exc
+        return value
+
+
+class AgentToolLinkInline(admin.TabularInline):
+    model = AgentToolLink
+    fk_name = "parent"
+    extra = 0
+    verbose_name = "agent used as a tool"
+    verbose_name_plural = "agents used as tools (AgentTool)"
+
+
+@admin.register(AgentConfig)
+class AgentConfigAdmin(admin.ModelAdmin):
+    form = AgentConfigForm
+    list_display = ["name", "model", "enabled", "version", "tool_list", "updated_at"]
+    list_filter = ["enabled", "model"]
+    search_fields = ["name", "description", "instruction"]
+    readonly_fields = ["version", "tool_declarations"]
+    inlines = [AgentToolLinkInline]
+
+    @admin.display(description="tools")
+    def tool_list(self, obj: AgentConfig) -> str:
+        return ", ".join(obj.tools)
+
+    @admin.display(description="What the model sees")
+    def tool_declarations(self, obj: AgentConfig) -> str:
+        rows = []
+        for name in obj.tools or []:
+            if name not in registry:
+                rows.append((name, "unknown tool: not in the registry", ""))
+                continue
+            tool = registry.get(name)
+            mark = "long-running: the agent pauses for a response" if tool.long_running else tool.kind
+            rows.append((name, mark, json.dumps(tool.declaration(), indent=2)))
+        if not rows:
+            return "No tools selected."
+        return format_html_join(
+            "", '<div class="tool-decl"><strong>{}</strong> <em>({})</em><pre>{}</pre></div>', rows
+        )
+
+    def save_model(self, request, obj: AgentConfig, form, change: bool) -> None:
+        if change:
+            obj.version += 1
+        super().save_model(request, obj, form, change)
+
+    def save_related(self, request, form, formsets, change: bool) -> None:
+        super().save_related(request, form, formsets, change)
+        try:
+            agent_config_check(config=form.instance)
+        except AgentConfigError as exc:
+            self.message_user(request, f"Saved, but this agent cannot run yet: {exc}", level="error")
+
+
+@admin.register(Turn)
+class TurnAdmin(admin.ModelAdmin):
+    list_display = ["id", "session", "kind", "status", "attempts", "created_at", "finished_at"]
+    list_filter = ["status", "kind"]
+    readonly_fields = [f.name for f in Turn._meta.fields]
+
+    def has_add_permission(self, request) -> bool:
+        return False
