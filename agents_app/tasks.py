@@ -1,4 +1,5 @@
-"""Celery tasks: thin, they take ids. Every task names its queue (see QUEUES)."""
+"""Celery tasks: thin, they take ids. Every task is routed to a named queue (settings.CELERY_TASK_ROUTES,
+checked by a test against QUEUES)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ AGENTS_QUEUE = "agents"
 QUEUES = (AGENTS_QUEUE,)
 
 
-@shared_task(queue=AGENTS_QUEUE, acks_late=True)
+@shared_task(acks_late=True)
 def session_drain(session_pk: int) -> int:
     """Run a session's queued turns, oldest first, under its lease."""
     from .runner import session_drain as drain
@@ -16,7 +17,7 @@ def session_drain(session_pk: int) -> int:
     return drain(session_pk)
 
 
-@shared_task(queue=AGENTS_QUEUE)
+@shared_task
 def turns_requeue_owed() -> int:
     """Re-enqueue sessions whose owed work no worker is doing."""
     from .services import turns_requeue_owed as requeue
