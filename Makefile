@@ -1,5 +1,5 @@
 # adkweb: `make run` (embedded demo on http://127.0.0.1:8000) and `make test` (the whole suite).
-PYTHON ?= python3.11
+PYTHON ?= $(shell command -v python3.11 2>/dev/null || command -v python3)
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
