@@ -26,6 +26,7 @@ class AgentConfigForm(forms.ModelForm):
     class Meta:
         model = AgentConfig
         fields = ["name", "description", "model", "instruction", "tools", "generation_settings", "enabled"]
+        help_texts = {"model": "demo-offline (the offline demo model, no LLM) or a Gemini model such as gemini-2.5-flash."}
 
     def clean_generation_settings(self) -> dict:
         value = self.cleaned_data.get("generation_settings") or {}
@@ -52,11 +53,17 @@ class AgentToolLinkInline(admin.TabularInline):
 @admin.register(AgentConfig)
 class AgentConfigAdmin(admin.ModelAdmin):
     form = AgentConfigForm
-    list_display = ["name", "model", "enabled", "version", "tool_list", "updated_at"]
+    list_display = ["name", "model_label", "enabled", "version", "tool_list", "updated_at"]
     list_filter = ["enabled", "model"]
     search_fields = ["name", "description", "instruction"]
     readonly_fields = ["version", "tool_declarations"]
     inlines = [AgentToolLinkInline]
+
+    @admin.display(description="model", ordering="model")
+    def model_label(self, obj: AgentConfig) -> str:
+        from .demo.model import DEMO_LABEL, is_demo_model
+
+        return f"{obj.model} — {DEMO_LABEL}" if is_demo_model(obj.model) else obj.model
 
     @admin.display(description="tools")
     def tool_list(self, obj: AgentConfig) -> str:
