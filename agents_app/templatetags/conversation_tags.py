@@ -1,0 +1,39 @@
+"""Template helpers for conversation pages (and anyone including agents_app/partials/event.html)."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone as dt_timezone
+from typing import Any, Optional
+
+from django import template
+
+from agents_app import selectors
+
+register = template.Library()
+
+
+@register.simple_tag
+def event_view(event: Any, tickets: Optional[dict] = None) -> Any:
+    """An EventView from a StoredEvent (or the EventView itself, unchanged)."""
+    if isinstance(event, (selectors.EventView, selectors.TurnError)):
+        return event
+    return selectors.event_view(event, tickets if isinstance(tickets, dict) else None)
+
+
+@register.filter
+def epoch(value: Any) -> Optional[datetime]:
+    """A float UNIX timestamp (ADK's time fields) as an aware datetime."""
+    try:
+        return datetime.fromtimestamp(float(value), tz=dt_timezone.utc)
+    except (TypeError, ValueError):
+        return None
+
+
+@register.filter
+def pretty_json(value: Any) -> str:
+    return selectors.pretty_json(value)
+
+
+@register.filter
+def summarize(value: Any) -> str:
+    return selectors.summarize(value)
