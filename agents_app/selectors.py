@@ -180,3 +180,220 @@ def turn_error_view(turn: Turn) -> TurnError:
 
 def session_event_get(*, session_pk: int, event_pk: int) -> Optional[StoredEvent]:
     return StoredEvent.objects.filter(session_id=session_pk, pk=event_pk).first()
+
+
+# -- the HTTP API (agents_app.api) -----------------------------------------------------------------
+def adk_session_get(*, app_name: str, user_id: str, session_id: str) -> Optional[AdkSession]:
+    """One session by its ADK identity."""
+    return AdkSession.objects.filter(app_name=app_name, user_id=user_id, session_id=session_id).first()
+
+
+def turn_events(*, turn_id: int, after_pk: int = 0) -> list[StoredEvent]:
+    """Events a turn's run stored (agent-authored, as ADK's runner yields them), oldest first."""
+    return list(
+        StoredEvent.objects.filter(turn_id=turn_id, pk__gt=after_pk).exclude(author="user").order_by("id")
+    )
+
+
+def turn_state(*, turn_id: int) -> tuple[str, str]:
+    """(status, error) of a turn; ("failed", ...) if it is gone (its session was deleted)."""
+    row = Turn.objects.filter(pk=turn_id).values_list("status", "error").first()
+    return row if row else (Turn.Status.FAILED, "The session was deleted while the turn was owed.")
+
+
+# -- conversation lists ------------------------------------------------------------------------
+def sessions_with_status(qs: Optional[QuerySet] = None) -> QuerySet:
+    """Sessions annotated with `status` (running / waiting / failed / idle) in one query."""
+    from approvals.models import PendingCall
+
+    qs = qs if qs is not None else AdkSession.objects.all()
+    last_turn = Turn.objects.filter(session=OuterRef("pk")).order_by("-created_at", "-id").values("status")[:1]
+    return qs.annotate(
+        has_active_turn=Exists(Turn.objects.filter(session=OuterRef("pk"), status__in=ACTIVE_TURN_STATUSES)),
+        has_open_ticket=Exists(PendingCall.objects.filter(session=OuterRef("pk"), status__in=PendingCall.OPEN_STATUSES)),
+        last_turn_status=Subquery(last_turn),
+    ).annotate(
+        status=Case(
+            When(has_active_turn=True, then=Value("running")),
+            When(has_open_ticket=True, then=Value("waiting")),
+            When(last_turn_status=Turn.Status.FAILED, then=Value("failed")),
+            default=Value("idle"),
+            output_field=CharField(),
+        )
+    )
+
+
+def sessions_visible_to(user: Any) -> QuerySet:
+    """Observers and approvers see every conversation; anyone else their own."""
+    from approvals.permissions import is_approver, is_observer
+
+    qs = AdkSession.objects.all()
+    if not (is_observer(user) or is_approver(user)):
+        qs = qs.filter(user_id=user.get_username())
+    return qs
+
+
+def session_list(*, user: Any, app_name: str = "", status: str = "") -> QuerySet:
+    """The conversations a user may see, newest activity first, optionally filtered."""
+    qs = sessions_with_status(sessions_visible_to(user))
+    if app_name:
+        qs = qs.filter(app_name=app_name)
+    if status in SESSION_STATUSES:
+        qs = qs.filter(status=status)
+    return qs.order_by("-update_time", "-id")
+
+
+SESSIONS_PER_PAGE = 25
+
+
+def session_page(*, user: Any, app_name: str = "", status: str = "", page: Any = 1) -> Any:
+    """One page (django Page) of the conversation list."""
+    from django.core.paginator import Paginator
+
+    return Paginator(session_list(user=user, app_name=app_name, status=status), SESSIONS_PER_PAGE).get_page(page)
+
+
+def session_list_agents(*, user: Any) -> list[str]:
+    """Agent names to filter the list by: enabled agents plus any seen in visible sessions."""
+    from .agents import app_names
+
+    seen = sessions_visible_to(user).order_by().values_list("app_name", flat=True).distinct()
+    return sorted(set(app_names()) | set(seen))
+
+
+def session_row(*, user: Any, session_pk: int) -> Optional[AdkSession]:
+    """One annotated session for the list, or None if the user may not see it."""
+    return sessions_with_status(sessions_visible_to(user)).filter(pk=session_pk).first()
+
+
+def session_status(*, session_pk: int) -> str:
+    row = sessions_with_status(AdkSession.objects.filter(pk=session_pk)).values_list("status", flat=True).first()
+    return row or "idle"
+
+
+def session_open_tickets(*, session_pk: int) -> list[Any]:
+    from approvals.models import PendingCall
+
+    return list(PendingCall.objects.filter(session_id=session_pk, status__in=PendingCall.OPEN_STATUSES).order_by("id"))
+
+
+# -- agents page -------------------------------------------------------------------------------
+@dataclass
+class ToolParam:
+    name: str
+    type: str
+    required: bool
+    description: str
+
+
+@dataclass
+class ToolView:
+    name: str
+    kind: str = "function"
+    long_running: bool = False
+    declaration: dict = field(default_factory=dict)
+    error: str = ""
+
+    @property
+    def description(self) -> str:
+        return self.declaration.get("description", "")
+
+    @property
+    def params(self) -> list[ToolParam]:
+        schema = self.declaration.get("parameters_json_schema") or self.declaration.get("parameters") or {}
+        required = set(schema.get("required") or [])
+        out = []
+        for name, prop in (schema.get("properties") or {}).items():
+            kind = prop.get("type") or "/".join(str(a.get("type", "")).lower() for a in prop.get("anyOf", []) if a)
+            out.append(ToolParam(name, str(kind or "any").lower(), name in required, prop.get("description", "")))
+        return out
+
+    @property
+    def raw(self) -> str:
+        return pretty_json(self.declaration)
+
+
+@dataclass
+class AgentCard:
+    name: str
+    description: str
+    model: str
+    instruction: str
+    tools: list[ToolView]
+    agent_tools: list[tuple[str, bool]]
+    source: str = "configured"
+    config_id: Optional[int] = None
+    enabled: bool = True
+    error: str = ""
+
+    @property
+    def is_demo_model(self) -> bool:
+        from .demo.model import is_demo_model
+
+        return is_demo_model(self.model)
+
+
+def _registry_tool_view(name: str, cache: dict[str, ToolView]) -> ToolView:
+    from .tools import registry
+
+    if name not in cache:
+        if name not in registry:
+            cache[name] = ToolView(name=name, kind="unknown", error=f"No tool named {name!r} is registered.")
+        else:
+            tool = registry.get(name)
+            try:
+                decl = tool.declaration()
+            except Exception as exc:  # a tool whose schema ADK cannot build: show why, not a 500
+                decl, err = {}, f"ADK could not build this tool's declaration: {exc}"
+            else:
+                err = ""
+            cache[name] = ToolView(name=name, kind=tool.kind, long_running=tool.long_running, declaration=decl, error=err)
+    return cache[name]
+
+
+def _code_agent_card(name: str, dotted: str) -> AgentCard:
+    from django.utils.module_loading import import_string
+
+    try:
+        agent = import_string(dotted)
+    except Exception as exc:
+        return AgentCard(name=name, description="", model="", instruction="", tools=[], agent_tools=[],
+                         source="code", error=f"Cannot import {dotted}: {exc}")
+    model = getattr(agent, "model", "")
+    instruction = getattr(agent, "instruction", "")
+    tools, agent_tools = [], []
+    for tool in getattr(agent, "tools", []) or []:
+        if hasattr(tool, "agent") and hasattr(tool, "skip_summarization"):  # ADK AgentTool
+            agent_tools.append((tool.agent.name, bool(tool.skip_summarization)))
+            continue
+        decl = tool._get_declaration() if hasattr(tool, "_get_declaration") else None
+        long_running = bool(getattr(tool, "is_long_running", False))
+        tools.append(ToolView(
+            name=getattr(tool, "name", getattr(tool, "__name__", str(tool))),
+            kind="long-running" if long_running else "function", long_running=long_running,
+            declaration=decl.model_dump(mode="json", exclude_none=True) if decl else {},
+        ))
+    return AgentCard(
+        name=name, description=getattr(agent, "description", "") or "",
+        model=model if isinstance(model, str) else getattr(model, "model", type(model).__name__),
+        instruction=instruction if isinstance(instruction, str) else "(built by code at run time)",
+        tools=tools, agent_tools=agent_tools, source="code",
+    )
+
+
+def agent_cards() -> list[AgentCard]:
+    """Every agent, code-defined and admin-configured (disabled ones too), with tool declarations."""
+    from .agents import code_agents
+    from .models import AgentConfig
+
+    cache: dict[str, ToolView] = {}
+    cards = [_code_agent_card(name, dotted) for name, dotted in sorted(code_agents().items())]
+    for config in AgentConfig.objects.prefetch_related("agent_tools__child").order_by("name"):
+        cards.append(AgentCard(
+            name=config.name, description=config.description, model=config.model, instruction=config.instruction,
+            tools=[_registry_tool_view(t, cache) for t in config.tools or []],
+            agent_tools=[(link.child.name, link.skip_summarization)
+                         for link in sorted(config.agent_tools.all(), key=lambda link: link.pk)],
+            config_id=config.pk, enabled=config.enabled,
+        ))
+    return cards

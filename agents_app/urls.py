@@ -1,1 +1,13 @@
-urlpatterns: list = []
+from django.urls import path
+
+from . import views
+
+app_name = "agents_app"
+
+urlpatterns = [
+    path("sessions/", views.session_list, name="session-list"),
+    path("sessions/new/", views.session_new, name="session-new"),
+    path("sessions/<int:pk>/", views.session_detail, name="session-detail"),
+    path("sessions/<int:pk>/messages/", views.message_post, name="message-post"),
+    path("agents/", views.agent_list, name="agent-list"),
+]

@@ -37,3 +37,16 @@ def pretty_json(value: Any) -> str:
 @register.filter
 def summarize(value: Any) -> str:
     return selectors.summarize(value)
+
+
+@register.filter
+def status_label(value: str) -> str:
+    """running / waiting / failed / idle as people say it."""
+    return selectors.SESSION_STATUSES.get(value, value)
+
+
+@register.filter
+def model_label(model: str) -> str:
+    from agents_app.demo.model import DEMO_LABEL, is_demo_model
+
+    return DEMO_LABEL if model and is_demo_model(model) else (model or "(default)")

@@ -1,0 +1,103 @@
+"""Conversation and agent pages: parse, call one selector or service, render."""
+
+from __future__ import annotations
+
+from django.contrib.auth.decorators import login_required
+from django.db import transaction
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseForbidden
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from django_htmx.middleware import HtmxDetails
+
+from approvals.permissions import can_view_session, is_agent_admin
+
+from . import agents, selectors, services
+from .forms import MessageForm, NewConversationForm, SessionFilterForm
+from .models import AdkSession
+
+
+class HtmxHttpRequest(HttpRequest):
+    htmx: HtmxDetails
+
+
+def _visible_session(request: HttpRequest, pk: int) -> AdkSession:
+    session = get_object_or_404(AdkSession, pk=pk)
+    if not can_view_session(request.user, session):
+        raise Http404("No such conversation.")  # do not reveal that it exists
+    return session
+
+
+def _is_owner(request: HttpRequest, session: AdkSession) -> bool:
+    return session.user_id == request.user.get_username()
+
+
+@login_required
+@require_GET
+def session_list(request: HtmxHttpRequest) -> HttpResponse:
+    form = SessionFilterForm(request.GET, agents=selectors.session_list_agents(user=request.user))
+    filters = form.filters()
+    page = selectors.session_page(user=request.user, page=request.GET.get("page"), **filters)
+    query = {"agent": filters["app_name"], "status": filters["status"]}
+    template = "agents_app/session_list.html" + ("#session-list" if request.htmx else "")
+    return render(request, template, {"form": form, "page": page, "query": query})
+
+
+def _detail_context(request: HttpRequest, session: AdkSession, form: MessageForm, sent: bool = False) -> dict:
+    timeline = selectors.session_timeline(session)
+    last_pk = max((e.pk for e in timeline if getattr(e, "pk", None)), default=0)
+    return {
+        "session": session, "timeline": timeline, "last_event_pk": last_pk, "form": form, "sent": sent,
+        "status": selectors.session_status(session_pk=session.pk), "is_owner": _is_owner(request, session),
+    }
+
+
+@login_required
+@require_GET
+def session_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    session = _visible_session(request, pk)
+    return render(request, "agents_app/session_detail.html", _detail_context(request, session, MessageForm()))
+
+
+@login_required
+@require_POST
+def message_post(request: HtmxHttpRequest, pk: int) -> HttpResponse:
+    session = _visible_session(request, pk)
+    if not _is_owner(request, session):
+        return HttpResponseForbidden("Only the person who started this conversation can write in it.")
+    form = MessageForm(request.POST)
+    if form.is_valid():
+        services.message_send(session=session, text=form.cleaned_data["text"], actor=request.user)
+        if not request.htmx:
+            return redirect("agents_app:session-detail", pk=session.pk)
+        form = MessageForm()
+    if request.htmx:  # base.html lets htmx swap 400s: the form comes back with its error
+        ctx = {"session": session, "form": form, "sent": not form.is_bound, "is_owner": True}
+        return render(request, "agents_app/session_detail.html#message-form", ctx, status=400 if form.is_bound else 200)
+    return render(request, "agents_app/session_detail.html", _detail_context(request, session, form), status=400)
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def session_new(request: HttpRequest) -> HttpResponse:
+    names = agents.app_names()
+    if request.method == "GET":
+        form = NewConversationForm(initial={"agent": request.GET.get("agent", "")}, agents=names)
+        return render(request, "agents_app/session_new.html", {"form": form})
+    form = NewConversationForm(request.POST, agents=names)
+    if form.is_valid():
+        try:
+            with transaction.atomic():
+                session = services.session_create(app_name=form.cleaned_data["agent"], user_id=request.user.get_username())
+                services.message_send(session=session, text=form.cleaned_data["text"], actor=request.user)
+        except (agents.AgentNotFound, services.InvalidMessage) as exc:
+            form.add_error(None, str(exc))
+        else:
+            return redirect("agents_app:session-detail", pk=session.pk)
+    return render(request, "agents_app/session_new.html", {"form": form}, status=400)
+
+
+@login_required
+@require_GET
+def agent_list(request: HttpRequest) -> HttpResponse:
+    ctx = {"cards": selectors.agent_cards(), "can_edit": is_agent_admin(request.user)}
+    return render(request, "agents_app/agent_list.html", ctx)
