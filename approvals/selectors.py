@@ -2,8 +2,96 @@
 
 from __future__ import annotations
 
-from .models import PendingCall
+from dataclasses import dataclass
+from typing import Any
+
+from django.core.paginator import Page, Paginator
+from django.db.models import Exists, OuterRef, Q, QuerySet
+
+from agents_app.models import Turn
+
+from .models import PendingCall, Response
+
+INBOX_PAGE_SIZE = 25
+CLOSED_STATUSES = tuple(s for s in PendingCall.Status.values if s not in PendingCall.OPEN_STATUSES)
 
 
 def open_ticket_count() -> int:
     return PendingCall.objects.filter(status__in=PendingCall.OPEN_STATUSES).count()
+
+
+@dataclass(frozen=True)
+class InboxFilters:
+    """What an inbox shows: status is "open" (default), "closed", "all" or one status."""
+
+    agent: str = ""
+    tool: str = ""
+    status: str = "open"
+    kind: str = ""
+    mine: bool = False
+    q: str = ""
+    sort: str = "newest"
+    page: int = 1
+
+
+def _status_q(status: str) -> Q:
+    if status == "all":
+        return Q()
+    if status == "closed":
+        return Q(status__in=CLOSED_STATUSES)
+    if status in PendingCall.Status.values:
+        return Q(status=status)
+    return Q(status__in=PendingCall.OPEN_STATUSES)
+
+
+def ticket_queryset(*, filters: InboxFilters, user: Any) -> QuerySet[PendingCall]:
+    """Tickets matching an inbox's filters (index-friendly: status/created_at, app_name, tool_name, kind)."""
+    qs = PendingCall.objects.filter(_status_q(filters.status))
+    if filters.agent:
+        qs = qs.filter(app_name=filters.agent)
+    if filters.tool:
+        qs = qs.filter(tool_name=filters.tool)
+    if filters.kind:
+        qs = qs.filter(kind=filters.kind)
+    if filters.mine:
+        # Mine: assigned to me, closed by me, or I have sent it a response (e.g. an update).
+        responded = Response.objects.filter(pending_call=OuterRef("pk"), actor=user)
+        qs = qs.filter(Q(assigned_to=user) | Q(closed_by=user) | Exists(responded))
+    if filters.q:
+        term = filters.q.strip()
+        match = Q(args__icontains=term) | Q(tool_name__icontains=term) | Q(requester__icontains=term)
+        if term.lstrip("#").isdigit():
+            match |= Q(pk=int(term.lstrip("#")))
+        qs = qs.filter(match)
+    order = ("created_at", "id") if filters.sort == "oldest" else ("-created_at", "-id")
+    return qs.select_related("closed_by", "assigned_to").order_by(*order)
+
+
+def inbox_page(*, filters: InboxFilters, user: Any) -> Page:
+    """One page of the inbox."""
+    paginator = Paginator(ticket_queryset(filters=filters, user=user), INBOX_PAGE_SIZE)
+    return paginator.get_page(filters.page)
+
+
+def ticket_matches(*, ticket_id: int, filters: InboxFilters, user: Any) -> bool:
+    return ticket_queryset(filters=filters, user=user).filter(pk=ticket_id).exists()
+
+
+def inbox_filter_choices() -> dict[str, list[str]]:
+    """Agents and tools that have tickets, for the filter menus (small: distinct on indexed columns)."""
+    return {
+        "agents": sorted(PendingCall.objects.order_by().values_list("app_name", flat=True).distinct()),
+        "tools": sorted(t for t in PendingCall.objects.order_by().values_list("tool_name", flat=True).distinct() if t),
+    }
+
+
+def ticket_get(*, ticket_id: int) -> PendingCall | None:
+    return PendingCall.objects.select_related("session", "closed_by", "assigned_to").filter(pk=ticket_id).first()
+
+
+def ticket_responses(*, call: PendingCall) -> list[Response]:
+    return list(Response.objects.filter(pending_call=call).select_related("actor").order_by("created_at", "id"))
+
+
+def failed_turn_get(*, turn_id: int, session_pk: int) -> Turn | None:
+    return Turn.objects.filter(pk=turn_id, session_id=session_pk, status=Turn.Status.FAILED).first()

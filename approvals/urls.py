@@ -1,1 +1,11 @@
-urlpatterns: list = []
+from django.urls import path
+
+from . import views
+
+app_name = "approvals"
+
+urlpatterns = [
+    path("", views.inbox, name="inbox"),
+    path("tickets/<int:ticket_id>/", views.ticket_detail, name="ticket"),
+    path("tickets/<int:ticket_id>/<slug:action>/", views.ticket_act, name="ticket-act"),
+]

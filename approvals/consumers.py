@@ -1,0 +1,159 @@
+"""Live approvals: the inbox socket (rows + open-ticket count) and the ticket page socket
+(its status, actions, history and the conversation's next events). Read-only: actions are
+ordinary POSTs to views."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from channels.db import database_sync_to_async
+from channels.generic.websocket import AsyncWebsocketConsumer
+from django.http import QueryDict
+from django.template.loader import render_to_string
+
+from agents_app import selectors as conversations
+from agents_app.events import session_group
+
+from . import selectors
+from .events import APPROVALS_GROUP
+from .forms import InboxFilterForm
+from .permissions import can_view_call, is_approver
+
+EVENT = "agents_app/partials/event.html"  # D2's readable event, shared with the conversation page
+TICKET_CARD = "agents_app/partials/ticket_card.html"
+REFUSED = 4003  # not one of the codes the htmx ws extension reconnects on
+
+
+def _nav_count_html(count: int) -> str:
+    return f'<span id="nav-open-count" class="badge" title="open tickets" hx-swap-oob="true">{count}</span>'
+
+
+class InboxConsumer(AsyncWebsocketConsumer):
+    """`/ws/approvals/?<inbox filters>`: pushes new, changed and decided rows and the nav count.
+    With `?nav=1` only the count (every other page of an approver)."""
+
+    async def connect(self) -> None:
+        user = self.scope.get("user")
+        if not await database_sync_to_async(is_approver)(user):
+            await self.close(code=REFUSED)
+            return
+        self.user = user
+        query = QueryDict(self.scope.get("query_string", b"").decode())
+        self.nav_only = query.get("nav") == "1"
+        self.filters = InboxFilterForm(query).filters()
+        self.shown, self.at_edge = await self._page_state()
+        await self.channel_layer.group_add(APPROVALS_GROUP, self.channel_name)
+        await self.accept()
+
+    async def disconnect(self, code: int) -> None:
+        await self.channel_layer.group_discard(APPROVALS_GROUP, self.channel_name)
+
+    @database_sync_to_async
+    def _page_state(self) -> tuple[set[int], str | None]:
+        """Ids on the client's page, and where a new matching ticket goes (or None: not this page)."""
+        if self.nav_only:
+            return set(), None
+        page = selectors.inbox_page(filters=self.filters, user=self.user)
+        if self.filters.sort == "newest":
+            edge = "afterbegin" if page.number == 1 else None
+        else:
+            edge = "beforeend" if not page.has_next() else None
+        return {c.pk for c in page}, edge
+
+    async def ticket_changed(self, event: dict[str, Any]) -> None:
+        await self.send(text_data=await self._render_change(event["ticket_id"]))
+
+    @database_sync_to_async
+    def _render_change(self, ticket_id: int) -> str:
+        html = [_nav_count_html(selectors.open_ticket_count())]
+        call = None if self.nav_only else selectors.ticket_get(ticket_id=ticket_id)
+        if call is None:
+            return "".join(html)
+        matches = selectors.ticket_matches(ticket_id=ticket_id, filters=self.filters, user=self.user)
+        if ticket_id in self.shown:
+            # A decided ticket changes in place (greyed, "approved by …") rather than vanishing under the cursor.
+            html.append(render_to_string("approvals/inbox.html#row", {"call": call, "oob": "outerHTML"}))
+        elif matches and self.at_edge:
+            self.shown.add(ticket_id)
+            row = render_to_string("approvals/inbox.html#row", {"call": call})
+            html.append(f'<tbody id="inbox-rows" hx-swap-oob="{self.at_edge}">{row}</tbody>')
+            html.append('<tr id="inbox-empty" hx-swap-oob="delete"></tr>')
+        elif matches:
+            html.append('<p id="inbox-notice" class="notice" hx-swap-oob="true">New tickets arrived on another page. '
+                        '<a href="">Reload</a></p>')
+        return "".join(html)
+
+
+class TicketConsumer(AsyncWebsocketConsumer):
+    """`/ws/tickets/<id>/`: joins the ticket's conversation group (`session-<pk>`)."""
+
+    async def connect(self) -> None:
+        self.user = self.scope.get("user")
+        ticket_id = int(self.scope["url_route"]["kwargs"]["ticket_id"])
+        call = await database_sync_to_async(selectors.ticket_get)(ticket_id=ticket_id)
+        if call is None or not await database_sync_to_async(can_view_call)(self.user, call):
+            await self.close(code=REFUSED)
+            return
+        self.ticket_id, self.session_pk = call.pk, call.session_id
+        self.group = session_group(call.session_id)
+        await self.channel_layer.group_add(self.group, self.channel_name)
+        await self.accept()
+
+    async def disconnect(self, code: int) -> None:
+        if hasattr(self, "group"):
+            await self.channel_layer.group_discard(self.group, self.channel_name)
+
+    async def ticket_changed(self, event: dict[str, Any]) -> None:
+        await self.send(text_data=await self._render_ticket(event["ticket_id"]))
+
+    async def session_event(self, event: dict[str, Any]) -> None:
+        html = await self._render_event(event["event_pk"])
+        if html:
+            await self.send(text_data=html)
+
+    async def session_status(self, event: dict[str, Any]) -> None:
+        await self.send(text_data=await self._render_activity())
+
+    async def turn_finished(self, event: dict[str, Any]) -> None:
+        await self.send(text_data=await self._render_activity(failed_turn=event["turn_id"] if event.get("status") == "failed" else None))
+
+    async def session_partial(self, event: dict[str, Any]) -> None:
+        """Streaming text is shown on the conversation page; here the stored event follows."""
+
+    @database_sync_to_async
+    def _render_ticket(self, ticket_id: int) -> str:
+        from .views import ticket_context
+
+        call = selectors.ticket_get(ticket_id=ticket_id)
+        if call is None or call.session_id != self.session_pk:
+            return ""
+        # Its card in the conversation, wherever it is shown on this page.
+        html = render_to_string(TICKET_CARD, {"ticket": call, "oob": "true"})
+        if ticket_id == self.ticket_id:
+            ctx = {**ticket_context(call, self.user), "oob": True}
+            parts = ["status", "history", "activity"] + ([] if call.is_open else ["actions"])
+            html += "".join(render_to_string(f"approvals/ticket.html#{p}", ctx) for p in parts)
+        if is_approver(self.user):
+            html += _nav_count_html(selectors.open_ticket_count())
+        return html
+
+    @database_sync_to_async
+    def _render_event(self, event_pk: int) -> str:
+        event = conversations.session_event_get(session_pk=self.session_pk, event_pk=event_pk)
+        if event is None:
+            return ""
+        return _append(render_to_string(EVENT, {"event": event}))
+
+    @database_sync_to_async
+    def _render_activity(self, failed_turn: int | None = None) -> str:
+        ctx = {"activity": conversations.session_status(session_pk=self.session_pk), "oob": True}
+        html = render_to_string("approvals/ticket.html#activity", ctx)
+        turn = selectors.failed_turn_get(turn_id=failed_turn, session_pk=self.session_pk) if failed_turn else None
+        if turn is not None:
+            html += _append(render_to_string(EVENT, {"event": conversations.turn_error_view(turn)}))
+        return html
+
+
+def _append(html: str) -> str:
+    return (f'<div id="conversation-events" hx-swap-oob="beforeend">{html}</div>'
+            '<p id="no-events" hx-swap-oob="delete"></p>')

@@ -1,0 +1,102 @@
+"""Readable renderings of ticket arguments, responses and events (model output is plain text)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django import template
+
+register = template.Library()
+
+MONEY_KEYS = ("amount", "price", "total", "cost", "sum", "budget")
+SUMMARY_MAX = 120
+
+
+def _is_money_key(key: str) -> bool:
+    return any(word in key.lower() for word in MONEY_KEYS)
+
+
+@register.filter
+def readable(value: Any, key: str = "") -> str:
+    """One value as a person would write it: $200.00 for amounts, yes/no, lists joined."""
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, (int, float)) and _is_money_key(key):
+        return f"${value:,.2f}"
+    if isinstance(value, float):
+        return f"{value:,.2f}".rstrip("0").rstrip(".")
+    if isinstance(value, (list, tuple)):
+        return ", ".join(readable(v) for v in value)
+    if isinstance(value, dict):
+        return json.dumps(value, ensure_ascii=False, sort_keys=True)
+    return "" if value is None else str(value)
+
+
+def _shorten(text: str) -> str:
+    return text if len(text) <= SUMMARY_MAX else text[: SUMMARY_MAX - 1] + "…"
+
+
+def summarize_args(args: Any) -> str:
+    if not isinstance(args, dict) or not args:
+        return ""
+    return _shorten(" · ".join(readable(v, k) for k, v in args.items() if v not in (None, "")))
+
+
+@register.filter
+def args_summary(call: Any) -> str:
+    """e.g. "meals · $200.00"; for a confirmation, what will run; for input, the question."""
+    args = call.args or {}
+    if call.kind == "confirmation":
+        original = call.original_call
+        return _shorten(f"{original.get('name', call.tool_name)}: {summarize_args(original.get('args'))}")
+    if call.kind == "input":
+        return _shorten(str(args.get("message", "")))
+    if call.kind == "choice":
+        return _shorten("options: " + " / ".join(str(o) for o in args.get("options") or []))
+    return summarize_args(args)
+
+
+@register.filter
+def tool_label(call: Any) -> str:
+    """The tool's name, or the pause kind for ADK's own pauses."""
+    return call.tool_name if call.kind == "long_running" else call.kind
+
+
+@register.filter
+def pretty_json(value: Any) -> str:
+    return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True, default=str)
+
+
+@register.filter
+def items_readable(value: Any) -> list[tuple[str, str]]:
+    """Key/value pairs of a dict as readable text, for a definition list."""
+    if not isinstance(value, dict):
+        return []
+    return [(k, readable(v, k)) for k, v in value.items()]
+
+
+@register.filter
+def event_parts(data: Any) -> list[dict[str, Any]]:
+    """The parts of a stored ADK event (snake_case or camelCase JSON) as text / call / response / error."""
+    if not isinstance(data, dict):
+        return []
+    out: list[dict[str, Any]] = []
+    content = data.get("content") or {}
+    for part in content.get("parts") or []:
+        if part.get("thought"):
+            continue
+        call = part.get("function_call") or part.get("functionCall")
+        response = part.get("function_response") or part.get("functionResponse")
+        if part.get("text"):
+            out.append({"kind": "text", "text": part["text"]})
+        elif call:
+            out.append({"kind": "call", "name": call.get("name", ""), "id": call.get("id", ""),
+                        "summary": summarize_args(call.get("args"))})
+        elif response:
+            out.append({"kind": "response", "name": response.get("name", ""), "id": response.get("id", ""),
+                        "summary": summarize_args(response.get("response"))})
+    error = data.get("error_message") or data.get("errorMessage")
+    if error:
+        out.append({"kind": "error", "text": error})
+    return out

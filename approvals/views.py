@@ -1,0 +1,152 @@
+"""Approvals pages: the inbox and the ticket page with its four actions (thin: forms → services)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.forms import Form
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_POST
+from django_htmx.middleware import HtmxDetails
+
+from agents_app import selectors as conversations
+
+from . import forms, selectors, services
+from .models import PendingCall
+from .permissions import can_answer_call, can_view_call, is_approver
+
+
+class HtmxHttpRequest(HttpRequest):
+    htmx: HtmxDetails
+
+
+# -- inbox --------------------------------------------------------------------------------------
+@login_required
+@require_GET
+def inbox(request: HtmxHttpRequest) -> HttpResponse:
+    """Open tickets for approvers; one view serves the page and its results fragment."""
+    if not is_approver(request.user):
+        messages.info(request, "The approvals inbox is for approvers; here are your conversations.")
+        return redirect("/sessions/")
+    form = forms.InboxFilterForm(request.GET)
+    filters = form.filters()
+    template = "approvals/inbox.html"
+    if request.htmx and request.htmx.target == "inbox-results":
+        template += "#results"
+    context = {
+        "form": form, "filters": filters, "page": selectors.inbox_page(filters=filters, user=request.user),
+        "choices": selectors.inbox_filter_choices(), "ws_query": request.GET.urlencode(),
+    }
+    return render(request, template, context)
+
+
+# -- ticket -------------------------------------------------------------------------------------
+def _visible_call(request: HttpRequest, ticket_id: int) -> PendingCall:
+    call = selectors.ticket_get(ticket_id=ticket_id)
+    if call is None or not can_view_call(request.user, call):
+        raise Http404("No such ticket, or it is not yours to see.")
+    return call
+
+
+def ticket_context(call: PendingCall, user: Any, bound: dict[str, Form] | None = None, **extra: Any) -> dict[str, Any]:
+    """Everything the ticket page and its partials show (also used by the ticket consumer)."""
+    answerable = call.is_open and can_answer_call(user, call)
+    confirmation = call.kind == PendingCall.Kind.CONFIRMATION
+    ctx: dict[str, Any] = {
+        "call": call, "responses": selectors.ticket_responses(call=call), "can_answer": answerable,
+        "activity": conversations.session_status(session_pk=call.session_id),
+        "approve_ok": forms.fits_schema(call, services.approve_payload(call)),
+        "reject_ok": forms.fits_schema(call, services.reject_payload(call, "reason")),
+        "update_ok": not confirmation, "confirmation": confirmation,
+    }
+    if answerable:
+        ctx.update(approve_form=forms.ApproveForm(prefix="approve"), reject_form=forms.RejectForm(prefix="reject"),
+                   update_form=forms.UpdateForm(prefix="update"), custom_form=forms.response_form_for(call))
+        ctx.update({f"{name}_form": form for name, form in (bound or {}).items()})
+    ctx.update(extra)
+    return ctx
+
+
+@login_required
+@require_GET
+def ticket_detail(request: HtmxHttpRequest, ticket_id: int) -> HttpResponse:
+    call = _visible_call(request, ticket_id)
+    ctx = ticket_context(call, request.user, timeline=conversations.session_timeline(call.session))
+    return render(request, "approvals/ticket.html", ctx)
+
+
+def _approve(call: PendingCall, user: Any, data: dict) -> None:
+    services.ticket_approve(call=call, actor=user, comment=data["comment"], payload=data.get("payload"))
+
+
+def _reject(call: PendingCall, user: Any, data: dict) -> None:
+    services.ticket_reject(call=call, actor=user, reason=data["reason"])
+
+
+def _update(call: PendingCall, user: Any, data: dict) -> None:
+    services.ticket_update(call=call, actor=user, message=data["message"], progress=data.get("progress"),
+                           extra=data.get("extra"))
+
+
+def _respond(call: PendingCall, user: Any, data: dict) -> None:
+    payload = data["payload"] if "payload" in data else data["body"]
+    services.response_submit(call=call, actor=user, payload=payload, final=data["final"], comment=data["comment"])
+
+
+ACTIONS: dict[str, tuple[Callable[[PendingCall, Any], Form], Callable[[PendingCall, Any, dict], None], str]] = {
+    "approve": (lambda c, d: forms.ApproveForm(d, prefix="approve"), _approve, "Approved"),
+    "reject": (lambda c, d: forms.RejectForm(d, prefix="reject"), _reject, "Rejected"),
+    "update": (lambda c, d: forms.UpdateForm(d, prefix="update"), _update, "Update sent"),
+    "custom": (lambda c, d: forms.response_form_for(c, d), _respond, "Response sent"),
+}
+
+
+def _form_data(form: Form) -> dict:
+    data = dict(form.cleaned_data)
+    if isinstance(form, forms.SchemaResponseForm):
+        data["payload"] = form.payload()
+    return data
+
+
+@login_required
+@require_POST
+def ticket_act(request: HtmxHttpRequest, ticket_id: int, action: str) -> HttpResponse:
+    """Approve, reject, send an update or a custom response; errors say why and send nothing."""
+    call = _visible_call(request, ticket_id)
+    if action not in ACTIONS:
+        raise Http404("No such action.")
+    make_form, perform, done = ACTIONS[action]
+    if not can_answer_call(request.user, call):
+        return _ticket_reply(request, call, status=403, error="You may not answer this ticket: only approvers can.")
+    form = make_form(call, request.POST)
+    if not form.is_valid():
+        return _ticket_reply(request, call, status=400, error="Please fix the form below; nothing was sent.",
+                             bound={action: form})
+    try:
+        perform(call, request.user, _form_data(form))
+    except services.TicketClosed as exc:
+        return _ticket_reply(request, call, status=409, error=str(exc))
+    except services.InvalidResponse as exc:
+        return _ticket_reply(request, call, status=400, error=f"{exc} Nothing was sent.", bound={action: form})
+    except services.NotAllowed as exc:
+        return _ticket_reply(request, call, status=403, error=str(exc))
+    notice = f"{done}. The agent is resuming; its next steps appear below."
+    if not request.htmx:
+        messages.success(request, notice)
+        return redirect(reverse("approvals:ticket", args=[call.pk]))
+    return _ticket_reply(request, call, status=200, notice=notice)
+
+
+def _ticket_reply(request: HtmxHttpRequest, call: PendingCall, *, status: int, bound: dict | None = None,
+                  **extra: Any) -> HttpResponse:
+    call = selectors.ticket_get(ticket_id=call.pk) or call
+    ctx = ticket_context(call, request.user, bound, **extra)
+    if request.htmx:
+        return render(request, "approvals/ticket.html#panel", ctx, status=status)
+    ctx["timeline"] = conversations.session_timeline(call.session)
+    return render(request, "approvals/ticket.html", ctx, status=status)
