@@ -8,6 +8,8 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("api/adk/", include("agents_app.api_urls")),
+    path("api/", include("approvals.api_urls")),
     path("", include("approvals.urls")),
     path("", include("agents_app.urls")),
 ]

@@ -12,3 +12,4 @@ class AgentsAppConfig(AppConfig):
 
         for module in settings.ADKWEB_TOOL_MODULES:
             import_module(module)
+        from . import admin_tokens  # noqa: F401  (API tokens in the admin)

@@ -150,3 +150,26 @@ class Turn(models.Model):
     @property
     def is_finished(self) -> bool:
         return self.status in {self.Status.DONE, self.Status.FAILED}
+
+
+class ApiToken(models.Model):
+    """A per-user API key for `Authorization: Token <key>`. Only a SHA-256 of the key is stored:
+    the key itself is shown once, when it is created."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens")
+    name = models.CharField(max_length=100, blank=True, help_text="What this token is for (e.g. 'billing system').")
+    prefix = models.CharField(max_length=16, db_index=True, editable=False, help_text="The key's first characters.")
+    key_hash = models.CharField(max_length=64, unique=True, editable=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_used_at = models.DateTimeField(null=True, blank=True, editable=False)
+    revoked_at = models.DateTimeField(null=True, blank=True, help_text="Set to revoke the token.")
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.prefix}… ({self.user})"
+
+    @property
+    def is_active(self) -> bool:
+        return self.revoked_at is None

@@ -95,3 +95,25 @@ def ticket_responses(*, call: PendingCall) -> list[Response]:
 
 def failed_turn_get(*, turn_id: int, session_pk: int) -> Turn | None:
     return Turn.objects.filter(pk=turn_id, session_id=session_pk, status=Turn.Status.FAILED).first()
+
+
+# -- the approvals HTTP API (approvals.api) --------------------------------------------------------
+API_STATUS_FILTERS = ("open", "closed", "all", *PendingCall.Status.values)
+
+
+def tickets_visible(*, user: Any, filters: InboxFilters) -> QuerySet[PendingCall]:
+    """Tickets the user may see (approvers and observers: all; others: their own sessions'), filtered."""
+    from .permissions import is_approver, is_observer
+
+    qs = ticket_queryset(filters=filters, user=user).select_related("session")
+    if not (is_approver(user) or is_observer(user)):
+        qs = qs.filter(requester=user.get_username())
+    return qs
+
+
+def ticket_visible_get(*, user: Any, ticket_id: int) -> PendingCall | None:
+    """One ticket if it exists and the user may see it, else None (the API answers 404 either way)."""
+    from .permissions import can_view_call
+
+    call = ticket_get(ticket_id=ticket_id)
+    return call if call is not None and can_view_call(user, call) else None

@@ -171,7 +171,9 @@ def _closed_status(answer: Answer) -> str:
 
 # -- submitting ---------------------------------------------------------------------------------
 @transaction.atomic
-def responses_submit(*, session: AdkSession, answers: list[Answer], actor: Any, streaming: bool = False) -> Turn:
+def responses_submit(
+    *, session: AdkSession, answers: list[Answer], actor: Any, streaming: bool = False, state_delta: Optional[dict] = None
+) -> Turn:
     """Record responses to open tickets of one session and queue the turn that carries them."""
     if not answers:
         raise InvalidResponse("No responses given.")
@@ -189,7 +191,8 @@ def responses_submit(*, session: AdkSession, answers: list[Answer], actor: Any, 
         _validate(answer)
         parts.append(types.Part(function_response=types.FunctionResponse(
             id=call.call_id, name=call.call_name, response=answer.payload, will_continue=not answer.final)))
-    turn = turn_create(session=session, content=types.Content(role="user", parts=parts), actor=actor, streaming=streaming)
+    turn = turn_create(session=session, content=types.Content(role="user", parts=parts), actor=actor,
+                       state_delta=state_delta, streaming=streaming)
     now = timezone.now()
     for answer in answers:
         call = answer.call
@@ -242,8 +245,13 @@ def message_submit(
     missing = sorted({fr.id or "" for fr in responses} - set(calls))
     if missing:
         raise InvalidMessage(f"Function call not found for function response ids: {', '.join(missing)}.")
+    if len(responses) != len({fr.id for fr in responses}):
+        raise InvalidMessage("A message answers each function call at most once.")
+    if len({calls[fr.id].invocation_id for fr in responses}) > 1:
+        # ADK refuses these at run time (after the answers would be recorded): refuse them here.
+        raise InvalidMessage("Function responses in one message must answer calls of one invocation; send them separately.")
     answers = []
     for fr in responses:
         final = fr.will_continue is not True
         answers.append(Answer(call=calls[fr.id], payload=dict(fr.response or {}), final=final))
-    return responses_submit(session=session, answers=answers, actor=actor, streaming=streaming)
+    return responses_submit(session=session, answers=answers, actor=actor, streaming=streaming, state_delta=state_delta)

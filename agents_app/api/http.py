@@ -1,0 +1,171 @@
+"""What every API view shares: token or session auth, CSRF for cookies, JSON bodies, JSON errors.
+
+Views are wrapped with `api_view(...)`: they raise `ApiError` for refusals and never see an
+unauthenticated request. Every refusal is `{"detail": "..."}`, as ADK's FastAPI server gives it.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from asgiref.sync import iscoroutinefunction, markcoroutinefunction, sync_to_async
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.middleware.csrf import CsrfViewMiddleware
+from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic.alias_generators import to_camel
+
+from ..auth import InvalidToken, token_authenticate, token_from_header
+
+logger = logging.getLogger(__name__)
+M = TypeVar("M", bound=BaseModel)
+SAFE_METHODS = {"GET", "HEAD", "OPTIONS"}
+
+
+class ApiError(Exception):
+    """A refusal with an HTTP status and a message for the caller."""
+
+    def __init__(self, status: int, detail: str) -> None:
+        super().__init__(detail)
+        self.status = status
+        self.detail = detail
+
+    def response(self) -> JsonResponse:
+        response = JsonResponse({"detail": self.detail}, status=self.status)
+        if self.status == 401:
+            response["WWW-Authenticate"] = 'Token realm="adkweb"'
+        return response
+
+
+class CamelModel(BaseModel):
+    """ADK's request models: camelCase on the wire, snake_case accepted too, unknown keys ignored."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore")
+
+
+class _CsrfCheck(CsrfViewMiddleware):
+    def _reject(self, request: HttpRequest, reason: str) -> str:  # type: ignore[override]
+        return reason
+
+
+def _authenticate(request: HttpRequest) -> None:
+    """Token auth (no cookies: no CSRF) or the browser session (CSRF enforced on unsafe methods)."""
+    try:
+        key = token_from_header(request)
+        if key is not None:
+            request.user = token_authenticate(key)
+            request.api_token_auth = True  # type: ignore[attr-defined]
+            return
+    except InvalidToken as exc:
+        raise ApiError(401, str(exc)) from exc
+    if not request.user.is_authenticated:
+        raise ApiError(
+            401, "Authentication credentials were not provided: send 'Authorization: Token <key>' or log in."
+        )
+    if request.method not in SAFE_METHODS:
+        check = _CsrfCheck(lambda r: HttpResponse())
+        check.process_request(request)
+        reason = check.process_view(request, None, (), {})
+        if reason:
+            raise ApiError(
+                403,
+                f"CSRF failed: {reason}. Browser clients send the X-CSRFToken header; "
+                "other clients use 'Authorization: Token <key>'.",
+            )
+
+
+def _method_allowed(request: HttpRequest, methods: tuple[str, ...]) -> None:
+    if request.method not in methods:
+        raise ApiError(405, f'Method "{request.method}" not allowed here; use {", ".join(methods)}.')
+
+
+def _unexpected(exc: Exception) -> JsonResponse:
+    logger.exception("API view failed")
+    return JsonResponse({"detail": f"Internal server error ({type(exc).__name__})."}, status=500)
+
+
+def api_view(*methods: str) -> Callable:
+    """Wrap a sync or async view: method check, auth, CSRF for cookie sessions, ApiError → JSON."""
+    allowed = tuple(m.upper() for m in methods)
+
+    def decorate(view: Callable) -> Callable:
+        if iscoroutinefunction(view):
+
+            @functools.wraps(view)
+            async def async_wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+                try:
+                    _method_allowed(request, allowed)
+                    await sync_to_async(_authenticate)(request)
+                    return await view(request, *args, **kwargs)
+                except ApiError as exc:
+                    return exc.response()
+                except Exception as exc:
+                    return _unexpected(exc)
+
+            markcoroutinefunction(async_wrapper)
+            wrapper: Callable = async_wrapper
+        else:
+
+            @functools.wraps(view)
+            def sync_wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+                try:
+                    _method_allowed(request, allowed)
+                    _authenticate(request)
+                    return view(request, *args, **kwargs)
+                except ApiError as exc:
+                    return exc.response()
+                except Exception as exc:
+                    return _unexpected(exc)
+
+            wrapper = sync_wrapper
+        wrapper.csrf_exempt = True  # type: ignore[attr-defined]  # checked in _authenticate, cookies only
+        return wrapper
+
+    return decorate
+
+
+def json_body(request: HttpRequest, *, allow_empty: bool = False) -> Any:
+    """The parsed JSON body; 400 when it is not JSON."""
+    raw = request.body
+    if not raw.strip():
+        if allow_empty:
+            return None
+        raise ApiError(400, "The request body is empty; send a JSON object.")
+    try:
+        return json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ApiError(400, f"Malformed JSON in the request body: {exc}.") from exc
+
+
+def validation_detail(exc: ValidationError) -> str:
+    parts = []
+    for err in exc.errors()[:3]:
+        where = ".".join(str(x) for x in err["loc"]) or "body"
+        parts.append(f"{where}: {err['msg']}")
+    return "; ".join(parts) + "."
+
+
+def parse(model: type[M], data: Any) -> M:
+    """Validate a JSON value into a request model; 400 with the field and the problem otherwise."""
+    if not isinstance(data, dict):
+        raise ApiError(400, f"The request body must be a JSON object, not {type(data).__name__}.")
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise ApiError(400, validation_detail(exc)) from exc
+
+
+def int_param(request: HttpRequest, name: str, default: int, *, low: int = 1, high: int | None = None) -> int:
+    raw = request.GET.get(name)
+    if raw in (None, ""):
+        return default
+    try:
+        value = int(raw)
+    except ValueError as exc:
+        raise ApiError(400, f"Query parameter {name!r} must be an integer, not {raw!r}.") from exc
+    if value < low or (high is not None and value > high):
+        raise ApiError(400, f"Query parameter {name!r} must be between {low} and {high or 'any'}.")
+    return value

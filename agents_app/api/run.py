@@ -1,0 +1,135 @@
+"""ADK REST: `/run` and `/run_sse`, over durable turns.
+
+The request queues a Turn (a text message, or function responses that answer open tickets under
+the approvals rules) and the worker runs it; the request follows that Turn and returns (or
+streams) the events its run stored. If the client goes away the turn still runs to the end.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
+from google.genai import types
+from pydantic import StrictBool, StrictStr
+
+from approvals import services as approvals
+
+from .. import selectors, services
+from .http import ApiError, CamelModel, api_view, json_body, parse
+from .sessions import check_app, check_user
+from .watch import TurnWatch, follow
+
+
+class RunAgentRequest(CamelModel):
+    """ADK's RunAgentRequest (camelCase or snake_case); fields adkweb does not use are ignored."""
+
+    app_name: StrictStr
+    user_id: StrictStr
+    session_id: StrictStr
+    new_message: Any | None = None
+    streaming: StrictBool = False
+    state_delta: dict[str, Any] | None = None
+    invocation_id: StrictStr | None = None
+
+
+def _prepare(request: HttpRequest) -> tuple[RunAgentRequest, int, types.Content]:
+    """Validate everything that can be validated before anything is queued."""
+    body = parse(RunAgentRequest, json_body(request))
+    check_user(request, body.user_id, write=True)
+    check_app(body.app_name)
+    row = selectors.adk_session_get(app_name=body.app_name, user_id=body.user_id, session_id=body.session_id)
+    if row is None:
+        raise ApiError(404, f"Session not found: {body.session_id}")
+    if body.new_message is None:
+        raise ApiError(400, "newMessage is required: a user message, or function responses to pending calls.")
+    try:
+        content = services.content_parse(body.new_message)
+    except services.InvalidMessage as exc:
+        raise ApiError(400, str(exc)) from exc
+    _check_invocation(row.pk, content, body.invocation_id)
+    return body, row.pk, content
+
+
+def _check_invocation(session_pk: int, content: types.Content, invocation_id: str | None) -> None:
+    """ADK resumes the invocation of the answered call; a different invocationId is a mistake."""
+    ids = [p.function_response.id for p in content.parts or [] if p.function_response]
+    if not invocation_id or not ids:
+        return
+    tickets = selectors.tickets_by_call_id(session_pk, call_ids=ids)
+    wrong = sorted(cid for cid, t in tickets.items() if t.invocation_id and t.invocation_id != invocation_id)
+    if wrong:
+        raise ApiError(
+            400, f"invocationId {invocation_id} is not the invocation of function call(s) {', '.join(wrong)}."
+        )
+
+
+def _queue(
+    request: HttpRequest, body: RunAgentRequest, session_pk: int, content: types.Content, streaming: bool
+) -> int:
+    """The Turn that carries the message: answers go through the approvals rules."""
+    session = selectors.adk_session_get(app_name=body.app_name, user_id=body.user_id, session_id=body.session_id)
+    if session is None or session.pk != session_pk:
+        raise ApiError(404, f"Session not found: {body.session_id}")
+    try:
+        turn = approvals.message_submit(
+            session=session, content=content, actor=request.user, state_delta=body.state_delta, streaming=streaming
+        )
+    except (services.InvalidMessage, approvals.InvalidResponse) as exc:
+        raise ApiError(400, str(exc)) from exc
+    except approvals.NotAllowed as exc:
+        raise ApiError(403, str(exc)) from exc
+    except approvals.TicketClosed as exc:
+        raise ApiError(409, str(exc)) from exc
+    return turn.pk
+
+
+async def _start(request: HttpRequest, *, sse: bool) -> tuple[TurnWatch, int, bool]:
+    """Validate, join the session's group, queue the turn; returns (watch, turn id, streaming)."""
+    body, session_pk, content = await sync_to_async(_prepare)(request)
+    streaming = sse and body.streaming  # like ADK, /run ignores "streaming"
+    watch = await TurnWatch(session_pk).start()  # joined before the turn exists: nothing is missed
+    try:
+        turn_id = await sync_to_async(_queue)(request, body, session_pk, content, streaming)
+    except BaseException:
+        await watch.stop()
+        raise
+    return watch, turn_id, streaming
+
+
+@api_view("POST")
+async def run(request: HttpRequest) -> HttpResponse:
+    watch, turn_id, _ = await _start(request, sse=False)
+    events: list[dict] = []
+    try:
+        async for step in follow(watch, turn_id, partials=False):
+            if step.kind == "event":
+                events.append(step.data)
+            elif step.kind == "error":
+                return JsonResponse({"detail": f"The agent run failed: {step.data}"}, status=500)
+            else:
+                return JsonResponse({"detail": step.data}, status=504)
+    finally:
+        await watch.stop()
+    return JsonResponse(events, safe=False)
+
+
+@api_view("POST")
+async def run_sse(request: HttpRequest) -> HttpResponse:
+    watch, turn_id, streaming = await _start(request, sse=True)
+    response = StreamingHttpResponse(_sse(watch, turn_id, partials=streaming), content_type="text/event-stream")
+    response["Cache-Control"] = "no-cache"
+    response["X-Accel-Buffering"] = "no"
+    return response
+
+
+async def _sse(watch: TurnWatch, turn_id: int, *, partials: bool) -> AsyncIterator[str]:
+    try:
+        async for step in follow(watch, turn_id, partials=partials):
+            payload = step.data if step.kind == "event" else {"error": step.data}
+            yield f"data: {json.dumps(payload, ensure_ascii=False)}\n\n"
+    finally:
+        await watch.stop()

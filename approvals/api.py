@@ -1,0 +1,189 @@
+"""The approvals API (`/api/pending-calls...`): list, read and answer tickets over HTTP.
+
+Same rules as the inbox pages: the views parse and call `approvals.services`; refusals are
+`{"detail": ...}` with 400 (bad body for the ticket's kind), 403 (may not answer), 404 (missing
+or not visible), 409 (already closed).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.http import HttpRequest, JsonResponse
+from django.urls import reverse
+from pydantic import BaseModel, ConfigDict, StrictBool, StrictStr
+
+from agents_app.api.http import ApiError, api_view, int_param, json_body, parse
+
+from . import selectors, services
+from .models import PendingCall, Response
+
+DEFAULT_PAGE_SIZE = 50
+MAX_PAGE_SIZE = 200
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ResponseBody(_Body):
+    response: dict[str, Any]
+    final: StrictBool = True
+    comment: StrictStr = ""
+
+
+class ApproveBody(_Body):
+    comment: StrictStr = ""
+    payload: dict[str, Any] | None = None  # confirmations: the payload the tool receives
+
+
+class RejectBody(_Body):
+    reason: StrictStr = ""
+    comment: StrictStr = ""  # accepted as a synonym of reason
+
+
+def _iso(value: Any) -> str | None:
+    return value.isoformat() if value else None
+
+
+def _username(user: Any) -> str | None:
+    return user.get_username() if user else None
+
+
+def ticket_json(call: PendingCall, *, responses: list[Response] | None = None) -> dict[str, Any]:
+    data: dict[str, Any] = {
+        "id": call.pk,
+        "url": reverse("approvals_api:pending-call", args=[call.pk]),
+        "kind": call.kind,
+        "status": call.status,
+        "agent": call.app_name,
+        "tool": call.tool_name or call.call_name,
+        "call_id": call.call_id,
+        "call_name": call.call_name,
+        "args": call.args,
+        "initial_response": call.initial_response,
+        "hint": call.hint or None,
+        "response_schema": call.response_schema,
+        "session": {
+            "app_name": call.session.app_name,
+            "user_id": call.session.user_id,
+            "session_id": call.session.session_id,
+        },
+        "requester": call.requester,
+        "invocation_id": call.invocation_id,
+        "assigned_to": _username(call.assigned_to),
+        "due_at": _iso(call.due_at),
+        "created_at": _iso(call.created_at),
+        "updated_at": _iso(call.updated_at),
+        "closed_at": _iso(call.closed_at),
+        "closed_by": _username(call.closed_by),
+    }
+    if responses is not None:
+        data["responses"] = [response_json(r) for r in responses]
+    return data
+
+
+def response_json(response: Response) -> dict[str, Any]:
+    return {
+        "id": response.pk,
+        "pending_call": response.pending_call_id,
+        "action": response.action,
+        "response": response.payload,
+        "final": response.final,
+        "comment": response.comment,
+        "actor": _username(response.actor),
+        "turn": response.turn_id,
+        "created_at": _iso(response.created_at),
+    }
+
+
+def _visible(request: HttpRequest, ticket_id: int) -> PendingCall:
+    call = selectors.ticket_visible_get(user=request.user, ticket_id=ticket_id)
+    if call is None:
+        raise ApiError(404, f"Pending call not found: {ticket_id}")
+    return call
+
+
+def _filters(request: HttpRequest) -> selectors.InboxFilters:
+    status = request.GET.get("status", "open")
+    if status not in selectors.API_STATUS_FILTERS:
+        raise ApiError(400, f"Unknown status {status!r}; use one of: {', '.join(selectors.API_STATUS_FILTERS)}.")
+    kind = request.GET.get("kind", "")
+    if kind and kind not in PendingCall.Kind.values:
+        raise ApiError(400, f"Unknown kind {kind!r}; use one of: {', '.join(PendingCall.Kind.values)}.")
+    return selectors.InboxFilters(
+        status=status, kind=kind, agent=request.GET.get("agent", ""), tool=request.GET.get("tool", "")
+    )
+
+
+def _page_url(request: HttpRequest, page: int) -> str:
+    query = request.GET.copy()
+    query["page"] = str(page)
+    return f"{request.path}?{query.urlencode()}"
+
+
+@api_view("GET")
+def pending_calls(request: HttpRequest) -> JsonResponse:
+    qs = selectors.tickets_visible(user=request.user, filters=_filters(request))
+    page = int_param(request, "page", 1)
+    size = int_param(request, "page_size", DEFAULT_PAGE_SIZE, high=MAX_PAGE_SIZE)
+    count = qs.count()
+    rows = list(qs[(page - 1) * size : page * size])
+    return JsonResponse(
+        {
+            "count": count,
+            "page": page,
+            "page_size": size,
+            "next": _page_url(request, page + 1) if page * size < count else None,
+            "previous": _page_url(request, page - 1) if page > 1 else None,
+            "results": [ticket_json(call) for call in rows],
+        }
+    )
+
+
+@api_view("GET")
+def pending_call(request: HttpRequest, ticket_id: int) -> JsonResponse:
+    call = _visible(request, ticket_id)
+    return JsonResponse(ticket_json(call, responses=selectors.ticket_responses(call=call)))
+
+
+def _answer(submit: Any) -> JsonResponse:
+    """Run a services call that records a response; map its refusals to HTTP."""
+    try:
+        response = submit()
+    except services.NotAllowed as exc:
+        raise ApiError(403, str(exc)) from exc
+    except services.TicketClosed as exc:
+        raise ApiError(409, str(exc)) from exc
+    except services.InvalidResponse as exc:
+        raise ApiError(400, str(exc)) from exc
+    return JsonResponse(response_json(response), status=201)
+
+
+@api_view("GET", "POST")
+def responses(request: HttpRequest, ticket_id: int) -> JsonResponse:
+    call = _visible(request, ticket_id)
+    if request.method == "GET":
+        return JsonResponse([response_json(r) for r in selectors.ticket_responses(call=call)], safe=False)
+    body = parse(ResponseBody, json_body(request))
+    return _answer(
+        lambda: services.response_submit(
+            call=call, actor=request.user, payload=body.response, final=body.final, comment=body.comment
+        )
+    )
+
+
+@api_view("POST")
+def approve(request: HttpRequest, ticket_id: int) -> JsonResponse:
+    call = _visible(request, ticket_id)
+    body = parse(ApproveBody, json_body(request, allow_empty=True) or {})
+    return _answer(
+        lambda: services.ticket_approve(call=call, actor=request.user, comment=body.comment, payload=body.payload)
+    )
+
+
+@api_view("POST")
+def reject(request: HttpRequest, ticket_id: int) -> JsonResponse:
+    call = _visible(request, ticket_id)
+    body = parse(RejectBody, json_body(request, allow_empty=True) or {})
+    return _answer(lambda: services.ticket_reject(call=call, actor=request.user, reason=body.reason or body.comment))
