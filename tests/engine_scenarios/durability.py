@@ -1,0 +1,68 @@
+"""A committed response reaches the agent even if the broker is down when it is enqueued."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from django.conf import settings
+
+from adkweb.celery import app
+from agents_app import tasks
+from agents_app.models import Turn
+from approvals import services as approvals
+from approvals.models import PendingCall
+
+from . import Wait, agent_texts, calls, settle
+from .tickets import _reimbursement_ticket
+
+DEAD_BROKER = "redis://127.0.0.1:1/0"  # nothing listens on port 1: connection refused
+
+
+@contextmanager
+def broker_down() -> Iterator[list[logging.LogRecord]]:
+    """Point this process's task producer at a dead broker (the worker keeps its own connection),
+    and collect what the services log meanwhile."""
+    saved = app.conf.broker_write_url, app._pool, app.amqp._producer_pool
+    app.conf.broker_write_url, app._pool, app.amqp._producer_pool = DEAD_BROKER, None, None
+    records: list[logging.LogRecord] = []
+    handler = logging.Handler(logging.WARNING)
+    handler.emit = records.append  # type: ignore[method-assign]
+    logger = logging.getLogger("agents_app.services")
+    logger.addHandler(handler)
+    try:
+        yield records
+    finally:
+        logger.removeHandler(handler)
+        dead_pool = app._pool
+        app.conf.broker_write_url, app._pool, app.amqp._producer_pool = saved
+        if dead_pool is not None:
+            dead_pool.force_close_all()
+
+
+def approval_survives_a_broker_outage(demo: dict, wait: Wait) -> None:
+    session, call = _reimbursement_ticket(demo, wait)
+    with broker_down() as logged:
+        approvals.ticket_approve(call=call, actor=demo["approver"])
+    assert [r.getMessage() for r in logged] == [f"Could not enqueue session {session.pk}; the sweeper will retry."]
+    call.refresh_from_db()
+    assert call.status == PendingCall.Status.APPROVED  # the answer is committed...
+    turn = Turn.objects.filter(session=session).latest("id")
+    assert turn.kind == Turn.Kind.FUNCTION_RESPONSE
+    # ...but no worker heard of it: once it is old enough to be owed, it is still queued.
+    wait(
+        lambda: time.time() - turn.created_at.timestamp() > settings.ADKWEB_REQUEUE_AFTER_SECONDS + 0.5,
+        what="the turn to become owed",
+    )
+    turn.refresh_from_db()
+    assert turn.status == Turn.Status.QUEUED and turn.attempts == 0
+    assert calls(session, "reimburse") == []
+
+    tasks.turns_requeue_owed.delay()  # what celery beat sends every 15 s
+    settle(session, wait, "the sweeper to get the owed turn run")
+    turn.refresh_from_db()
+    assert turn.status == Turn.Status.DONE
+    assert [c["args"] for c in calls(session, "reimburse")] == [{"purpose": "meals", "amount": 200.0}]
+    assert agent_texts(session)[-1] == "Done: I reimbursed $200.00 for meals."
