@@ -61,7 +61,7 @@ class LiveAsgiServer:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((self.host, 0))  # the kernel picks a free port; no race with other runs
         self.port = sock.getsockname()[1]
-        config = uvicorn.Config(self.app, lifespan="off", log_level="warning", access_log=False, ws="websockets")
+        config = uvicorn.Config(self.app, lifespan="off", log_level="warning", access_log=False, ws="auto")
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(
             target=lambda: asyncio.run(self._server.serve(sockets=[sock])), name="live-asgi", daemon=True
