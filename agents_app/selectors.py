@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import datetime, timezone as dt_timezone
-from typing import Any, Iterable, Optional
+from datetime import UTC, datetime
+from typing import Any
 
 from django.db.models import Case, CharField, Exists, OuterRef, QuerySet, Subquery, Value, When
 
@@ -31,8 +32,8 @@ def event_dom_id(event_id: str) -> str:
     return "event-" + _DOM_UNSAFE.sub("_", event_id or "unknown")
 
 
-def _dt(ts: Optional[float]) -> Optional[datetime]:
-    return datetime.fromtimestamp(ts, tz=dt_timezone.utc) if ts else None
+def _dt(ts: float | None) -> datetime | None:
+    return datetime.fromtimestamp(ts, tz=UTC) if ts else None
 
 
 def summarize(value: Any, limit: int = 120) -> str:
@@ -78,8 +79,8 @@ class EventView:
     event_id: str
     author: str
     items: list[EventItem] = field(default_factory=list)
-    pk: Optional[int] = None
-    timestamp: Optional[datetime] = None
+    pk: int | None = None
+    timestamp: datetime | None = None
     error_code: str = ""
     error_message: str = ""
     streaming: bool = False
@@ -102,7 +103,7 @@ class EventView:
         return pretty_json(self.raw_data)
 
 
-def event_view(stored: StoredEvent, tickets: Optional[dict[str, Any]] = None) -> EventView:
+def event_view(stored: StoredEvent, tickets: dict[str, Any] | None = None) -> EventView:
     """A readable view of one stored event; `tickets` maps call id -> PendingCall (else queried)."""
     from .session_service import event_from_json
 
@@ -140,7 +141,7 @@ def streaming_view(*, event_id: str, author: str, text: str) -> EventView:
     return EventView(event_id=event_id, author=author, items=[EventItem(kind="text", text=text)], streaming=True)
 
 
-def tickets_by_call_id(session_pk: int, call_ids: Optional[Iterable[str]] = None) -> dict[str, Any]:
+def tickets_by_call_id(session_pk: int, call_ids: Iterable[str] | None = None) -> dict[str, Any]:
     from approvals.models import PendingCall
 
     qs = PendingCall.objects.filter(session_id=session_pk).select_related("closed_by")
@@ -154,7 +155,7 @@ def tickets_by_call_id(session_pk: int, call_ids: Optional[Iterable[str]] = None
 class TurnError:
     turn_id: int
     error: str
-    finished_at: Optional[datetime]
+    finished_at: datetime | None
 
     @property
     def dom_id(self) -> str:
@@ -178,12 +179,12 @@ def turn_error_view(turn: Turn) -> TurnError:
     return TurnError(turn_id=turn.pk, error=turn.error or "The turn failed.", finished_at=turn.finished_at)
 
 
-def session_event_get(*, session_pk: int, event_pk: int) -> Optional[StoredEvent]:
+def session_event_get(*, session_pk: int, event_pk: int) -> StoredEvent | None:
     return StoredEvent.objects.filter(session_id=session_pk, pk=event_pk).first()
 
 
 # -- the HTTP API (agents_app.api) -----------------------------------------------------------------
-def adk_session_get(*, app_name: str, user_id: str, session_id: str) -> Optional[AdkSession]:
+def adk_session_get(*, app_name: str, user_id: str, session_id: str) -> AdkSession | None:
     """One session by its ADK identity."""
     return AdkSession.objects.filter(app_name=app_name, user_id=user_id, session_id=session_id).first()
 
@@ -202,7 +203,7 @@ def turn_state(*, turn_id: int) -> tuple[str, str]:
 
 
 # -- conversation lists ------------------------------------------------------------------------
-def sessions_with_status(qs: Optional[QuerySet] = None) -> QuerySet:
+def sessions_with_status(qs: QuerySet | None = None) -> QuerySet:
     """Sessions annotated with `status` (running / waiting / failed / idle) in one query."""
     from approvals.models import PendingCall
 
@@ -261,7 +262,7 @@ def session_list_agents(*, user: Any) -> list[str]:
     return sorted(set(app_names()) | set(seen))
 
 
-def session_row(*, user: Any, session_pk: int) -> Optional[AdkSession]:
+def session_row(*, user: Any, session_pk: int) -> AdkSession | None:
     """One annotated session for the list, or None if the user may not see it."""
     return sessions_with_status(sessions_visible_to(user)).filter(pk=session_pk).first()
 
@@ -322,7 +323,7 @@ class AgentCard:
     tools: list[ToolView]
     agent_tools: list[tuple[str, bool]]
     source: str = "configured"
-    config_id: Optional[int] = None
+    config_id: int | None = None
     enabled: bool = True
     error: str = ""
 

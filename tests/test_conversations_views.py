@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
-from django.db import connection
 
 from agents_app import services
 from agents_app.models import AdkSession, Turn
@@ -68,7 +68,7 @@ def test_list_shows_status_and_filters_by_agent_and_status(demo, sessions):
 
 
 def test_list_is_paginated_without_n_plus_1(demo):
-    for i in range(30):
+    for _ in range(30):
         services.session_create(app_name="stock_agent", user_id="requester")
     c = _client(demo["requester"])
     c.get("/sessions/")  # warm caches
@@ -77,7 +77,7 @@ def test_list_is_paginated_without_n_plus_1(demo):
     html = r.content.decode()
     assert html.count('id="session-row-') == 25 and "Page 1 of 2" in html
     assert "Page 2 of 2" in c.get("/sessions/?page=2").content.decode()
-    for i in range(10):
+    for _ in range(10):
         services.session_create(app_name="stock_agent", user_id="requester")
     with CaptureQueriesContext(connection) as q2:
         c.get("/sessions/")

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone as dt_timezone
-from typing import Any, Optional
+from datetime import UTC, datetime
+from typing import Any
 
 from django import template
 
@@ -13,7 +13,7 @@ register = template.Library()
 
 
 @register.simple_tag
-def event_view(event: Any, tickets: Optional[dict] = None) -> Any:
+def event_view(event: Any, tickets: dict | None = None) -> Any:
     """An EventView from a StoredEvent (or the EventView itself, unchanged)."""
     if isinstance(event, (selectors.EventView, selectors.TurnError)):
         return event
@@ -21,10 +21,10 @@ def event_view(event: Any, tickets: Optional[dict] = None) -> Any:
 
 
 @register.filter
-def epoch(value: Any) -> Optional[datetime]:
+def epoch(value: Any) -> datetime | None:
     """A float UNIX timestamp (ADK's time fields) as an aware datetime."""
     try:
-        return datetime.fromtimestamp(float(value), tz=dt_timezone.utc)
+        return datetime.fromtimestamp(float(value), tz=UTC)
     except (TypeError, ValueError):
         return None
 

@@ -1,0 +1,196 @@
+"""Live conversation pages: consumers join a group, render the partials the views use, and send
+htmx ws-extension fragments (every top-level element is swapped out of band). Read-only."""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import parse_qs
+
+from channels.db import database_sync_to_async
+from channels.generic.websocket import AsyncWebsocketConsumer
+from django.template.loader import render_to_string
+
+from approvals.permissions import can_view_session
+
+from . import selectors
+from .events import SESSIONS_GROUP, session_group
+from .models import AdkSession, StoredEvent, Turn
+
+EVENTS = "#conversation-events"
+DETAIL = "agents_app/session_detail.html"
+EVENT = "agents_app/partials/event.html"
+REFUSED = 4403
+
+
+def _append(html: str, target: str) -> str:
+    return f'<div hx-swap-oob="beforeend:{target}">{html}</div>'
+
+
+def _query(scope: dict) -> dict[str, str]:
+    return {k: v[0] for k, v in parse_qs(scope.get("query_string", b"").decode()).items()}
+
+
+def _int(value: Any, default: int) -> int:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return default
+
+
+class SessionListConsumer(AsyncWebsocketConsumer):
+    """/ws/sessions/?agent=&status=&page=: status changes of the rows this user may see."""
+
+    async def connect(self) -> None:
+        self.user = self.scope.get("user")
+        if not self.user or not self.user.is_authenticated:
+            await self.close(code=REFUSED)
+            return
+        q = _query(self.scope)
+        self.filters = {"app_name": q.get("agent", ""), "status": q.get("status", "")}
+        self.page = _int(q.get("page"), 1)
+        self.shown: set[int] = await database_sync_to_async(self._page_pks)()
+        await self.channel_layer.group_add(SESSIONS_GROUP, self.channel_name)
+        await self.accept()
+
+    async def disconnect(self, code: int) -> None:
+        await self.channel_layer.group_discard(SESSIONS_GROUP, self.channel_name)
+
+    def _page_pks(self) -> set[int]:
+        page = selectors.session_page(user=self.user, page=self.page, **self.filters)
+        self.page = page.number
+        return {s.pk for s in page}
+
+    def _row_html(self, session_pk: int) -> str | None:
+        row = selectors.session_row(user=self.user, session_pk=session_pk)
+        if row is None:
+            return None  # not this user's to see
+        matches = all(not want or want == have for want, have in (
+            (self.filters["app_name"], row.app_name), (self.filters["status"], row.status)))
+        if row.pk in self.shown:
+            if not matches:
+                self.shown.discard(row.pk)
+                return f'<tr id="session-row-{row.pk}" hx-swap-oob="delete"></tr>'
+            return render_to_string("agents_app/session_list.html#session-row", {"s": row, "oob": "true"})
+        if matches and self.page == 1:
+            self.shown.add(row.pk)
+            html = render_to_string("agents_app/session_list.html#session-row", {"s": row})
+            return f'<tbody hx-swap-oob="afterbegin:#session-rows">{html}</tbody>'
+        return None
+
+    async def session_status(self, message: dict) -> None:
+        html = await database_sync_to_async(self._row_html)(message["session_pk"])
+        if html:
+            await self.send(text_data=html)
+
+
+class SessionConsumer(AsyncWebsocketConsumer):
+    """/ws/sessions/<pk>/?after=<last event pk on the page>: the conversation, live."""
+
+    async def connect(self) -> None:
+        self.user = self.scope.get("user")
+        self.session_pk = _int(self.scope["url_route"]["kwargs"].get("pk"), 0)
+        if not self.user or not self.user.is_authenticated or not await database_sync_to_async(self._may_view)():
+            await self.close(code=REFUSED)
+            return
+        self.last_pk = _int(_query(self.scope).get("after"), 0)
+        self.streams: dict[str, int] = {}  # event id -> turn id of streaming cards this socket created
+        self.finals: set[str] = set()
+        self.group = session_group(self.session_pk)
+        await self.channel_layer.group_add(self.group, self.channel_name)
+        await self.accept()
+        await self.send(text_data=await database_sync_to_async(self._catch_up)())
+
+    async def disconnect(self, code: int) -> None:
+        if hasattr(self, "group"):
+            await self.channel_layer.group_discard(self.group, self.channel_name)
+
+    def _may_view(self) -> bool:
+        session = AdkSession.objects.filter(pk=self.session_pk).first()
+        return session is not None and can_view_session(self.user, session)
+
+    def _status_html(self) -> str:
+        return render_to_string(DETAIL + "#status", {"status": selectors.session_status(session_pk=self.session_pk), "oob": "true"})
+
+    def _catch_up(self) -> str:
+        """The status now, and the whole event list again if events were stored after the page
+        was rendered (or before a reconnect): replacing the list is idempotent."""
+        from approvals.models import PendingCall
+
+        self.tickets = set(PendingCall.objects.filter(session_id=self.session_pk).values_list("pk", flat=True))
+        html = self._status_html()
+        newest = StoredEvent.objects.filter(session_id=self.session_pk).order_by("-pk").values_list("pk", flat=True).first()
+        if newest and newest > self.last_pk:
+            session = AdkSession.objects.get(pk=self.session_pk)
+            timeline = selectors.session_timeline(session)
+            html += render_to_string(DETAIL + "#events", {"timeline": timeline, "oob": "true"})
+            self.last_pk = newest
+        return html
+
+    def _event_html(self, event_pk: int) -> str | None:
+        stored = selectors.session_event_get(session_pk=self.session_pk, event_pk=event_pk)
+        if stored is None:
+            return None
+        view = selectors.event_view(stored)
+        self.tickets.update(i.ticket.pk for i in view.items if i.ticket is not None)
+        self.finals.add(view.event_id)
+        if self.streams.pop(view.event_id, None) is not None:
+            return render_to_string(EVENT, {"event": view, "oob": "true"})  # replaces its streaming card
+        return _append(render_to_string(EVENT, {"event": view}), EVENTS)
+
+    async def session_event(self, message: dict) -> None:
+        if message["event_pk"] <= self.last_pk:
+            return  # already on the page
+        self.last_pk = message["event_pk"]
+        html = await database_sync_to_async(self._event_html)(message["event_pk"])
+        if html:
+            await self.send(text_data=html)
+
+    async def session_partial(self, message: dict) -> None:
+        event_id = message["event_id"]
+        if event_id in self.finals:
+            return
+        if event_id in self.streams:
+            view = selectors.streaming_view(event_id=event_id, author=message["author"], text="")
+            html = render_to_string("agents_app/partials/stream_chunk.html", {"dom_id": view.dom_id, "text": message["text"]})
+        else:
+            self.streams[event_id] = message.get("turn_id") or 0
+            view = selectors.streaming_view(event_id=event_id, author=message["author"], text=message["text"])
+            html = _append(render_to_string(EVENT, {"event": view}), EVENTS)
+        await self.send(text_data=html)
+
+    async def session_status(self, message: dict) -> None:
+        await self.send(text_data=await database_sync_to_async(self._status_html)())
+
+    def _turn_error_html(self, turn_id: int) -> str | None:
+        turn = Turn.objects.filter(pk=turn_id, session_id=self.session_pk, status=Turn.Status.FAILED).first()
+        if turn is None:
+            return None
+        return _append(render_to_string(EVENT, {"event": selectors.turn_error_view(turn)}), EVENTS)
+
+    async def turn_finished(self, message: dict) -> None:
+        # Streaming cards whose final event never came (the turn failed mid-stream) go away.
+        stale = [eid for eid, turn_id in self.streams.items() if turn_id == message["turn_id"]]
+        html = "".join(
+            f'<div id="{selectors.event_dom_id(eid)}" hx-swap-oob="delete"></div>' for eid in stale
+        )
+        for eid in stale:
+            del self.streams[eid]
+        if message.get("status") == Turn.Status.FAILED:
+            html += await database_sync_to_async(self._turn_error_html)(message["turn_id"]) or ""
+        if html:
+            await self.send(text_data=html)
+
+    def _ticket_html(self, ticket_id: int) -> str | None:
+        from approvals.models import PendingCall
+
+        ticket = PendingCall.objects.select_related("closed_by").filter(pk=ticket_id, session_id=self.session_pk).first()
+        if ticket is None:
+            return None
+        return render_to_string("agents_app/partials/ticket_card.html", {"ticket": ticket, "oob": "true"})
+
+    async def ticket_changed(self, message: dict) -> None:
+        # A ticket not yet on the page arrives inside its event's card (same transaction).
+        if message["ticket_id"] in self.tickets:
+            html = await database_sync_to_async(self._ticket_html)(message["ticket_id"])
+            if html:
+                await self.send(text_data=html)
