@@ -6,16 +6,18 @@ import logging
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import timedelta
 
 from django.conf import settings
+from django.utils import timezone
 
 from adkweb.celery import app
-from agents_app import tasks
-from agents_app.models import Turn
+from agents_app import services, tasks
+from agents_app.models import AdkSession, Turn
 from approvals import services as approvals
 from approvals.models import PendingCall
 
-from . import Wait, agent_texts, calls, settle
+from . import Wait, agent_texts, calls, dialogue, settle
 from .tickets import _reimbursement_ticket
 
 DEAD_BROKER = "redis://127.0.0.1:1/0"  # nothing listens on port 1: connection refused
@@ -66,3 +68,23 @@ def approval_survives_a_broker_outage(demo: dict, wait: Wait) -> None:
     assert turn.status == Turn.Status.DONE
     assert [c["args"] for c in calls(session, "reimburse")] == [{"purpose": "meals", "amount": 200.0}]
     assert agent_texts(session)[-1] == "Done: I reimbursed $200.00 for meals."
+
+
+def turn_of_a_dead_worker_is_retried(demo: dict, wait: Wait) -> None:
+    """A worker died mid-turn: its turn is left running and its session lease runs out."""
+    session = services.session_create(app_name="stock_agent", user_id="requester")
+    with broker_down():
+        turn = services.message_send(session=session, text="What is the price of AAPL?", actor=demo["requester"])
+    Turn.objects.filter(pk=turn.pk).update(status=Turn.Status.RUNNING, attempts=1, started_at=timezone.now())
+    AdkSession.objects.filter(pk=session.pk).update(
+        lease_owner="worker-that-died", lease_expires_at=timezone.now() - timedelta(seconds=1)
+    )
+    tasks.turns_requeue_owed.delay()  # what celery beat sends every 15 s
+    settle(session, wait, "the sweeper to retry the dead worker's turn")
+    turn.refresh_from_db()
+    assert (turn.status, turn.attempts) == (Turn.Status.DONE, 2)
+    assert dialogue(session) == [
+        ("user", "What is the price of AAPL?"),
+        ("stock_agent", "The current price of AAPL is $229.87."),
+    ]
+    assert AdkSession.objects.get(pk=session.pk).lease_owner == ""

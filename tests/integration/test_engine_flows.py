@@ -73,3 +73,7 @@ def test_failed_turn_is_recorded_and_the_next_message_runs(demo, worker, wait, f
 
 def test_approval_survives_a_broker_outage(demo, worker, wait):
     durability.approval_survives_a_broker_outage(demo, wait)
+
+
+def test_turn_of_a_dead_worker_is_retried(demo, worker, wait):
+    durability.turn_of_a_dead_worker_is_retried(demo, wait)
