@@ -192,3 +192,40 @@ def test_new_conversation_offers_only_enabled_agents(demo):
     assert 'value="stock_agent"' not in html and 'value="reimbursement_agent"' in html
     r = _client(demo["requester"]).post("/sessions/new/", {"agent": "stock_agent", "text": "hi"})
     assert r.status_code == 400 and not AdkSession.objects.exists()
+
+
+def test_conversation_page_shows_events_tickets_and_failed_turns_in_constant_queries(demo, sessions):
+    from google.adk.events.event import Event
+    from google.genai import types
+
+    from agents_app.models import StoredEvent
+    from agents_app.session_service import event_to_json
+
+    s = sessions["mine"]
+
+    def store(ev):
+        return StoredEvent.objects.create(session=s, event_id=ev.id, author=ev.author, timestamp=ev.timestamp,
+                                          data=event_to_json(ev))
+
+    def add_round(n):
+        store(Event(author="user", content=types.Content(role="user", parts=[types.Part(text=f"Please reimburse {n}")])))
+        call = types.FunctionCall(id=f"call-{n}", name="ask_for_approval", args={"amount": n})
+        store(Event(author="reimbursement_agent", long_running_tool_ids={f"call-{n}"},
+                    content=types.Content(role="model", parts=[types.Part(function_call=call)])))
+        return PendingCall.objects.create(session=s, app_name=s.app_name, requester="requester", kind="long_running",
+                                          call_id=f"call-{n}", call_name="ask_for_approval")
+
+    ticket = add_round(1)
+    Turn.objects.create(session=s, kind="message", content={}, status="failed", error="Boom: tool exploded")
+    c = _client(demo["requester"])
+    with CaptureQueriesContext(connection) as q1:
+        html = c.get(f"/sessions/{s.pk}/").content.decode()
+    assert "Please reimburse 1" in html and f'href="/tickets/{ticket.pk}/"' in html
+    assert "Boom: tool exploded" in html and "waiting for a human" in html
+    last = StoredEvent.objects.filter(session=s).order_by("-pk").first()
+    assert f"?after={last.pk}" in html
+    for n in range(2, 6):
+        add_round(n)
+    with CaptureQueriesContext(connection) as q2:
+        c.get(f"/sessions/{s.pk}/")
+    assert len(q2) == len(q1)
