@@ -173,9 +173,11 @@ class DjangoSessionService(BaseSessionService):
         events: list[Event] = []
         if not (config and config.num_recent_events == 0):
             qs = StoredEvent.objects.filter(session=row)
-            if config and config.after_timestamp:
+            if config and config.after_timestamp is not None:
                 qs = qs.filter(timestamp__gte=config.after_timestamp)
-            qs = qs.order_by("-timestamp", "-id")
+            # Append order (row id), as the runner and InMemorySessionService see it: ADK appends some
+            # events out of timestamp order (a confirmation request before the older placeholder response).
+            qs = qs.order_by("-id")
             if config and config.num_recent_events is not None:
                 qs = qs[: config.num_recent_events]
             events = [event_from_json(data) for data in reversed(list(qs.values_list("data", flat=True)))]
