@@ -1,0 +1,16 @@
+"""The session service contract and the Django-only cases again, on PostgreSQL (jsonb, real row
+locks). Only our backend runs here: the in-memory one already ran in the unit phase."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.test_session_service import *  # noqa: F403
+from tests.test_session_service_django import *  # noqa: F403
+from tests.test_session_service_django import pytestmark  # noqa: F401  (django_db(transaction=True))
+
+
+@pytest.fixture(params=[p for p in BACKENDS if getattr(p, "values", None) == ("django",)])  # noqa: F405
+def backend(request: pytest.FixtureRequest) -> str:
+    """Only the Django backend."""
+    return request.param
