@@ -27,6 +27,7 @@ from google.adk.sessions.base_session_service import (
 from google.adk.sessions.session import Session
 from google.adk.sessions.state import State
 
+from .events import notify_session_event
 from .models import AdkSession, AppState, StoredEvent, UserState
 
 # The Turn whose run is storing events (set by the turn runner), recorded on each event row.
@@ -259,5 +260,7 @@ class DjangoSessionService(BaseSessionService):
         row.save(update_fields=["state", "revision", "update_time"])
         for hook in _event_hooks:
             hook(row, stored, event)
+        session_pk, event_pk = row.pk, stored.pk
+        transaction.on_commit(lambda: notify_session_event(session_pk=session_pk, event_pk=event_pk))
         session.last_update_time = row.update_time
         session._storage_update_marker = str(row.revision)

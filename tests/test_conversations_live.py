@@ -16,26 +16,7 @@ from agents_app.routing import websocket_urlpatterns
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-@pytest.fixture
-def publish_stored_events():
-    """The engine does not (yet) publish `session.event` for stored events; events.py has the
-    helper but nothing calls it. Do here exactly what the session service should do (after
-    commit), so this test shows the page side. Harmless once the engine does it: the consumer
-    skips an event it already sent."""
-    from django.db import transaction
-
-    from agents_app import events, session_service
-
-    def hook(row, stored, event) -> None:
-        session_pk, event_pk = row.pk, stored.pk
-        transaction.on_commit(lambda: events.notify_session_event(session_pk=session_pk, event_pk=event_pk))
-
-    session_service.register_event_hook(hook)
-    yield
-    session_service._event_hooks.remove(hook)
-
-
-async def test_posted_message_streams_in_then_the_final_event_replaces_the_chunks(demo, worker, publish_stored_events):
+async def test_posted_message_streams_in_then_the_final_event_replaces_the_chunks(demo, worker):
     session = await sync_to_async(services.session_create)(app_name="summary_agent", user_id="requester")
     comm = WebsocketCommunicator(URLRouter(websocket_urlpatterns), f"/ws/sessions/{session.pk}/?after=0")
     comm.scope["user"] = demo["requester"]
