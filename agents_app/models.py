@@ -113,8 +113,9 @@ class StoredEvent(models.Model):
     turn = models.ForeignKey("Turn", null=True, blank=True, on_delete=models.SET_NULL, related_name="events")
 
     class Meta:
-        ordering = ["timestamp", "id"]
-        indexes = [models.Index(fields=["session", "timestamp", "id"])]
+        # Append order: ADK appends some events out of timestamp order (tool confirmation).
+        ordering = ["id"]
+        indexes = [models.Index(fields=["session", "id"]), models.Index(fields=["session", "timestamp"])]
 
 
 class Turn(models.Model):

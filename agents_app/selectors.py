@@ -166,8 +166,11 @@ def session_timeline(session: AdkSession) -> list[Any]:
     """Every stored event (as EventView) and every failed turn's error, oldest first (3 queries)."""
     tickets = tickets_by_call_id(session.pk)
     entries: list[tuple[float, int, Any]] = []
-    for stored in StoredEvent.objects.filter(session=session).order_by("timestamp", "id"):
-        entries.append((stored.timestamp, 0, event_view(stored, tickets)))
+    latest = float("-inf")
+    # Append order (ADK stores some events out of timestamp order); errors slot in by time.
+    for stored in StoredEvent.objects.filter(session=session).order_by("id"):
+        latest = max(latest, stored.timestamp)
+        entries.append((latest, 0, event_view(stored, tickets)))
     for turn in Turn.objects.filter(session=session, status=Turn.Status.FAILED).only("id", "error", "finished_at"):
         when = turn.finished_at.timestamp() if turn.finished_at else float("inf")
         entries.append((when, 1, turn_error_view(turn)))

@@ -64,6 +64,17 @@ def event_to_json(event: Event) -> dict[str, Any]:
     return event.model_dump(mode="json", exclude_none=True)
 
 
+def _without_nul(value: Any) -> Any:
+    """PostgreSQL's jsonb cannot hold U+0000: store it as U+FFFD (the only lossy character)."""
+    if isinstance(value, str):
+        return value.replace("\x00", "\ufffd")
+    if isinstance(value, dict):
+        return {_without_nul(k): _without_nul(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_without_nul(v) for v in value]
+    return value
+
+
 def event_from_json(data: dict[str, Any]) -> Event:
     return Event.model_validate(data)
 
@@ -250,7 +261,7 @@ class DjangoSessionService(BaseSessionService):
             invocation_id=event.invocation_id or "",
             author=event.author or "",
             timestamp=ts,
-            data=event_to_json(event),
+            data=_without_nul(event_to_json(event)),
             interrupt_ids=event_interrupt_ids(event),
             response_ids=event_response_ids(event),
             turn_id=turn_id,

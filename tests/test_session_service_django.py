@@ -244,3 +244,13 @@ async def test_real_runs_cover_every_pause_type_and_record_interrupt_ids(ran):
     answered = {i for r in rows if r["data"]["author"] == "user" for i in r["response_ids"]}
     assert answered == {i for ids in pause_ids.values() for i in ids}
     assert sum(len(ids) for ids in pause_ids.values()) == 4
+
+
+async def test_text_with_a_nul_character_is_stored_on_every_backend(service):
+    """PostgreSQL jsonb refuses U+0000; the event is stored with U+FFFD in its place."""
+    session = await service.create_session(app_name="app", user_id="u")
+    event = Event(invocation_id="inv", author="model",
+                  content=types.Content(role="model", parts=[types.Part(text="before\x00after")]))
+    await service.append_event(session, event)
+    loaded = await service.get_session(app_name="app", user_id="u", session_id=session.id)
+    assert loaded.events[-1].content.parts[0].text == "before\ufffdafter"
