@@ -6,7 +6,7 @@ Both kinds are "apps" to the rest of the system: the app name is the root agent'
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any
 
 from django.conf import settings
 from django.utils.module_loading import import_string
@@ -36,7 +36,7 @@ class AppInfo:
     tools: list[str] = field(default_factory=list)
     agent_tools: list[tuple[str, bool]] = field(default_factory=list)
     source: str = "configured"  # or "code"
-    config_id: Optional[int] = None
+    config_id: int | None = None
 
 
 def code_agents() -> dict[str, str]:
@@ -63,7 +63,7 @@ def resolve_model(name: str) -> Any:
     return name
 
 
-def attach_rejection_reason(tool: Any, args: dict, tool_context: Any, tool_response: Any) -> Optional[dict]:
+def attach_rejection_reason(tool: Any, args: dict, tool_context: Any, tool_response: Any) -> dict | None:
     """ADK answers a rejected confirmation with fixed text; pass the approver's reason on too."""
     confirmation = getattr(tool_context, "tool_confirmation", None)
     if (

@@ -51,12 +51,12 @@ class AgentToolLink(models.Model):
     class Meta:
         constraints = [models.UniqueConstraint(fields=["parent", "child"], name="unique_agent_tool")]
 
+    def __str__(self) -> str:
+        return f"{self.parent} → {self.child}"
+
     def clean(self) -> None:
         if self.parent_id and self.parent_id == self.child_id:
             raise ValidationError("An agent cannot use itself as a tool.")
-
-    def __str__(self) -> str:
-        return f"{self.parent} → {self.child}"
 
 
 class AdkSession(models.Model):
@@ -88,6 +88,9 @@ class AppState(models.Model):
     state = models.JSONField(default=dict)
     update_time = models.FloatField(default=0)
 
+    def __str__(self) -> str:
+        return f"app state of {self.app_name}"
+
 
 class UserState(models.Model):
     app_name = models.CharField(max_length=128)
@@ -97,6 +100,9 @@ class UserState(models.Model):
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["app_name", "user_id"], name="unique_user_state")]
+
+    def __str__(self) -> str:
+        return f"user state of {self.user_id} in {self.app_name}"
 
 
 class StoredEvent(models.Model):
@@ -116,6 +122,9 @@ class StoredEvent(models.Model):
         # Append order: ADK appends some events out of timestamp order (tool confirmation).
         ordering = ["id"]
         indexes = [models.Index(fields=["session", "id"]), models.Index(fields=["session", "timestamp"])]
+
+    def __str__(self) -> str:
+        return f"{self.author or 'event'} {self.event_id}"
 
 
 class Turn(models.Model):
@@ -147,6 +156,9 @@ class Turn(models.Model):
     class Meta:
         ordering = ["created_at", "id"]
         indexes = [models.Index(fields=["session", "status", "id"])]
+
+    def __str__(self) -> str:
+        return f"turn {self.pk} ({self.kind}, {self.status})"
 
     @property
     def is_finished(self) -> bool:

@@ -12,7 +12,6 @@ import logging
 import traceback
 import uuid
 from datetime import timedelta
-from typing import Optional
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
@@ -38,7 +37,7 @@ def lease_release(session_pk: int, owner: str) -> None:
 
 
 @transaction.atomic
-def turn_claim_next(session_pk: int) -> Optional[Turn]:
+def turn_claim_next(session_pk: int) -> Turn | None:
     """The oldest queued turn, marked running; orphans of a dead worker are retried or failed first."""
     max_attempts = settings.ADKWEB_MAX_TURN_ATTEMPTS
     for orphan in Turn.objects.select_for_update().filter(session_id=session_pk, status=Turn.Status.RUNNING):

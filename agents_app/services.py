@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from datetime import timedelta
-from typing import Any, Optional
+from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
@@ -57,7 +57,7 @@ def text_content(text: str) -> types.Content:
 
 
 def session_create(
-    *, app_name: str, user_id: str, session_id: Optional[str] = None, state: Optional[dict] = None
+    *, app_name: str, user_id: str, session_id: str | None = None, state: dict | None = None
 ) -> AdkSession:
     """Create an ADK session for an enabled app (raises AgentNotFound, AlreadyExistsError)."""
     if app_name not in agents.app_names():
@@ -71,8 +71,8 @@ def turn_create(
     *,
     session: AdkSession,
     content: types.Content,
-    actor: Optional[AbstractBaseUser] = None,
-    state_delta: Optional[dict] = None,
+    actor: AbstractBaseUser | None = None,
+    state_delta: dict | None = None,
     streaming: bool = False,
 ) -> Turn:
     """Queue work for a session; the worker is told to look after commit."""
@@ -91,7 +91,7 @@ def turn_create(
 
 
 def message_send(
-    *, session: AdkSession, text: str, actor: Optional[AbstractBaseUser] = None, streaming: bool = True
+    *, session: AdkSession, text: str, actor: AbstractBaseUser | None = None, streaming: bool = True
 ) -> Turn:
     """A user's chat message to the agent."""
     text = (text or "").strip()

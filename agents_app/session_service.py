@@ -10,13 +10,14 @@ from __future__ import annotations
 import contextvars
 import time
 import uuid
-from typing import Any, Callable, Optional
+from collections.abc import Callable
+from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.db import IntegrityError, transaction
+from google.adk.errors._stale_session_error import StaleSessionError
 from google.adk.errors.already_exists_error import AlreadyExistsError
 from google.adk.errors.session_not_found_error import SessionNotFoundError
-from google.adk.errors._stale_session_error import StaleSessionError
 from google.adk.events.event import Event
 from google.adk.sessions import _session_util
 from google.adk.sessions.base_session_service import (
@@ -31,7 +32,7 @@ from .events import notify_session_event
 from .models import AdkSession, AppState, StoredEvent, UserState
 
 # The Turn whose run is storing events (set by the turn runner), recorded on each event row.
-current_turn_id: contextvars.ContextVar[Optional[int]] = contextvars.ContextVar("current_turn_id", default=None)
+current_turn_id: contextvars.ContextVar[int | None] = contextvars.ContextVar("current_turn_id", default=None)
 
 # Called inside the append transaction with (session row, event row, event): approvals uses it to
 # open tickets for new interrupts atomically with the event that raised them.
@@ -133,14 +134,14 @@ class DjangoSessionService(BaseSessionService):
         *,
         app_name: str,
         user_id: str,
-        state: Optional[dict[str, Any]] = None,
-        session_id: Optional[str] = None,
+        state: dict[str, Any] | None = None,
+        session_id: str | None = None,
     ) -> Session:
         return await sync_to_async(self._create_session)(app_name, user_id, state, session_id)
 
     @transaction.atomic
     def _create_session(
-        self, app_name: str, user_id: str, state: Optional[dict[str, Any]], session_id: Optional[str]
+        self, app_name: str, user_id: str, state: dict[str, Any] | None, session_id: str | None
     ) -> Session:
         session_id = (session_id or "").strip() or str(uuid.uuid4())
         if AdkSession.objects.filter(app_name=app_name, user_id=user_id, session_id=session_id).exists():
@@ -172,13 +173,13 @@ class DjangoSessionService(BaseSessionService):
         app_name: str,
         user_id: str,
         session_id: str,
-        config: Optional[GetSessionConfig] = None,
-    ) -> Optional[Session]:
+        config: GetSessionConfig | None = None,
+    ) -> Session | None:
         return await sync_to_async(self._get_session)(app_name, user_id, session_id, config)
 
     def _get_session(
-        self, app_name: str, user_id: str, session_id: str, config: Optional[GetSessionConfig]
-    ) -> Optional[Session]:
+        self, app_name: str, user_id: str, session_id: str, config: GetSessionConfig | None
+    ) -> Session | None:
         row = AdkSession.objects.filter(app_name=app_name, user_id=user_id, session_id=session_id).first()
         if row is None:
             return None
@@ -196,10 +197,10 @@ class DjangoSessionService(BaseSessionService):
         merged = _merge(_app_state(app_name), _user_state(app_name, user_id), row.state)
         return _to_session(row, merged, events)
 
-    async def list_sessions(self, *, app_name: str, user_id: Optional[str] = None) -> ListSessionsResponse:
+    async def list_sessions(self, *, app_name: str, user_id: str | None = None) -> ListSessionsResponse:
         return await sync_to_async(self._list_sessions)(app_name, user_id)
 
-    def _list_sessions(self, app_name: str, user_id: Optional[str]) -> ListSessionsResponse:
+    def _list_sessions(self, app_name: str, user_id: str | None) -> ListSessionsResponse:
         rows = AdkSession.objects.filter(app_name=app_name)
         if user_id is not None:
             rows = rows.filter(user_id=user_id)
@@ -232,7 +233,7 @@ class DjangoSessionService(BaseSessionService):
         return self._commit_event_to_session(session, event)
 
     @transaction.atomic
-    def _store_event(self, session: Session, event: Event, turn_id: Optional[int]) -> None:
+    def _store_event(self, session: Session, event: Event, turn_id: int | None) -> None:
         row = (
             AdkSession.objects.select_for_update()
             .filter(app_name=session.app_name, user_id=session.user_id, session_id=session.id)

@@ -16,10 +16,11 @@ Admin-configured agents refer to tools by these names.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable, Optional, Union
+from typing import Any
 
-Confirmation = Union[bool, Callable[..., bool]]
+Confirmation = bool | Callable[..., bool]
 
 
 @dataclass(frozen=True)
@@ -62,7 +63,7 @@ class ToolRegistry:
         self,
         func: Callable[..., Any],
         *,
-        name: Optional[str] = None,
+        name: str | None = None,
         long_running: bool = False,
         require_confirmation: Confirmation = False,
     ) -> Callable[..., Any]:
@@ -73,7 +74,7 @@ class ToolRegistry:
         self._tools[tool_name] = RegisteredTool(tool_name, func, long_running, require_confirmation)
         return func
 
-    def tool(self, func: Optional[Callable[..., Any]] = None, *, require_confirmation: Confirmation = False):
+    def tool(self, func: Callable[..., Any] | None = None, *, require_confirmation: Confirmation = False):
         """Register a function tool (optionally one that needs ADK tool confirmation)."""
         if func is not None:
             return self.register(func)

@@ -102,3 +102,6 @@ class Response(models.Model):
 
     class Meta:
         ordering = ["created_at", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.action} on ticket {self.pending_call_id} ({'final' if self.final else 'update'})"

@@ -11,7 +11,8 @@ import asyncio
 import json
 import re
 import uuid
-from typing import Any, AsyncGenerator, Optional
+from collections.abc import AsyncGenerator
+from typing import Any
 
 from google.adk.models.base_llm import BaseLlm
 from google.adk.models.llm_request import LlmRequest
@@ -47,7 +48,7 @@ def _new_call(name: str, args: dict[str, Any]) -> types.Part:
     return types.Part(function_call=types.FunctionCall(id=f"call-{uuid.uuid4().hex[:16]}", name=name, args=args))
 
 
-def _find_call(contents: list[types.Content], call_id: Optional[str], name: str) -> dict[str, Any]:
+def _find_call(contents: list[types.Content], call_id: str | None, name: str) -> dict[str, Any]:
     for content in reversed(contents):
         for part in content.parts or []:
             fc = part.function_call
@@ -56,7 +57,7 @@ def _find_call(contents: list[types.Content], call_id: Optional[str], name: str)
     return {}
 
 
-def _parse_amount(text: str) -> Optional[float]:
+def _parse_amount(text: str) -> float | None:
     match = AMOUNT_RE.search(text) or NUMBER_RE.search(text)
     if not match:
         return None
