@@ -61,27 +61,32 @@ class InboxConsumer(AsyncWebsocketConsumer):
         return {c.pk for c in page}, edge
 
     async def ticket_changed(self, event: dict[str, Any]) -> None:
-        await self.send(text_data=await self._render_change(event["ticket_id"]))
+        for frame in await self._render_change(event["ticket_id"]):
+            await self.send(text_data=frame)
 
     @database_sync_to_async
-    def _render_change(self, ticket_id: int) -> str:
-        html = [_nav_count_html(selectors.open_ticket_count())]
+    def _render_change(self, ticket_id: int) -> list[str]:
+        """Frames to send. Table rows travel alone in their frame: an HTML fragment that starts with
+        another element is parsed in body mode, where <tr>/<tbody> tags are dropped."""
+        frames = [_nav_count_html(selectors.open_ticket_count())]
         call = None if self.nav_only else selectors.ticket_get(ticket_id=ticket_id)
         if call is None:
-            return "".join(html)
+            return frames
         matches = selectors.ticket_matches(ticket_id=ticket_id, filters=self.filters, user=self.user)
+        total = selectors.ticket_queryset(filters=self.filters, user=self.user).count()
+        frames.append(render_to_string("approvals/inbox.html#total", {"total": total, "oob": True}))
         if ticket_id in self.shown:
             # A decided ticket changes in place (greyed, "approved by …") rather than vanishing under the cursor.
-            html.append(render_to_string("approvals/inbox.html#row", {"call": call, "oob": "outerHTML"}))
+            frames.append(render_to_string("approvals/inbox.html#row", {"call": call, "oob": "outerHTML"}).strip())
         elif matches and self.at_edge:
             self.shown.add(ticket_id)
-            row = render_to_string("approvals/inbox.html#row", {"call": call})
-            html.append(f'<tbody id="inbox-rows" hx-swap-oob="{self.at_edge}">{row}</tbody>')
-            html.append('<tr id="inbox-empty" hx-swap-oob="delete"></tr>')
+            row = render_to_string("approvals/inbox.html#row", {"call": call}).strip()
+            frames.append(f'<tbody id="inbox-rows" hx-swap-oob="{self.at_edge}">{row}</tbody>')
+            frames.append('<p id="inbox-empty" hx-swap-oob="delete"></p>')
         elif matches:
-            html.append('<p id="inbox-notice" class="notice" hx-swap-oob="true">New tickets arrived on another page. '
-                        '<a href="">Reload</a></p>')
-        return "".join(html)
+            frames.append('<p id="inbox-notice" class="notice" hx-swap-oob="true">New tickets arrived on another page. '
+                          '<a href="">Reload</a></p>')
+        return frames
 
 
 class TicketConsumer(AsyncWebsocketConsumer):
@@ -95,9 +100,15 @@ class TicketConsumer(AsyncWebsocketConsumer):
             await self.close(code=REFUSED)
             return
         self.ticket_id, self.session_pk = call.pk, call.session_id
+        query = QueryDict(self.scope.get("query_string", b"").decode())
+        self.last_pk = int(query["after"]) if query.get("after", "").isdigit() else None
         self.group = session_group(call.session_id)
         await self.channel_layer.group_add(self.group, self.channel_name)
         await self.accept()
+        if self.last_pk is not None:
+            catch_up = await self._render_events_after(self.last_pk)
+            if catch_up:
+                await self.send(text_data=catch_up)
 
     async def disconnect(self, code: int) -> None:
         if hasattr(self, "group"):
@@ -107,6 +118,9 @@ class TicketConsumer(AsyncWebsocketConsumer):
         await self.send(text_data=await self._render_ticket(event["ticket_id"]))
 
     async def session_event(self, event: dict[str, Any]) -> None:
+        if self.last_pk is not None and event["event_pk"] <= self.last_pk:
+            return  # already on the page
+        self.last_pk = event["event_pk"]
         html = await self._render_event(event["event_pk"])
         if html:
             await self.send(text_data=html)
@@ -143,6 +157,15 @@ class TicketConsumer(AsyncWebsocketConsumer):
         if event is None:
             return ""
         return _append(render_to_string(EVENT, {"event": event}))
+
+    @database_sync_to_async
+    def _render_events_after(self, after_pk: int) -> str:
+        """Events stored between the page's render and this connection (or a reconnect)."""
+        events = selectors.session_events_after(session_pk=self.session_pk, after_pk=after_pk)
+        if not events:
+            return ""
+        self.last_pk = events[-1].pk
+        return _append("".join(render_to_string(EVENT, {"event": e}) for e in events))
 
     @database_sync_to_async
     def _render_activity(self, failed_turn: int | None = None) -> str:

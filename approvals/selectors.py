@@ -8,7 +8,7 @@ from typing import Any
 from django.core.paginator import Page, Paginator
 from django.db.models import Exists, OuterRef, Q, QuerySet
 
-from agents_app.models import Turn
+from agents_app.models import StoredEvent, Turn
 
 from .models import PendingCall, Response
 
@@ -79,8 +79,11 @@ def ticket_matches(*, ticket_id: int, filters: InboxFilters, user: Any) -> bool:
 
 def inbox_filter_choices() -> dict[str, list[str]]:
     """Agents and tools that have tickets, for the filter menus (small: distinct on indexed columns)."""
+    from agents_app.agents import app_names
+
+    seen = PendingCall.objects.order_by().values_list("app_name", flat=True).distinct()
     return {
-        "agents": sorted(PendingCall.objects.order_by().values_list("app_name", flat=True).distinct()),
+        "agents": sorted(set(app_names()) | set(seen)),
         "tools": sorted(t for t in PendingCall.objects.order_by().values_list("tool_name", flat=True).distinct() if t),
     }
 
@@ -117,3 +120,11 @@ def ticket_visible_get(*, user: Any, ticket_id: int) -> PendingCall | None:
 
     call = ticket_get(ticket_id=ticket_id)
     return call if call is not None and can_view_call(user, call) else None
+
+
+def session_events_after(*, session_pk: int, after_pk: int, limit: int = 200) -> list[StoredEvent]:
+    return list(StoredEvent.objects.filter(session_id=session_pk, pk__gt=after_pk).order_by("id")[:limit])
+
+
+def last_event_pk(*, session_pk: int) -> int:
+    return StoredEvent.objects.filter(session_id=session_pk).order_by("-id").values_list("pk", flat=True).first() or 0

@@ -38,8 +38,9 @@ def inbox(request: HtmxHttpRequest) -> HttpResponse:
     template = "approvals/inbox.html"
     if request.htmx and request.htmx.target == "inbox-results":
         template += "#results"
+    page = selectors.inbox_page(filters=filters, user=request.user)
     context = {
-        "form": form, "filters": filters, "page": selectors.inbox_page(filters=filters, user=request.user),
+        "form": form, "filters": filters, "page": page, "total": page.paginator.count,
         "choices": selectors.inbox_filter_choices(), "ws_query": request.GET.urlencode(),
     }
     return render(request, template, context)
@@ -76,7 +77,9 @@ def ticket_context(call: PendingCall, user: Any, bound: dict[str, Form] | None =
 @require_GET
 def ticket_detail(request: HtmxHttpRequest, ticket_id: int) -> HttpResponse:
     call = _visible_call(request, ticket_id)
-    ctx = ticket_context(call, request.user, timeline=conversations.session_timeline(call.session))
+    # The socket catches up from this pk: read it before the timeline (a duplicate beats a gap).
+    after = selectors.last_event_pk(session_pk=call.session_id)
+    ctx = ticket_context(call, request.user, last_event_pk=after, timeline=conversations.session_timeline(call.session))
     return render(request, "approvals/ticket.html", ctx)
 
 
@@ -148,5 +151,6 @@ def _ticket_reply(request: HtmxHttpRequest, call: PendingCall, *, status: int, b
     ctx = ticket_context(call, request.user, bound, **extra)
     if request.htmx:
         return render(request, "approvals/ticket.html#panel", ctx, status=status)
+    ctx["last_event_pk"] = selectors.last_event_pk(session_pk=call.session_id)
     ctx["timeline"] = conversations.session_timeline(call.session)
     return render(request, "approvals/ticket.html", ctx, status=status)

@@ -60,10 +60,12 @@ async def test_new_ticket_is_pushed_to_the_top_of_page_one_with_the_count(demo):
     assert connected
     call = await make_ticket()
     await changed(call)
-    html = await communicator.receive_from()
-    assert '<span id="nav-open-count" class="badge" title="open tickets" hx-swap-oob="true">1</span>' in html
-    assert '<tbody id="inbox-rows" hx-swap-oob="afterbegin">' in html and f'id="pending-call-{call.pk}"' in html
-    assert "meals · $200.00" in html and '<tr id="inbox-empty" hx-swap-oob="delete">' in html
+    count, total, rows, empty = [await communicator.receive_from() for _ in range(4)]
+    assert total == '<span id="inbox-total" hx-swap-oob="true">1 ticket</span>'
+    assert count == '<span id="nav-open-count" class="badge" title="open tickets" hx-swap-oob="true">1</span>'
+    # Table markup travels alone in its frame (body-mode parsing would drop <tr>/<tbody> tags).
+    assert rows.startswith('<tbody id="inbox-rows" hx-swap-oob="afterbegin">') and f'id="pending-call-{call.pk}"' in rows
+    assert "meals · $200.00" in rows and empty == '<p id="inbox-empty" hx-swap-oob="delete"></p>'
     await communicator.disconnect()
 
 
@@ -73,9 +75,11 @@ async def test_decided_ticket_changes_in_place_and_the_count_drops(demo):
     call.status, call.closed_by = "approved", demo["approver"]
     await database_sync_to_async(call.save)()
     await changed(call)
+    assert 'hx-swap-oob="true">0</span>' in await communicator.receive_from()
+    assert "0 tickets" in await communicator.receive_from()  # the open list's total
     html = await communicator.receive_from()
-    assert f'<tr id="pending-call-{call.pk}" class="row-approved closed" hx-swap-oob="outerHTML">' in html
-    assert "by approver" in html and 'hx-swap-oob="true">0</span>' in html
+    assert html.startswith(f'<tr id="pending-call-{call.pk}" class="row-approved closed" hx-swap-oob="outerHTML">')
+    assert "by approver" in html
     await communicator.disconnect()
 
 
@@ -83,8 +87,9 @@ async def test_ticket_outside_the_filters_only_updates_the_count(demo):
     communicator, _ = await connect("/ws/approvals/?agent=transfer_agent", demo["approver"])
     call = await make_ticket()
     await changed(call)
-    html = await communicator.receive_from()
-    assert "nav-open-count" in html and "pending-call-" not in html
+    assert "nav-open-count" in await communicator.receive_from()
+    assert "0 tickets" in await communicator.receive_from()
+    assert await communicator.receive_nothing(timeout=0.1)
     await communicator.disconnect()
 
 
@@ -95,6 +100,8 @@ async def test_ticket_for_a_later_page_shows_a_notice(demo):
     communicator, _ = await connect("/ws/approvals/?page=2", demo["approver"])
     call = await make_ticket()
     await changed(call)
+    assert "nav-open-count" in await communicator.receive_from()
+    assert "27 tickets" in await communicator.receive_from()
     assert "New tickets arrived on another page" in await communicator.receive_from()
     await communicator.disconnect()
 
@@ -152,3 +159,18 @@ async def test_ticket_socket_updates_other_tickets_cards_only_ignores_partials_a
     assert "session-activity" in await communicator.receive_from()
     await communicator.disconnect()
     await asyncio.sleep(0)
+
+
+async def test_ticket_socket_catches_up_after_the_page_and_skips_events_already_sent(demo):
+    call = await make_ticket()
+    create = database_sync_to_async(StoredEvent.objects.create)
+    first = await create(session=call.session, event_id="ev-a", author="user", timestamp=1.0,
+                         data={"author": "user", "content": {"role": "user", "parts": [{"text": "first"}]}})
+    second = await create(session=call.session, event_id="ev-b", author="reimbursement_agent", timestamp=2.0,
+                          data={"author": "reimbursement_agent", "content": {"role": "model", "parts": [{"text": "second"}]}})
+    communicator, _ = await connect(f"/ws/tickets/{call.pk}/?after={first.pk}", demo["approver"])
+    html = await communicator.receive_from()
+    assert "second" in html and "first" not in html
+    await session_send(call.session_id, {"type": "session.event", "session_pk": call.session_id, "event_pk": second.pk})
+    assert await communicator.receive_nothing(timeout=0.2)
+    await communicator.disconnect()

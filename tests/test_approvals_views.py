@@ -110,7 +110,7 @@ def test_ticket_page_shows_call_initial_response_and_actions(client, demo):
     html = login(client, demo["approver"]).get(f"/tickets/{call.pk}/").content.decode()
     assert f"Ticket #{call.pk} · ask_for_approval · adkweb" in html
     for text in ("meals", "$200.00", call.initial_response["ticket-id"], ">Approve<", ">Reject<", ">Send update<",
-                 ">Custom response<", "Raw JSON", f'ws-connect="/ws/tickets/{call.pk}/"'):
+                 ">Custom response<", "Raw JSON", f'ws-connect="/ws/tickets/{call.pk}/?after=0"'):
         assert text in html, text
 
 

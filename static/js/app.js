@@ -8,3 +8,10 @@ document.addEventListener("htmx:oobErrorNoTarget", function (e) {
   // A pushed fragment for something this page does not show (e.g. a row on another page): ignore.
   e.preventDefault();
 });
+document.addEventListener("htmx:wsOpen", function (e) {
+  // Mark live elements (CSS shows a "live" dot; browser tests wait for it before acting).
+  e.target.setAttribute("data-ws-open", "");
+});
+document.addEventListener("htmx:wsClose", function (e) {
+  e.target.removeAttribute("data-ws-open");
+});
