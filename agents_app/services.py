@@ -67,6 +67,14 @@ def session_create(
 
 
 @transaction.atomic
+def conversation_start(*, app_name: str, user: AbstractBaseUser, text: str) -> AdkSession:
+    """A new session for the user (ADK user id = username) with its first message queued."""
+    session = session_create(app_name=app_name, user_id=user.get_username())
+    message_send(session=session, text=text, actor=user)
+    return session
+
+
+@transaction.atomic
 def turn_create(
     *,
     session: AdkSession,

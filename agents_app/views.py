@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from django.contrib.auth.decorators import login_required
-from django.db import transaction
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseForbidden
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
@@ -86,9 +85,9 @@ def session_new(request: HttpRequest) -> HttpResponse:
     form = NewConversationForm(request.POST, agents=names)
     if form.is_valid():
         try:
-            with transaction.atomic():
-                session = services.session_create(app_name=form.cleaned_data["agent"], user_id=request.user.get_username())
-                services.message_send(session=session, text=form.cleaned_data["text"], actor=request.user)
+            session = services.conversation_start(
+                app_name=form.cleaned_data["agent"], user=request.user, text=form.cleaned_data["text"]
+            )
         except (agents.AgentNotFound, services.InvalidMessage) as exc:
             form.add_error(None, str(exc))
         else:
