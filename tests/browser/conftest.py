@@ -74,34 +74,16 @@ def login(browser: Any, live_asgi: Any) -> Iterator[Callable[..., Any]]:  # noqa
 
 @pytest.fixture
 def shot() -> Callable[[Any, str], Path]:
-    """Save a full-page screenshot under test-artifacts/ (gitignored)."""
+    """Save a full-page screenshot under test-artifacts/ (gitignored); with ADKWEB_UPDATE_SCREENSHOTS=1
+    the published ones are copied to docs/screenshots/ for the README."""
     ARTIFACTS.mkdir(exist_ok=True)
 
     def _shot(page: Any, name: str, *, publish: bool = False) -> Path:
         path = ARTIFACTS / f"{name}.png"
         page.screenshot(path=str(path), full_page=True)
-        if publish:  # the README's screenshots
+        if publish and os.environ.get("ADKWEB_UPDATE_SCREENSHOTS"):  # the README's screenshots
             SCREENSHOTS.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(path, SCREENSHOTS / f"{publish if isinstance(publish, str) else name}.png")
         return path
 
     return _shot
-
-
-@pytest.fixture(autouse=True)
-def publish_stored_events() -> Iterator[None]:
-    """STOPGAP: the engine stores events but does not publish `session.event` yet
-    (agents_app.events.notify_session_event has no caller). Publish after commit, as the session
-    service should, so these tests exercise the pages. The ticket and conversation consumers skip
-    an event they already sent, so this stays harmless once the engine publishes."""
-    from django.db import transaction
-
-    from agents_app import events, session_service
-
-    def hook(row: Any, stored: Any, event: Any) -> None:
-        session_pk, event_pk = row.pk, stored.pk
-        transaction.on_commit(lambda: events.notify_session_event(session_pk=session_pk, event_pk=event_pk))
-
-    session_service.register_event_hook(hook)
-    yield
-    session_service._event_hooks.remove(hook)
