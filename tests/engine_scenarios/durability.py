@@ -38,10 +38,9 @@ def broker_down() -> Iterator[list[logging.LogRecord]]:
         yield records
     finally:
         logger.removeHandler(handler)
-        dead_pool = app._pool
+        # The dead broker's pool is left open: kombu caches pools per URL process-wide, so closing
+        # it would make the next outage raise "Acquire on closed pool" instead of a broker error.
         app.conf.broker_write_url, app._pool, app.amqp._producer_pool = saved
-        if dead_pool is not None:
-            dead_pool.force_close_all()
 
 
 def approval_survives_a_broker_outage(demo: dict, wait: Wait) -> None:
@@ -87,4 +86,5 @@ def turn_of_a_dead_worker_is_retried(demo: dict, wait: Wait) -> None:
         ("user", "What is the price of AAPL?"),
         ("stock_agent", "The current price of AAPL is $229.87."),
     ]
-    assert AdkSession.objects.get(pk=session.pk).lease_owner == ""
+    # The worker releases the lease just after it records the turn as done.
+    wait(lambda: AdkSession.objects.get(pk=session.pk).lease_owner == "", what="the session lease to be released")
