@@ -10,10 +10,13 @@ import time
 logger = logging.getLogger(__name__)
 _lock = threading.Lock()
 _started = False
+# start_worker() is a generator-based context manager: if it were garbage collected, its cleanup
+# would run and stop the worker. Holding it here keeps the worker alive for the process.
+_worker_context = None
 
 
 def start_embedded_worker(concurrency: int = 2, sweep_every: float = 5.0) -> None:
-    global _started
+    global _started, _worker_context
     with _lock:
         if _started:
             return
@@ -22,8 +25,10 @@ def start_embedded_worker(concurrency: int = 2, sweep_every: float = 5.0) -> Non
 
     from adkweb.celery import app
 
-    ctx = start_worker(app, pool="threads", concurrency=concurrency, perform_ping_check=False, loglevel="WARNING")
-    ctx.__enter__()  # runs for the life of the process
+    _worker_context = start_worker(
+        app, pool="threads", concurrency=concurrency, perform_ping_check=False, loglevel="WARNING"
+    )
+    _worker_context.__enter__()  # runs for the life of the process
     threading.Thread(target=_sweep_forever, args=(sweep_every,), name="adkweb-sweeper", daemon=True).start()
     logger.info("Embedded Celery worker started (memory broker).")
 

@@ -1,0 +1,76 @@
+"""`make run`'s path, as a user gets it: `manage.py runserver` in a subprocess with no services and
+no environment beyond a fresh SQLite file. The ASGI app starts its in-process Celery worker; an
+ADK client drives the seed's long-running-tool loop against it over HTTP."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.live_server import AdkClient, seed_client_loop
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def embedded_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, dict[str, str]]]:
+    db = tmp_path_factory.mktemp("embedded") / "db.sqlite3"
+    env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "REDIS_URL", "ADKWEB_EMBEDDED_WORKER"}}
+    env.update(DJANGO_SETTINGS_MODULE="adkweb.settings", DATABASE_URL=f"sqlite:///{db}", PYTHONPATH=str(ROOT))
+
+    def manage(*args: str) -> str:
+        done = subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env=env, capture_output=True, text=True,
+                              timeout=120)
+        assert done.returncode == 0, done.stderr
+        return done.stdout.strip()
+
+    manage("migrate", "--noinput")
+    manage("demo_setup")
+    manage("demo_setup")  # idempotent, as `make run` relies on
+    key = manage("create_api_token", "approver").splitlines()[-1]
+    port = _free_port()
+    log = open(db.parent / "server.log", "w")
+    server = subprocess.Popen([sys.executable, "manage.py", "runserver", f"127.0.0.1:{port}", "--noreload"], cwd=ROOT,
+                              env=env, stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            httpx.get(f"{url}/accounts/login/", timeout=2)
+            break
+        except httpx.TransportError:
+            assert server.poll() is None and time.monotonic() < deadline, (db.parent / "server.log").read_text()
+            time.sleep(0.3)
+    yield url, {"Authorization": f"Token {key}"}
+    server.terminate()
+    server.wait(timeout=20)
+    log.close()
+
+
+def test_make_run_serves_the_dashboard_and_runs_agents_in_process(embedded_server):
+    url, headers = embedded_server
+    login = httpx.get(f"{url}/accounts/login/")
+    assert login.status_code == 200 and "csrfmiddlewaretoken" in login.text
+    assert httpx.get(f"{url}/", follow_redirects=False).status_code == 302  # login required
+    assert "reimbursement_agent" in httpx.get(f"{url}/api/adk/list-apps", headers=headers).json()
+
+    client = AdkClient(url, headers=headers, username="approver", timeout=60)
+    try:
+        seed_client_loop(client)  # run → ticket → answer → reimburse, through the in-process worker
+        seed_client_loop(client, sse=True)
+    finally:
+        client.close()
