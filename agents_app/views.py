@@ -10,7 +10,7 @@ from django_htmx.middleware import HtmxDetails
 
 from approvals.permissions import can_view_session, is_agent_admin
 
-from . import agents, selectors, services
+from . import agent_cards, agents, selectors, services
 from .forms import MessageForm, NewConversationForm, SessionFilterForm
 from .models import AdkSession
 
@@ -98,5 +98,5 @@ def session_new(request: HttpRequest) -> HttpResponse:
 @login_required
 @require_GET
 def agent_list(request: HttpRequest) -> HttpResponse:
-    ctx = {"cards": selectors.agent_cards(), "can_edit": is_agent_admin(request.user)}
+    ctx = {"cards": agent_cards.agent_cards(), "can_edit": is_agent_admin(request.user)}
     return render(request, "agents_app/agent_list.html", ctx)
