@@ -157,7 +157,14 @@ LOGGING = {
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
-    "loggers": {"google_adk": {"level": "WARNING"}, "httpx": {"level": "WARNING"}},
+    "loggers": {
+        "google_adk": {"level": "WARNING"},
+        "httpx": {"level": "WARNING"},
+        # daphne's runserver logs requests with its own handler: don't print each line twice.
+        "django.channels.server": {"propagate": False},
+    },
 }
+# Show the demo logins on the login page (embedded demo only; never where real users log in).
+ADKWEB_SHOW_DEMO_LOGINS = env_bool("ADKWEB_SHOW_DEMO_LOGINS", EMBEDDED and DEBUG)
 # Serve /static/ from the app itself (no separate web server needed for this small, vendored set).
 ADKWEB_SERVE_STATIC = env_bool("ADKWEB_SERVE_STATIC", True)

@@ -1,9 +1,10 @@
-"""Navigation context: the open-ticket count for approvers."""
+"""Navigation context: the open-ticket count for approvers; the demo logins hint when logged out."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
 from django.http import HttpRequest
 
 from .permissions import is_agent_admin, is_approver, is_observer
@@ -12,7 +13,7 @@ from .permissions import is_agent_admin, is_approver, is_observer
 def nav(request: HttpRequest) -> dict[str, Any]:
     user = getattr(request, "user", None)
     if not user or not user.is_authenticated:
-        return {}
+        return {"demo_logins": settings.ADKWEB_SHOW_DEMO_LOGINS}
     from .selectors import open_ticket_count
 
     approver = is_approver(user)

@@ -101,3 +101,11 @@ def test_code_defined_agent_is_an_app_and_runs(demo, worker, wait):
     services.message_send(session=session, text="price of MSFT", actor=demo["requester"])
     wait(lambda: StoredEvent.objects.filter(session=session, data__content__parts__0__text__icontains="$431.05").exists(),
          what="the code agent's answer")
+
+
+def test_login_page_shows_demo_logins_only_when_enabled(client, settings):
+    settings.ADKWEB_SHOW_DEMO_LOGINS = False
+    page = client.get("/accounts/login/").content.decode()
+    assert "csrfmiddlewaretoken" in page and "approver-demo" not in page
+    settings.ADKWEB_SHOW_DEMO_LOGINS = True
+    assert "approver-demo" in client.get("/accounts/login/").content.decode()
