@@ -109,3 +109,14 @@ def test_login_page_shows_demo_logins_only_when_enabled(client, settings):
     assert "csrfmiddlewaretoken" in page and "approver-demo" not in page
     settings.ADKWEB_SHOW_DEMO_LOGINS = True
     assert "approver-demo" in client.get("/accounts/login/").content.decode()
+
+
+def test_agent_admin_role_edits_agents_in_the_admin_and_nothing_else(client, demo):
+    client.force_login(demo["agentadmin"])
+    config = AgentConfig.objects.get(name="stock_agent")
+    assert client.get(f"/admin/agents_app/agentconfig/{config.pk}/change/").status_code == 200
+    assert client.get("/admin/agents_app/agentconfig/add/").status_code == 200
+    assert client.get("/admin/auth/user/").status_code == 403
+    assert client.get("/admin/approvals/pendingcall/").status_code == 403
+    client.force_login(demo["approver"])  # not staff: no admin at all
+    assert client.get(f"/admin/agents_app/agentconfig/{config.pk}/change/").status_code == 302

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from django.contrib.auth.models import Group, User
+from django.contrib.auth.models import Group, Permission, User
 from django.db import transaction
 
 from agents_app.models import AgentConfig, AgentToolLink
@@ -16,7 +16,10 @@ DEMO_USERS = [
     ("approver", "approver-demo", [APPROVERS], False, False),
     ("requester", "requester-demo", [], False, False),
     ("observer", "observer-demo", [STAFF_OBSERVERS], False, False),
+    # Staff status lets an agent admin into the Django admin; the group's permissions limit it to agents.
+    ("agentadmin", "agentadmin-demo", [AGENT_ADMINS], True, False),
 ]
+AGENT_ADMIN_MODELS = ("agentconfig", "agenttoollink")
 
 REIMBURSEMENT_INSTRUCTION = """\
 You are an agent whose job is to handle the reimbursement process for the employees.
@@ -52,6 +55,9 @@ DEMO_AGENTS = [
 def demo_setup() -> None:
     """Create or refresh the demo groups, users and agents (idempotent)."""
     groups = {name: Group.objects.get_or_create(name=name)[0] for name in ROLE_GROUPS}
+    groups[AGENT_ADMINS].permissions.set(
+        Permission.objects.filter(content_type__app_label="agents_app", content_type__model__in=AGENT_ADMIN_MODELS)
+    )
     for username, password, group_names, is_staff, is_superuser in DEMO_USERS:
         user, created = User.objects.get_or_create(username=username)
         if created:
