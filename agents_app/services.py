@@ -21,6 +21,9 @@ from .session_service import DjangoSessionService
 logger = logging.getLogger(__name__)
 
 
+ID_MAX_LENGTH = AdkSession._meta.get_field("session_id").max_length
+
+
 class InvalidMessage(ValueError):
     """A message the agent cannot take (HTTP 400)."""
 
@@ -62,6 +65,9 @@ def session_create(
     """Create an ADK session for an enabled app (raises AgentNotFound, AlreadyExistsError)."""
     if app_name not in agents.app_names():
         raise agents.AgentNotFound(f"No enabled agent named {app_name!r}.")
+    for label, value in (("user id", user_id), ("session id", session_id or "")):
+        if len(value) > ID_MAX_LENGTH:  # PostgreSQL would refuse the row with a DataError
+            raise ValueError(f"The {label} is longer than {ID_MAX_LENGTH} characters.")
     session = DjangoSessionService()._create_session(app_name, user_id, state, session_id)
     return AdkSession.objects.get(app_name=app_name, user_id=user_id, session_id=session.id)
 

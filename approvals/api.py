@@ -7,11 +7,11 @@ or not visible), 409 (already closed).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 from django.http import HttpRequest, JsonResponse
 from django.urls import reverse
-from pydantic import BaseModel, ConfigDict, StrictBool, StrictStr
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr
 
 from agents_app.api.http import ApiError, api_view, int_param, json_body, parse
 
@@ -20,6 +20,7 @@ from .models import PendingCall, Response
 
 DEFAULT_PAGE_SIZE = 50
 MAX_PAGE_SIZE = 200
+Text = Annotated[StrictStr, Field(max_length=2000)]  # the ticket page's forms allow as much
 
 
 class _Body(BaseModel):
@@ -29,17 +30,17 @@ class _Body(BaseModel):
 class ResponseBody(_Body):
     response: dict[str, Any]
     final: StrictBool = True
-    comment: StrictStr = ""
+    comment: Text = ""
 
 
 class ApproveBody(_Body):
-    comment: StrictStr = ""
+    comment: Text = ""
     payload: dict[str, Any] | None = None  # confirmations: the payload the tool receives
 
 
 class RejectBody(_Body):
-    reason: StrictStr = ""
-    comment: StrictStr = ""  # accepted as a synonym of reason
+    reason: Text = ""
+    comment: Text = ""  # accepted as a synonym of reason
 
 
 def _iso(value: Any) -> str | None:
@@ -173,10 +174,16 @@ def responses(request: HttpRequest, ticket_id: int) -> JsonResponse:
     )
 
 
+def _optional_body(request: HttpRequest) -> Any:
+    """No body (or JSON null) is {}; anything else must be an object (`[]` or `0` is not "no body")."""
+    data = json_body(request, allow_empty=True)
+    return {} if data is None else data
+
+
 @api_view("POST")
 def approve(request: HttpRequest, ticket_id: int) -> JsonResponse:
     call = _visible(request, ticket_id)
-    body = parse(ApproveBody, json_body(request, allow_empty=True) or {})
+    body = parse(ApproveBody, _optional_body(request))
     return _answer(
         lambda: services.ticket_approve(call=call, actor=request.user, comment=body.comment, payload=body.payload)
     )
@@ -185,5 +192,5 @@ def approve(request: HttpRequest, ticket_id: int) -> JsonResponse:
 @api_view("POST")
 def reject(request: HttpRequest, ticket_id: int) -> JsonResponse:
     call = _visible(request, ticket_id)
-    body = parse(RejectBody, json_body(request, allow_empty=True) or {})
+    body = parse(RejectBody, _optional_body(request))
     return _answer(lambda: services.ticket_reject(call=call, actor=request.user, reason=body.reason or body.comment))

@@ -35,12 +35,20 @@ class InboxFilterForm(forms.Form):
         )
 
 
+def _no_constants(name: str) -> Any:
+    raise ValueError(f"{name} is not allowed")
+
+
 def parse_json_object(text: str, *, label: str = "JSON") -> dict[str, Any]:
     """A JSON object from a textarea, or a ValidationError that says what is wrong and where."""
     try:
-        value = json.loads(text)
+        value = json.loads(text, parse_constant=_no_constants)
     except json.JSONDecodeError as exc:
         raise forms.ValidationError(f"{label} is not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno}).") from exc
+    except ValueError as exc:  # NaN / Infinity: not JSON, and PostgreSQL's jsonb refuses them
+        raise forms.ValidationError(f"{label} is not valid JSON: {exc}.") from exc
+    except RecursionError as exc:
+        raise forms.ValidationError(f"{label} is not valid JSON: it is nested too deeply.") from exc
     if not isinstance(value, dict):
         raise forms.ValidationError(f'{label} must be a JSON object, e.g. {{"status": "approved"}}.')
     return value

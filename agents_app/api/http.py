@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from asgiref.sync import iscoroutinefunction, markcoroutinefunction, sync_to_async
+from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.middleware.csrf import CsrfViewMiddleware
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -127,17 +128,27 @@ def api_view(*methods: str) -> Callable:
     return decorate
 
 
+def _no_constants(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
+
+
 def json_body(request: HttpRequest, *, allow_empty: bool = False) -> Any:
-    """The parsed JSON body; 400 when it is not JSON."""
-    raw = request.body
+    """The parsed JSON body (None for an empty one when allowed); 400 when it is not JSON
+    (NaN and Infinity included: PostgreSQL's jsonb refuses them), 413 when it is too large."""
+    try:
+        raw = request.body
+    except RequestDataTooBig as exc:
+        raise ApiError(413, f"The request body is too large: {exc}.") from exc
     if not raw.strip():
         if allow_empty:
             return None
         raise ApiError(400, "The request body is empty; send a JSON object.")
     try:
-        return json.loads(raw)
+        return json.loads(raw, parse_constant=_no_constants)
     except (ValueError, UnicodeDecodeError) as exc:
         raise ApiError(400, f"Malformed JSON in the request body: {exc}.") from exc
+    except RecursionError as exc:
+        raise ApiError(400, "Malformed JSON in the request body: nested too deeply.") from exc
 
 
 def validation_detail(exc: ValidationError) -> str:

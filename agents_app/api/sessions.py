@@ -63,7 +63,8 @@ def sessions(request: HttpRequest, app_name: str, user_id: str) -> JsonResponse:
     if request.method == "GET":
         listed = DjangoSessionService()._list_sessions(app_name, user_id).sessions
         return JsonResponse([session_json(s) for s in listed], safe=False)
-    body = parse(CreateSessionRequest, json_body(request, allow_empty=True) or {})
+    data = json_body(request, allow_empty=True)  # no body (or null) is {}; [] or 0 is not
+    body = parse(CreateSessionRequest, {} if data is None else data)
     return _create(app_name, user_id, body.session_id, body.state, body.events)
 
 
