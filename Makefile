@@ -48,7 +48,7 @@ services-run: $(STAMP)
 	$(VENV)/bin/honcho start
 
 bench: $(STAMP)
-	$(PY) bench/session_store.py
+	$(PY) bench/session_store.py && $(PY) bench/turn_path.py
 
 clean:
 	rm -rf $(VENV) db.sqlite3 test-artifacts
