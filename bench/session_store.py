@@ -4,7 +4,7 @@ SqliteSessionService, on one workload, printed side by side. Not a test: it prin
     .venv/bin/python bench/session_store.py [--sessions 20] [--events 25] [--lists 20]
 
 Django runs on a throwaway SQLite file by default; with DATABASE_URL set (PostgreSQL) it creates a
-test database (test_<name>), migrates it and drops it afterwards. See bench/README.md.
+test database of its own (test_<name>_session_store_<pid>), migrates it and drops it afterwards. See bench/README.md.
 """
 
 from __future__ import annotations
@@ -50,6 +50,8 @@ def django_setup(tmp: Path) -> Callable[[], None]:
         call_command("migrate", verbosity=0, interactive=False)
         return connection.close
     old_name = connection.settings_dict["NAME"]
+    # Its own name: test_<name> is the integration tests' database, which autoclobber would drop.
+    connection.settings_dict.setdefault("TEST", {})["NAME"] = f"test_{old_name}_session_store_{os.getpid()}"
     connection.creation.create_test_db(verbosity=0, autoclobber=True, serialize=False)
     return lambda: connection.creation.destroy_test_db(old_name, verbosity=0)
 
