@@ -92,7 +92,12 @@ class DemoLlm(BaseLlm):
                 so_far += chunk
                 yield LlmResponse(content=types.Content(role="model", parts=[types.Part(text=chunk)]), partial=True)
                 await asyncio.sleep(0.02)
-        yield LlmResponse(content=types.Content(role="model", parts=parts), turn_complete=True)
+        # Rough token counts (words), so ADK's usage metrics have something to record.
+        prompt = sum(len(_text(c).split()) for c in llm_request.contents)
+        usage = types.GenerateContentResponseUsageMetadata(
+            prompt_token_count=prompt, candidates_token_count=len(text.split()), total_token_count=prompt + len(text.split())
+        )
+        yield LlmResponse(content=types.Content(role="model", parts=parts), turn_complete=True, usage_metadata=usage)
 
     # -- the policy ---------------------------------------------------------------------
     def respond(self, req: LlmRequest) -> list[types.Part]:
