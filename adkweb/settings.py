@@ -110,7 +110,11 @@ if REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [REDIS_URL], "prefix": os.environ.get("CHANNELS_PREFIX", "adkweb")},
+            # redis-py 8 reads with a 5 s socket_timeout by default, which aborts channels_redis's
+            # blocking 5 s BZPOPMIN: every idle websocket consumer died after 5 s
+            # (django/channels_redis#422). Keep a read timeout, above the pop's.
+            "CONFIG": {"hosts": [{"address": REDIS_URL, "socket_timeout": 30}],
+                       "prefix": os.environ.get("CHANNELS_PREFIX", "adkweb")},
         }
     }
     CELERY_BROKER_URL = REDIS_URL

@@ -70,10 +70,11 @@ class TurnWatch:
     async def stop(self) -> None:
         if self.task is not None and not self.task.done():
             self.task.cancel()
-            try:
-                await self.task
-            except (asyncio.CancelledError, Exception):
-                pass
+            # Bounded: a cancelled channels_redis receive can stay blocked in Redis until its
+            # socket read times out (seen: the response hung until then). The pump's `finally`
+            # still leaves the group when the cancellation lands.
+            self.task.add_done_callback(lambda task: task.cancelled() or task.exception())  # retrieved: no log noise
+            await asyncio.wait({self.task}, timeout=1.0)
 
     async def next(self, timeout: float) -> dict | None:
         try:
