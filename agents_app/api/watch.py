@@ -40,6 +40,9 @@ class Step:
     data: Any
 
 
+STOP = "adkweb.watch.stop"
+
+
 class TurnWatch:
     """Membership of a session's group, joined before the turn is queued so nothing is missed."""
 
@@ -48,33 +51,36 @@ class TurnWatch:
         self.layer = get_channel_layer()
         self.queue: asyncio.Queue[dict] = asyncio.Queue()
         self.task: asyncio.Task | None = None
+        self.channel = ""
 
     async def start(self) -> TurnWatch:
         if self.layer is not None:
-            channel = await self.layer.new_channel()
-            await self.layer.group_add(self.group, channel)
+            self.channel = await self.layer.new_channel()
+            await self.layer.group_add(self.group, self.channel)
             # Bounded life: if the response is never iterated (client gone), the pump still ends.
-            self.task = asyncio.create_task(self._pump(channel, run_timeout() + 30))
+            self.task = asyncio.create_task(self._pump(self.channel, run_timeout() + 30))
         return self
 
     async def _pump(self, channel: str, lifetime: float) -> None:
         try:
             async with asyncio.timeout(lifetime):
-                while True:
-                    await self.queue.put(await self.layer.receive(channel))
+                while (message := await self.layer.receive(channel)).get("type") != STOP:
+                    await self.queue.put(message)
         except TimeoutError:
             pass
         finally:
             await self.layer.group_discard(self.group, channel)
 
     async def stop(self) -> None:
-        if self.task is not None and not self.task.done():
+        """End the pump by a message on its own channel, not by cancelling it: a cancelled
+        channels_redis receive was seen to linger in Redis for minutes."""
+        if self.task is None or self.task.done():
+            return
+        await self.layer.send(self.channel, {"type": STOP})
+        done, _ = await asyncio.wait({self.task}, timeout=2.0)
+        if not done:  # the layer is wedged: fall back to cancelling, without waiting on it
             self.task.cancel()
-            # Bounded: a cancelled channels_redis receive can stay blocked in Redis until its
-            # socket read times out (seen: the response hung until then). The pump's `finally`
-            # still leaves the group when the cancellation lands.
-            self.task.add_done_callback(lambda task: task.cancelled() or task.exception())  # retrieved: no log noise
-            await asyncio.wait({self.task}, timeout=1.0)
+            self.task.add_done_callback(lambda task: task.cancelled() or task.exception())
 
     async def next(self, timeout: float) -> dict | None:
         try:

@@ -40,3 +40,13 @@ def test_approvals_api_approve_resumes_the_agent_in_the_worker(demo, worker, wai
     wait(reimbursed, what="the reimbursement")
     client.close()
     approver.close()
+
+
+def test_a_finished_run_leaves_no_listener_on_the_redis_layer(demo, worker, wait, adk_client):
+    """/run follows its turn through a channel-layer listener; once answered, that listener ends
+    (it used to linger for minutes, holding a Redis connection, after a cancelled receive)."""
+    from channels.layers import get_channel_layer
+
+    layer = get_channel_layer()
+    seed_client_loop(adk_client(demo["approver"]))
+    wait(lambda: layer.receive_count == 0, timeout=5, what="the /run listeners to end")
