@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any
 
 from django.db import transaction
 from django.utils import timezone
@@ -95,7 +95,7 @@ def _announce(call: PendingCall) -> None:
 
 
 # -- response bodies per kind --------------------------------------------------------------------
-def approve_payload(call: PendingCall, comment: str = "", payload: Optional[dict] = None) -> dict[str, Any]:
+def approve_payload(call: PendingCall, comment: str = "", payload: dict | None = None) -> dict[str, Any]:
     if call.kind == PendingCall.Kind.CONFIRMATION:
         body: dict[str, Any] = {"confirmed": True}
         if payload:
@@ -116,7 +116,7 @@ def reject_payload(call: PendingCall, reason: str = "") -> dict[str, Any]:
     return body
 
 
-def update_payload(message: str, progress: Optional[float] = None, extra: Optional[dict] = None) -> dict[str, Any]:
+def update_payload(message: str, progress: float | None = None, extra: dict | None = None) -> dict[str, Any]:
     body: dict[str, Any] = {"status": "in_progress", **(extra or {})}
     if message:
         body["message"] = message
@@ -172,7 +172,7 @@ def _closed_status(answer: Answer) -> str:
 # -- submitting ---------------------------------------------------------------------------------
 @transaction.atomic
 def responses_submit(
-    *, session: AdkSession, answers: list[Answer], actor: Any, streaming: bool = False, state_delta: Optional[dict] = None
+    *, session: AdkSession, answers: list[Answer], actor: Any, streaming: bool = False, state_delta: dict | None = None
 ) -> Turn:
     """Record responses to open tickets of one session and queue the turn that carries them."""
     if not answers:
@@ -217,7 +217,7 @@ def response_submit(
     return Response.objects.filter(turn=turn, pending_call_id=call.pk).get()
 
 
-def ticket_approve(*, call: PendingCall, actor: Any, comment: str = "", payload: Optional[dict] = None) -> Response:
+def ticket_approve(*, call: PendingCall, actor: Any, comment: str = "", payload: dict | None = None) -> Response:
     return response_submit(call=call, actor=actor, payload=approve_payload(call, comment, payload), final=True,
                            comment=comment, action=Response.Action.APPROVE)
 
@@ -228,14 +228,14 @@ def ticket_reject(*, call: PendingCall, actor: Any, reason: str = "") -> Respons
 
 
 def ticket_update(
-    *, call: PendingCall, actor: Any, message: str, progress: Optional[float] = None, extra: Optional[dict] = None
+    *, call: PendingCall, actor: Any, message: str, progress: float | None = None, extra: dict | None = None
 ) -> Response:
     return response_submit(call=call, actor=actor, payload=update_payload(message, progress, extra), final=False,
                            comment=message, action=Response.Action.UPDATE)
 
 
 def message_submit(
-    *, session: AdkSession, content: types.Content, actor: Any, state_delta: Optional[dict] = None, streaming: bool = False
+    *, session: AdkSession, content: types.Content, actor: Any, state_delta: dict | None = None, streaming: bool = False
 ) -> Turn:
     """A user message (text → new turn) or function responses (→ answers to open tickets)."""
     responses = [p.function_response for p in content.parts or [] if p.function_response]

@@ -252,3 +252,13 @@ def test_unknown_action_and_get_are_refused(client, demo):
     c = login(client, demo["approver"])
     assert c.post(act(call, "delete"), {}).status_code == 404
     assert c.get(act(call, "approve")).status_code == 405
+
+
+def test_inbox_summary_follows_the_tools_parameter_order_not_the_json_key_order():
+    """PostgreSQL's jsonb reorders keys (amount before purpose); the summary reads as declared."""
+    from types import SimpleNamespace
+
+    from approvals.templatetags.approvals_tags import args_summary
+
+    call = SimpleNamespace(kind="long_running", tool_name="ask_for_approval", args={"amount": 200.0, "purpose": "meals"})
+    assert args_summary(call) == "meals · $200.00"

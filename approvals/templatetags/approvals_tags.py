@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import inspect
 import json
+from functools import lru_cache
 from typing import Any
 
 from django import template
@@ -37,10 +39,22 @@ def _shorten(text: str) -> str:
     return text if len(text) <= SUMMARY_MAX else text[: SUMMARY_MAX - 1] + "…"
 
 
-def summarize_args(args: Any) -> str:
+@lru_cache(maxsize=256)
+def _parameter_order(tool_name: str) -> tuple[str, ...]:
+    """The tool's parameters in signature order (PostgreSQL's jsonb does not keep key order)."""
+    from agents_app.tools import registry
+
+    if tool_name not in registry or registry.get(tool_name).func is None:
+        return ()
+    return tuple(inspect.signature(registry.get(tool_name).func).parameters)
+
+
+def summarize_args(args: Any, tool_name: str = "") -> str:
     if not isinstance(args, dict) or not args:
         return ""
-    return _shorten(" · ".join(readable(v, k) for k, v in args.items() if v not in (None, "")))
+    order = _parameter_order(tool_name) if tool_name else ()
+    keys = sorted(args, key=lambda k: (order.index(k) if k in order else len(order), k))
+    return _shorten(" · ".join(readable(args[k], k) for k in keys if args[k] not in (None, "")))
 
 
 @register.filter
@@ -49,12 +63,13 @@ def args_summary(call: Any) -> str:
     args = call.args or {}
     if call.kind == "confirmation":
         original = call.original_call
-        return _shorten(f"{original.get('name', call.tool_name)}: {summarize_args(original.get('args'))}")
+        name = original.get("name", call.tool_name)
+        return _shorten(f"{name}: {summarize_args(original.get('args'), name)}")
     if call.kind == "input":
         return _shorten(str(args.get("message", "")))
     if call.kind == "choice":
         return _shorten("options: " + " / ".join(str(o) for o in args.get("options") or []))
-    return summarize_args(args)
+    return summarize_args(args, call.tool_name)
 
 
 @register.filter

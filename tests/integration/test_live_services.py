@@ -167,7 +167,7 @@ async def test_inbox_socket_gets_the_workers_new_ticket_and_the_nav_count(demo, 
     session = await sync_to_async(services.conversation_start)(
         app_name="reimbursement_agent", user=demo["requester"], text=MESSAGE)
 
-    frames = await receive_until(inbox, lambda html: "$200.00 · meals" in html and 'id="inbox-empty"' in html,
+    frames = await receive_until(inbox, lambda html: "meals · $200.00" in html and 'id="inbox-empty"' in html,
                                  "the new ticket's row")
     ticket = await sync_to_async(PendingCall.objects.get)(session_id=session.pk)
     row = next(f for f in frames if f'id="pending-call-{ticket.pk}"' in f)
@@ -225,7 +225,7 @@ def test_real_websockets_with_a_login_cookie_receive_the_workers_events(demo, wo
 
         assert post(requester, f"/sessions/{session.pk}/messages/", {"text": MESSAGE}).status_code == 200
 
-        frames = ws_receive_until(inbox, lambda html: "$200.00 · meals" in html, "the new ticket in the inbox")
+        frames = ws_receive_until(inbox, lambda html: "meals · $200.00" in html, "the new ticket in the inbox")
         assert 'title="open tickets" hx-swap-oob="true">1</span>' in "".join(frames)
         frames = ws_receive_until(conversation, lambda html: MESSAGE in html and "waiting for a human" in html,
                                   "the pending ask_for_approval call")
