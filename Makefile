@@ -25,6 +25,8 @@ run: $(STAMP)
 	$(PY) manage.py runserver 127.0.0.1:8000 --noreload
 
 test: $(STAMP)
+	$(PY) -m ruff check .
+	$(PY) manage.py makemigrations --check --dry-run > /dev/null
 	$(PY) -m pytest tests --ignore=tests/integration --ignore=tests/browser -q
 	DATABASE_URL=$(TEST_DATABASE_URL) REDIS_URL=$(TEST_REDIS_URL) $(PY) -m pytest tests/integration -q
 	$(PY) -m pytest tests/browser -q
