@@ -80,7 +80,9 @@ def tool_label(call: Any) -> str:
 
 @register.filter
 def pretty_json(value: Any) -> str:
-    return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True, default=str)
+    from agents_app.selectors import pretty_json as as_json  # one JSON rendering for every page
+
+    return as_json(value)
 
 
 @register.filter
