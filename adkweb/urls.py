@@ -1,6 +1,7 @@
 from django.conf import settings
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
+from django.http import HttpRequest, HttpResponse
 from django.urls import include, path, re_path
 from django.views.static import serve
 
@@ -14,7 +15,20 @@ urlpatterns = [
     path("", include("agents_app.urls")),
 ]
 
+
+
+def static_file(request: HttpRequest, path: str) -> HttpResponse:
+    """/static/ from the app: the files are small and vendored, so send them whole (a FileResponse
+    would be a sync stream, which Django's ASGI handler warns about on every request)."""
+    response = serve(request, path, document_root=settings.BASE_DIR / "static")
+    if not response.streaming:
+        return response
+    try:
+        return HttpResponse(b"".join(response.streaming_content), status=response.status_code,
+                            headers=dict(response.headers))
+    finally:
+        response.close()
+
+
 if settings.ADKWEB_SERVE_STATIC:
-    urlpatterns.append(
-        re_path(r"^static/(?P<path>.*)$", serve, {"document_root": settings.BASE_DIR / "static"})
-    )
+    urlpatterns.append(re_path(r"^static/(?P<path>.*)$", static_file))

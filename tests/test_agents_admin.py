@@ -120,3 +120,12 @@ def test_agent_admin_role_edits_agents_in_the_admin_and_nothing_else(client, dem
     assert client.get("/admin/approvals/pendingcall/").status_code == 403
     client.force_login(demo["approver"])  # not staff: no admin at all
     assert client.get(f"/admin/agents_app/agentconfig/{config.pk}/change/").status_code == 302
+
+
+def test_static_files_are_served_by_the_app_with_their_type(client):
+    css = client.get("/static/css/app.css")
+    assert css.status_code == 200 and css["Content-Type"].startswith("text/css") and b".topbar" in css.content
+    assert client.get("/static/vendor/htmx-2.0.11.min.js")["Content-Type"] in {"text/javascript", "application/javascript"}
+    assert client.get("/static/nope.css").status_code == 404
+    escape = client.get("/static/../adkweb/settings.py")
+    assert escape.status_code in (400, 404) and b"SECRET_KEY" not in escape.content
