@@ -10,7 +10,7 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.template.loader import render_to_string
 
-from approvals.permissions import can_view_session
+from approvals.permissions import can_retry_turns, can_view_session
 
 from . import selectors
 from .events import SESSIONS_GROUP, session_group
@@ -106,7 +106,10 @@ class SessionConsumer(AsyncWebsocketConsumer):
 
     def _may_view(self) -> bool:
         session = AdkSession.objects.filter(pk=self.session_pk).first()
-        return session is not None and can_view_session(self.user, session)
+        if session is None or not can_view_session(self.user, session):
+            return False
+        self.can_retry = can_retry_turns(self.user, session)
+        return True
 
     def _status_html(self) -> str:
         return render_to_string(DETAIL + "#status", {"status": selectors.session_status(session_pk=self.session_pk), "oob": "true"})
@@ -122,7 +125,7 @@ class SessionConsumer(AsyncWebsocketConsumer):
         if newest and newest > self.last_pk:
             session = AdkSession.objects.get(pk=self.session_pk)
             timeline = selectors.session_timeline(session)
-            html += render_to_string(DETAIL + "#events", {"timeline": timeline, "oob": "true"})
+            html += render_to_string(DETAIL + "#events", {"timeline": timeline, "oob": "true", "can_retry": self.can_retry})
             self.last_pk = newest
         return html
 
@@ -165,7 +168,11 @@ class SessionConsumer(AsyncWebsocketConsumer):
         turn = Turn.objects.filter(pk=turn_id, session_id=self.session_pk, status=Turn.Status.FAILED).first()
         if turn is None:
             return None
-        return _append(render_to_string(EVENT, {"event": selectors.turn_error_view(turn)}), EVENTS)
+        return _append(render_to_string(EVENT, {"event": selectors.turn_error_view(turn), "can_retry": self.can_retry}), EVENTS)
+
+    async def turn_retried(self, message: dict) -> None:
+        """The failed turn runs again: its error line goes."""
+        await self.send(text_data=f'<div id="turn-{int(message["turn_id"])}-error" hx-swap-oob="delete"></div>')
 
     async def turn_finished(self, message: dict) -> None:
         # Streaming cards whose final event never came (the turn failed mid-stream) go away.

@@ -41,6 +41,12 @@ class TurnFinishedMessage(TypedDict):
     status: str
 
 
+class TurnRetriedMessage(TypedDict):
+    type: Literal["turn.retried"]
+    session_pk: int
+    turn_id: int
+
+
 def _send(group: str, message: dict) -> None:
     layer = get_channel_layer()
     if layer is not None:
@@ -76,3 +82,8 @@ def notify_turn_finished(*, session_pk: int, turn_id: int, status: str) -> None:
         session_group(session_pk),
         TurnFinishedMessage(type="turn.finished", session_pk=session_pk, turn_id=turn_id, status=status),
     )
+
+
+def notify_turn_retried(*, session_pk: int, turn_id: int) -> None:
+    """A failed turn was queued again: pages drop its error line."""
+    _send(session_group(session_pk), TurnRetriedMessage(type="turn.retried", session_pk=session_pk, turn_id=turn_id))

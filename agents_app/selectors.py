@@ -157,6 +157,8 @@ class TurnError:
     turn_id: int
     error: str
     finished_at: datetime | None
+    retryable: bool = False  # it stored no event: running it again repeats nothing
+    session_pk: int = 0
 
     @property
     def dom_id(self) -> str:
@@ -172,7 +174,8 @@ def session_timeline(session: AdkSession) -> list[Any]:
     for stored in StoredEvent.objects.filter(session=session).order_by("id"):
         latest = max(latest, stored.timestamp)
         entries.append((latest, 0, event_view(stored, tickets)))
-    for turn in Turn.objects.filter(session=session, status=Turn.Status.FAILED).only("id", "error", "finished_at"):
+    failed = Turn.objects.filter(session=session, status=Turn.Status.FAILED).only("id", "session_id", "error", "finished_at")
+    for turn in failed.annotate(stored_nothing=~Exists(StoredEvent.objects.filter(turn=OuterRef("pk")))):
         when = turn.finished_at.timestamp() if turn.finished_at else float("inf")
         entries.append((when, 1, turn_error_view(turn)))
     entries.sort(key=lambda e: (e[0], e[1]))
@@ -180,7 +183,11 @@ def session_timeline(session: AdkSession) -> list[Any]:
 
 
 def turn_error_view(turn: Turn) -> TurnError:
-    return TurnError(turn_id=turn.pk, error=turn.error or "The turn failed.", finished_at=turn.finished_at)
+    stored_nothing = getattr(turn, "stored_nothing", None)
+    if stored_nothing is None:
+        stored_nothing = not turn.events.exists()
+    return TurnError(turn_id=turn.pk, error=turn.error or "The turn failed.", finished_at=turn.finished_at,
+                     retryable=stored_nothing, session_pk=turn.session_id)
 
 
 def session_event_get(*, session_pk: int, event_pk: int) -> StoredEvent | None:

@@ -28,6 +28,10 @@ class InvalidMessage(ValueError):
     """A message the agent cannot take (HTTP 400)."""
 
 
+class TurnNotRetryable(Exception):
+    """Only a failed turn that stored nothing can run again (HTTP 409)."""
+
+
 def content_parse(raw: Any) -> types.Content:
     """Validate a google.genai Content (camelCase or snake_case JSON) or raise InvalidMessage."""
     if not isinstance(raw, dict):
@@ -112,6 +116,29 @@ def message_send(
     if not text:
         raise InvalidMessage("The message is empty.")
     return turn_create(session=session, content=text_content(text), actor=actor, streaming=streaming)
+
+
+@transaction.atomic
+def turn_retry(*, turn: Turn) -> Turn:
+    """Queue a failed turn again. Only if it stored no event: then the agent never saw its message
+    or answer (e.g. the agent was misconfigured), and running it again loses and repeats nothing."""
+    from .events import notify_session_status, notify_turn_retried
+
+    turn = Turn.objects.select_for_update().get(pk=turn.pk)
+    if turn.status != Turn.Status.FAILED:
+        raise TurnNotRetryable(f"Turn {turn.pk} is {turn.status}; only a failed turn can be retried.")
+    if turn.events.exists():
+        raise TurnNotRetryable(
+            "This turn reached the agent (its events are stored), so running it again would repeat it; "
+            "send a new message instead."
+        )
+    turn.status, turn.error, turn.attempts, turn.started_at, turn.finished_at = Turn.Status.QUEUED, "", 0, None, None
+    turn.save(update_fields=["status", "error", "attempts", "started_at", "finished_at"])
+    session_pk, turn_id = turn.session_id, turn.pk
+    transaction.on_commit(lambda: session_enqueue(session_pk=session_pk))
+    transaction.on_commit(lambda: notify_turn_retried(session_pk=session_pk, turn_id=turn_id))
+    transaction.on_commit(lambda: notify_session_status(session_pk=session_pk))
+    return turn
 
 
 def session_enqueue(*, session_pk: int) -> bool:

@@ -9,5 +9,6 @@ urlpatterns = [
     path("sessions/new/", views.session_new, name="session-new"),
     path("sessions/<int:pk>/", views.session_detail, name="session-detail"),
     path("sessions/<int:pk>/messages/", views.message_post, name="message-post"),
+    path("sessions/<int:pk>/turns/<int:turn_id>/retry/", views.turn_retry, name="turn-retry"),
     path("agents/", views.agent_list, name="agent-list"),
 ]

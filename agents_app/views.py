@@ -8,11 +8,11 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.middleware import HtmxDetails
 
-from approvals.permissions import can_view_session, is_agent_admin
+from approvals.permissions import can_retry_turns, can_view_session, is_agent_admin
 
 from . import agent_cards, agents, selectors, services
 from .forms import MessageForm, NewConversationForm, SessionFilterForm
-from .models import AdkSession
+from .models import AdkSession, Turn
 
 
 class HtmxHttpRequest(HttpRequest):
@@ -47,6 +47,7 @@ def _detail_context(request: HttpRequest, session: AdkSession, form: MessageForm
     return {
         "session": session, "timeline": timeline, "last_event_pk": last_pk, "form": form, "sent": sent,
         "status": selectors.session_status(session_pk=session.pk), "is_owner": _is_owner(request, session),
+        "can_retry": can_retry_turns(request.user, session),
     }
 
 
@@ -73,6 +74,22 @@ def message_post(request: HtmxHttpRequest, pk: int) -> HttpResponse:
         ctx = {"session": session, "form": form, "sent": not form.is_bound, "is_owner": True}
         return render(request, "agents_app/session_detail.html#message-form", ctx, status=400 if form.is_bound else 200)
     return render(request, "agents_app/session_detail.html", _detail_context(request, session, form), status=400)
+
+
+@login_required
+@require_POST
+def turn_retry(request: HtmxHttpRequest, pk: int, turn_id: int) -> HttpResponse:
+    session = _visible_session(request, pk)
+    if not can_retry_turns(request.user, session):
+        return HttpResponseForbidden("Only the person who started this conversation or an approver can retry its turns.")
+    turn = get_object_or_404(Turn, pk=turn_id, session=session)
+    try:
+        services.turn_retry(turn=turn)
+    except services.TurnNotRetryable as exc:
+        return HttpResponse(str(exc), status=409)
+    if request.htmx:
+        return HttpResponse("Retrying…")
+    return redirect("agents_app:session-detail", pk=session.pk)
 
 
 @login_required

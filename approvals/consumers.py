@@ -131,6 +131,9 @@ class TicketConsumer(AsyncWebsocketConsumer):
     async def turn_finished(self, event: dict[str, Any]) -> None:
         await self.send(text_data=await self._render_activity(failed_turn=event["turn_id"] if event.get("status") == "failed" else None))
 
+    async def turn_retried(self, event: dict[str, Any]) -> None:
+        """Not shown on the ticket page (its conversation shows events, not turn errors)."""
+
     async def session_partial(self, event: dict[str, Any]) -> None:
         """Streaming text is shown on the conversation page; here the stored event follows."""
 

@@ -41,6 +41,11 @@ def can_view_session(user: Any, session: Any) -> bool:
     return session.user_id == user.get_username() or is_observer(user) or is_approver(user)
 
 
+def can_retry_turns(user: Any, session: Any) -> bool:
+    """The owner (their messages) and approvers (their answers) may run a failed turn again."""
+    return bool(user and user.is_authenticated and (session.user_id == user.get_username() or is_approver(user)))
+
+
 def can_view_call(user: Any, call: Any) -> bool:
     if not user or not user.is_authenticated:
         return False

@@ -51,6 +51,7 @@ class World:
     users: dict[str, Any]
     session: AdkSession
     call: PendingCall
+    failed_turn: Turn
 
 
 @pytest.fixture
@@ -58,7 +59,9 @@ def world(demo) -> World:
     users = {**demo, "mallory": User.objects.create_user("mallory", password="mallory-pw"), "anonymous": None}
     session = agent_services.session_create(app_name="reimbursement_agent", user_id="requester", session_id=SESSION_ID)
     call = ticket(session=session, args={"purpose": SECRET_ARG, "amount": 200.0})
-    return World(users=users, session=session, call=call)
+    failed = Turn.objects.create(session=session, kind=Turn.Kind.MESSAGE, status=Turn.Status.FAILED,
+                                 content={"role": "user", "parts": [{"text": "hi"}]}, error="the agent was disabled")
+    return World(users=users, session=session, call=call, failed_turn=failed)
 
 
 def client_for(world: World, role: str, *, csrf: bool = False) -> Client:
@@ -182,6 +185,10 @@ def targets(w: World) -> list[Target]:
                {"GET": PAGE_405, "POST": E(LOGIN, 302, 404, 403, 403)}, {"POST": {"text": "hello"}}),
         Target("missing conversation message", "agents_app:message-post", f"/sessions/{MISSING}/messages/", False,
                {"POST": E(LOGIN, 404, 404, 404, 404)}, {"POST": {"text": "hello"}}),
+        Target("retry a failed turn", "agents_app:turn-retry", f"/sessions/{s.pk}/turns/{w.failed_turn.pk}/retry/", False,
+               {"GET": PAGE_405, "POST": E(LOGIN, 302, 404, 403, 302)}),
+        Target("retry a missing turn", "agents_app:turn-retry", f"/sessions/{s.pk}/turns/{MISSING}/retry/", False,
+               {"POST": E(LOGIN, 404, 404, 403, 404)}),
         Target("agents", "agents_app:agent-list", "/agents/", False,
                {"GET": E(LOGIN, 200, 200, 200, 200), "POST": PAGE_405}),
     ]
@@ -259,7 +266,7 @@ def _labels() -> list[str]:
     from types import SimpleNamespace
 
     fake = SimpleNamespace(pk=0, call_id="", call_name="")
-    return [t.label for t in targets(World(users={}, session=fake, call=fake))]  # type: ignore[arg-type]
+    return [t.label for t in targets(World(users={}, session=fake, call=fake, failed_turn=fake))]  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("label", _labels())
