@@ -103,6 +103,8 @@ def api_json_cases(o: Objs) -> list[tuple[str, str, str, Any]]:
         ("responses", responses, "huge comment (the forms allow 2000 characters)", {"response": {}, "comment": "c" * 2001}),
         ("responses (input)", input_responses, "does not fit the schema", {"response": {"budget": "lots"}}),
         ("responses (input)", input_responses, "missing a required key", {"response": {"budget": 5}}),
+        ("approve (input)", f"/api/pending-calls/{o.input_call.pk}/approve", "schema needs a model", {}),
+        ("reject (input)", f"/api/pending-calls/{o.input_call.pk}/reject", "schema needs a model", {"reason": "no"}),
         ("approve", approve, "comment is a list", {"comment": ["ok"]}),
         ("approve", approve, "payload is a string", {"payload": "yes"}),
         ("approve", approve, "unknown key", {"reason": "ok", "confirmed": True}),
