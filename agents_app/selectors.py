@@ -16,6 +16,7 @@ from typing import Any
 
 from django.db.models import Case, CharField, Exists, OuterRef, QuerySet, Subquery, Value, When
 
+from . import formatting
 from .models import AdkSession, StoredEvent, Turn
 
 ACTIVE_TURN_STATUSES = (Turn.Status.QUEUED, Turn.Status.RUNNING)
@@ -37,16 +38,18 @@ def _dt(ts: float | None) -> datetime | None:
     return datetime.fromtimestamp(ts, tz=UTC) if ts else None
 
 
-def summarize(value: Any, limit: int = 120) -> str:
-    """A one-line human summary of a JSON value ("purpose: meals · amount: 200")."""
+def summarize(value: Any, limit: int = 120, tool_name: str = "", key: str = "") -> str:
+    """A one-line human summary of a JSON value ("purpose: meals · amount: $200.00"), a tool's
+    arguments in its declared order."""
     if isinstance(value, dict):
-        text = " · ".join(f"{k}: {summarize(v, 40)}" for k, v in value.items())
+        keys = formatting.ordered_keys(value, tool_name)
+        text = " · ".join(f"{k}: {summarize(value[k], 40, key=k)}" for k in keys)
     elif isinstance(value, list):
         text = ", ".join(summarize(v, 40) for v in value)
     elif value is None:
         text = "—"
     else:
-        text = str(value)
+        text = formatting.readable(value, key)
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
@@ -68,7 +71,7 @@ class EventItem:
 
     @property
     def summary(self) -> str:
-        return summarize(self.data)
+        return summarize(self.data, tool_name=self.name if self.kind == "call" else "")
 
     @property
     def raw(self) -> str:

@@ -41,7 +41,7 @@ def test_long_running_call_links_to_its_ticket_and_response_is_a_card(demo):
                                         kind="long_running", call_id="call-1", call_name="ask_for_approval")
     html = _render(stored)
     assert "Waits for a human" in html and "ask_for_approval" in html
-    assert "purpose: meals · amount: 200.0" in html
+    assert "purpose: meals · amount: $200.00" in html
     assert f'href="/tickets/{ticket.pk}/"' in html and f'id="conv-ticket-{ticket.pk}"' in html
     resp = Event(author="reimbursement_agent", content=types.Content(role="user", parts=[
         types.Part(function_response=types.FunctionResponse(id="call-1", name="ask_for_approval",

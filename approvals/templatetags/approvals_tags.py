@@ -2,59 +2,32 @@
 
 from __future__ import annotations
 
-import inspect
-import json
-from functools import lru_cache
 from typing import Any
 
 from django import template
 
+from agents_app import formatting
+
 register = template.Library()
 
-MONEY_KEYS = ("amount", "price", "total", "cost", "sum", "budget")
 SUMMARY_MAX = 120
-
-
-def _is_money_key(key: str) -> bool:
-    return any(word in key.lower() for word in MONEY_KEYS)
 
 
 @register.filter
 def readable(value: Any, key: str = "") -> str:
     """One value as a person would write it: $200.00 for amounts, yes/no, lists joined."""
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if isinstance(value, (int, float)) and _is_money_key(key):
-        return f"${value:,.2f}"
-    if isinstance(value, float):
-        return f"{value:,.2f}".rstrip("0").rstrip(".")
-    if isinstance(value, (list, tuple)):
-        return ", ".join(readable(v) for v in value)
-    if isinstance(value, dict):
-        return json.dumps(value, ensure_ascii=False, sort_keys=True)
-    return "" if value is None else str(value)
+    return formatting.readable(value, key)
 
 
 def _shorten(text: str) -> str:
     return text if len(text) <= SUMMARY_MAX else text[: SUMMARY_MAX - 1] + "…"
 
 
-@lru_cache(maxsize=256)
-def _parameter_order(tool_name: str) -> tuple[str, ...]:
-    """The tool's parameters in signature order (PostgreSQL's jsonb does not keep key order)."""
-    from agents_app.tools import registry
-
-    if tool_name not in registry or registry.get(tool_name).func is None:
-        return ()
-    return tuple(inspect.signature(registry.get(tool_name).func).parameters)
-
-
 def summarize_args(args: Any, tool_name: str = "") -> str:
     if not isinstance(args, dict) or not args:
         return ""
-    order = _parameter_order(tool_name) if tool_name else ()
-    keys = sorted(args, key=lambda k: (order.index(k) if k in order else len(order), k))
-    return _shorten(" · ".join(readable(args[k], k) for k in keys if args[k] not in (None, "")))
+    keys = formatting.ordered_keys(args, tool_name)
+    return _shorten(" · ".join(formatting.readable(args[k], k) for k in keys if args[k] not in (None, "")))
 
 
 @register.filter

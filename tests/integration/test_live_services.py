@@ -126,7 +126,7 @@ async def test_conversation_socket_shows_the_workers_events_then_the_reimburseme
         "the user's message and the pending ask_for_approval call")
     pushed = "".join(frames)
     assert "Waits for a human:" in pushed and "<code>ask_for_approval</code>" in pushed
-    assert "amount: 200.0 · purpose: meals" in pushed
+    assert "purpose: meals · amount: $200.00" in pushed  # declared order, though jsonb reorders keys
     ticket = await sync_to_async(wait_for)(lambda: open_ticket(session.pk), what="the ticket")
     assert f'<a href="/tickets/{ticket.pk}/">Ticket #{ticket.pk}</a>' in pushed  # the link to answer it
     reply = next(f for f in frames if "Result of" in f)  # the tool's initial (pending) response
