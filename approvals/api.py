@@ -51,6 +51,10 @@ def _username(user: Any) -> str | None:
     return user.get_username() if user else None
 
 
+class AssignBody(_Body):
+    assignee: StrictStr | None  # "me" takes the ticket, null gives it back
+
+
 def ticket_json(call: PendingCall, *, responses: list[Response] | None = None) -> dict[str, Any]:
     data: dict[str, Any] = {
         "id": call.pk,
@@ -194,3 +198,19 @@ def reject(request: HttpRequest, ticket_id: int) -> JsonResponse:
     call = _visible(request, ticket_id)
     body = parse(RejectBody, _optional_body(request))
     return _answer(lambda: services.ticket_reject(call=call, actor=request.user, reason=body.reason or body.comment))
+
+
+@api_view("POST")
+def assign(request: HttpRequest, ticket_id: int) -> JsonResponse:
+    """Take an open ticket (`{"assignee": "me"}`) or give it back (`{"assignee": null}`)."""
+    call = _visible(request, ticket_id)
+    body = parse(AssignBody, json_body(request))
+    if body.assignee not in (None, "me"):
+        raise ApiError(400, 'assignee must be "me" or null: approvers assign tickets to themselves.')
+    try:
+        call = services.ticket_assign(call=call, actor=request.user, assignee=request.user if body.assignee else None)
+    except services.NotAllowed as exc:
+        raise ApiError(403, str(exc)) from exc
+    except services.TicketClosed as exc:
+        raise ApiError(409, str(exc)) from exc
+    return JsonResponse(ticket_json(selectors.ticket_get(ticket_id=call.pk)))

@@ -12,4 +12,5 @@ urlpatterns = [
     path("pending-calls/<int:ticket_id>/responses", api.responses, name="responses"),
     path("pending-calls/<int:ticket_id>/approve", api.approve, name="approve"),
     path("pending-calls/<int:ticket_id>/reject", api.reject, name="reject"),
+    path("pending-calls/<int:ticket_id>/assign", api.assign, name="assign"),
 ]

@@ -14,7 +14,7 @@ from agents_app.services import InvalidMessage, turn_create
 
 from . import events
 from .models import PendingCall, Response
-from .permissions import can_answer_call
+from .permissions import can_answer_call, is_approver
 
 KIND_BY_CALL_NAME = {
     "adk_request_confirmation": PendingCall.Kind.CONFIRMATION,
@@ -232,6 +232,22 @@ def ticket_update(
 ) -> Response:
     return response_submit(call=call, actor=actor, payload=update_payload(message, progress, extra), final=False,
                            comment=message, action=Response.Action.UPDATE)
+
+
+@transaction.atomic
+def ticket_assign(*, call: PendingCall, actor: Any, assignee: Any | None) -> PendingCall:
+    """Take an open ticket (assignee = the actor) or give it back (None): approvers only."""
+    call = PendingCall.objects.select_for_update(of=("self",)).select_related("closed_by").get(pk=call.pk)
+    if not is_approver(actor):
+        raise NotAllowed("Only approvers take tickets.")
+    if assignee is not None and assignee.pk != actor.pk:
+        raise InvalidResponse("You can assign a ticket to yourself only.")
+    if call.is_closed:
+        raise TicketClosed(call)
+    call.assigned_to = assignee
+    call.save(update_fields=["assigned_to", "updated_at"])
+    _announce(call)
+    return call
 
 
 def message_submit(

@@ -64,6 +64,7 @@ def ticket_context(call: PendingCall, user: Any, bound: dict[str, Form] | None =
         "approve_ok": forms.fits_schema(call, services.approve_payload(call)),
         "reject_ok": forms.fits_schema(call, services.reject_payload(call, "reason")),
         "update_ok": not confirmation, "confirmation": confirmation,
+        "can_assign": call.is_open and is_approver(user), "assigned_to_me": call.assigned_to_id == getattr(user, "pk", None),
     }
     if answerable:
         ctx.update(approve_form=forms.ApproveForm(prefix="approve"), reject_form=forms.RejectForm(prefix="reject"),
@@ -139,6 +140,25 @@ def ticket_act(request: HtmxHttpRequest, ticket_id: int, action: str) -> HttpRes
     except services.NotAllowed as exc:
         return _ticket_reply(request, call, status=403, error=str(exc))
     notice = f"{done}. The agent is resuming; its next steps appear below."
+    if not request.htmx:
+        messages.success(request, notice)
+        return redirect(reverse("approvals:ticket", args=[call.pk]))
+    return _ticket_reply(request, call, status=200, notice=notice)
+
+
+@login_required
+@require_POST
+def ticket_assign(request: HtmxHttpRequest, ticket_id: int) -> HttpResponse:
+    """Assign to me / Unassign: approvers say who is on a ticket."""
+    call = _visible_call(request, ticket_id)
+    take = request.POST.get("assign") == "me"
+    try:
+        services.ticket_assign(call=call, actor=request.user, assignee=request.user if take else None)
+    except services.NotAllowed as exc:
+        return _ticket_reply(request, call, status=403, error=str(exc))
+    except services.TicketClosed as exc:
+        return _ticket_reply(request, call, status=409, error=str(exc))
+    notice = "Assigned to you." if take else "Unassigned."
     if not request.htmx:
         messages.success(request, notice)
         return redirect(reverse("approvals:ticket", args=[call.pk]))

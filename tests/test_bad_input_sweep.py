@@ -57,7 +57,7 @@ def counts() -> dict[str, Any]:
     return {
         "sessions": AdkSession.objects.count(), "turns": Turn.objects.count(), "responses": Response.objects.count(),
         "events": StoredEvent.objects.count(),
-        "ticket statuses": sorted(PendingCall.objects.values_list("pk", "status")),
+        "ticket statuses": sorted(PendingCall.objects.values_list("pk", "status", "assigned_to")),
     }
 
 
@@ -109,6 +109,9 @@ def api_json_cases(o: Objs) -> list[tuple[str, str, str, Any]]:
         ("approve", approve, "payload is a string", {"payload": "yes"}),
         ("approve", approve, "unknown key", {"reason": "ok", "confirmed": True}),
         ("approve", approve, "huge comment", {"comment": MB + "\u0000"}),
+        ("assign", f"/api/pending-calls/{t.pk}/assign", "assignee is another user", {"assignee": "observer"}),
+        ("assign", f"/api/pending-calls/{t.pk}/assign", "assignee missing", {}),
+        ("assign", f"/api/pending-calls/{t.pk}/assign", "assignee is a number", {"assignee": 5}),
         ("reject", reject, "reason is a number", {"reason": 3}),
         ("reject", reject, "unknown key", {"why": "no"}),
         ("reject", reject, "huge reason", {"reason": {"text": MB}}),
@@ -157,6 +160,7 @@ API_POSTS = {  # endpoint label -> path (for the raw-body sweep)
     "responses": lambda o: f"/api/pending-calls/{o.call.pk}/responses",
     "approve": lambda o: f"/api/pending-calls/{o.call.pk}/approve",
     "reject": lambda o: f"/api/pending-calls/{o.call.pk}/reject",
+    "assign": lambda o: f"/api/pending-calls/{o.call.pk}/assign",
     "create session": lambda o: "/api/adk/apps/reimbursement_agent/users/requester/sessions",
     "create session (deprecated)": lambda o: "/api/adk/apps/reimbursement_agent/users/requester/sessions/new-one",
     "run": lambda o: "/api/adk/run",
@@ -164,7 +168,7 @@ API_POSTS = {  # endpoint label -> path (for the raw-body sweep)
 }
 
 # The API user for each endpoint: the one who would succeed with a good body.
-API_USER = {"responses": "approver", "approve": "approver", "reject": "approver"}
+API_USER = {"responses": "approver", "approve": "approver", "reject": "approver", "assign": "approver"}
 
 # Bodies the contract accepts: approve/reject and session creation take no body, and JSON null
 # means no body (as in ADK's FastAPI server). Any other non-object ([] , 0, false) is refused.

@@ -1,0 +1,91 @@
+"""Assign to me / Unassign on the ticket page: approvers say who is on a ticket; the inbox shows
+it (and "mine" finds it); nothing reaches the agent."""
+
+from __future__ import annotations
+
+from asgiref.sync import sync_to_async
+from channels.routing import URLRouter
+from channels.testing import WebsocketCommunicator
+from django.test import Client
+
+from agents_app.models import Turn
+from approvals import services
+from approvals.models import PendingCall, Response
+from approvals.routing import websocket_urlpatterns
+
+from .approvals_factories import ticket
+
+
+def _client(user) -> Client:
+    c = Client()
+    c.force_login(user)
+    return c
+
+
+def test_approver_assigns_a_ticket_to_themself_and_gives_it_back(demo):
+    call = ticket()
+    approver = _client(demo["approver"])
+    page = approver.get(f"/tickets/{call.pk}/").content.decode()
+    assert "Nobody is assigned." in page and ">Assign to me</button>" in page
+
+    r = approver.post(f"/tickets/{call.pk}/assign/", {"assign": "me"}, HTTP_HX_REQUEST="true")
+    assert r.status_code == 200
+    html = r.content.decode()
+    assert "Assigned to you." in html and "Assigned to <strong>approver</strong>" in html and ">Unassign</button>" in html
+    assert PendingCall.objects.get(pk=call.pk).assigned_to == demo["approver"]
+    inbox = approver.get("/?mine=on").content.decode()
+    assert f'id="pending-call-{call.pk}"' in inbox and "· approver" in inbox
+    assert f'id="pending-call-{call.pk}"' not in _client(demo["admin"]).get("/?mine=on").content.decode()
+
+    r = approver.post(f"/tickets/{call.pk}/assign/", {"assign": "none"})
+    assert r.status_code == 302
+    assert PendingCall.objects.get(pk=call.pk).assigned_to is None
+    assert not Turn.objects.exists() and not Response.objects.exists()  # the agent hears nothing of it
+
+
+def test_only_approvers_assign_and_only_open_tickets(demo):
+    call = ticket()
+    requester = _client(demo["requester"])
+    assert ">Assign to me</button>" not in requester.get(f"/tickets/{call.pk}/").content.decode()
+    assert requester.post(f"/tickets/{call.pk}/assign/", {"assign": "me"}).status_code == 403
+    assert _client(demo["observer"]).post(f"/tickets/{call.pk}/assign/", {"assign": "me"}).status_code == 403
+    assert PendingCall.objects.get(pk=call.pk).assigned_to is None
+
+    services.ticket_reject(call=call, actor=demo["approver"], reason="no")
+    r = _client(demo["admin"]).post(f"/tickets/{call.pk}/assign/", {"assign": "me"})
+    assert r.status_code == 409 and "already closed" in r.content.decode()
+    assert PendingCall.objects.get(pk=call.pk).assigned_to is None
+    csrf = Client(enforce_csrf_checks=True)
+    csrf.force_login(demo["approver"])
+    assert csrf.post(f"/tickets/{ticket().pk}/assign/", {"assign": "me"}).status_code == 403
+
+
+async def test_open_inboxes_see_the_assignee_live(demo, transactional_db):
+    call = await sync_to_async(ticket)()
+    comm = WebsocketCommunicator(URLRouter(websocket_urlpatterns), "/ws/approvals/")
+    comm.scope["user"] = demo["admin"]
+    assert (await comm.connect())[0]
+    await sync_to_async(services.ticket_assign)(call=call, actor=demo["approver"], assignee=demo["approver"])
+    seen = ""
+    while f'id="pending-call-{call.pk}"' not in seen or "· approver" not in seen:
+        seen += await comm.receive_from(timeout=5)
+    await comm.disconnect()
+
+
+def test_assign_over_the_api(demo):
+    import json
+
+    call = ticket()
+    approver = _client(demo["approver"])
+
+    def post(client, body):
+        return client.post(f"/api/pending-calls/{call.pk}/assign", json.dumps(body), content_type="application/json")
+
+    r = post(approver, {"assignee": "me"})
+    assert r.status_code == 200 and r.json()["assigned_to"] == "approver"
+    assert post(approver, {"assignee": "observer"}).status_code == 400
+    assert post(approver, {}).status_code == 400
+    assert post(_client(demo["requester"]), {"assignee": "me"}).status_code == 403
+    assert PendingCall.objects.get(pk=call.pk).assigned_to == demo["approver"]
+    r = post(approver, {"assignee": None})
+    assert r.status_code == 200 and r.json()["assigned_to"] is None
