@@ -26,6 +26,7 @@ run: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
 	$(PY) manage.py makemigrations --check --dry-run > /dev/null
 	$(PY) -m pytest tests --ignore=tests/integration --ignore=tests/browser -q
 	DATABASE_URL=$(TEST_DATABASE_URL) REDIS_URL=$(TEST_REDIS_URL) $(PY) -m pytest tests/integration -q
@@ -42,6 +43,7 @@ test-browser: $(STAMP)
 
 lint: $(STAMP)
 	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
 
 # Services mode: PostgreSQL + Redis, web, worker and beat as separate processes (see Procfile).
 services-run: $(STAMP)

@@ -113,8 +113,10 @@ if REDIS_URL:
             # redis-py 8 reads with a 5 s socket_timeout by default, which aborts channels_redis's
             # blocking 5 s BZPOPMIN: every idle websocket consumer died after 5 s
             # (django/channels_redis#422). Keep a read timeout, above the pop's.
-            "CONFIG": {"hosts": [{"address": REDIS_URL, "socket_timeout": 30}],
-                       "prefix": os.environ.get("CHANNELS_PREFIX", "adkweb")},
+            "CONFIG": {
+                "hosts": [{"address": REDIS_URL, "socket_timeout": 30}],
+                "prefix": os.environ.get("CHANNELS_PREFIX", "adkweb"),
+            },
         }
     }
     CELERY_BROKER_URL = REDIS_URL
@@ -143,9 +145,7 @@ ADKWEB_TOOL_MODULES = ["agents_app.demo.tools"]
 # Code-defined ADK agents: app name -> dotted path of an ADK BaseAgent instance.
 ADKWEB_CODE_AGENTS: dict[str, str] = {
     name: path
-    for name, _, path in (
-        item.partition("=") for item in os.environ.get("ADKWEB_CODE_AGENTS", "").split(",") if item
-    )
+    for name, _, path in (item.partition("=") for item in os.environ.get("ADKWEB_CODE_AGENTS", "").split(",") if item)
 }
 ADKWEB_DEFAULT_MODEL = os.environ.get("ADKWEB_DEFAULT_MODEL", "demo-offline")
 # Point ADK's Gemini client at a gateway (or a local protocol server in tests).

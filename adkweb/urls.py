@@ -16,7 +16,6 @@ urlpatterns = [
 ]
 
 
-
 def static_file(request: HttpRequest, path: str) -> HttpResponse:
     """/static/ from the app: the files are small and vendored, so send them whole (a FileResponse
     would be a sync stream, which Django's ASGI handler warns about on every request)."""
@@ -24,8 +23,9 @@ def static_file(request: HttpRequest, path: str) -> HttpResponse:
     if not response.streaming:
         return response
     try:
-        return HttpResponse(b"".join(response.streaming_content), status=response.status_code,
-                            headers=dict(response.headers))
+        return HttpResponse(
+            b"".join(response.streaming_content), status=response.status_code, headers=dict(response.headers)
+        )
     finally:
         response.close()
 

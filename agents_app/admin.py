@@ -20,13 +20,19 @@ def _tool_choices() -> list[tuple[str, str]]:
 
 
 class AgentConfigForm(forms.ModelForm):
-    tools = forms.MultipleChoiceField(choices=_tool_choices, required=False, widget=forms.CheckboxSelectMultiple,
-                                      help_text="Tools from the code registry (agents_app.tools.registry).")
+    tools = forms.MultipleChoiceField(
+        choices=_tool_choices,
+        required=False,
+        widget=forms.CheckboxSelectMultiple,
+        help_text="Tools from the code registry (agents_app.tools.registry).",
+    )
 
     class Meta:
         model = AgentConfig
         fields = ["name", "description", "model", "instruction", "tools", "generation_settings", "enabled"]
-        help_texts = {"model": "demo-offline (the offline demo model, no LLM) or a Gemini model such as gemini-2.5-flash."}
+        help_texts = {
+            "model": "demo-offline (the offline demo model, no LLM) or a Gemini model such as gemini-2.5-flash."
+        }
 
     def clean_generation_settings(self) -> dict:
         value = self.cleaned_data.get("generation_settings") or {}
@@ -81,9 +87,7 @@ class AgentConfigAdmin(admin.ModelAdmin):
             rows.append((name, mark, json.dumps(tool.declaration(), indent=2)))
         if not rows:
             return "No tools selected."
-        return format_html_join(
-            "", '<div class="tool-decl"><strong>{}</strong> <em>({})</em><pre>{}</pre></div>', rows
-        )
+        return format_html_join("", '<div class="tool-decl"><strong>{}</strong> <em>({})</em><pre>{}</pre></div>', rows)
 
     def save_model(self, request, obj: AgentConfig, form, change: bool) -> None:
         if change:

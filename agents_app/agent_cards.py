@@ -78,7 +78,9 @@ def _registry_tool_view(name: str, cache: dict[str, ToolView]) -> ToolView:
                 decl, err = {}, f"ADK could not build this tool's declaration: {exc}"
             else:
                 err = ""
-            cache[name] = ToolView(name=name, kind=tool.kind, long_running=tool.long_running, declaration=decl, error=err)
+            cache[name] = ToolView(
+                name=name, kind=tool.kind, long_running=tool.long_running, declaration=decl, error=err
+            )
     return cache[name]
 
 
@@ -88,8 +90,16 @@ def _code_agent_card(name: str, dotted: str) -> AgentCard:
     try:
         agent = import_string(dotted)
     except Exception as exc:
-        return AgentCard(name=name, description="", model="", instruction="", tools=[], agent_tools=[],
-                         source="code", error=f"Cannot import {dotted}: {exc}")
+        return AgentCard(
+            name=name,
+            description="",
+            model="",
+            instruction="",
+            tools=[],
+            agent_tools=[],
+            source="code",
+            error=f"Cannot import {dotted}: {exc}",
+        )
     model = getattr(agent, "model", "")
     instruction = getattr(agent, "instruction", "")
     tools, agent_tools = [], []
@@ -99,16 +109,22 @@ def _code_agent_card(name: str, dotted: str) -> AgentCard:
             continue
         decl = tool._get_declaration() if hasattr(tool, "_get_declaration") else None
         long_running = bool(getattr(tool, "is_long_running", False))
-        tools.append(ToolView(
-            name=getattr(tool, "name", getattr(tool, "__name__", str(tool))),
-            kind="long-running" if long_running else "function", long_running=long_running,
-            declaration=decl.model_dump(mode="json", exclude_none=True) if decl else {},
-        ))
+        tools.append(
+            ToolView(
+                name=getattr(tool, "name", getattr(tool, "__name__", str(tool))),
+                kind="long-running" if long_running else "function",
+                long_running=long_running,
+                declaration=decl.model_dump(mode="json", exclude_none=True) if decl else {},
+            )
+        )
     return AgentCard(
-        name=name, description=getattr(agent, "description", "") or "",
+        name=name,
+        description=getattr(agent, "description", "") or "",
         model=model if isinstance(model, str) else getattr(model, "model", type(model).__name__),
         instruction=instruction if isinstance(instruction, str) else "(built by code at run time)",
-        tools=tools, agent_tools=agent_tools, source="code",
+        tools=tools,
+        agent_tools=agent_tools,
+        source="code",
     )
 
 
@@ -120,11 +136,19 @@ def agent_cards() -> list[AgentCard]:
     cache: dict[str, ToolView] = {}
     cards = [_code_agent_card(name, dotted) for name, dotted in sorted(code_agents().items())]
     for config in AgentConfig.objects.prefetch_related("agent_tools__child").order_by("name"):
-        cards.append(AgentCard(
-            name=config.name, description=config.description, model=config.model, instruction=config.instruction,
-            tools=[_registry_tool_view(t, cache) for t in config.tools or []],
-            agent_tools=[(link.child.name, link.skip_summarization)
-                         for link in sorted(config.agent_tools.all(), key=lambda link: link.pk)],
-            config_id=config.pk, enabled=config.enabled,
-        ))
+        cards.append(
+            AgentCard(
+                name=config.name,
+                description=config.description,
+                model=config.model,
+                instruction=config.instruction,
+                tools=[_registry_tool_view(t, cache) for t in config.tools or []],
+                agent_tools=[
+                    (link.child.name, link.skip_summarization)
+                    for link in sorted(config.agent_tools.all(), key=lambda link: link.pk)
+                ],
+                config_id=config.pk,
+                enabled=config.enabled,
+            )
+        )
     return cards

@@ -64,8 +64,10 @@ class SessionListConsumer(AsyncWebsocketConsumer):
         row = selectors.session_row(user=self.user, session_pk=session_pk)
         if row is None:
             return None  # not this user's to see
-        matches = all(not want or want == have for want, have in (
-            (self.filters["app_name"], row.app_name), (self.filters["status"], row.status)))
+        matches = all(
+            not want or want == have
+            for want, have in ((self.filters["app_name"], row.app_name), (self.filters["status"], row.status))
+        )
         if row.pk in self.shown:
             if not matches:
                 self.shown.discard(row.pk)
@@ -112,7 +114,9 @@ class SessionConsumer(AsyncWebsocketConsumer):
         return True
 
     def _status_html(self) -> str:
-        return render_to_string(DETAIL + "#status", {"status": selectors.session_status(session_pk=self.session_pk), "oob": "true"})
+        return render_to_string(
+            DETAIL + "#status", {"status": selectors.session_status(session_pk=self.session_pk), "oob": "true"}
+        )
 
     def _catch_up(self) -> str:
         """The status now, and the whole event list again if events were stored after the page
@@ -121,11 +125,15 @@ class SessionConsumer(AsyncWebsocketConsumer):
 
         self.tickets = set(PendingCall.objects.filter(session_id=self.session_pk).values_list("pk", flat=True))
         html = self._status_html()
-        newest = StoredEvent.objects.filter(session_id=self.session_pk).order_by("-pk").values_list("pk", flat=True).first()
+        newest = (
+            StoredEvent.objects.filter(session_id=self.session_pk).order_by("-pk").values_list("pk", flat=True).first()
+        )
         if newest and newest > self.last_pk:
             session = AdkSession.objects.get(pk=self.session_pk)
             timeline = selectors.session_timeline(session)
-            html += render_to_string(DETAIL + "#events", {"timeline": timeline, "oob": "true", "can_retry": self.can_retry})
+            html += render_to_string(
+                DETAIL + "#events", {"timeline": timeline, "oob": "true", "can_retry": self.can_retry}
+            )
             self.last_pk = newest
         return html
 
@@ -154,7 +162,9 @@ class SessionConsumer(AsyncWebsocketConsumer):
             return
         if event_id in self.streams:
             view = selectors.streaming_view(event_id=event_id, author=message["author"], text="")
-            html = render_to_string("agents_app/partials/stream_chunk.html", {"dom_id": view.dom_id, "text": message["text"]})
+            html = render_to_string(
+                "agents_app/partials/stream_chunk.html", {"dom_id": view.dom_id, "text": message["text"]}
+            )
         else:
             self.streams[event_id] = message.get("turn_id") or 0
             view = selectors.streaming_view(event_id=event_id, author=message["author"], text=message["text"])
@@ -168,7 +178,9 @@ class SessionConsumer(AsyncWebsocketConsumer):
         turn = Turn.objects.filter(pk=turn_id, session_id=self.session_pk, status=Turn.Status.FAILED).first()
         if turn is None:
             return None
-        return _append(render_to_string(EVENT, {"event": selectors.turn_error_view(turn), "can_retry": self.can_retry}), EVENTS)
+        return _append(
+            render_to_string(EVENT, {"event": selectors.turn_error_view(turn), "can_retry": self.can_retry}), EVENTS
+        )
 
     async def turn_retried(self, message: dict) -> None:
         """The failed turn runs again: its error line goes."""
@@ -177,9 +189,7 @@ class SessionConsumer(AsyncWebsocketConsumer):
     async def turn_finished(self, message: dict) -> None:
         # Streaming cards whose final event never came (the turn failed mid-stream) go away.
         stale = [eid for eid, turn_id in self.streams.items() if turn_id == message["turn_id"]]
-        html = "".join(
-            f'<div id="{selectors.event_dom_id(eid)}" hx-swap-oob="delete"></div>' for eid in stale
-        )
+        html = "".join(f'<div id="{selectors.event_dom_id(eid)}" hx-swap-oob="delete"></div>' for eid in stale)
         for eid in stale:
             del self.streams[eid]
         if message.get("status") == Turn.Status.FAILED:
@@ -190,7 +200,9 @@ class SessionConsumer(AsyncWebsocketConsumer):
     def _ticket_html(self, ticket_id: int) -> str | None:
         from approvals.models import PendingCall
 
-        ticket = PendingCall.objects.select_related("closed_by").filter(pk=ticket_id, session_id=self.session_pk).first()
+        ticket = (
+            PendingCall.objects.select_related("closed_by").filter(pk=ticket_id, session_id=self.session_pk).first()
+        )
         if ticket is None:
             return None
         return render_to_string("agents_app/partials/ticket_card.html", {"ticket": ticket, "oob": "true"})

@@ -55,7 +55,9 @@ def _send(group: str, message: dict) -> None:
 
 def notify_session_event(*, session_pk: int, event_pk: int) -> None:
     """A stored event: every open page of that conversation appends it."""
-    _send(session_group(session_pk), SessionEventMessage(type="session.event", session_pk=session_pk, event_pk=event_pk))
+    _send(
+        session_group(session_pk), SessionEventMessage(type="session.event", session_pk=session_pk, event_pk=event_pk)
+    )
 
 
 async def anotify_partial(*, session_pk: int, event_id: str, author: str, text: str, turn_id: int) -> None:
@@ -65,7 +67,12 @@ async def anotify_partial(*, session_pk: int, event_id: str, author: str, text: 
         await layer.group_send(
             session_group(session_pk),
             SessionPartialMessage(
-                type="session.partial", session_pk=session_pk, event_id=event_id, author=author, text=text, turn_id=turn_id
+                type="session.partial",
+                session_pk=session_pk,
+                event_id=event_id,
+                author=author,
+                text=text,
+                turn_id=turn_id,
             ),
         )
 

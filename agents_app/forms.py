@@ -13,7 +13,9 @@ EMPTY_MESSAGE = "The message is empty: type something for the agent."
 
 class MessageForm(forms.Form):
     text = forms.CharField(
-        label="Message", strip=True, max_length=20000,
+        label="Message",
+        strip=True,
+        max_length=20000,
         widget=forms.Textarea(attrs={"rows": 3, "placeholder": "Write to the agent…"}),
         error_messages={"required": EMPTY_MESSAGE},
     )

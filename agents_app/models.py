@@ -74,9 +74,7 @@ class AdkSession(models.Model):
     lease_expires_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
-        constraints = [
-            models.UniqueConstraint(fields=["app_name", "user_id", "session_id"], name="unique_adk_session")
-        ]
+        constraints = [models.UniqueConstraint(fields=["app_name", "user_id", "session_id"], name="unique_adk_session")]
         indexes = [models.Index(fields=["app_name", "update_time"])]
 
     def __str__(self) -> str:

@@ -46,7 +46,9 @@ def turn_claim_next(session_pk: int) -> Turn | None:
         else:
             orphan.status = Turn.Status.QUEUED
             orphan.save(update_fields=["status"])
-    turn = Turn.objects.select_for_update().filter(session_id=session_pk, status=Turn.Status.QUEUED).order_by("id").first()
+    turn = (
+        Turn.objects.select_for_update().filter(session_id=session_pk, status=Turn.Status.QUEUED).order_by("id").first()
+    )
     if turn is None:
         return None
     turn.status = Turn.Status.RUNNING
@@ -131,7 +133,9 @@ def session_drain(session_pk: int) -> int:
                         logger.info("Turn %s hit a stale session; retrying after reload.", turn.pk)
                         turn_requeue(turn.pk)
                         continue
-                    turn_finish(turn.pk, Turn.Status.FAILED, "The session kept changing under this turn (stale session).")
+                    turn_finish(
+                        turn.pk, Turn.Status.FAILED, "The session kept changing under this turn (stale session)."
+                    )
                 except Exception as exc:  # a tool or model error must not wedge the session
                     logger.warning("Turn %s failed", turn.pk, exc_info=True)
                     turn_finish(turn.pk, Turn.Status.FAILED, _describe(exc))

@@ -120,10 +120,16 @@ def event_view(stored: StoredEvent, tickets: dict[str, Any] | None = None) -> Ev
     for part in (event.content.parts if event.content else None) or []:
         if part.function_call:
             fc = part.function_call
-            items.append(EventItem(
-                kind="call", name=fc.name or "", call_id=fc.id or "", data=dict(fc.args or {}),
-                long_running=fc.id in long_running, ticket=tickets.get(fc.id or ""),
-            ))
+            items.append(
+                EventItem(
+                    kind="call",
+                    name=fc.name or "",
+                    call_id=fc.id or "",
+                    data=dict(fc.args or {}),
+                    long_running=fc.id in long_running,
+                    ticket=tickets.get(fc.id or ""),
+                )
+            )
         elif part.function_response:
             fr = part.function_response
             items.append(EventItem(kind="response", name=fr.name or "", call_id=fr.id or "", data=fr.response))
@@ -135,8 +141,14 @@ def event_view(stored: StoredEvent, tickets: dict[str, Any] | None = None) -> Ev
         else:
             items.append(EventItem(kind="other", data=part.model_dump(mode="json", exclude_none=True)))
     return EventView(
-        event_id=event.id, author=event.author or "", items=items, pk=stored.pk, timestamp=_dt(stored.timestamp),
-        error_code=event.error_code or "", error_message=event.error_message or "", raw_data=stored.data,
+        event_id=event.id,
+        author=event.author or "",
+        items=items,
+        pk=stored.pk,
+        timestamp=_dt(stored.timestamp),
+        error_code=event.error_code or "",
+        error_message=event.error_message or "",
+        raw_data=stored.data,
     )
 
 
@@ -177,7 +189,9 @@ def session_timeline(session: AdkSession) -> list[Any]:
     for stored in StoredEvent.objects.filter(session=session).order_by("id"):
         latest = max(latest, stored.timestamp)
         entries.append((latest, 0, event_view(stored, tickets)))
-    failed = Turn.objects.filter(session=session, status=Turn.Status.FAILED).only("id", "session_id", "error", "finished_at")
+    failed = Turn.objects.filter(session=session, status=Turn.Status.FAILED).only(
+        "id", "session_id", "error", "finished_at"
+    )
     for turn in failed.annotate(stored_nothing=~Exists(StoredEvent.objects.filter(turn=OuterRef("pk")))):
         when = turn.finished_at.timestamp() if turn.finished_at else float("inf")
         entries.append((when, 1, turn_error_view(turn)))
@@ -189,8 +203,13 @@ def turn_error_view(turn: Turn) -> TurnError:
     stored_nothing = getattr(turn, "stored_nothing", None)
     if stored_nothing is None:
         stored_nothing = not turn.events.exists()
-    return TurnError(turn_id=turn.pk, error=turn.error or "The turn failed.", finished_at=turn.finished_at,
-                     retryable=stored_nothing, session_pk=turn.session_id)
+    return TurnError(
+        turn_id=turn.pk,
+        error=turn.error or "The turn failed.",
+        finished_at=turn.finished_at,
+        retryable=stored_nothing,
+        session_pk=turn.session_id,
+    )
 
 
 def session_event_get(*, session_pk: int, event_pk: int) -> StoredEvent | None:
@@ -205,9 +224,7 @@ def adk_session_get(*, app_name: str, user_id: str, session_id: str) -> AdkSessi
 
 def turn_events(*, turn_id: int, after_pk: int = 0) -> list[StoredEvent]:
     """Events a turn's run stored (agent-authored, as ADK's runner yields them), oldest first."""
-    return list(
-        StoredEvent.objects.filter(turn_id=turn_id, pk__gt=after_pk).exclude(author="user").order_by("id")
-    )
+    return list(StoredEvent.objects.filter(turn_id=turn_id, pk__gt=after_pk).exclude(author="user").order_by("id"))
 
 
 def turn_state(*, turn_id: int) -> tuple[str, str]:
@@ -225,7 +242,9 @@ def sessions_with_status(qs: QuerySet | None = None) -> QuerySet:
     last_turn = Turn.objects.filter(session=OuterRef("pk")).order_by("-created_at", "-id").values("status")[:1]
     return qs.annotate(
         has_active_turn=Exists(Turn.objects.filter(session=OuterRef("pk"), status__in=ACTIVE_TURN_STATUSES)),
-        has_open_ticket=Exists(PendingCall.objects.filter(session=OuterRef("pk"), status__in=PendingCall.OPEN_STATUSES)),
+        has_open_ticket=Exists(
+            PendingCall.objects.filter(session=OuterRef("pk"), status__in=PendingCall.OPEN_STATUSES)
+        ),
         last_turn_status=Subquery(last_turn),
     ).annotate(
         status=Case(

@@ -35,11 +35,13 @@ class TurnNotRetryable(Exception):
 def content_parse(raw: Any) -> types.Content:
     """Validate a google.genai Content (camelCase or snake_case JSON) or raise InvalidMessage."""
     if not isinstance(raw, dict):
-        raise InvalidMessage("newMessage must be a Content object, e.g. {\"role\": \"user\", \"parts\": [{\"text\": \"hi\"}]}.")
+        raise InvalidMessage('newMessage must be a Content object, e.g. {"role": "user", "parts": [{"text": "hi"}]}.')
     try:
         content = types.Content.model_validate(raw)
     except PydanticValidationError as exc:
-        raise InvalidMessage(f"newMessage is not a valid Content: {exc.errors()[0]['msg']} at {exc.errors()[0]['loc']}.") from exc
+        raise InvalidMessage(
+            f"newMessage is not a valid Content: {exc.errors()[0]['msg']} at {exc.errors()[0]['loc']}."
+        ) from exc
     parts = content.parts or []
     if not parts:
         raise InvalidMessage("newMessage has no parts.")

@@ -45,9 +45,7 @@ def register_event_hook(hook: EventHook) -> None:
         _event_hooks.append(hook)
 
 
-STALE_MESSAGE = (
-    "The session in storage has changed since this copy was read (stale session). Reload it and retry."
-)
+STALE_MESSAGE = "The session in storage has changed since this copy was read (stale session). Reload it and retry."
 
 
 def _split_state(state: dict[str, Any]) -> dict[str, dict[str, Any]]:

@@ -45,8 +45,13 @@ def _detail_context(request: HttpRequest, session: AdkSession, form: MessageForm
     timeline = selectors.session_timeline(session)
     last_pk = max((e.pk for e in timeline if getattr(e, "pk", None)), default=0)
     return {
-        "session": session, "timeline": timeline, "last_event_pk": last_pk, "form": form, "sent": sent,
-        "status": selectors.session_status(session_pk=session.pk), "is_owner": _is_owner(request, session),
+        "session": session,
+        "timeline": timeline,
+        "last_event_pk": last_pk,
+        "form": form,
+        "sent": sent,
+        "status": selectors.session_status(session_pk=session.pk),
+        "is_owner": _is_owner(request, session),
         "can_retry": can_retry_turns(request.user, session),
     }
 
@@ -81,7 +86,9 @@ def message_post(request: HtmxHttpRequest, pk: int) -> HttpResponse:
 def turn_retry(request: HtmxHttpRequest, pk: int, turn_id: int) -> HttpResponse:
     session = _visible_session(request, pk)
     if not can_retry_turns(request.user, session):
-        return HttpResponseForbidden("Only the person who started this conversation or an approver can retry its turns.")
+        return HttpResponseForbidden(
+            "Only the person who started this conversation or an approver can retry its turns."
+        )
     turn = get_object_or_404(Turn, pk=turn_id, session=session)
     try:
         services.turn_retry(turn=turn)

@@ -18,6 +18,21 @@ class PendingCallAdmin(admin.ModelAdmin):
     list_display = ["id", "app_name", "tool_name", "kind", "requester", "status", "created_at"]
     list_filter = ["status", "kind", "app_name"]
     search_fields = ["call_id", "tool_name", "requester"]
-    readonly_fields = ["session", "event", "app_name", "requester", "invocation_id", "kind", "call_id", "call_name",
-                       "tool_name", "args", "initial_response", "status", "created_at", "closed_at", "closed_by"]
+    readonly_fields = [
+        "session",
+        "event",
+        "app_name",
+        "requester",
+        "invocation_id",
+        "kind",
+        "call_id",
+        "call_name",
+        "tool_name",
+        "args",
+        "initial_response",
+        "status",
+        "created_at",
+        "closed_at",
+        "closed_by",
+    ]
     inlines = [ResponseInline]

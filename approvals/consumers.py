@@ -84,8 +84,10 @@ class InboxConsumer(AsyncWebsocketConsumer):
             frames.append(f'<tbody id="inbox-rows" hx-swap-oob="{self.at_edge}">{row}</tbody>')
             frames.append('<p id="inbox-empty" hx-swap-oob="delete"></p>')
         elif matches:
-            frames.append('<p id="inbox-notice" class="notice" hx-swap-oob="true">New tickets arrived on another page. '
-                          '<a href="">Reload</a></p>')
+            frames.append(
+                '<p id="inbox-notice" class="notice" hx-swap-oob="true">New tickets arrived on another page. '
+                '<a href="">Reload</a></p>'
+            )
         return frames
 
 
@@ -129,7 +131,11 @@ class TicketConsumer(AsyncWebsocketConsumer):
         await self.send(text_data=await self._render_activity())
 
     async def turn_finished(self, event: dict[str, Any]) -> None:
-        await self.send(text_data=await self._render_activity(failed_turn=event["turn_id"] if event.get("status") == "failed" else None))
+        await self.send(
+            text_data=await self._render_activity(
+                failed_turn=event["turn_id"] if event.get("status") == "failed" else None
+            )
+        )
 
     async def turn_retried(self, event: dict[str, Any]) -> None:
         """Not shown on the ticket page (its conversation shows events, not turn errors)."""
@@ -181,5 +187,6 @@ class TicketConsumer(AsyncWebsocketConsumer):
 
 
 def _append(html: str) -> str:
-    return (f'<div id="conversation-events" hx-swap-oob="beforeend">{html}</div>'
-            '<p id="no-events" hx-swap-oob="delete"></p>')
+    return (
+        f'<div id="conversation-events" hx-swap-oob="beforeend">{html}</div><p id="no-events" hx-swap-oob="delete"></p>'
+    )

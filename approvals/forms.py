@@ -29,9 +29,14 @@ class InboxFilterForm(forms.Form):
         self.is_valid()
         data = getattr(self, "cleaned_data", {})
         return InboxFilters(
-            agent=data.get("agent") or "", tool=data.get("tool") or "", status=data.get("status") or "open",
-            kind=data.get("kind") or "", mine=bool(data.get("mine")), q=(data.get("q") or "").strip(),
-            sort=data.get("sort") or "newest", page=data.get("page") or 1,
+            agent=data.get("agent") or "",
+            tool=data.get("tool") or "",
+            status=data.get("status") or "open",
+            kind=data.get("kind") or "",
+            mine=bool(data.get("mine")),
+            q=(data.get("q") or "").strip(),
+            sort=data.get("sort") or "newest",
+            page=data.get("page") or 1,
         )
 
 
@@ -44,7 +49,9 @@ def parse_json_object(text: str, *, label: str = "JSON") -> dict[str, Any]:
     try:
         value = json.loads(text, parse_constant=_no_constants)
     except json.JSONDecodeError as exc:
-        raise forms.ValidationError(f"{label} is not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno}).") from exc
+        raise forms.ValidationError(
+            f"{label} is not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})."
+        ) from exc
     except ValueError as exc:  # NaN / Infinity: not JSON, and PostgreSQL's jsonb refuses them
         raise forms.ValidationError(f"{label} is not valid JSON: {exc}.") from exc
     except RecursionError as exc:
@@ -114,8 +121,9 @@ class SchemaResponseForm(forms.Form):
             opts = dict(label=label, required=key in required, help_text=prop.get("description", ""))
             if prop.get("enum"):
                 choices = [(json.dumps(v), str(v)) for v in prop["enum"]]
-                fields[f"s_{key}"] = forms.TypedChoiceField(choices=[("", "—"), *choices], coerce=json.loads,
-                                                            empty_value=None, **opts)
+                fields[f"s_{key}"] = forms.TypedChoiceField(
+                    choices=[("", "—"), *choices], coerce=json.loads, empty_value=None, **opts
+                )
             elif prop.get("type") == "boolean":
                 fields[f"s_{key}"] = forms.BooleanField(**{**opts, "required": False})
             else:

@@ -40,7 +40,9 @@ class PendingCall(models.Model):
     args = models.JSONField(default=dict, blank=True)
     initial_response = models.JSONField(null=True, blank=True)
     # Confirmation tickets: what will run if approved.
-    tool_name = models.CharField(max_length=128, blank=True, db_index=True, help_text="The tool the human is deciding on.")
+    tool_name = models.CharField(
+        max_length=128, blank=True, db_index=True, help_text="The tool the human is deciding on."
+    )
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING, db_index=True)
     assigned_to = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="assigned_calls"

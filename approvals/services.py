@@ -67,8 +67,14 @@ def pending_calls_record_event(session: AdkSession, stored: StoredEvent, event: 
             session=session,
             call_id=fc.id,
             defaults=dict(
-                event=stored, app_name=session.app_name, requester=session.user_id, invocation_id=event.invocation_id,
-                kind=kind, call_name=fc.name, tool_name=tool_name or "", args=args,
+                event=stored,
+                app_name=session.app_name,
+                requester=session.user_id,
+                invocation_id=event.invocation_id,
+                kind=kind,
+                call_name=fc.name,
+                tool_name=tool_name or "",
+                args=args,
             ),
         )
         if created:
@@ -136,7 +142,11 @@ def _validate(answer: Answer) -> None:
         if extra or not isinstance(payload.get("confirmed"), bool):
             raise InvalidResponse(
                 'A confirmation response is {"confirmed": true|false, "payload": {...}}'
-                + (f"; unexpected keys: {', '.join(sorted(extra))}." if extra else "; 'confirmed' must be true or false.")
+                + (
+                    f"; unexpected keys: {', '.join(sorted(extra))}."
+                    if extra
+                    else "; 'confirmed' must be true or false."
+                )
             )
     schema = call.response_schema
     if isinstance(schema, dict) and schema.get("type") == "object":
@@ -177,8 +187,12 @@ def responses_submit(
     """Record responses to open tickets of one session and queue the turn that carries them."""
     if not answers:
         raise InvalidResponse("No responses given.")
-    locked = {c.pk: c for c in PendingCall.objects.select_for_update(of=("self",)).select_related("closed_by").filter(
-        pk__in=[a.call.pk for a in answers])}
+    locked = {
+        c.pk: c
+        for c in PendingCall.objects.select_for_update(of=("self",))
+        .select_related("closed_by")
+        .filter(pk__in=[a.call.pk for a in answers])
+    }
     parts = []
     for answer in answers:
         answer.call = call = locked[answer.call.pk]
@@ -189,15 +203,32 @@ def responses_submit(
         if call.is_closed:
             raise TicketClosed(call)
         _validate(answer)
-        parts.append(types.Part(function_response=types.FunctionResponse(
-            id=call.call_id, name=call.call_name, response=answer.payload, will_continue=not answer.final)))
-    turn = turn_create(session=session, content=types.Content(role="user", parts=parts), actor=actor,
-                       state_delta=state_delta, streaming=streaming)
+        parts.append(
+            types.Part(
+                function_response=types.FunctionResponse(
+                    id=call.call_id, name=call.call_name, response=answer.payload, will_continue=not answer.final
+                )
+            )
+        )
+    turn = turn_create(
+        session=session,
+        content=types.Content(role="user", parts=parts),
+        actor=actor,
+        state_delta=state_delta,
+        streaming=streaming,
+    )
     now = timezone.now()
     for answer in answers:
         call = answer.call
-        Response.objects.create(pending_call=call, action=answer.action, payload=answer.payload, final=answer.final,
-                                comment=answer.comment, actor=actor if actor and actor.is_authenticated else None, turn=turn)
+        Response.objects.create(
+            pending_call=call,
+            action=answer.action,
+            payload=answer.payload,
+            final=answer.final,
+            comment=answer.comment,
+            actor=actor if actor and actor.is_authenticated else None,
+            turn=turn,
+        )
         if answer.final:
             call.status, call.closed_at = _closed_status(answer), now
             call.closed_by = actor if actor and actor.is_authenticated else None
@@ -209,7 +240,13 @@ def responses_submit(
 
 
 def response_submit(
-    *, call: PendingCall, actor: Any, payload: dict, final: bool, comment: str = "", action: str = Response.Action.CUSTOM
+    *,
+    call: PendingCall,
+    actor: Any,
+    payload: dict,
+    final: bool,
+    comment: str = "",
+    action: str = Response.Action.CUSTOM,
 ) -> Response:
     """Record one response to a ticket and queue the turn that carries it to the agent."""
     answer = Answer(call=call, payload=payload, final=final, comment=comment, action=action)
@@ -218,20 +255,38 @@ def response_submit(
 
 
 def ticket_approve(*, call: PendingCall, actor: Any, comment: str = "", payload: dict | None = None) -> Response:
-    return response_submit(call=call, actor=actor, payload=approve_payload(call, comment, payload), final=True,
-                           comment=comment, action=Response.Action.APPROVE)
+    return response_submit(
+        call=call,
+        actor=actor,
+        payload=approve_payload(call, comment, payload),
+        final=True,
+        comment=comment,
+        action=Response.Action.APPROVE,
+    )
 
 
 def ticket_reject(*, call: PendingCall, actor: Any, reason: str = "") -> Response:
-    return response_submit(call=call, actor=actor, payload=reject_payload(call, reason), final=True,
-                           comment=reason, action=Response.Action.REJECT)
+    return response_submit(
+        call=call,
+        actor=actor,
+        payload=reject_payload(call, reason),
+        final=True,
+        comment=reason,
+        action=Response.Action.REJECT,
+    )
 
 
 def ticket_update(
     *, call: PendingCall, actor: Any, message: str, progress: float | None = None, extra: dict | None = None
 ) -> Response:
-    return response_submit(call=call, actor=actor, payload=update_payload(message, progress, extra), final=False,
-                           comment=message, action=Response.Action.UPDATE)
+    return response_submit(
+        call=call,
+        actor=actor,
+        payload=update_payload(message, progress, extra),
+        final=False,
+        comment=message,
+        action=Response.Action.UPDATE,
+    )
 
 
 @transaction.atomic
@@ -265,7 +320,9 @@ def message_submit(
         raise InvalidMessage("A message answers each function call at most once.")
     if len({calls[fr.id].invocation_id for fr in responses}) > 1:
         # ADK refuses these at run time (after the answers would be recorded): refuse them here.
-        raise InvalidMessage("Function responses in one message must answer calls of one invocation; send them separately.")
+        raise InvalidMessage(
+            "Function responses in one message must answer calls of one invocation; send them separately."
+        )
     answers = []
     for fr in responses:
         final = fr.will_continue is not True

@@ -40,8 +40,12 @@ def inbox(request: HtmxHttpRequest) -> HttpResponse:
         template += "#results"
     page = selectors.inbox_page(filters=filters, user=request.user)
     context = {
-        "form": form, "filters": filters, "page": page, "total": page.paginator.count,
-        "choices": selectors.inbox_filter_choices(), "ws_query": request.GET.urlencode(),
+        "form": form,
+        "filters": filters,
+        "page": page,
+        "total": page.paginator.count,
+        "choices": selectors.inbox_filter_choices(),
+        "ws_query": request.GET.urlencode(),
     }
     return render(request, template, context)
 
@@ -59,16 +63,24 @@ def ticket_context(call: PendingCall, user: Any, bound: dict[str, Form] | None =
     answerable = call.is_open and can_answer_call(user, call)
     confirmation = call.kind == PendingCall.Kind.CONFIRMATION
     ctx: dict[str, Any] = {
-        "call": call, "responses": selectors.ticket_responses(call=call), "can_answer": answerable,
+        "call": call,
+        "responses": selectors.ticket_responses(call=call),
+        "can_answer": answerable,
         "activity": conversations.session_status(session_pk=call.session_id),
         "approve_ok": forms.fits_schema(call, services.approve_payload(call)),
         "reject_ok": forms.fits_schema(call, services.reject_payload(call, "reason")),
-        "update_ok": not confirmation, "confirmation": confirmation,
-        "can_assign": call.is_open and is_approver(user), "assigned_to_me": call.assigned_to_id == getattr(user, "pk", None),
+        "update_ok": not confirmation,
+        "confirmation": confirmation,
+        "can_assign": call.is_open and is_approver(user),
+        "assigned_to_me": call.assigned_to_id == getattr(user, "pk", None),
     }
     if answerable:
-        ctx.update(approve_form=forms.ApproveForm(prefix="approve"), reject_form=forms.RejectForm(prefix="reject"),
-                   update_form=forms.UpdateForm(prefix="update"), custom_form=forms.response_form_for(call))
+        ctx.update(
+            approve_form=forms.ApproveForm(prefix="approve"),
+            reject_form=forms.RejectForm(prefix="reject"),
+            update_form=forms.UpdateForm(prefix="update"),
+            custom_form=forms.response_form_for(call),
+        )
         ctx.update({f"{name}_form": form for name, form in (bound or {}).items()})
     ctx.update(extra)
     return ctx
@@ -93,8 +105,9 @@ def _reject(call: PendingCall, user: Any, data: dict) -> None:
 
 
 def _update(call: PendingCall, user: Any, data: dict) -> None:
-    services.ticket_update(call=call, actor=user, message=data["message"], progress=data.get("progress"),
-                           extra=data.get("extra"))
+    services.ticket_update(
+        call=call, actor=user, message=data["message"], progress=data.get("progress"), extra=data.get("extra")
+    )
 
 
 def _respond(call: PendingCall, user: Any, data: dict) -> None:
@@ -129,8 +142,9 @@ def ticket_act(request: HtmxHttpRequest, ticket_id: int, action: str) -> HttpRes
         return _ticket_reply(request, call, status=403, error="You may not answer this ticket: only approvers can.")
     form = make_form(call, request.POST)
     if not form.is_valid():
-        return _ticket_reply(request, call, status=400, error="Please fix the form below; nothing was sent.",
-                             bound={action: form})
+        return _ticket_reply(
+            request, call, status=400, error="Please fix the form below; nothing was sent.", bound={action: form}
+        )
     try:
         perform(call, request.user, _form_data(form))
     except services.TicketClosed as exc:
@@ -165,8 +179,9 @@ def ticket_assign(request: HtmxHttpRequest, ticket_id: int) -> HttpResponse:
     return _ticket_reply(request, call, status=200, notice=notice)
 
 
-def _ticket_reply(request: HtmxHttpRequest, call: PendingCall, *, status: int, bound: dict | None = None,
-                  **extra: Any) -> HttpResponse:
+def _ticket_reply(
+    request: HtmxHttpRequest, call: PendingCall, *, status: int, bound: dict | None = None, **extra: Any
+) -> HttpResponse:
     call = selectors.ticket_get(ticket_id=call.pk) or call
     ctx = ticket_context(call, request.user, bound, **extra)
     if request.htmx:

@@ -88,29 +88,39 @@ async def run_workload(name: str, service: Any, n_sessions: int, n_events: int, 
     # Warm up outside the timings: ADK sqlite creates its schema, Django opens its connection.
     await service.get_session(app_name="warm_up", user_id="nobody", session_id="none")
     users = [f"user-{i % 4}" for i in range(n_sessions)]
-    sessions = await timed("create_session", result, [
-        (lambda u=u: service.create_session(app_name=APP, user_id=u, state={"topic": "bench"})) for u in users
-    ])
-    appends = [
-        (lambda s=s, i=i: service.append_event(s, make_event(i))) for i in range(n_events) for s in sessions
-    ]
+    sessions = await timed(
+        "create_session",
+        result,
+        [(lambda u=u: service.create_session(app_name=APP, user_id=u, state={"topic": "bench"})) for u in users],
+    )
+    appends = [(lambda s=s, i=i: service.append_event(s, make_event(i))) for i in range(n_events) for s in sessions]
     await timed("append_event", result, appends)
-    got = await timed("get_session (all events)", result, [
-        (lambda s=s: service.get_session(app_name=APP, user_id=s.user_id, session_id=s.id)) for s in sessions
-    ])
+    got = await timed(
+        "get_session (all events)",
+        result,
+        [(lambda s=s: service.get_session(app_name=APP, user_id=s.user_id, session_id=s.id)) for s in sessions],
+    )
     assert all(len(g.events) == n_events for g in got), f"{name}: events missing"
     recent = GetSessionConfig(num_recent_events=10)
-    await timed("get_session (last 10)", result, [
-        (lambda s=s: service.get_session(app_name=APP, user_id=s.user_id, session_id=s.id, config=recent))
-        for s in sessions
-    ])
-    listed = await timed("list_sessions (one user)", result, [
-        (lambda u=u: service.list_sessions(app_name=APP, user_id=u)) for u in (users * n_lists)[:n_lists]
-    ])
+    await timed(
+        "get_session (last 10)",
+        result,
+        [
+            (lambda s=s: service.get_session(app_name=APP, user_id=s.user_id, session_id=s.id, config=recent))
+            for s in sessions
+        ],
+    )
+    listed = await timed(
+        "list_sessions (one user)",
+        result,
+        [(lambda u=u: service.list_sessions(app_name=APP, user_id=u)) for u in (users * n_lists)[:n_lists]],
+    )
     assert all(r.sessions for r in listed), f"{name}: nothing listed"
-    await timed("list_sessions (all users)", result, [
-        (lambda: service.list_sessions(app_name=APP, user_id=None)) for _ in range(n_lists)
-    ])
+    await timed(
+        "list_sessions (all users)",
+        result,
+        [(lambda: service.list_sessions(app_name=APP, user_id=None)) for _ in range(n_lists)],
+    )
     return result
 
 

@@ -67,6 +67,7 @@ def pct(values: list[float], q: float) -> float:
 
 # --- Django --------------------------------------------------------------------------------
 
+
 def django_setup(tmp: Path, migrate: bool = True) -> Callable[[], None]:
     """Configure Django on a throwaway database; returns the teardown that removes it."""
     sys.path.insert(0, str(ROOT))
@@ -83,7 +84,8 @@ def django_setup(tmp: Path, migrate: bool = True) -> Callable[[], None]:
     # ADK warns on every model call that the offline model reports no token usage. A filter, not a
     # level: starting a Celery worker resets logger levels.
     logging.getLogger("google_adk.google.adk.telemetry._metrics").addFilter(
-        lambda record: "token usage" not in record.getMessage())
+        lambda record: "token usage" not in record.getMessage()
+    )
     from django.db import connection
 
     if not migrate:  # the services child: the parent made the database
@@ -104,8 +106,10 @@ def django_setup(tmp: Path, migrate: bool = True) -> Callable[[], None]:
 
         connections.close_all()
         with connection._nodb_cursor() as cursor:  # worker connections that outlived their threads
-            cursor.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s "
-                           "AND pid <> pg_backend_pid()", [test_name])
+            cursor.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()",
+                [test_name],
+            )
         connection.creation.destroy_test_db(old_name, verbosity=0)
 
     return teardown
@@ -118,6 +122,7 @@ def user_message() -> Any:
 
 
 # --- 1-3: ADK's Runner on a session service, in this process ------------------------------
+
 
 async def run_direct(name: str, service: Any, agent: Any, n_sessions: int, per_session: int) -> Row:
     """Turns one after another, session after session; one Runner for the whole run."""
@@ -158,9 +163,16 @@ async def direct_paths(tmp: Path, n_sessions: int, per_session: int) -> list[Row
 
     agent = await sync_to_async(build_agent)(APP)  # built once here; the worker builds it every turn
     rows = [
-        await run_direct("1 ADK Runner + InMemorySessionService", InMemorySessionService(), agent, n_sessions, per_session),
-        await run_direct("2 ADK Runner + SqliteSessionService", SqliteSessionService(str(tmp / "adk.sqlite3")), agent,
-                         n_sessions, per_session),
+        await run_direct(
+            "1 ADK Runner + InMemorySessionService", InMemorySessionService(), agent, n_sessions, per_session
+        ),
+        await run_direct(
+            "2 ADK Runner + SqliteSessionService",
+            SqliteSessionService(str(tmp / "adk.sqlite3")),
+            agent,
+            n_sessions,
+            per_session,
+        ),
         await run_direct("3 ADK Runner + DjangoSessionService", DjangoSessionService(), agent, n_sessions, per_session),
     ]
     await sync_to_async(connections.close_all)()
@@ -168,6 +180,7 @@ async def direct_paths(tmp: Path, n_sessions: int, per_session: int) -> list[Row
 
 
 # --- 4-5: the services path, through a Celery worker ---------------------------------------
+
 
 class FinishedTurns:
     """Listens on the channel layer (as a browser's page does) for `turn.finished`, in a thread with
@@ -256,8 +269,9 @@ def worker_phase(name: str, sessions: list[Any], per_session: int, parallel: boo
     with FinishedTurns([s.pk for s in sessions]) as finished:
         started = time.perf_counter()
         if parallel:
-            threads = [threading.Thread(target=drive, args=(s, per_session, finished, streaming, samples))
-                       for s in sessions]
+            threads = [
+                threading.Thread(target=drive, args=(s, per_session, finished, streaming, samples)) for s in sessions
+            ]
             for t in threads:
                 t.start()
             for t in threads:
@@ -299,7 +313,9 @@ def worker_phases(label: str, args: argparse.Namespace) -> list[Row]:
         worker_phase(f"{label}, {n} sessions at once", new_sessions(n), k, parallel=True),
     ]
     if args.streaming:
-        rows.append(worker_phase(f"{label}, 1 in flight, streaming", new_sessions(n), k, parallel=False, streaming=True))
+        rows.append(
+            worker_phase(f"{label}, 1 in flight, streaming", new_sessions(n), k, parallel=False, streaming=True)
+        )
     return rows
 
 
@@ -310,13 +326,20 @@ def embedded_path(args: argparse.Namespace) -> list[Row]:
     from adkweb.celery import app
 
     assert settings.CELERY_BROKER_URL == "memory://", settings.CELERY_BROKER_URL
-    with start_worker(app, pool="threads", concurrency=args.concurrency, perform_ping_check=False,
-                      loglevel="WARNING", shutdown_timeout=30):
+    with start_worker(
+        app,
+        pool="threads",
+        concurrency=args.concurrency,
+        perform_ping_check=False,
+        loglevel="WARNING",
+        shutdown_timeout=30,
+    ):
         warm_up()
         return worker_phases("4 adkweb embedded", args)
 
 
 # --- 5: services mode, a `celery worker` subprocess on Redis -------------------------------
+
 
 def services_child(args: argparse.Namespace) -> None:
     """Runs in a child process whose settings point at Redis: start a worker, drive it, print JSON."""
@@ -330,10 +353,29 @@ def services_child(args: argparse.Namespace) -> None:
     assert settings.CELERY_BROKER_URL.startswith("redis"), settings.CELERY_BROKER_URL
     log = tempfile.TemporaryFile(mode="w+")  # the worker's output, shown only if the run fails
     worker = subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "adkweb", "worker", "-Q", queue, "-n", f"{queue}@%h",
-         "--concurrency", str(args.concurrency), "--loglevel", "WARNING",
-         "--without-gossip", "--without-mingle", "--without-heartbeat"],
-        cwd=ROOT, env=os.environ.copy(), stdout=log, stderr=subprocess.STDOUT,
+        [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "adkweb",
+            "worker",
+            "-Q",
+            queue,
+            "-n",
+            f"{queue}@%h",
+            "--concurrency",
+            str(args.concurrency),
+            "--loglevel",
+            "WARNING",
+            "--without-gossip",
+            "--without-mingle",
+            "--without-heartbeat",
+        ],
+        cwd=ROOT,
+        env=os.environ.copy(),
+        stdout=log,
+        stderr=subprocess.STDOUT,
     )
     try:
         warm_up()  # also waits for the worker to be up
@@ -368,10 +410,24 @@ def services_path(args: argparse.Namespace, redis_url: str, database_url: str) -
     parts = urlparse(database_url)
     test_url = urlunparse(parts._replace(path="/" + connection.settings_dict["NAME"]))
     tag = f"adkweb-bench-{os.getpid()}-{uuid.uuid4().hex[:6]}"
-    env = {**os.environ, "DATABASE_URL": test_url, "REDIS_URL": redis_url, "CHANNELS_PREFIX": tag,
-           "ADKWEB_BENCH_QUEUE": tag}
-    cmd = [sys.executable, __file__, "--services-child", "--sessions", str(args.sessions),
-           "--turns-per-session", str(args.turns_per_session), "--concurrency", str(args.concurrency)]
+    env = {
+        **os.environ,
+        "DATABASE_URL": test_url,
+        "REDIS_URL": redis_url,
+        "CHANNELS_PREFIX": tag,
+        "ADKWEB_BENCH_QUEUE": tag,
+    }
+    cmd = [
+        sys.executable,
+        __file__,
+        "--services-child",
+        "--sessions",
+        str(args.sessions),
+        "--turns-per-session",
+        str(args.turns_per_session),
+        "--concurrency",
+        str(args.concurrency),
+    ]
     if args.streaming:
         cmd.append("--streaming")
     done = subprocess.run(cmd, env=env, cwd=ROOT, stdout=subprocess.PIPE, text=True, timeout=300)
@@ -382,6 +438,7 @@ def services_path(args: argparse.Namespace, redis_url: str, database_url: str) -
 
 
 # --- Report ---------------------------------------------------------------------------------
+
 
 def build_agent_ms(times: int = 20) -> float:
     """What the worker adds to every turn before ADK starts: building the agent from its config rows."""
@@ -400,8 +457,10 @@ def print_rows(rows: list[Row]) -> None:
     print(f"{'path':<{width}}{'turns':>6}{'median ms':>11}{'p95 ms':>9}{'turns/s':>9}{'x (1)':>8}{'x (2)':>8}")
     for r in rows:
         median = pct(r.ms, 0.5)
-        print(f"{r.path:<{width}}{len(r.ms):>6}{median:>11.1f}{pct(r.ms, 0.95):>9.1f}{r.turns_per_s:>9.1f}"
-              f"{median / floor:>7.1f}x{median / adk_sqlite:>7.1f}x")
+        print(
+            f"{r.path:<{width}}{len(r.ms):>6}{median:>11.1f}{pct(r.ms, 0.95):>9.1f}{r.turns_per_s:>9.1f}"
+            f"{median / floor:>7.1f}x{median / adk_sqlite:>7.1f}x"
+        )
     print("(ms per turn, submit to done; x (1) and x (2): median over path 1's and path 2's median)")
     staged = [r for r in rows if r.breakdown]
     if staged:
@@ -410,9 +469,11 @@ def print_rows(rows: list[Row]) -> None:
         for r in staged:
             b = r.breakdown
             print(f"{r.path:<{width}}{b['queue']:>9.1f}{b['run']:>9.1f}{b['publish']:>9.1f}")
-        print("(queue: Turn row created -> claimed by a worker (commit, enqueue, broker, lease, claim);\n"
-              " run: claimed -> finished (build agent, Runner on DjangoSessionService, turn bookkeeping);\n"
-              " publish: finished -> turn.finished received on the channel layer)")
+        print(
+            "(queue: Turn row created -> claimed by a worker (commit, enqueue, broker, lease, claim);\n"
+            " run: claimed -> finished (build agent, Runner on DjangoSessionService, turn bookkeeping);\n"
+            " publish: finished -> turn.finished received on the channel layer)"
+        )
 
 
 def main() -> None:
@@ -420,9 +481,12 @@ def main() -> None:
     parser.add_argument("--sessions", type=int, default=4, help="sessions per phase (default 4)")
     parser.add_argument("--turns-per-session", type=int, default=20, help="turns in each session (default 20)")
     parser.add_argument("--concurrency", type=int, default=2, help="worker threads/processes (default 2, as embedded)")
-    parser.add_argument("--streaming", action="store_true",
-                        help="also time worker turns with streaming on, as the browser sends them "
-                             "(the demo model then sleeps 20 ms per 3-word chunk)")
+    parser.add_argument(
+        "--streaming",
+        action="store_true",
+        help="also time worker turns with streaming on, as the browser sends them "
+        "(the demo model then sleeps 20 ms per 3-word chunk)",
+    )
     parser.add_argument("--services-child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
 
@@ -456,13 +520,19 @@ def main() -> None:
                 except Exception as exc:  # noqa: BLE001 - report and keep the other figures
                     note = f"path 5 failed: {exc}"
             connection.close()
-            print(f"turn: {APP} '{TEXT}' (1 tool call + 1 reply, {EVENTS_PER_TURN} events), offline demo model; "
-                  f"{n} sessions x {k} turns per phase")
-            print(f"Django on {connection.vendor} ({connection.settings_dict['NAME']}); ADK sqlite on a temp file; "
-                  f"worker concurrency {args.concurrency}")
+            print(
+                f"turn: {APP} '{TEXT}' (1 tool call + 1 reply, {EVENTS_PER_TURN} events), offline demo model; "
+                f"{n} sessions x {k} turns per phase"
+            )
+            print(
+                f"Django on {connection.vendor} ({connection.settings_dict['NAME']}); ADK sqlite on a temp file; "
+                f"worker concurrency {args.concurrency}"
+            )
             print_rows(rows)
-            print(f"\nbuild_agent('{APP}') alone: {build_agent_ms():.1f} ms (the worker pays it every turn; "
-                  "paths 1-3 build the agent once)")
+            print(
+                f"\nbuild_agent('{APP}') alone: {build_agent_ms():.1f} ms (the worker pays it every turn; "
+                "paths 1-3 build the agent once)"
+            )
             connection.close()
             if note:
                 print(note)

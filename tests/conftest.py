@@ -40,8 +40,9 @@ def _celery_worker_thread(django_db_setup, django_db_blocker):
     from adkweb.celery import app
 
     with django_db_blocker.unblock():
-        with start_worker(app, pool="threads", concurrency=2, perform_ping_check=False, loglevel="WARNING",
-                          shutdown_timeout=30):
+        with start_worker(
+            app, pool="threads", concurrency=2, perform_ping_check=False, loglevel="WARNING", shutdown_timeout=30
+        ):
             yield app
 
 
@@ -52,8 +53,11 @@ def worker(transactional_db, _celery_worker_thread):
     yield _celery_worker_thread
     from agents_app.models import Turn
 
-    wait_for(lambda: not Turn.objects.filter(status__in=["queued", "running"]).exists(), timeout=30,
-             what="turns to finish before teardown")
+    wait_for(
+        lambda: not Turn.objects.filter(status__in=["queued", "running"]).exists(),
+        timeout=30,
+        what="turns to finish before teardown",
+    )
 
 
 @pytest.fixture

@@ -57,4 +57,3 @@ def adk_client(live_asgi: LiveAsgiServer, api_token: Callable[[Any], dict[str, s
     yield make
     for client in clients:
         client.close()
-

@@ -89,6 +89,7 @@ class LiveAsgiServer:
 
 # -- a client of ADK's REST API, for tests ----------------------------------------------------------
 
+
 class AdkClient:
     """A small client of ADK's REST API, written as an ADK user would (nothing adkweb-specific)."""
 
@@ -123,7 +124,7 @@ class AdkClient:
             assert r.headers["content-type"].startswith("text/event-stream")
             for line in r.iter_lines():
                 if line.startswith("data: "):
-                    out.append(json.loads(line[len("data: "):]))
+                    out.append(json.loads(line[len("data: ") :]))
         return out
 
 
@@ -155,8 +156,12 @@ def function_response(events: list[dict[str, Any]], call_id: str) -> dict[str, A
 
 
 def function_calls(events: list[dict[str, Any]]) -> list[str]:
-    return [p["functionCall"]["name"] for e in events for p in (e.get("content") or {}).get("parts", [])
-            if p.get("functionCall")]
+    return [
+        p["functionCall"]["name"]
+        for e in events
+        for p in (e.get("content") or {}).get("parts", [])
+        if p.get("functionCall")
+    ]
 
 
 def texts(events: list[dict[str, Any]]) -> list[str]:

@@ -12,4 +12,5 @@ ADKWEB_EMBEDDED_WORKER = False
 ADKWEB_REQUEUE_AFTER_SECONDS = 1
 
 if DATABASES["default"]["ENGINE"].endswith("sqlite3"):  # noqa: F405
-    DATABASES["default"]["TEST"] = {"NAME": os.environ.get("ADKWEB_TEST_SQLITE", f"/tmp/adkweb-test-{os.getpid()}.sqlite3")}  # noqa: F405
+    test_db = os.environ.get("ADKWEB_TEST_SQLITE", f"/tmp/adkweb-test-{os.getpid()}.sqlite3")
+    DATABASES["default"]["TEST"] = {"NAME": test_db}  # noqa: F405

@@ -24,9 +24,15 @@ def test_admin_save_bumps_version_and_rejects_bad_generation_settings(client, de
     client.force_login(demo["admin"])
     config = AgentConfig.objects.get(name="stock_agent")
     form = {
-        "name": "stock_agent", "description": "d", "model": "demo-offline", "instruction": "i",
-        "tools": ["get_stock_price"], "generation_settings": '{"temperature": "hot"}', "enabled": "on",
-        "agent_tools-TOTAL_FORMS": "0", "agent_tools-INITIAL_FORMS": "0",
+        "name": "stock_agent",
+        "description": "d",
+        "model": "demo-offline",
+        "instruction": "i",
+        "tools": ["get_stock_price"],
+        "generation_settings": '{"temperature": "hot"}',
+        "enabled": "on",
+        "agent_tools-TOTAL_FORMS": "0",
+        "agent_tools-INITIAL_FORMS": "0",
     }
     url = f"/admin/agents_app/agentconfig/{config.pk}/change/"
     bad = client.post(url, form)
@@ -99,8 +105,12 @@ def test_code_defined_agent_is_an_app_and_runs(demo, worker, wait):
     assert "code_stock_agent" in app_names() and "reimbursement_agent" in app_names()
     session = services.session_create(app_name="code_stock_agent", user_id="requester")
     services.message_send(session=session, text="price of MSFT", actor=demo["requester"])
-    wait(lambda: StoredEvent.objects.filter(session=session, data__content__parts__0__text__icontains="$431.05").exists(),
-         what="the code agent's answer")
+    wait(
+        lambda: StoredEvent.objects.filter(
+            session=session, data__content__parts__0__text__icontains="$431.05"
+        ).exists(),
+        what="the code agent's answer",
+    )
 
 
 def test_login_page_shows_demo_logins_only_when_enabled(client, settings):
@@ -125,7 +135,10 @@ def test_agent_admin_role_edits_agents_in_the_admin_and_nothing_else(client, dem
 def test_static_files_are_served_by_the_app_with_their_type(client):
     css = client.get("/static/css/app.css")
     assert css.status_code == 200 and css["Content-Type"].startswith("text/css") and b".topbar" in css.content
-    assert client.get("/static/vendor/htmx-2.0.11.min.js")["Content-Type"] in {"text/javascript", "application/javascript"}
+    assert client.get("/static/vendor/htmx-2.0.11.min.js")["Content-Type"] in {
+        "text/javascript",
+        "application/javascript",
+    }
     assert client.get("/static/nope.css").status_code == 404
     escape = client.get("/static/../adkweb/settings.py")
     assert escape.status_code in (400, 404) and b"SECRET_KEY" not in escape.content

@@ -58,8 +58,13 @@ def test_edit_links_only_for_agent_admins(demo):
 
 
 def test_disabled_and_broken_agents_are_shown_plainly_and_escaped(demo):
-    AgentConfig.objects.create(name="broken_agent", enabled=False, tools=["no_such_tool"],
-                               instruction="<b>bold</b> & co", model="gemini-2.5-flash")
+    AgentConfig.objects.create(
+        name="broken_agent",
+        enabled=False,
+        tools=["no_such_tool"],
+        instruction="<b>bold</b> & co",
+        model="gemini-2.5-flash",
+    )
     page = _get(demo["requester"])
     broken = page.split('id="agent-broken_agent"')[1].split("</section>")[0]
     assert "disabled" in broken and "unknown tool" in broken and "No tool named" in broken
@@ -88,8 +93,12 @@ def _code_agent():
     from google.adk.tools.agent_tool import AgentTool
 
     helper = LlmAgent(name="helper", model="demo-offline", instruction="help")
-    return LlmAgent(name="code_agent", model="demo-offline", instruction="Instruction from code.",
-                    tools=[FunctionTool(func=lookup), AgentTool(agent=helper)])
+    return LlmAgent(
+        name="code_agent",
+        model="demo-offline",
+        instruction="Instruction from code.",
+        tools=[FunctionTool(func=lookup), AgentTool(agent=helper)],
+    )
 
 
 def __getattr__(name: str):

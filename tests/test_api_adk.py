@@ -64,8 +64,14 @@ def test_sessions_create_list_get_delete(demo, live_asgi, api_token):
     base = "/api/adk/apps/stock_agent/users/requester/sessions"
     r = http.post(base, json={"sessionId": "s1", "state": {"topic": "prices", "temp:x": 1}})
     assert r.status_code == 200, r.text
-    assert r.json() == {"id": "s1", "appName": "stock_agent", "userId": "requester", "state": {"topic": "prices"},
-                        "events": [], "lastUpdateTime": r.json()["lastUpdateTime"]}
+    assert r.json() == {
+        "id": "s1",
+        "appName": "stock_agent",
+        "userId": "requester",
+        "state": {"topic": "prices"},
+        "events": [],
+        "lastUpdateTime": r.json()["lastUpdateTime"],
+    }
     assert http.post(base, json={"session_id": "s2"}).json()["id"] == "s2"  # snake_case, as ADK accepts
     generated = http.post(base).json()["id"]  # no body at all
     assert http.post(base, json={"sessionId": "s1"}).json() == {"detail": "Session already exists: s1"}
@@ -94,8 +100,11 @@ def test_bad_input_is_refused_with_a_message(demo, live_asgi, api_token):
     body = {"appName": "stock_agent", "userId": "requester", "sessionId": "s", "newMessage": text_message("hi")}
 
     def run(payload=None, content=None):
-        r = http.post("/api/adk/run", json=payload) if content is None else http.post(
-            "/api/adk/run", content=content, headers={"Content-Type": "application/json"})
+        r = (
+            http.post("/api/adk/run", json=payload)
+            if content is None
+            else http.post("/api/adk/run", content=content, headers={"Content-Type": "application/json"})
+        )
         return r.status_code, r.json()["detail"]
 
     assert run(content=b"{not json")[0] == 400 and "Malformed JSON" in run(content=b"{not json")[1]
@@ -113,7 +122,9 @@ def test_bad_input_is_refused_with_a_message(demo, live_asgi, api_token):
     assert run({**body, "newMessage": mixed}) == (400, "Message cannot contain both function responses and text.")
     unknown = function_response_message("no-such-call", "ask_for_approval", {"status": "approved"})
     assert run({**body, "newMessage": unknown}) == (
-        400, "Function call not found for function response ids: no-such-call.")
+        400,
+        "Function call not found for function response ids: no-such-call.",
+    )
     assert http.post("/api/adk/apps/nope/users/requester/sessions").status_code == 404
     assert http.post("/api/adk/apps/stock_agent/users/requester/sessions", json={"state": [1]}).status_code == 400
     assert http.get("/api/adk/run").status_code == 405
@@ -127,7 +138,10 @@ def test_auth_is_required_and_user_paths_are_the_callers_own(demo, live_asgi, ap
     assert httpx.get(url, headers={"Authorization": "Token nope"}).json() == {"detail": "Invalid or revoked API token."}
     other = httpx.get(url, headers=api_token(demo["approver"]))  # approvers answer tickets; they are not staff
     assert other.status_code == 403
-    assert other.json()["detail"] == "You may only use your own sessions: the user in the path must be 'approver', not 'requester'."
+    assert (
+        other.json()["detail"]
+        == "You may only use your own sessions: the user in the path must be 'approver', not 'requester'."
+    )
     assert httpx.get(url, headers=api_token(demo["observer"])).status_code == 200  # observers watch every session
     assert httpx.post(url, headers=api_token(demo["observer"])).status_code == 403  # ...but do not act for others
     assert httpx.post(url, headers=api_token(demo["admin"])).status_code == 200  # staff may
@@ -180,7 +194,9 @@ def test_a_run_that_does_not_finish_in_time_is_a_504(demo, worker, adk_client, s
     session = client.create_session("stock_agent")
     row = AdkSession.objects.get(session_id=session["id"])
     # Another worker holds the session: our turn stays queued.
-    AdkSession.objects.filter(pk=row.pk).update(lease_owner="elsewhere", lease_expires_at=timezone.now() + timedelta(minutes=5))
+    AdkSession.objects.filter(pk=row.pk).update(
+        lease_owner="elsewhere", lease_expires_at=timezone.now() + timedelta(minutes=5)
+    )
     r = client.run("stock_agent", session["id"], text_message("GOOG?"))
     assert r.status_code == 504 and "did not finish within 1 s" in r.json()["detail"]
     AdkSession.objects.filter(pk=row.pk).update(lease_owner="", lease_expires_at=None)

@@ -23,8 +23,11 @@ def _ticket(wait, *, app="reimbursement_agent", user="requester", text="Please r
 
 
 def _said(session, words: str) -> bool:
-    return any(words in p.get("text", "") for e in StoredEvent.objects.filter(session=session)
-               for p in (e.data.get("content") or {}).get("parts", []))
+    return any(
+        words in p.get("text", "")
+        for e in StoredEvent.objects.filter(session=session)
+        for p in (e.data.get("content") or {}).get("parts", [])
+    )
 
 
 @pytest.fixture
@@ -84,10 +87,15 @@ def test_confirmation_tickets_take_confirmed_true_or_false(demo, worker, wait, a
     approver = as_user(demo["approver"])
     bad = approver.post(f"/api/pending-calls/{call.pk}/responses", json={"response": {"confirmed": "yes"}})
     assert bad.status_code == 400 and "confirmed" in bad.json()["detail"]
-    update = approver.post(f"/api/pending-calls/{call.pk}/responses", json={"response": {"confirmed": True}, "final": False})
+    update = approver.post(
+        f"/api/pending-calls/{call.pk}/responses", json={"response": {"confirmed": True}, "final": False}
+    )
     assert update.status_code == 400
     r = approver.post(f"/api/pending-calls/{call.pk}/reject", json={"reason": "unknown recipient"})
-    assert r.status_code == 201 and r.json()["response"] == {"confirmed": False, "payload": {"reason": "unknown recipient"}}
+    assert r.status_code == 201 and r.json()["response"] == {
+        "confirmed": False,
+        "payload": {"reason": "unknown recipient"},
+    }
     wait(lambda: _said(call.session, "Reason: unknown recipient"), what="the refusal reaching the tool")
 
 

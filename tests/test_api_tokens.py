@@ -73,4 +73,6 @@ def test_session_auth_needs_the_csrf_token_for_writes(demo):
 
 def test_token_requests_need_no_csrf(demo, api_token):
     client = Client(enforce_csrf_checks=True)
-    assert client.post(SESSIONS, content_type="application/json", headers=api_token(demo["requester"])).status_code == 200
+    assert (
+        client.post(SESSIONS, content_type="application/json", headers=api_token(demo["requester"])).status_code == 200
+    )

@@ -31,7 +31,9 @@ def test_approver_assigns_a_ticket_to_themself_and_gives_it_back(demo):
     r = approver.post(f"/tickets/{call.pk}/assign/", {"assign": "me"}, HTTP_HX_REQUEST="true")
     assert r.status_code == 200
     html = r.content.decode()
-    assert "Assigned to you." in html and "Assigned to <strong>approver</strong>" in html and ">Unassign</button>" in html
+    assert (
+        "Assigned to you." in html and "Assigned to <strong>approver</strong>" in html and ">Unassign</button>" in html
+    )
     assert PendingCall.objects.get(pk=call.pk).assigned_to == demo["approver"]
     inbox = approver.get("/?mine=on").content.decode()
     assert f'id="pending-call-{call.pk}"' in inbox and "· approver" in inbox

@@ -30,7 +30,8 @@ async def connect(path: str, user) -> tuple[WebsocketCommunicator, bool]:
 
 async def changed(call) -> None:
     await get_channel_layer().group_send(
-        "approvals", {"type": "ticket.changed", "ticket_id": call.pk, "session_pk": call.session_id})
+        "approvals", {"type": "ticket.changed", "ticket_id": call.pk, "session_pk": call.session_id}
+    )
 
 
 async def session_send(session_pk: int, message: dict) -> None:
@@ -64,7 +65,9 @@ async def test_new_ticket_is_pushed_to_the_top_of_page_one_with_the_count(demo):
     assert total == '<span id="inbox-total" hx-swap-oob="true">1 ticket</span>'
     assert count == '<span id="nav-open-count" class="badge" title="open tickets" hx-swap-oob="true">1</span>'
     # Table markup travels alone in its frame (body-mode parsing would drop <tr>/<tbody> tags).
-    assert rows.startswith('<tbody id="inbox-rows" hx-swap-oob="afterbegin">') and f'id="pending-call-{call.pk}"' in rows
+    assert (
+        rows.startswith('<tbody id="inbox-rows" hx-swap-oob="afterbegin">') and f'id="pending-call-{call.pk}"' in rows
+    )
     assert "meals · $200.00" in rows and empty == '<p id="inbox-empty" hx-swap-oob="delete"></p>'
     await communicator.disconnect()
 
@@ -140,21 +143,43 @@ async def test_ticket_socket_updates_other_tickets_cards_only_ignores_partials_a
     call = await make_ticket()
     other = await make_ticket(session=call.session)
     communicator, _ = await connect(f"/ws/tickets/{call.pk}/", demo["approver"])
-    await session_send(call.session_id, {"type": "ticket.changed", "ticket_id": other.pk, "session_pk": call.session_id})
+    await session_send(
+        call.session_id, {"type": "ticket.changed", "ticket_id": other.pk, "session_pk": call.session_id}
+    )
     html = await communicator.receive_from()
     assert f'id="conv-ticket-{other.pk}"' in html and "ticket-status" not in html and "nav-open-count" in html
-    await session_send(call.session_id, {"type": "session.partial", "session_pk": call.session_id, "event_id": "e",
-                                         "author": "reimbursement_agent", "text": "Do", "turn_id": 1})
+    await session_send(
+        call.session_id,
+        {
+            "type": "session.partial",
+            "session_pk": call.session_id,
+            "event_id": "e",
+            "author": "reimbursement_agent",
+            "text": "Do",
+            "turn_id": 1,
+        },
+    )
     assert await communicator.receive_nothing(timeout=0.2)
     event = await database_sync_to_async(StoredEvent.objects.create)(
-        session=call.session, event_id="ev-1", author="reimbursement_agent", timestamp=1.0,
-        data={"author": "reimbursement_agent", "content": {"role": "model", "parts": [{"text": "Done: I reimbursed <b>$200.00</b>."}]}})
+        session=call.session,
+        event_id="ev-1",
+        author="reimbursement_agent",
+        timestamp=1.0,
+        data={
+            "author": "reimbursement_agent",
+            "content": {"role": "model", "parts": [{"text": "Done: I reimbursed <b>$200.00</b>."}]},
+        },
+    )
     await session_send(call.session_id, {"type": "session.event", "session_pk": call.session_id, "event_pk": event.pk})
     html = await communicator.receive_from()
     assert '<div id="conversation-events" hx-swap-oob="beforeend">' in html
     assert "Done: I reimbursed &lt;b&gt;$200.00&lt;/b&gt;." in html
-    await session_send(call.session_id, {"type": "turn.finished", "session_pk": call.session_id, "turn_id": 1, "status": "done"})
-    assert '<span id="session-activity" class="chip act-waiting" hx-swap-oob="true">' in await communicator.receive_from()
+    await session_send(
+        call.session_id, {"type": "turn.finished", "session_pk": call.session_id, "turn_id": 1, "status": "done"}
+    )
+    assert (
+        '<span id="session-activity" class="chip act-waiting" hx-swap-oob="true">' in await communicator.receive_from()
+    )
     await session_send(call.session_id, {"type": "session.status", "session_pk": call.session_id})
     assert "session-activity" in await communicator.receive_from()
     await communicator.disconnect()
@@ -164,10 +189,20 @@ async def test_ticket_socket_updates_other_tickets_cards_only_ignores_partials_a
 async def test_ticket_socket_catches_up_after_the_page_and_skips_events_already_sent(demo):
     call = await make_ticket()
     create = database_sync_to_async(StoredEvent.objects.create)
-    first = await create(session=call.session, event_id="ev-a", author="user", timestamp=1.0,
-                         data={"author": "user", "content": {"role": "user", "parts": [{"text": "first"}]}})
-    second = await create(session=call.session, event_id="ev-b", author="reimbursement_agent", timestamp=2.0,
-                          data={"author": "reimbursement_agent", "content": {"role": "model", "parts": [{"text": "second"}]}})
+    first = await create(
+        session=call.session,
+        event_id="ev-a",
+        author="user",
+        timestamp=1.0,
+        data={"author": "user", "content": {"role": "user", "parts": [{"text": "first"}]}},
+    )
+    second = await create(
+        session=call.session,
+        event_id="ev-b",
+        author="reimbursement_agent",
+        timestamp=2.0,
+        data={"author": "reimbursement_agent", "content": {"role": "model", "parts": [{"text": "second"}]}},
+    )
     communicator, _ = await connect(f"/ws/tickets/{call.pk}/?after={first.pk}", demo["approver"])
     html = await communicator.receive_from()
     assert "second" in html and "first" not in html

@@ -109,8 +109,17 @@ def test_ticket_page_shows_call_initial_response_and_actions(client, demo):
     call = ticket()
     html = login(client, demo["approver"]).get(f"/tickets/{call.pk}/").content.decode()
     assert f"Ticket #{call.pk} · ask_for_approval · adkweb" in html
-    for text in ("meals", "$200.00", call.initial_response["ticket-id"], ">Approve<", ">Reject<", ">Send update<",
-                 ">Custom response<", "Raw JSON", f'ws-connect="/ws/tickets/{call.pk}/?after=0"'):
+    for text in (
+        "meals",
+        "$200.00",
+        call.initial_response["ticket-id"],
+        ">Approve<",
+        ">Reject<",
+        ">Send update<",
+        ">Custom response<",
+        "Raw JSON",
+        f'ws-connect="/ws/tickets/{call.pk}/?after=0"',
+    ):
         assert text in html, text
 
 
@@ -127,7 +136,9 @@ def test_input_ticket_offers_a_form_built_from_its_schema(client, demo):
     c = login(client, demo["approver"])
     html = c.get(f"/tickets/{call.pk}/").content.decode()
     assert 'name="custom-s_model"' in html and 'name="custom-s_budget"' in html and ">Approve<" not in html
-    response = c.post(act(call, "custom"), {"custom-s_model": "X1 Carbon", "custom-s_budget": "1500", "custom-final": "on"})
+    response = c.post(
+        act(call, "custom"), {"custom-s_model": "X1 Carbon", "custom-s_budget": "1500", "custom-final": "on"}
+    )
     assert response.status_code == 302
     sent = Response.objects.get(pending_call=call)
     assert sent.payload == {"model": "X1 Carbon", "budget": 1500.0} and sent.final
@@ -156,11 +167,14 @@ def test_non_approver_cannot_act(client, demo):
 # -- actions ---------------------------------------------------------------------------------
 def test_approve_with_htmx_closes_ticket_queues_turn_and_returns_the_panel(client, demo):
     call = ticket()
-    response = login(client, demo["approver"]).post(act(call, "approve"), {"approve-comment": "ok by me"},
-                                                      HTTP_HX_REQUEST="true", HTTP_HX_TARGET="ticket-panel")
+    response = login(client, demo["approver"]).post(
+        act(call, "approve"), {"approve-comment": "ok by me"}, HTTP_HX_REQUEST="true", HTTP_HX_TARGET="ticket-panel"
+    )
     html = response.content.decode()
     assert response.status_code == 200 and html.lstrip().startswith('<div id="ticket-panel">')
-    assert "Approved. The agent is resuming" in html and "by <strong>approver</strong>" in html and ">Approve<" not in html
+    assert (
+        "Approved. The agent is resuming" in html and "by <strong>approver</strong>" in html and ">Approve<" not in html
+    )
     call.refresh_from_db()
     assert call.status == "approved" and call.closed_by == demo["approver"]
     sent = Response.objects.get(pending_call=call)
@@ -184,8 +198,10 @@ def test_reject_sends_the_reason_and_requires_one(client, demo):
 def test_send_update_keeps_the_ticket_open(client, demo):
     call = ticket()
     response = login(client, demo["approver"]).post(
-        act(call, "update"), {"update-message": "checking receipts", "update-progress": "40", "update-extra": '{"eta": "1h"}'},
-        HTTP_HX_REQUEST="true")
+        act(call, "update"),
+        {"update-message": "checking receipts", "update-progress": "40", "update-extra": '{"eta": "1h"}'},
+        HTTP_HX_REQUEST="true",
+    )
     assert response.status_code == 200 and ">Approve<" in response.content.decode()
     call.refresh_from_db()
     assert call.status == "in_progress" and call.is_open
@@ -196,8 +212,9 @@ def test_send_update_keeps_the_ticket_open(client, demo):
 
 def test_custom_response_bad_json_is_a_clear_error_and_sends_nothing(client, demo):
     call = ticket()
-    response = login(client, demo["approver"]).post(act(call, "custom"), {"custom-body": '{"status": ', "custom-final": "on"},
-                                                     HTTP_HX_REQUEST="true")
+    response = login(client, demo["approver"]).post(
+        act(call, "custom"), {"custom-body": '{"status": ', "custom-final": "on"}, HTTP_HX_REQUEST="true"
+    )
     html = response.content.decode()
     assert response.status_code == 400 and "is not valid JSON" in html and "nothing was sent" in html
     assert not Response.objects.exists() and not Turn.objects.exists()
@@ -216,7 +233,8 @@ def test_custom_response_must_be_an_object_and_can_be_intermediate(client, demo)
 def test_confirmation_custom_response_with_extra_keys_is_refused(client, demo):
     call = ticket(kind="confirmation")
     response = login(client, demo["approver"]).post(
-        act(call, "custom"), {"custom-body": '{"confirmed": true, "note": 1}', "custom-final": "on"})
+        act(call, "custom"), {"custom-body": '{"confirmed": true, "note": 1}', "custom-final": "on"}
+    )
     assert response.status_code == 400 and "unexpected keys: note" in response.content.decode()
     assert not Response.objects.exists()
 
@@ -230,7 +248,9 @@ def test_confirmation_approve_with_payload(client, demo):
 
 def test_second_approver_on_closed_ticket_is_told_and_nothing_is_sent(client, demo):
     call = ticket(status="approved", closed_by=demo["admin"])
-    response = login(client, demo["approver"]).post(act(call, "reject"), {"reject-reason": "no"}, HTTP_HX_REQUEST="true")
+    response = login(client, demo["approver"]).post(
+        act(call, "reject"), {"reject-reason": "no"}, HTTP_HX_REQUEST="true"
+    )
     html = response.content.decode()
     assert response.status_code == 409 and "already closed" in html and "by admin" in html
     assert ">Reject<" not in html and not Response.objects.exists() and not Turn.objects.exists()
@@ -260,5 +280,7 @@ def test_inbox_summary_follows_the_tools_parameter_order_not_the_json_key_order(
 
     from approvals.templatetags.approvals_tags import args_summary
 
-    call = SimpleNamespace(kind="long_running", tool_name="ask_for_approval", args={"amount": 200.0, "purpose": "meals"})
+    call = SimpleNamespace(
+        kind="long_running", tool_name="ask_for_approval", args={"amount": 200.0, "purpose": "meals"}
+    )
     assert args_summary(call) == "meals · $200.00"

@@ -55,7 +55,9 @@ def objs(demo) -> Objs:
 
 def counts() -> dict[str, Any]:
     return {
-        "sessions": AdkSession.objects.count(), "turns": Turn.objects.count(), "responses": Response.objects.count(),
+        "sessions": AdkSession.objects.count(),
+        "turns": Turn.objects.count(),
+        "responses": Response.objects.count(),
         "events": StoredEvent.objects.count(),
         "ticket statuses": sorted(PendingCall.objects.values_list("pk", "status", "assigned_to")),
     }
@@ -100,7 +102,12 @@ def api_json_cases(o: Objs) -> list[tuple[str, str, str, Any]]:
         ("responses", responses, "comment is a number", {"response": {"status": "approved"}, "comment": 5}),
         ("responses", responses, "unknown key", {"response": {"status": "approved"}, "approve": True}),
         ("responses", responses, "huge comment", {"response": {"status": "approved"}, "comment": MB}),
-        ("responses", responses, "huge comment (the forms allow 2000 characters)", {"response": {}, "comment": "c" * 2001}),
+        (
+            "responses",
+            responses,
+            "huge comment (the forms allow 2000 characters)",
+            {"response": {}, "comment": "c" * 2001},
+        ),
         ("responses (input)", input_responses, "does not fit the schema", {"response": {"budget": "lots"}}),
         ("responses (input)", input_responses, "missing a required key", {"response": {"budget": 5}}),
         ("approve (input)", f"/api/pending-calls/{o.input_call.pk}/approve", "schema needs a model", {}),
@@ -134,19 +141,68 @@ def api_json_cases(o: Objs) -> list[tuple[str, str, str, Any]]:
         ("run", "/api/adk/run", "no parts", {**run, "newMessage": {"role": "user", "parts": []}}),
         ("run", "/api/adk/run", "text is a number", msg({"text": 5})),
         ("run", "/api/adk/run", "text and function response", msg({"text": "hi"}, {"functionResponse": fr})),
-        ("run", "/api/adk/run", "function call from the user", msg({"functionCall": {"name": "reimburse", "args": {}}})),
+        (
+            "run",
+            "/api/adk/run",
+            "function call from the user",
+            msg({"functionCall": {"name": "reimburse", "args": {}}}),
+        ),
         ("run", "/api/adk/run", "unknown function response id", msg({"functionResponse": {**fr, "id": "nope"}})),
-        ("run", "/api/adk/run", "function response without id", msg({"functionResponse": {"name": "x", "response": {}}})),
+        (
+            "run",
+            "/api/adk/run",
+            "function response without id",
+            msg({"functionResponse": {"name": "x", "response": {}}}),
+        ),
         ("run", "/api/adk/run", "response is a list", msg({"functionResponse": {**fr, "response": [1]}})),
         ("run", "/api/adk/run", "not an approver", msg({"functionResponse": fr})),
         ("run", "/api/adk/run", "same call answered twice", msg({"functionResponse": fr}, {"functionResponse": fr})),
-        ("run", "/api/adk/run", "two invocations", msg(
-            {"functionResponse": fr}, {"functionResponse": {"id": o.input_call.call_id, "name": "adk_request_input",
-                                                            "response": {"model": "x"}}})),
-        ("run", "/api/adk/run", "input that fails the schema", msg(
-            {"functionResponse": {"id": o.input_call.call_id, "name": "adk_request_input", "response": {"budget": 1}}})),
-        ("run", "/api/adk/run", "wrong invocationId", {**msg({"functionResponse": {
-            "id": o.input_call.call_id, "name": "adk_request_input", "response": {"model": "x"}}}), "invocationId": "inv-9"}),
+        (
+            "run",
+            "/api/adk/run",
+            "two invocations",
+            msg(
+                {"functionResponse": fr},
+                {
+                    "functionResponse": {
+                        "id": o.input_call.call_id,
+                        "name": "adk_request_input",
+                        "response": {"model": "x"},
+                    }
+                },
+            ),
+        ),
+        (
+            "run",
+            "/api/adk/run",
+            "input that fails the schema",
+            msg(
+                {
+                    "functionResponse": {
+                        "id": o.input_call.call_id,
+                        "name": "adk_request_input",
+                        "response": {"budget": 1},
+                    }
+                }
+            ),
+        ),
+        (
+            "run",
+            "/api/adk/run",
+            "wrong invocationId",
+            {
+                **msg(
+                    {
+                        "functionResponse": {
+                            "id": o.input_call.call_id,
+                            "name": "adk_request_input",
+                            "response": {"model": "x"},
+                        }
+                    }
+                ),
+                "invocationId": "inv-9",
+            },
+        ),
         ("run", "/api/adk/run", "stateDelta is a list", {**msg({"text": "hi"}), "stateDelta": [1]}),
         ("run", "/api/adk/run", "streaming is a string", {**msg({"text": "hi"}), "streaming": "yes"}),
         ("run", "/api/adk/run", "1 MB sessionId", {**msg({"text": "hi"}), "sessionId": MB}),
@@ -172,7 +228,9 @@ API_USER = {"responses": "approver", "approve": "approver", "reject": "approver"
 
 # Bodies the contract accepts: approve/reject and session creation take no body, and JSON null
 # means no body (as in ADK's FastAPI server). Any other non-object ([] , 0, false) is refused.
-ACCEPTED = {(endpoint, "JSON null") for endpoint in ("approve", "reject", "create session", "create session (deprecated)")}
+ACCEPTED = {
+    (endpoint, "JSON null") for endpoint in ("approve", "reject", "create session", "create session (deprecated)")
+}
 
 
 def _client(o: Objs, who: str) -> Client:
@@ -218,7 +276,11 @@ def test_api_raw_garbage_bodies(objs, endpoint):
 def test_api_wrong_json_for_each_endpoint(objs):
     failures: list[str] = []
     for endpoint, path, label, value in api_json_cases(objs):
-        who = "approver" if endpoint in API_USER or endpoint.startswith("responses") and "input" not in endpoint else "requester"
+        who = (
+            "approver"
+            if endpoint in API_USER or endpoint.startswith("responses") and "input" not in endpoint
+            else "requester"
+        )
         c = _client(objs, who)
         with transaction.atomic():
             before = counts()
@@ -231,10 +293,15 @@ def test_api_wrong_json_for_each_endpoint(objs):
 
 def test_closed_ticket_is_409_and_changes_nothing(objs):
     c = _client(objs, "approver")
-    assert c.post(f"/api/pending-calls/{objs.call.pk}/approve", data="{}", content_type="application/json").status_code == 201
-    for path, body in [(f"/api/pending-calls/{objs.call.pk}/approve", {}),
-                       (f"/api/pending-calls/{objs.call.pk}/reject", {"reason": "late"}),
-                       (f"/api/pending-calls/{objs.call.pk}/responses", {"response": {"status": "x"}, "final": False})]:
+    assert (
+        c.post(f"/api/pending-calls/{objs.call.pk}/approve", data="{}", content_type="application/json").status_code
+        == 201
+    )
+    for path, body in [
+        (f"/api/pending-calls/{objs.call.pk}/approve", {}),
+        (f"/api/pending-calls/{objs.call.pk}/reject", {"reason": "late"}),
+        (f"/api/pending-calls/{objs.call.pk}/responses", {"response": {"status": "x"}, "final": False}),
+    ]:
         before = counts()
         r = c.post(path, data=json.dumps(body), content_type="application/json")
         assert r.status_code == 409 and "detail" in r.json(), (path, r.status_code, r.content)
@@ -286,7 +353,13 @@ def page_cases(o: Objs) -> list[tuple[str, str, str, str, Any]]:
         ("approver", tk("custom"), "JSON request body", "application/json", json.dumps({"custom-body": "{}"})),
         ("approver", tk("custom"), "body over the upload limit", "form", {"custom-body": TOO_BIG}),
         ("requester", tk("custom", i), "input missing a required field", "form", {"custom-s_budget": "5"}),
-        ("requester", tk("custom", i), "input number not a number", "form", {"custom-s_model": "m", "custom-s_budget": "x"}),
+        (
+            "requester",
+            tk("custom", i),
+            "input number not a number",
+            "form",
+            {"custom-s_model": "m", "custom-s_budget": "x"},
+        ),
     ]
 
 
@@ -310,9 +383,16 @@ def test_page_posts_with_bad_input(objs):
     assert not failures, "\n".join(failures)
 
 
-@pytest.mark.parametrize("body", [{"username": "approver", "password": "nope"}, {"username": MB, "password": "x"},
-                                  {"username": "approver"}, {"username": "a\u0000b", "password": "x"}],
-                         ids=["wrong password", "1 MB username", "no password", "NUL in username"])
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"username": "approver", "password": "nope"},
+        {"username": MB, "password": "x"},
+        {"username": "approver"},
+        {"username": "a\u0000b", "password": "x"},
+    ],
+    ids=["wrong password", "1 MB username", "no password", "NUL in username"],
+)
 def test_login_with_bad_input_rerenders_the_form_with_an_error(db, body):
     """Django's LoginView answers a failed login with the form again (200), never a 5xx, and logs
     nobody in. (Only non-field errors are shown by templates/registration/login.html: a missing

@@ -33,8 +33,9 @@ def _text_event(session, text: str = "Hello", author: str = "reimbursement_agent
     ev = Event(author=author, content=types.Content(role="model", parts=[types.Part(text=text)]))
     if event_id:
         ev.id = event_id
-    return StoredEvent.objects.create(session=session, event_id=ev.id, author=ev.author, timestamp=ev.timestamp,
-                                      data=event_to_json(ev))
+    return StoredEvent.objects.create(
+        session=session, event_id=ev.id, author=ev.author, timestamp=ev.timestamp, data=event_to_json(ev)
+    )
 
 
 async def _send(group: str, **message) -> None:
@@ -101,13 +102,27 @@ async def test_streaming_chunks_then_final_event_replaces_them(demo, session):
     comm, _ = await _connect(f"/ws/sessions/{session.pk}/", demo["requester"])
     await comm.receive_from()
     group = session_group(session.pk)
-    await _send(group, type="session.partial", session_pk=session.pk, event_id="ev-1", author="reimbursement_agent",
-                text="Hello <b>", turn_id=1)
+    await _send(
+        group,
+        type="session.partial",
+        session_pk=session.pk,
+        event_id="ev-1",
+        author="reimbursement_agent",
+        text="Hello <b>",
+        turn_id=1,
+    )
     first = await comm.receive_from()
     assert first.startswith('<div hx-swap-oob="beforeend:#conversation-events">')
     assert 'id="event-ev-1"' in first and 'id="event-ev-1-stream"' in first and "Hello &lt;b&gt;" in first
-    await _send(group, type="session.partial", session_pk=session.pk, event_id="ev-1", author="reimbursement_agent",
-                text="world ", turn_id=1)
+    await _send(
+        group,
+        type="session.partial",
+        session_pk=session.pk,
+        event_id="ev-1",
+        author="reimbursement_agent",
+        text="world ",
+        turn_id=1,
+    )
     assert (await comm.receive_from()).strip() == '<span hx-swap-oob="beforeend:#event-ev-1-stream">world </span>'
     stored = await sync_to_async(_text_event)(session, "Hello <b>world", event_id="ev-1")
     await _send(group, type="session.event", session_pk=session.pk, event_pk=stored.pk)
@@ -115,7 +130,9 @@ async def test_streaming_chunks_then_final_event_replaces_them(demo, session):
     assert final.startswith('<article id="event-ev-1"') and 'hx-swap-oob="true"' in final
     assert "event-streaming" not in final and "Hello &lt;b&gt;world" in final
     # a late chunk of a finished event is ignored
-    await _send(group, type="session.partial", session_pk=session.pk, event_id="ev-1", author="x", text="late", turn_id=1)
+    await _send(
+        group, type="session.partial", session_pk=session.pk, event_id="ev-1", author="x", text="late", turn_id=1
+    )
     assert await comm.receive_nothing(timeout=0.2)
     await comm.disconnect()
 
@@ -127,8 +144,9 @@ async def test_status_and_failed_turn_and_stale_stream(demo, session):
     turn = await sync_to_async(Turn.objects.create)(session=session, kind="message", content={}, status="running")
     await _send(group, type="session.status", session_pk=session.pk)
     assert "running" in await comm.receive_from()
-    await _send(group, type="session.partial", session_pk=session.pk, event_id="ev-9", author="a", text="par",
-                turn_id=turn.pk)
+    await _send(
+        group, type="session.partial", session_pk=session.pk, event_id="ev-9", author="a", text="par", turn_id=turn.pk
+    )
     await comm.receive_from()
     turn.status, turn.error = "failed", "RuntimeError: the model <exploded>"
     await sync_to_async(turn.save)()
@@ -143,12 +161,28 @@ async def test_status_and_failed_turn_and_stale_stream(demo, session):
 
 def _ticket_event(session):
     call = types.FunctionCall(id="call-7", name="ask_for_approval", args={"purpose": "meals", "amount": 200.0})
-    ev = Event(author="reimbursement_agent", content=types.Content(role="model", parts=[types.Part(function_call=call)]),
-               long_running_tool_ids={"call-7"})
-    stored = StoredEvent.objects.create(session=session, event_id=ev.id, author=ev.author, timestamp=ev.timestamp,
-                                        data=event_to_json(ev), interrupt_ids=["call-7"])
-    ticket = PendingCall.objects.create(session=session, app_name=session.app_name, requester="requester",
-                                        kind="long_running", call_id="call-7", call_name="ask_for_approval", event=stored)
+    ev = Event(
+        author="reimbursement_agent",
+        content=types.Content(role="model", parts=[types.Part(function_call=call)]),
+        long_running_tool_ids={"call-7"},
+    )
+    stored = StoredEvent.objects.create(
+        session=session,
+        event_id=ev.id,
+        author=ev.author,
+        timestamp=ev.timestamp,
+        data=event_to_json(ev),
+        interrupt_ids=["call-7"],
+    )
+    ticket = PendingCall.objects.create(
+        session=session,
+        app_name=session.app_name,
+        requester="requester",
+        kind="long_running",
+        call_id="call-7",
+        call_name="ask_for_approval",
+        event=stored,
+    )
     return stored, ticket
 
 
@@ -199,7 +233,7 @@ async def test_list_socket_respects_filters_and_adds_new_rows_on_page_one(demo, 
     await sync_to_async(turn.save)()
     await _send(SESSIONS_GROUP, type="session.status", session_pk=session.pk)
     html = await comm.receive_from()
-    assert html.startswith('<tbody hx-swap-oob="afterbegin:#session-rows">') and f'session-row-{session.pk}' in html
+    assert html.startswith('<tbody hx-swap-oob="afterbegin:#session-rows">') and f"session-row-{session.pk}" in html
     await comm.disconnect()
 
 
@@ -216,6 +250,8 @@ async def test_full_asgi_stack_uses_the_login_session_cookie(demo, session):
     connected, _ = await comm.connect()
     assert connected and "session-status" in await comm.receive_from()
     await comm.disconnect()
-    comm = WebsocketCommunicator(application, f"/ws/sessions/{session.pk}/", headers=[(b"origin", b"http://testserver")])
+    comm = WebsocketCommunicator(
+        application, f"/ws/sessions/{session.pk}/", headers=[(b"origin", b"http://testserver")]
+    )
     connected, _ = await comm.connect()
     assert not connected

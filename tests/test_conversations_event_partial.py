@@ -24,7 +24,9 @@ def _render(event, **ctx) -> str:
 
 def test_user_and_agent_text_are_escaped_and_keep_the_event_dom_id(demo):
     session = services.session_create(app_name="summary_agent", user_id="requester")
-    ev = Event(author="summary_agent", content=types.Content(role="model", parts=[types.Part(text="<script>x</script> hi")]))
+    ev = Event(
+        author="summary_agent", content=types.Content(role="model", parts=[types.Part(text="<script>x</script> hi")])
+    )
     html = _render(_store(session, ev))
     assert f'id="event-{ev.id}"' in html
     assert "&lt;script&gt;x&lt;/script&gt; hi" in html and "<script>x" not in html
@@ -34,18 +36,37 @@ def test_user_and_agent_text_are_escaped_and_keep_the_event_dom_id(demo):
 def test_long_running_call_links_to_its_ticket_and_response_is_a_card(demo):
     session = services.session_create(app_name="reimbursement_agent", user_id="requester")
     call = types.FunctionCall(id="call-1", name="ask_for_approval", args={"purpose": "meals", "amount": 200.0})
-    ev = Event(author="reimbursement_agent", content=types.Content(role="model", parts=[types.Part(function_call=call)]),
-               long_running_tool_ids={"call-1"})
+    ev = Event(
+        author="reimbursement_agent",
+        content=types.Content(role="model", parts=[types.Part(function_call=call)]),
+        long_running_tool_ids={"call-1"},
+    )
     stored = _store(session, ev)
-    ticket = PendingCall.objects.create(session=session, app_name=session.app_name, requester="requester",
-                                        kind="long_running", call_id="call-1", call_name="ask_for_approval")
+    ticket = PendingCall.objects.create(
+        session=session,
+        app_name=session.app_name,
+        requester="requester",
+        kind="long_running",
+        call_id="call-1",
+        call_name="ask_for_approval",
+    )
     html = _render(stored)
     assert "Waits for a human" in html and "ask_for_approval" in html
     assert "purpose: meals · amount: $200.00" in html
     assert f'href="/tickets/{ticket.pk}/"' in html and f'id="conv-ticket-{ticket.pk}"' in html
-    resp = Event(author="reimbursement_agent", content=types.Content(role="user", parts=[
-        types.Part(function_response=types.FunctionResponse(id="call-1", name="ask_for_approval",
-                                                            response={"status": "pending"}))]))
+    resp = Event(
+        author="reimbursement_agent",
+        content=types.Content(
+            role="user",
+            parts=[
+                types.Part(
+                    function_response=types.FunctionResponse(
+                        id="call-1", name="ask_for_approval", response={"status": "pending"}
+                    )
+                )
+            ],
+        ),
+    )
     html = _render(_store(session, resp))
     assert "Result of" in html and "status: pending" in html and "<details>" in html
 

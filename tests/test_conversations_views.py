@@ -50,8 +50,14 @@ def test_observers_and_approvers_list_every_conversation(demo, sessions, who):
 
 def test_list_shows_status_and_filters_by_agent_and_status(demo, sessions):
     mine, other = sessions["mine"], sessions["other"]
-    PendingCall.objects.create(session=mine, app_name=mine.app_name, requester="requester", kind="long_running",
-                               call_id="c1", call_name="ask_for_approval")
+    PendingCall.objects.create(
+        session=mine,
+        app_name=mine.app_name,
+        requester="requester",
+        kind="long_running",
+        call_id="c1",
+        call_name="ask_for_approval",
+    )
     Turn.objects.create(session=other, kind="message", content={}, status="failed", error="boom")
     c = _client(demo["observer"])
     html = c.get("/sessions/").content.decode()
@@ -173,11 +179,14 @@ def test_new_conversation_creates_session_and_sends_first_message(demo):
     assert Turn.objects.get(session=session).content["parts"][0]["text"] == "What is GOOG at?"
 
 
-@pytest.mark.parametrize("data, error", [
-    ({"agent": "stock_agent", "text": " "}, "The message is empty"),
-    ({"agent": "no_such_agent", "text": "hi"}, "Pick one of the enabled agents"),
-    ({"agent": "", "text": "hi"}, "This field is required"),
-])
+@pytest.mark.parametrize(
+    "data, error",
+    [
+        ({"agent": "stock_agent", "text": " "}, "The message is empty"),
+        ({"agent": "no_such_agent", "text": "hi"}, "Pick one of the enabled agents"),
+        ({"agent": "", "text": "hi"}, "This field is required"),
+    ],
+)
 def test_new_conversation_refuses_bad_input(demo, data, error):
     r = _client(demo["requester"]).post("/sessions/new/", data)
     assert r.status_code == 400 and error in r.content.decode()
@@ -204,16 +213,30 @@ def test_conversation_page_shows_events_tickets_and_failed_turns_in_constant_que
     s = sessions["mine"]
 
     def store(ev):
-        return StoredEvent.objects.create(session=s, event_id=ev.id, author=ev.author, timestamp=ev.timestamp,
-                                          data=event_to_json(ev))
+        return StoredEvent.objects.create(
+            session=s, event_id=ev.id, author=ev.author, timestamp=ev.timestamp, data=event_to_json(ev)
+        )
 
     def add_round(n):
-        store(Event(author="user", content=types.Content(role="user", parts=[types.Part(text=f"Please reimburse {n}")])))
+        store(
+            Event(author="user", content=types.Content(role="user", parts=[types.Part(text=f"Please reimburse {n}")]))
+        )
         call = types.FunctionCall(id=f"call-{n}", name="ask_for_approval", args={"amount": n})
-        store(Event(author="reimbursement_agent", long_running_tool_ids={f"call-{n}"},
-                    content=types.Content(role="model", parts=[types.Part(function_call=call)])))
-        return PendingCall.objects.create(session=s, app_name=s.app_name, requester="requester", kind="long_running",
-                                          call_id=f"call-{n}", call_name="ask_for_approval")
+        store(
+            Event(
+                author="reimbursement_agent",
+                long_running_tool_ids={f"call-{n}"},
+                content=types.Content(role="model", parts=[types.Part(function_call=call)]),
+            )
+        )
+        return PendingCall.objects.create(
+            session=s,
+            app_name=s.app_name,
+            requester="requester",
+            kind="long_running",
+            call_id=f"call-{n}",
+            call_name="ask_for_approval",
+        )
 
     ticket = add_round(1)
     Turn.objects.create(session=s, kind="message", content={}, status="failed", error="Boom: tool exploded")

@@ -33,8 +33,9 @@ def embedded_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[
     env.update(DJANGO_SETTINGS_MODULE="adkweb.settings", DATABASE_URL=f"sqlite:///{db}", PYTHONPATH=str(ROOT))
 
     def manage(*args: str) -> str:
-        done = subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env=env, capture_output=True, text=True,
-                              timeout=120)
+        done = subprocess.run(
+            [sys.executable, "manage.py", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
+        )
         assert done.returncode == 0, done.stderr
         return done.stdout.strip()
 
@@ -44,8 +45,13 @@ def embedded_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[
     key = manage("create_api_token", "approver").splitlines()[-1]
     port = _free_port()
     log = open(db.parent / "server.log", "w")
-    server = subprocess.Popen([sys.executable, "manage.py", "runserver", f"127.0.0.1:{port}", "--noreload"], cwd=ROOT,
-                              env=env, stdout=log, stderr=subprocess.STDOUT)
+    server = subprocess.Popen(
+        [sys.executable, "manage.py", "runserver", f"127.0.0.1:{port}", "--noreload"],
+        cwd=ROOT,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60
     while True:

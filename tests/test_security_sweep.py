@@ -59,8 +59,13 @@ def world(demo) -> World:
     users = {**demo, "mallory": User.objects.create_user("mallory", password="mallory-pw"), "anonymous": None}
     session = agent_services.session_create(app_name="reimbursement_agent", user_id="requester", session_id=SESSION_ID)
     call = ticket(session=session, args={"purpose": SECRET_ARG, "amount": 200.0})
-    failed = Turn.objects.create(session=session, kind=Turn.Kind.MESSAGE, status=Turn.Status.FAILED,
-                                 content={"role": "user", "parts": [{"text": "hi"}]}, error="the agent was disabled")
+    failed = Turn.objects.create(
+        session=session,
+        kind=Turn.Kind.MESSAGE,
+        status=Turn.Status.FAILED,
+        content={"role": "user", "parts": [{"text": "hi"}]},
+        error="the agent was disabled",
+    )
     return World(users=users, session=session, call=call, failed_turn=failed)
 
 
@@ -114,10 +119,20 @@ def _send(c: Client, method: str, path: str, body: Any) -> Any:
 def targets(w: World) -> list[Target]:
     s, t = w.session, w.call
     adk_sessions = "/api/adk/apps/reimbursement_agent/users/requester/sessions"
-    answer_by_run = ("json", {  # the requester's own session, answering the approver's ticket
-        "appName": "reimbursement_agent", "userId": "requester", "sessionId": SESSION_ID,
-        "newMessage": {"role": "user", "parts": [{"functionResponse": {
-            "id": t.call_id, "name": t.call_name, "response": {"status": "approved"}}}]}})
+    answer_by_run = (
+        "json",
+        {  # the requester's own session, answering the approver's ticket
+            "appName": "reimbursement_agent",
+            "userId": "requester",
+            "sessionId": SESSION_ID,
+            "newMessage": {
+                "role": "user",
+                "parts": [
+                    {"functionResponse": {"id": t.call_id, "name": t.call_name, "response": {"status": "approved"}}}
+                ],
+            },
+        },
+    )
     act = {
         "approve": {},
         "reject": {"reject-reason": "no receipt"},
@@ -125,79 +140,261 @@ def targets(w: World) -> list[Target]:
         "custom": {"custom-body": '{"status": "approved"}', "custom-final": "on"},
     }
     rows = [
-        Target("login page", "login", "/accounts/login/", False,
-               {"GET": E(200, 200, 200, 200, 200), "POST": E(200, 200, 200, 200, 200)}),
-        Target("logout", "logout", "/accounts/logout/", False,
-               {"GET": E(405, 405, 405, 405, 405), "POST": E(302, 302, 302, 302, 302)}),
-        Target("list-apps", "adk_api:list-apps", "/api/adk/list-apps", True,
-               {"GET": E(401, 200, 200, 200, 200), "POST": E(405, 405, 405, 405, 405)}),
-        Target("requester's ADK sessions", "adk_api:sessions", adk_sessions, True,
-               {"GET": E(401, 200, 403, 200, 403), "POST": E(401, 200, 403, 403, 403)}, {"POST": ("json", {})}),
-        Target("ADK sessions of a missing app", "adk_api:sessions", "/api/adk/apps/no_such_app/users/requester/sessions",
-               True, {"GET": E(401, 404, 403, 404, 403), "POST": E(401, 404, 403, 403, 403)}, {"POST": ("json", {})}),
-        Target("requester's ADK session", "adk_api:session", f"{adk_sessions}/{SESSION_ID}", True,
-               {"GET": E(401, 200, 403, 200, 403), "POST": E(401, 409, 403, 403, 403),
-                "DELETE": E(401, 200, 403, 403, 403)}, {"POST": ("json", {})}),
-        Target("missing ADK session", "adk_api:session", f"{adk_sessions}/no-such-session", True,
-               {"GET": E(401, 404, 403, 404, 403), "DELETE": E(401, 404, 403, 403, 403)}),
-        Target("run (answering a ticket)", "adk_api:run", "/api/adk/run", True,
-               {"GET": E(405, 405, 405, 405, 405), "POST": E(401, 403, 403, 403, 403)}, {"POST": answer_by_run}),
-        Target("run_sse (answering a ticket)", "adk_api:run-sse", "/api/adk/run_sse", True,
-               {"GET": E(405, 405, 405, 405, 405), "POST": E(401, 403, 403, 403, 403)}, {"POST": answer_by_run}),
-        Target("pending-calls list", "approvals_api:pending-calls", "/api/pending-calls?status=all", True,
-               {"GET": E(401, 200, 200, 200, 200), "POST": E(405, 405, 405, 405, 405)}),
-        Target("pending-call", "approvals_api:pending-call", f"/api/pending-calls/{t.pk}", True,
-               {"GET": E(401, 200, 404, 200, 200), "POST": E(405, 405, 405, 405, 405)}),
-        Target("missing pending-call", "approvals_api:pending-call", f"/api/pending-calls/{MISSING}", True,
-               {"GET": E(401, 404, 404, 404, 404)}),
-        Target("pending-call responses", "approvals_api:responses", f"/api/pending-calls/{t.pk}/responses", True,
-               {"GET": E(401, 200, 404, 200, 200), "POST": E(401, 403, 404, 403, 201)},
-               {"POST": ("json", {"response": {"status": "approved"}, "final": True})}),
-        Target("pending-call approve", "approvals_api:approve", f"/api/pending-calls/{t.pk}/approve", True,
-               {"GET": E(405, 405, 405, 405, 405), "POST": E(401, 403, 404, 403, 201)}, {"POST": ("json", {})}),
-        Target("pending-call reject", "approvals_api:reject", f"/api/pending-calls/{t.pk}/reject", True,
-               {"GET": E(405, 405, 405, 405, 405), "POST": E(401, 403, 404, 403, 201)},
-               {"POST": ("json", {"reason": "no"})}),
-        Target("pending-call assign", "approvals_api:assign", f"/api/pending-calls/{t.pk}/assign", True,
-               {"GET": E(405, 405, 405, 405, 405), "POST": E(401, 403, 404, 403, 200)},
-               {"POST": ("json", {"assignee": "me"})}),
-        Target("missing pending-call approve", "approvals_api:approve", f"/api/pending-calls/{MISSING}/approve", True,
-               {"POST": E(401, 404, 404, 404, 404)}, {"POST": ("json", {})}),
-        Target("inbox", "approvals:inbox", "/", False,
-               {"GET": E(LOGIN, 302, 302, 302, 200), "POST": PAGE_405}),
-        Target("ticket page", "approvals:ticket", f"/tickets/{t.pk}/", False,
-               {"GET": E(LOGIN, 200, 404, 200, 200), "POST": PAGE_405}),
-        Target("missing ticket page", "approvals:ticket", f"/tickets/{MISSING}/", False,
-               {"GET": E(LOGIN, 404, 404, 404, 404)}),
-        *[Target(f"ticket {a}", "approvals:ticket-act", f"/tickets/{t.pk}/{a}/", False,
-                 {"GET": PAGE_405, "POST": E(LOGIN, 403, 404, 403, 302)}, {"POST": body}) for a, body in act.items()],
-        Target("ticket assign to me", "approvals:ticket-assign", f"/tickets/{t.pk}/assign/", False,
-               {"GET": PAGE_405, "POST": E(LOGIN, 403, 404, 403, 302)}, {"POST": {"assign": "me"}}),
-        Target("missing ticket assign", "approvals:ticket-assign", f"/tickets/{MISSING}/assign/", False,
-               {"POST": E(LOGIN, 404, 404, 404, 404)}, {"POST": {"assign": "me"}}),
-        Target("ticket unknown action", "approvals:ticket-act", f"/tickets/{t.pk}/bogus/", False,
-               {"POST": E(LOGIN, 404, 404, 404, 404)}),
-        Target("missing ticket approve", "approvals:ticket-act", f"/tickets/{MISSING}/approve/", False,
-               {"POST": E(LOGIN, 404, 404, 404, 404)}),
-        Target("conversation list", "agents_app:session-list", "/sessions/", False,
-               {"GET": E(LOGIN, 200, 200, 200, 200), "POST": PAGE_405}),
-        Target("new conversation", "agents_app:session-new", "/sessions/new/", False,
-               {"GET": E(LOGIN, 200, 200, 200, 200), "POST": E(LOGIN, 302, 302, 302, 302)},
-               {"POST": {"agent": "stock_agent", "text": "What is GOOG at?"}}),
-        Target("conversation", "agents_app:session-detail", f"/sessions/{s.pk}/", False,
-               {"GET": E(LOGIN, 200, 404, 200, 200), "POST": PAGE_405}),
-        Target("missing conversation", "agents_app:session-detail", f"/sessions/{MISSING}/", False,
-               {"GET": E(LOGIN, 404, 404, 404, 404)}),
-        Target("message post", "agents_app:message-post", f"/sessions/{s.pk}/messages/", False,
-               {"GET": PAGE_405, "POST": E(LOGIN, 302, 404, 403, 403)}, {"POST": {"text": "hello"}}),
-        Target("missing conversation message", "agents_app:message-post", f"/sessions/{MISSING}/messages/", False,
-               {"POST": E(LOGIN, 404, 404, 404, 404)}, {"POST": {"text": "hello"}}),
-        Target("retry a failed turn", "agents_app:turn-retry", f"/sessions/{s.pk}/turns/{w.failed_turn.pk}/retry/", False,
-               {"GET": PAGE_405, "POST": E(LOGIN, 302, 404, 403, 302)}),
-        Target("retry a missing turn", "agents_app:turn-retry", f"/sessions/{s.pk}/turns/{MISSING}/retry/", False,
-               {"POST": E(LOGIN, 404, 404, 403, 404)}),
-        Target("agents", "agents_app:agent-list", "/agents/", False,
-               {"GET": E(LOGIN, 200, 200, 200, 200), "POST": PAGE_405}),
+        Target(
+            "login page",
+            "login",
+            "/accounts/login/",
+            False,
+            {"GET": E(200, 200, 200, 200, 200), "POST": E(200, 200, 200, 200, 200)},
+        ),
+        Target(
+            "logout",
+            "logout",
+            "/accounts/logout/",
+            False,
+            {"GET": E(405, 405, 405, 405, 405), "POST": E(302, 302, 302, 302, 302)},
+        ),
+        Target(
+            "list-apps",
+            "adk_api:list-apps",
+            "/api/adk/list-apps",
+            True,
+            {"GET": E(401, 200, 200, 200, 200), "POST": E(405, 405, 405, 405, 405)},
+        ),
+        Target(
+            "requester's ADK sessions",
+            "adk_api:sessions",
+            adk_sessions,
+            True,
+            {"GET": E(401, 200, 403, 200, 403), "POST": E(401, 200, 403, 403, 403)},
+            {"POST": ("json", {})},
+        ),
+        Target(
+            "ADK sessions of a missing app",
+            "adk_api:sessions",
+            "/api/adk/apps/no_such_app/users/requester/sessions",
+            True,
+            {"GET": E(401, 404, 403, 404, 403), "POST": E(401, 404, 403, 403, 403)},
+            {"POST": ("json", {})},
+        ),
+        Target(
+            "requester's ADK session",
+            "adk_api:session",
+            f"{adk_sessions}/{SESSION_ID}",
+            True,
+            {
+                "GET": E(401, 200, 403, 200, 403),
+                "POST": E(401, 409, 403, 403, 403),
+                "DELETE": E(401, 200, 403, 403, 403),
+            },
+            {"POST": ("json", {})},
+        ),
+        Target(
+            "missing ADK session",
+            "adk_api:session",
+            f"{adk_sessions}/no-such-session",
+            True,
+            {"GET": E(401, 404, 403, 404, 403), "DELETE": E(401, 404, 403, 403, 403)},
+        ),
+        Target(
+            "run (answering a ticket)",
+            "adk_api:run",
+            "/api/adk/run",
+            True,
+            {"GET": E(405, 405, 405, 405, 405), "POST": E(401, 403, 403, 403, 403)},
+            {"POST": answer_by_run},
+        ),
+        Target(
+            "run_sse (answering a ticket)",
+            "adk_api:run-sse",
+            "/api/adk/run_sse",
+            True,
+            {"GET": E(405, 405, 405, 405, 405), "POST": E(401, 403, 403, 403, 403)},
+            {"POST": answer_by_run},
+        ),
+        Target(
+            "pending-calls list",
+            "approvals_api:pending-calls",
+            "/api/pending-calls?status=all",
+            True,
+            {"GET": E(401, 200, 200, 200, 200), "POST": E(405, 405, 405, 405, 405)},
+        ),
+        Target(
+            "pending-call",
+            "approvals_api:pending-call",
+            f"/api/pending-calls/{t.pk}",
+            True,
+            {"GET": E(401, 200, 404, 200, 200), "POST": E(405, 405, 405, 405, 405)},
+        ),
+        Target(
+            "missing pending-call",
+            "approvals_api:pending-call",
+            f"/api/pending-calls/{MISSING}",
+            True,
+            {"GET": E(401, 404, 404, 404, 404)},
+        ),
+        Target(
+            "pending-call responses",
+            "approvals_api:responses",
+            f"/api/pending-calls/{t.pk}/responses",
+            True,
+            {"GET": E(401, 200, 404, 200, 200), "POST": E(401, 403, 404, 403, 201)},
+            {"POST": ("json", {"response": {"status": "approved"}, "final": True})},
+        ),
+        Target(
+            "pending-call approve",
+            "approvals_api:approve",
+            f"/api/pending-calls/{t.pk}/approve",
+            True,
+            {"GET": E(405, 405, 405, 405, 405), "POST": E(401, 403, 404, 403, 201)},
+            {"POST": ("json", {})},
+        ),
+        Target(
+            "pending-call reject",
+            "approvals_api:reject",
+            f"/api/pending-calls/{t.pk}/reject",
+            True,
+            {"GET": E(405, 405, 405, 405, 405), "POST": E(401, 403, 404, 403, 201)},
+            {"POST": ("json", {"reason": "no"})},
+        ),
+        Target(
+            "pending-call assign",
+            "approvals_api:assign",
+            f"/api/pending-calls/{t.pk}/assign",
+            True,
+            {"GET": E(405, 405, 405, 405, 405), "POST": E(401, 403, 404, 403, 200)},
+            {"POST": ("json", {"assignee": "me"})},
+        ),
+        Target(
+            "missing pending-call approve",
+            "approvals_api:approve",
+            f"/api/pending-calls/{MISSING}/approve",
+            True,
+            {"POST": E(401, 404, 404, 404, 404)},
+            {"POST": ("json", {})},
+        ),
+        Target("inbox", "approvals:inbox", "/", False, {"GET": E(LOGIN, 302, 302, 302, 200), "POST": PAGE_405}),
+        Target(
+            "ticket page",
+            "approvals:ticket",
+            f"/tickets/{t.pk}/",
+            False,
+            {"GET": E(LOGIN, 200, 404, 200, 200), "POST": PAGE_405},
+        ),
+        Target(
+            "missing ticket page",
+            "approvals:ticket",
+            f"/tickets/{MISSING}/",
+            False,
+            {"GET": E(LOGIN, 404, 404, 404, 404)},
+        ),
+        *[
+            Target(
+                f"ticket {a}",
+                "approvals:ticket-act",
+                f"/tickets/{t.pk}/{a}/",
+                False,
+                {"GET": PAGE_405, "POST": E(LOGIN, 403, 404, 403, 302)},
+                {"POST": body},
+            )
+            for a, body in act.items()
+        ],
+        Target(
+            "ticket assign to me",
+            "approvals:ticket-assign",
+            f"/tickets/{t.pk}/assign/",
+            False,
+            {"GET": PAGE_405, "POST": E(LOGIN, 403, 404, 403, 302)},
+            {"POST": {"assign": "me"}},
+        ),
+        Target(
+            "missing ticket assign",
+            "approvals:ticket-assign",
+            f"/tickets/{MISSING}/assign/",
+            False,
+            {"POST": E(LOGIN, 404, 404, 404, 404)},
+            {"POST": {"assign": "me"}},
+        ),
+        Target(
+            "ticket unknown action",
+            "approvals:ticket-act",
+            f"/tickets/{t.pk}/bogus/",
+            False,
+            {"POST": E(LOGIN, 404, 404, 404, 404)},
+        ),
+        Target(
+            "missing ticket approve",
+            "approvals:ticket-act",
+            f"/tickets/{MISSING}/approve/",
+            False,
+            {"POST": E(LOGIN, 404, 404, 404, 404)},
+        ),
+        Target(
+            "conversation list",
+            "agents_app:session-list",
+            "/sessions/",
+            False,
+            {"GET": E(LOGIN, 200, 200, 200, 200), "POST": PAGE_405},
+        ),
+        Target(
+            "new conversation",
+            "agents_app:session-new",
+            "/sessions/new/",
+            False,
+            {"GET": E(LOGIN, 200, 200, 200, 200), "POST": E(LOGIN, 302, 302, 302, 302)},
+            {"POST": {"agent": "stock_agent", "text": "What is GOOG at?"}},
+        ),
+        Target(
+            "conversation",
+            "agents_app:session-detail",
+            f"/sessions/{s.pk}/",
+            False,
+            {"GET": E(LOGIN, 200, 404, 200, 200), "POST": PAGE_405},
+        ),
+        Target(
+            "missing conversation",
+            "agents_app:session-detail",
+            f"/sessions/{MISSING}/",
+            False,
+            {"GET": E(LOGIN, 404, 404, 404, 404)},
+        ),
+        Target(
+            "message post",
+            "agents_app:message-post",
+            f"/sessions/{s.pk}/messages/",
+            False,
+            {"GET": PAGE_405, "POST": E(LOGIN, 302, 404, 403, 403)},
+            {"POST": {"text": "hello"}},
+        ),
+        Target(
+            "missing conversation message",
+            "agents_app:message-post",
+            f"/sessions/{MISSING}/messages/",
+            False,
+            {"POST": E(LOGIN, 404, 404, 404, 404)},
+            {"POST": {"text": "hello"}},
+        ),
+        Target(
+            "retry a failed turn",
+            "agents_app:turn-retry",
+            f"/sessions/{s.pk}/turns/{w.failed_turn.pk}/retry/",
+            False,
+            {"GET": PAGE_405, "POST": E(LOGIN, 302, 404, 403, 302)},
+        ),
+        Target(
+            "retry a missing turn",
+            "agents_app:turn-retry",
+            f"/sessions/{s.pk}/turns/{MISSING}/retry/",
+            False,
+            {"POST": E(LOGIN, 404, 404, 403, 404)},
+        ),
+        Target(
+            "agents",
+            "agents_app:agent-list",
+            "/agents/",
+            False,
+            {"GET": E(LOGIN, 200, 200, 200, 200), "POST": PAGE_405},
+        ),
     ]
     return rows
 
@@ -338,9 +535,12 @@ def test_token_in_header_passes_csrf_page_and_api(world):
     c = client_for(world, "approver", csrf=True)
     c.get(f"/tickets/{world.call.pk}/")
     token = c.cookies["csrftoken"].value
-    r = c.post(f"/api/pending-calls/{world.call.pk}/responses", data=json.dumps(
-        {"response": {"status": "in_progress"}, "final": False}), content_type="application/json",
-        HTTP_X_CSRFTOKEN=token)
+    r = c.post(
+        f"/api/pending-calls/{world.call.pk}/responses",
+        data=json.dumps({"response": {"status": "in_progress"}, "final": False}),
+        content_type="application/json",
+        HTTP_X_CSRFTOKEN=token,
+    )
     assert r.status_code == 201, r.content
     r = c.post(f"/tickets/{world.call.pk}/approve/", {}, HTTP_X_CSRFTOKEN=token, HTTP_HX_REQUEST="true")
     assert r.status_code == 200 and world.call.__class__.objects.get(pk=world.call.pk).status == "approved"
@@ -351,8 +551,12 @@ def test_api_token_requests_need_no_csrf_but_a_session_cookie_does(world):
 
     _, key = token_create(user=world.users["approver"])
     c = Client(enforce_csrf_checks=True)
-    r = c.post(f"/api/pending-calls/{world.call.pk}/approve", data="{}", content_type="application/json",
-               HTTP_AUTHORIZATION=f"Token {key}")
+    r = c.post(
+        f"/api/pending-calls/{world.call.pk}/approve",
+        data="{}",
+        content_type="application/json",
+        HTTP_AUTHORIZATION=f"Token {key}",
+    )
     assert r.status_code == 201, r.content
 
 
@@ -361,20 +565,41 @@ def ws_routes(world: World) -> list[tuple[str, str, dict[str, bool]]]:
     """(label, path, role -> may connect). Every route of adkweb/routing.py is here."""
     s, t = world.session, world.call
     return [
-        ("conversation list", "/ws/sessions/",
-         dict(anonymous=False, requester=True, mallory=True, observer=True, approver=True)),
-        ("conversation", f"/ws/sessions/{s.pk}/",
-         dict(anonymous=False, requester=True, mallory=False, observer=True, approver=True)),
-        ("missing conversation", f"/ws/sessions/{MISSING}/",
-         dict(anonymous=False, requester=False, mallory=False, observer=False, approver=False)),
-        ("approvals inbox", "/ws/approvals/",
-         dict(anonymous=False, requester=False, mallory=False, observer=False, approver=True)),
-        ("approvals nav count", "/ws/approvals/?nav=1",
-         dict(anonymous=False, requester=False, mallory=False, observer=False, approver=True)),
-        ("ticket", f"/ws/tickets/{t.pk}/",
-         dict(anonymous=False, requester=True, mallory=False, observer=True, approver=True)),
-        ("missing ticket", f"/ws/tickets/{MISSING}/",
-         dict(anonymous=False, requester=False, mallory=False, observer=False, approver=False)),
+        (
+            "conversation list",
+            "/ws/sessions/",
+            dict(anonymous=False, requester=True, mallory=True, observer=True, approver=True),
+        ),
+        (
+            "conversation",
+            f"/ws/sessions/{s.pk}/",
+            dict(anonymous=False, requester=True, mallory=False, observer=True, approver=True),
+        ),
+        (
+            "missing conversation",
+            f"/ws/sessions/{MISSING}/",
+            dict(anonymous=False, requester=False, mallory=False, observer=False, approver=False),
+        ),
+        (
+            "approvals inbox",
+            "/ws/approvals/",
+            dict(anonymous=False, requester=False, mallory=False, observer=False, approver=True),
+        ),
+        (
+            "approvals nav count",
+            "/ws/approvals/?nav=1",
+            dict(anonymous=False, requester=False, mallory=False, observer=False, approver=True),
+        ),
+        (
+            "ticket",
+            f"/ws/tickets/{t.pk}/",
+            dict(anonymous=False, requester=True, mallory=False, observer=True, approver=True),
+        ),
+        (
+            "missing ticket",
+            f"/ws/tickets/{MISSING}/",
+            dict(anonymous=False, requester=False, mallory=False, observer=False, approver=False),
+        ),
     ]
 
 
@@ -473,8 +698,9 @@ def test_tool_arguments_and_model_output_are_escaped_everywhere(world, worker, w
         args = json.dumps({"purpose": SCRIPT + " " + IMG, "amount": 500})
         agent_services.message_send(session=session, text=f"/call ask_for_approval {args}", streaming=False)
         call = wait(lambda: PendingCall.objects.filter(session=session).first(), what="the ticket")
-        wait(lambda: not Turn.objects.filter(session=session, status__in=["queued", "running"]).exists(),
-             what="the turn")
+        wait(
+            lambda: not Turn.objects.filter(session=session, status__in=["queued", "running"]).exists(), what="the turn"
+        )
         assert SCRIPT in call.args["purpose"], call.args  # the hostile text really is in the data
 
         async def drain(comm: WebsocketCommunicator) -> str:
@@ -490,12 +716,17 @@ def test_tool_arguments_and_model_output_are_escaped_everywhere(world, worker, w
 
         # The ticket socket renders the ticket panel when the ticket changes (an update is sent).
         ticket_socket = loop.run_until_complete(open_socket(f"/ws/tickets/{call.pk}/", world.users["approver"]))
-        loop.run_until_complete(get_channel_layer().group_send(
-            f"session-{session.pk}", {"type": "ticket.changed", "ticket_id": call.pk, "session_pk": session.pk}))
+        loop.run_until_complete(
+            get_channel_layer().group_send(
+                f"session-{session.pk}", {"type": "ticket.changed", "ticket_id": call.pk, "session_pk": session.pk}
+            )
+        )
         changed = loop.run_until_complete(drain(ticket_socket))  # card, status, history: no arguments
         assert changed and not any(raw in changed for raw in RAW_TAGS), changed
         loop.run_until_complete(ticket_socket.disconnect())
-        ticket_catch_up = loop.run_until_complete(open_socket(f"/ws/tickets/{call.pk}/?after=0", world.users["approver"]))
+        ticket_catch_up = loop.run_until_complete(
+            open_socket(f"/ws/tickets/{call.pk}/?after=0", world.users["approver"])
+        )
         _assert_escaped(loop.run_until_complete(drain(ticket_catch_up)), "ticket socket catch-up")
         loop.run_until_complete(ticket_catch_up.disconnect())
     finally:

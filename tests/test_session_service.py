@@ -93,7 +93,9 @@ async def test_list_sessions_for_a_user_and_for_all_users(session_service):
     assert sorted(s.id for s in one) == ["s1a", "s1b"]
     everyone = (await session_service.list_sessions(app_name=APP, user_id=None)).sessions
     assert {(s.user_id, s.id, s.state["key"]) for s in everyone} == {
-        ("u1", "s1a", "s1a"), ("u1", "s1b", "s1b"), ("u2", "s2a", "s2a"),
+        ("u1", "s1a", "s1a"),
+        ("u1", "s1b", "s1b"),
+        ("u2", "s2a", "s2a"),
     }
     assert (await session_service.list_sessions(app_name=APP, user_id="nobody")).sessions == []
 
@@ -215,7 +217,10 @@ async def test_append_event_with_every_field_round_trips(session_service):
         content=types.Content(role="model", parts=[types.Part(function_call=types.FunctionCall(id="c1", name="t"))]),
         turn_complete=True,
         actions=EventActions(
-            artifact_delta={"file": 0}, transfer_to_agent="agent", escalate=True, skip_summarization=True,
+            artifact_delta={"file": 0},
+            transfer_to_agent="agent",
+            escalate=True,
+            skip_summarization=True,
             state_delta={"k": {"nested": [1, 2.5, None, "x"]}},
         ),
         long_running_tool_ids={"c1", "c0"},
@@ -268,7 +273,8 @@ async def test_get_user_state(session_service):
     await session_service.append_event(session, _event({"user:counter": 1}))
     await session_service.append_event(session, _event({"user:counter": 2}))
     assert await session_service.get_user_state(app_name=APP, user_id="u1") == {
-        "profile": {"name": "Alice"}, "counter": 2,
+        "profile": {"name": "Alice"},
+        "counter": 2,
     }
     assert await session_service.get_user_state(app_name=APP, user_id="u2") == {}
     assert await session_service.get_user_state(app_name="other_app", user_id="u1") == {}

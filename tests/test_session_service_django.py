@@ -95,10 +95,12 @@ async def test_concurrent_writers_from_one_revision_exactly_one_wins(service):
     for i in range(5):
         latest = await service.get_session(app_name=APP, user_id="u", session_id="s")
         copies = [latest.model_copy(deep=True) for _ in range(2)]
-        results = await asyncio.gather(*(
-            sync_to_async(store, thread_sensitive=False)(copy, _event({f"k{i}-{n}": n}, f"inv{i}-{n}"))
-            for n, copy in enumerate(copies)
-        ))
+        results = await asyncio.gather(
+            *(
+                sync_to_async(store, thread_sensitive=False)(copy, _event({f"k{i}-{n}": n}, f"inv{i}-{n}"))
+                for n, copy in enumerate(copies)
+            )
+        )
         assert sorted(results) == ["stale", "stored"]
     got = await service.get_session(app_name=APP, user_id="u", session_id="s")
     assert len(got.events) == 5 and len(got.state) == 5
@@ -125,9 +127,14 @@ async def test_failing_event_hook_rolls_back_the_event(service):
 async def test_interrupt_and_response_ids_are_recorded(service):
     session = await service.create_session(app_name=APP, user_id="u", session_id="s")
     calls = [types.Part(function_call=types.FunctionCall(id=i, name="t", args={})) for i in ("c2", "c1", "c3")]
-    await service.append_event(session, Event(
-        author="agent", long_running_tool_ids={"c1", "c2"}, content=types.Content(role="model", parts=calls),
-    ))
+    await service.append_event(
+        session,
+        Event(
+            author="agent",
+            long_running_tool_ids={"c1", "c2"},
+            content=types.Content(role="model", parts=calls),
+        ),
+    )
     answer = types.Part(function_response=types.FunctionResponse(id="c1", name="t", response={"ok": True}))
     await service.append_event(session, Event(author="user", content=types.Content(role="user", parts=[answer])))
     rows = await _stored("s")
@@ -196,7 +203,10 @@ async def _run_script(service: DjangoSessionService) -> dict[str, list[Event]]:
             await service.create_session(app_name=app, user_id="u", session_id=f"{app}-s")
         runner = Runner(app_name=app, agent=await _agent(app), session_service=service)
         async for event in runner.run_async(
-            user_id="u", session_id=f"{app}-s", new_message=_message(sent, yielded[app]), state_delta=state_delta,
+            user_id="u",
+            session_id=f"{app}-s",
+            new_message=_message(sent, yielded[app]),
+            state_delta=state_delta,
             yield_user_message=True,
         ):
             yielded[app].append(event)
@@ -233,10 +243,13 @@ async def test_real_runs_cover_every_pause_type_and_record_interrupt_ids(ran):
     assert any(e.actions.requested_tool_confirmations for e in events)
     assert any(e.actions.skip_summarization for e in events)
     assert any(e.actions.state_delta == {"k": "v", "user:u": 1, "app:a": [1]} for e in events)
-    assert any(e.branch == "fan_out.summariser" and e.custom_metadata == {"source": "test", "score": 0.5} for e in events)
+    assert any(
+        e.branch == "fan_out.summariser" and e.custom_metadata == {"source": "test", "score": 0.5} for e in events
+    )
     # Each pause is recorded on the row of the event that raised it, and each answer on its own row.
-    pause_ids = {e.id: sorted(fc.id for fc in e.get_function_calls() if fc.id in (e.long_running_tool_ids or ()))
-                 for e in events}
+    pause_ids = {
+        e.id: sorted(fc.id for fc in e.get_function_calls() if fc.id in (e.long_running_tool_ids or ())) for e in events
+    }
     rows = [row for app in ran for row in await _stored(f"{app}-s")]
     assert {r["event_id"]: r["interrupt_ids"] for r in rows if r["interrupt_ids"]} == {
         event_id: ids for event_id, ids in pause_ids.items() if ids
@@ -249,8 +262,11 @@ async def test_real_runs_cover_every_pause_type_and_record_interrupt_ids(ran):
 async def test_text_with_a_nul_character_is_stored_on_every_backend(service):
     """PostgreSQL jsonb refuses U+0000; the event is stored with U+FFFD in its place."""
     session = await service.create_session(app_name="app", user_id="u")
-    event = Event(invocation_id="inv", author="model",
-                  content=types.Content(role="model", parts=[types.Part(text="before\x00after")]))
+    event = Event(
+        invocation_id="inv",
+        author="model",
+        content=types.Content(role="model", parts=[types.Part(text="before\x00after")]),
+    )
     await service.append_event(session, event)
     loaded = await service.get_session(app_name="app", user_id="u", session_id=session.id)
     assert loaded.events[-1].content.parts[0].text == "before\ufffdafter"

@@ -24,7 +24,9 @@ def _approval_that_fails(demo, wait):
     approvals.ticket_approve(call=call, actor=demo["approver"])
     settle(session, wait)
     turn = Turn.objects.filter(session=session).latest("id")
-    assert failed_turns(session) == [(turn.pk, "agents_app.agents.AgentNotFound: No enabled agent named 'reimbursement_agent'.")]
+    assert failed_turns(session) == [
+        (turn.pk, "agents_app.agents.AgentNotFound: No enabled agent named 'reimbursement_agent'.")
+    ]
     return session, turn
 
 
@@ -41,7 +43,9 @@ def test_a_failed_answer_runs_again_once_the_agent_is_back(demo, worker, wait):
     settle(session, wait, "the retried turn")
     assert [c["name"] for c in calls(session)][-1] == "reimburse"
     assert agent_texts(session)[-1] == "Done: I reimbursed $200.00 for meals."
-    assert failed_turns(session) == [] and ">Retry</button>" not in client.get(f"/sessions/{session.pk}/").content.decode()
+    assert (
+        failed_turns(session) == [] and ">Retry</button>" not in client.get(f"/sessions/{session.pk}/").content.decode()
+    )
     again = client.post(f"/sessions/{session.pk}/turns/{turn.pk}/retry/")
     assert again.status_code == 409 and "only a failed turn can be retried" in again.content.decode()
 
@@ -68,7 +72,7 @@ def test_a_turn_that_reached_the_agent_is_not_run_twice(demo, worker, wait, sett
     session = services.session_create(app_name=flaky.APP_NAME, user_id="requester")
     services.message_send(session=session, text="order 7 boom", actor=demo["requester"])
     settle(session, wait)
-    (turn_id, error), = failed_turns(session)
+    ((turn_id, error),) = failed_turns(session)
     assert "order system is down" in error
     client = Client()
     client.force_login(demo["requester"])
@@ -92,4 +96,6 @@ async def test_the_error_line_leaves_open_pages_when_retried(demo, worker, wait)
     while f'<div id="turn-{turn.pk}-error" hx-swap-oob="delete"></div>' not in seen:
         seen += await comm.receive_from(timeout=10)
     await comm.disconnect()
-    await sync_to_async(settle, thread_sensitive=False)(session, wait)  # it fails again (the agent is still disabled): a new error line
+    await sync_to_async(settle, thread_sensitive=False)(
+        session, wait
+    )  # it fails again (the agent is still disabled): a new error line

@@ -95,7 +95,9 @@ class DemoLlm(BaseLlm):
         # Rough token counts (words), so ADK's usage metrics have something to record.
         prompt = sum(len(_text(c).split()) for c in llm_request.contents)
         usage = types.GenerateContentResponseUsageMetadata(
-            prompt_token_count=prompt, candidates_token_count=len(text.split()), total_token_count=prompt + len(text.split())
+            prompt_token_count=prompt,
+            candidates_token_count=len(text.split()),
+            total_token_count=prompt + len(text.split()),
         )
         yield LlmResponse(content=types.Content(role="model", parts=parts), turn_complete=True, usage_metadata=usage)
 
@@ -136,33 +138,44 @@ class DemoLlm(BaseLlm):
                 return [_new_call("transfer_money", {"amount": amount, "recipient": recipient.group(1).strip()})]
             return [types.Part(text="Tell me how much to transfer and to whom, e.g. 'transfer $500 to Bob'.")]
         if "adk_request_input" in tools:
-            return [_new_call("adk_request_input", {
-                "message": f"Before I order '{text.strip()}': which model, and what is the budget?",
-                "response_schema": {
-                    "type": "object",
-                    "properties": {"model": {"type": "string"}, "budget": {"type": "number"}},
-                    "required": ["model"],
-                },
-            })]
+            return [
+                _new_call(
+                    "adk_request_input",
+                    {
+                        "message": f"Before I order '{text.strip()}': which model, and what is the budget?",
+                        "response_schema": {
+                            "type": "object",
+                            "properties": {"model": {"type": "string"}, "budget": {"type": "number"}},
+                            "required": ["model"],
+                        },
+                    },
+                )
+            ]
         agent_tools = [t for t in tools if t not in _KNOWN_FUNCTION_TOOLS]
         if agent_tools:
             return [_new_call(sorted(agent_tools)[0], {"request": text})]
         if not tools:
             return [types.Part(text=self._summarise(text))]
-        return [types.Part(text=(
-            f"{DEMO_LABEL}: I can call these tools: {', '.join(sorted(tools))}. "
-            "Try `/call <tool> {json args}`."
-        ))]
+        return [
+            types.Part(
+                text=(
+                    f"{DEMO_LABEL}: I can call these tools: {', '.join(sorted(tools))}. "
+                    "Try `/call <tool> {json args}`."
+                )
+            )
+        ]
 
     def _playground(self, name: str, raw_args: str, tools: set[str]) -> list[types.Part]:
         if name not in tools:
-            return [types.Part(text=f"There is no tool named {name!r} here. Tools: {', '.join(sorted(tools)) or 'none'}.")]
+            return [
+                types.Part(text=f"There is no tool named {name!r} here. Tools: {', '.join(sorted(tools)) or 'none'}.")
+            ]
         try:
             args = json.loads(raw_args) if raw_args.strip() else {}
         except json.JSONDecodeError as exc:
             return [types.Part(text=f"Those arguments are not valid JSON ({exc.msg}).")]
         if not isinstance(args, dict):
-            return [types.Part(text="Arguments must be a JSON object, e.g. {\"amount\": 200}.")]
+            return [types.Part(text='Arguments must be a JSON object, e.g. {"amount": 200}.')]
         return [_new_call(name, args)]
 
     @staticmethod
@@ -179,7 +192,9 @@ class DemoLlm(BaseLlm):
         note = resp.get("reason") or resp.get("comment") or resp.get("message")
         suffix = f" ({note})" if note else ""
         if name == "reimburse":
-            return f"Done: I reimbursed {_money(args.get('amount', resp.get('amount')))} for {args.get('purpose', resp.get('purpose', 'your expenses'))}."
+            amount = _money(args.get("amount", resp.get("amount")))
+            purpose = args.get("purpose", resp.get("purpose", "your expenses"))
+            return f"Done: I reimbursed {amount} for {purpose}."
         if name == "ask_for_approval":
             what = f"{_money(args.get('amount'))} for {args.get('purpose', 'your expenses')}"
             if status in APPROVED:
@@ -187,23 +202,39 @@ class DemoLlm(BaseLlm):
             if status in REJECTED:
                 return f"Sorry, your reimbursement of {what} was rejected{': ' + str(note) if note else '.'}"
             if status == "pending":
-                return f"Your reimbursement of {what} needs a manager's approval. I opened ticket {resp.get('ticket-id', '')} with {resp.get('approver', 'the approver')}."
+                ticket, approver = resp.get("ticket-id", ""), resp.get("approver", "the approver")
+                return (
+                    f"Your reimbursement of {what} needs a manager's approval. "
+                    f"I opened ticket {ticket} with {approver}."
+                )
             progress = resp.get("progress")
             pct = f" ({progress}% done)" if progress not in (None, "") else ""
-            return f"Update on your reimbursement of {what}: {note or status or 'in progress'}{pct}. I'll tell you when it's decided."
+            state = note or status or "in progress"
+            return f"Update on your reimbursement of {what}: {state}{pct}. I'll tell you when it's decided."
         if name == "create_ticket_long_running":
             ticket = resp.get("ticket_id") or resp.get("ticket-id")
             if status == "started":
-                return f"I'm creating a {args.get('urgency', '')} urgency ticket: {ticket} (status: started). I'll report back when it changes."
+                urgency = args.get("urgency", "")
+                return (
+                    f"I'm creating a {urgency} urgency ticket: {ticket} (status: started). "
+                    "I'll report back when it changes."
+                )
             return f"{'Ticket ' + str(ticket) if ticket else 'Your ticket'} is now {status or 'updated'}{suffix}."
         if name == "get_stock_price":
             value = resp.get("result")
             symbol = args.get("symbol", "that symbol")
-            return f"The current price of {symbol} is {_money(value)}." if value is not None else f"I couldn't find a price for {symbol}."
+            return (
+                f"The current price of {symbol} is {_money(value)}."
+                if value is not None
+                else f"I couldn't find a price for {symbol}."
+            )
         if name == "transfer_money":
             if "error" in resp:
-                return f"The transfer of {_money(args.get('amount'))} to {args.get('recipient')} was not made: {resp['error']}{' Reason: ' + str(resp['reason']) if resp.get('reason') else ''}"
-            return f"Transferred {_money(resp.get('amount'))} to {resp.get('recipient')} (transfer {resp.get('transfer-id')})."
+                reason = f" Reason: {resp['reason']}" if resp.get("reason") else ""
+                what = f"{_money(args.get('amount'))} to {args.get('recipient')}"
+                return f"The transfer of {what} was not made: {resp['error']}{reason}"
+            what = f"{_money(resp.get('amount'))} to {resp.get('recipient')}"
+            return f"Transferred {what} (transfer {resp.get('transfer-id')})."
         if name == "adk_request_input":
             if status in REJECTED:
                 return f"Understood, I won't go ahead{suffix}."
@@ -216,7 +247,13 @@ class DemoLlm(BaseLlm):
 
 
 _KNOWN_FUNCTION_TOOLS = {
-    "ask_for_approval", "reimburse", "create_ticket_long_running", "get_stock_price",
-    "transfer_money", "adk_request_input", "get_user_choice", "adk_request_confirmation",
+    "ask_for_approval",
+    "reimburse",
+    "create_ticket_long_running",
+    "get_stock_price",
+    "transfer_money",
+    "adk_request_input",
+    "get_user_choice",
+    "adk_request_confirmation",
 }
 LLMRegistry.register(DemoLlm)

@@ -30,24 +30,48 @@ If the manager rejects, you will inform the employee of the rejection.
 """
 
 DEMO_AGENTS = [
-    dict(name="reimbursement_agent", tools=["reimburse", "ask_for_approval"], instruction=REIMBURSEMENT_INSTRUCTION,
-         description="Reimburses employee expenses; asks a manager to approve anything over $100."),
-    dict(name="ticket_agent", tools=["create_ticket_long_running"],
-         instruction="Create support tickets with the requested urgency and report their status.",
-         description="Creates support tickets; the ticket id and final status arrive later."),
-    dict(name="stock_agent", tools=["get_stock_price"],
-         instruction="You are an agent who retrieves stock prices. If the price cannot be found, say so.",
-         description="Looks up (offline, mocked) stock prices."),
-    dict(name="summary_agent", tools=[], instruction="Summarise the text you are given in one or two sentences.",
-         description="Summarises text."),
-    dict(name="assistant_agent", tools=[], instruction="Use summary_agent to summarise what the user sends.",
-         description="Hands text to summary_agent (an agent used as a tool) and returns its summary."),
-    dict(name="transfer_agent", tools=["transfer_money"],
-         instruction="Transfer money when asked. Every transfer must be confirmed by a person first.",
-         description="Transfers money; each transfer needs a person's confirmation (ADK tool confirmation)."),
-    dict(name="intake_agent", tools=["adk_request_input", "get_user_choice"],
-         instruction="Before ordering equipment, ask the user for the details you need.",
-         description="Asks the user structured questions (ADK request_input) before acting."),
+    dict(
+        name="reimbursement_agent",
+        tools=["reimburse", "ask_for_approval"],
+        instruction=REIMBURSEMENT_INSTRUCTION,
+        description="Reimburses employee expenses; asks a manager to approve anything over $100.",
+    ),
+    dict(
+        name="ticket_agent",
+        tools=["create_ticket_long_running"],
+        instruction="Create support tickets with the requested urgency and report their status.",
+        description="Creates support tickets; the ticket id and final status arrive later.",
+    ),
+    dict(
+        name="stock_agent",
+        tools=["get_stock_price"],
+        instruction="You are an agent who retrieves stock prices. If the price cannot be found, say so.",
+        description="Looks up (offline, mocked) stock prices.",
+    ),
+    dict(
+        name="summary_agent",
+        tools=[],
+        instruction="Summarise the text you are given in one or two sentences.",
+        description="Summarises text.",
+    ),
+    dict(
+        name="assistant_agent",
+        tools=[],
+        instruction="Use summary_agent to summarise what the user sends.",
+        description="Hands text to summary_agent (an agent used as a tool) and returns its summary.",
+    ),
+    dict(
+        name="transfer_agent",
+        tools=["transfer_money"],
+        instruction="Transfer money when asked. Every transfer must be confirmed by a person first.",
+        description="Transfers money; each transfer needs a person's confirmation (ADK tool confirmation).",
+    ),
+    dict(
+        name="intake_agent",
+        tools=["adk_request_input", "get_user_choice"],
+        instruction="Before ordering equipment, ask the user for the details you need.",
+        description="Asks the user structured questions (ADK request_input) before acting.",
+    ),
 ]
 
 

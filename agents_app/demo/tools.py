@@ -60,8 +60,12 @@ def transfer_money(amount: float, recipient: str) -> dict[str, Any]:
         amount: The amount to transfer, in dollars.
         recipient: Who receives the money.
     """
-    return {"status": "transferred", "amount": amount, "recipient": recipient,
-            "transfer-id": f"TR-{uuid.uuid4().hex[:8].upper()}"}
+    return {
+        "status": "transferred",
+        "amount": amount,
+        "recipient": recipient,
+        "transfer-id": f"TR-{uuid.uuid4().hex[:8].upper()}",
+    }
 
 
 def _register_adk_pauses() -> None:

@@ -81,11 +81,23 @@ def event_parts(data: Any) -> list[dict[str, Any]]:
         if part.get("text"):
             out.append({"kind": "text", "text": part["text"]})
         elif call:
-            out.append({"kind": "call", "name": call.get("name", ""), "id": call.get("id", ""),
-                        "summary": summarize_args(call.get("args"))})
+            out.append(
+                {
+                    "kind": "call",
+                    "name": call.get("name", ""),
+                    "id": call.get("id", ""),
+                    "summary": summarize_args(call.get("args")),
+                }
+            )
         elif response:
-            out.append({"kind": "response", "name": response.get("name", ""), "id": response.get("id", ""),
-                        "summary": summarize_args(response.get("response"))})
+            out.append(
+                {
+                    "kind": "response",
+                    "name": response.get("name", ""),
+                    "id": response.get("id", ""),
+                    "summary": summarize_args(response.get("response")),
+                }
+            )
     error = data.get("error_message") or data.get("errorMessage")
     if error:
         out.append({"kind": "error", "text": error})

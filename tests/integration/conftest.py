@@ -51,9 +51,29 @@ def celery_worker_process(django_db_setup, django_db_blocker):
     }
     log = open(ROOT / f".celery-worker-{os.getpid()}.log", "w")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "adkweb", "worker", "-Q", "agents", "--pool", "threads",
-         "--concurrency", "4", "--loglevel", "INFO", "--without-gossip", "--without-mingle", "--without-heartbeat"],
-        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
+        [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "adkweb",
+            "worker",
+            "-Q",
+            "agents",
+            "--pool",
+            "threads",
+            "--concurrency",
+            "4",
+            "--loglevel",
+            "INFO",
+            "--without-gossip",
+            "--without-mingle",
+            "--without-heartbeat",
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
     )
     _wait_ready(proc, Path(log.name))
     yield proc
@@ -84,5 +104,8 @@ def worker(transactional_db, celery_worker_process):
     from agents_app.models import Turn
     from tests.conftest import wait_for
 
-    wait_for(lambda: not Turn.objects.filter(status__in=["queued", "running"]).exists(), timeout=30,
-             what="turns to finish before teardown")
+    wait_for(
+        lambda: not Turn.objects.filter(status__in=["queued", "running"]).exists(),
+        timeout=30,
+        what="turns to finish before teardown",
+    )

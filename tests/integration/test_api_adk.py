@@ -25,17 +25,26 @@ def test_approvals_api_approve_resumes_the_agent_in_the_worker(demo, worker, wai
 
     client = httpx.Client(base_url=live_asgi.url, headers=api_token(demo["requester"]), timeout=60)
     session = client.post("/api/adk/apps/reimbursement_agent/users/requester/sessions").json()
-    body = {"appName": "reimbursement_agent", "userId": "requester", "sessionId": session["id"],
-            "newMessage": {"role": "user", "parts": [{"text": "Please reimburse 300$ for travel"}]}}
+    body = {
+        "appName": "reimbursement_agent",
+        "userId": "requester",
+        "sessionId": session["id"],
+        "newMessage": {"role": "user", "parts": [{"text": "Please reimburse 300$ for travel"}]},
+    }
     assert client.post("/api/adk/run", json=body).status_code == 200
     call = PendingCall.objects.get(session__session_id=session["id"])
     approver = httpx.Client(base_url=live_asgi.url, headers=api_token(demo["approver"]), timeout=30)
     assert approver.post(f"/api/pending-calls/{call.pk}/approve").status_code == 201
 
     def reimbursed():
-        events = client.get(f"/api/adk/apps/reimbursement_agent/users/requester/sessions/{session['id']}").json()["events"]
-        return any("reimbursed $300.00 for travel" in p.get("text", "") for e in events
-                   for p in (e.get("content") or {}).get("parts", []))
+        events = client.get(f"/api/adk/apps/reimbursement_agent/users/requester/sessions/{session['id']}").json()[
+            "events"
+        ]
+        return any(
+            "reimbursed $300.00 for travel" in p.get("text", "")
+            for e in events
+            for p in (e.get("content") or {}).get("parts", [])
+        )
 
     wait(reimbursed, what="the reimbursement")
     client.close()

@@ -51,6 +51,7 @@ def own_layer():
 
 # -- helpers -------------------------------------------------------------------------------------
 
+
 async def communicator(path: str, user: Any) -> tuple[WebsocketCommunicator, bool]:
     comm = WebsocketCommunicator(app, path)
     comm.scope["user"] = user
@@ -58,8 +59,9 @@ async def communicator(path: str, user: Any) -> tuple[WebsocketCommunicator, boo
     return comm, connected
 
 
-async def receive_until(comm: WebsocketCommunicator, seen: Callable[[str], bool], what: str,
-                        timeout: float = TIMEOUT) -> list[str]:
+async def receive_until(
+    comm: WebsocketCommunicator, seen: Callable[[str], bool], what: str, timeout: float = TIMEOUT
+) -> list[str]:
     """Collect pushed frames until `seen(all frames joined)`; fail (showing them) after `timeout`."""
     frames: list[str] = []
     deadline = time.monotonic() + timeout
@@ -110,6 +112,7 @@ def test_channel_layer_waits_longer_than_its_blocking_pop():
 
 # -- the conversation socket ----------------------------------------------------------------------
 
+
 async def test_conversation_socket_shows_the_workers_events_then_the_reimbursement(demo, worker, own_layer):
     session = await sync_to_async(services.session_create)(app_name="reimbursement_agent", user_id="requester")
     comm, connected = await communicator(f"/ws/sessions/{session.pk}/?after=0", demo["requester"])
@@ -118,25 +121,34 @@ async def test_conversation_socket_shows_the_workers_events_then_the_reimburseme
 
     requester = Client()
     await sync_to_async(requester.force_login)(demo["requester"])
-    r = await sync_to_async(requester.post)(f"/sessions/{session.pk}/messages/", {"text": MESSAGE}, HTTP_HX_REQUEST="true")
+    r = await sync_to_async(requester.post)(
+        f"/sessions/{session.pk}/messages/", {"text": MESSAGE}, HTTP_HX_REQUEST="true"
+    )
     assert r.status_code == 200
 
     frames = await receive_until(
-        comm, lambda html: MESSAGE in html and "waiting for a human" in html and "Result of" in html,
-        "the user's message and the pending ask_for_approval call")
+        comm,
+        lambda html: MESSAGE in html and "waiting for a human" in html and "Result of" in html,
+        "the user's message and the pending ask_for_approval call",
+    )
     pushed = "".join(frames)
     assert "Waits for a human:" in pushed and "<code>ask_for_approval</code>" in pushed
     assert "purpose: meals · amount: $200.00" in pushed  # declared order, though jsonb reorders keys
     ticket = await sync_to_async(wait_for)(lambda: open_ticket(session.pk), what="the ticket")
     assert f'<a href="/tickets/{ticket.pk}/">Ticket #{ticket.pk}</a>' in pushed  # the link to answer it
     reply = next(f for f in frames if "Result of" in f)  # the tool's initial (pending) response
-    assert "<code>ask_for_approval</code>" in reply and "status: pending" in reply and "ticket-id: approval-ticket-" in reply
+    assert (
+        "<code>ask_for_approval</code>" in reply
+        and "status: pending" in reply
+        and "ticket-id: approval-ticket-" in reply
+    )
     assert DONE not in pushed
 
     approver = Client()
     await sync_to_async(approver.force_login)(demo["approver"])
-    r = await sync_to_async(approver.post)(f"/tickets/{ticket.pk}/approve/", {"approve-comment": "ok"},
-                                           HTTP_HX_REQUEST="true")
+    r = await sync_to_async(approver.post)(
+        f"/tickets/{ticket.pk}/approve/", {"approve-comment": "ok"}, HTTP_HX_REQUEST="true"
+    )
     assert r.status_code == 200, r.content.decode()[:500]
 
     frames = await receive_until(comm, lambda html: DONE in html, "the reimbursement text")
@@ -147,6 +159,7 @@ async def test_conversation_socket_shows_the_workers_events_then_the_reimburseme
 
 
 # -- the approvals inbox socket --------------------------------------------------------------------
+
 
 async def test_inbox_socket_gets_the_workers_new_ticket_and_the_nav_count(demo, worker, own_layer):
     from adkweb.asgi import application
@@ -165,10 +178,12 @@ async def test_inbox_socket_gets_the_workers_new_ticket_and_the_nav_count(demo, 
     assert connected
 
     session = await sync_to_async(services.conversation_start)(
-        app_name="reimbursement_agent", user=demo["requester"], text=MESSAGE)
+        app_name="reimbursement_agent", user=demo["requester"], text=MESSAGE
+    )
 
-    frames = await receive_until(inbox, lambda html: "meals · $200.00" in html and 'id="inbox-empty"' in html,
-                                 "the new ticket's row")
+    frames = await receive_until(
+        inbox, lambda html: "meals · $200.00" in html and 'id="inbox-empty"' in html, "the new ticket's row"
+    )
     ticket = await sync_to_async(PendingCall.objects.get)(session_id=session.pk)
     row = next(f for f in frames if f'id="pending-call-{ticket.pk}"' in f)
     assert row.startswith('<tbody id="inbox-rows" hx-swap-oob="afterbegin">')
@@ -186,12 +201,15 @@ async def test_inbox_socket_gets_the_workers_new_ticket_and_the_nav_count(demo, 
 
 # -- real websockets to a live server ------------------------------------------------------------
 
+
 def login(base_url: str, username: str, password: str) -> httpx.Client:
     """Log in through the login page, as a browser does; the client keeps the session cookie."""
     client = httpx.Client(base_url=base_url, timeout=30)
     assert client.get("/accounts/login/").status_code == 200
-    r = client.post("/accounts/login/", data={"username": username, "password": password,
-                                              "csrfmiddlewaretoken": client.cookies["csrftoken"]})
+    r = client.post(
+        "/accounts/login/",
+        data={"username": username, "password": password, "csrfmiddlewaretoken": client.cookies["csrftoken"]},
+    )
     assert r.status_code == 302, r.text[:500]
     assert "sessionid" in client.cookies
     return client
@@ -219,16 +237,21 @@ def test_real_websockets_with_a_login_cookie_receive_the_workers_events(demo, wo
     with pytest.raises(websockets.exceptions.InvalidStatus):
         ws_connect(live_asgi.ws_url + f"/ws/sessions/{session.pk}/", origin=live_asgi.url, open_timeout=10).close()
 
-    with open_socket(live_asgi, f"/ws/sessions/{session.pk}/?after=0", requester) as conversation, \
-            open_socket(live_asgi, "/ws/approvals/", approver) as inbox:
+    with (
+        open_socket(live_asgi, f"/ws/sessions/{session.pk}/?after=0", requester) as conversation,
+        open_socket(live_asgi, "/ws/approvals/", approver) as inbox,
+    ):
         assert 'id="session-status"' in conversation.recv(timeout=10)
 
         assert post(requester, f"/sessions/{session.pk}/messages/", {"text": MESSAGE}).status_code == 200
 
         frames = ws_receive_until(inbox, lambda html: "meals · $200.00" in html, "the new ticket in the inbox")
         assert 'title="open tickets" hx-swap-oob="true">1</span>' in "".join(frames)
-        frames = ws_receive_until(conversation, lambda html: MESSAGE in html and "waiting for a human" in html,
-                                  "the pending ask_for_approval call")
+        frames = ws_receive_until(
+            conversation,
+            lambda html: MESSAGE in html and "waiting for a human" in html,
+            "the pending ask_for_approval call",
+        )
         assert "<code>ask_for_approval</code>" in "".join(frames)
 
         ticket = wait_for(lambda: open_ticket(session.pk), what="the ticket")
