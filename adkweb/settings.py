@@ -37,6 +37,7 @@ INSTALLED_APPS = [
     "django_htmx",
     "template_partials",
     "channels",
+    "adkweb",  # shared plumbing: roles (setup_roles), errors, API and page helpers
     "agents_app",
     "approvals",
 ]
@@ -50,6 +51,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    "adkweb.http.RefusalMiddleware",
 ]
 
 ROOT_URLCONF = "adkweb.urls"
@@ -86,6 +88,10 @@ if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --- Auth -------------------------------------------------------------------------------
+AUTHENTICATION_BACKENDS = [
+    "django.contrib.auth.backends.ModelBackend",
+    "agents_app.tokens.TokenBackend",  # API keys: `Authorization: Token <key>` (adkweb.api)
+]
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
 ]

@@ -6,10 +6,9 @@ from typing import Any
 
 from django.contrib import admin, messages
 from django.http import HttpRequest
-from django.utils import timezone
 
-from .auth import key_new
 from .models import ApiToken
+from .tokens import token_create, tokens_revoke
 
 
 @admin.register(ApiToken)
@@ -26,16 +25,16 @@ class ApiTokenAdmin(admin.ModelAdmin):
         return (*self.readonly_fields, "user") if obj else self.readonly_fields
 
     def save_model(self, request: HttpRequest, obj: ApiToken, form: Any, change: bool) -> None:
-        if not change:
-            key, obj.prefix, obj.key_hash = key_new()
+        if change:
             super().save_model(request, obj, form, change)
-            messages.warning(
-                request, f"API key for {obj.user}: {key}  (copy it now: it is not stored and will not be shown again)"
-            )
             return
-        super().save_model(request, obj, form, change)
+        token, key = token_create(user=obj.user, name=obj.name)
+        obj.pk = token.pk
+        obj.refresh_from_db()
+        messages.warning(
+            request, f"API key for {obj.user}: {key}  (copy it now: it is not stored and will not be shown again)"
+        )
 
     @admin.action(description="Revoke selected tokens")
     def revoke(self, request: HttpRequest, queryset: Any) -> None:
-        count = queryset.filter(revoked_at__isnull=True).update(revoked_at=timezone.now())
-        self.message_user(request, f"Revoked {count} token(s).")
+        self.message_user(request, f"Revoked {tokens_revoke(tokens=queryset)} token(s).")

@@ -11,14 +11,16 @@ from typing import Any
 from django.conf import settings
 from django.utils.module_loading import import_string
 
+from adkweb.errors import NotFound
+
 from .models import AgentConfig
 from .tools import registry
 
 REJECTED_ERROR = "This tool call is rejected."
 
 
-class AgentNotFound(LookupError):
-    pass
+class AgentNotFound(NotFound):
+    """No enabled agent (app) by that name."""
 
 
 class AgentConfigError(ValueError):

@@ -10,7 +10,7 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.template.loader import render_to_string
 
-from approvals.permissions import can_retry_turns, can_view_session
+from adkweb.roles import can_retry_turns, can_view_session
 
 from . import selectors
 from .events import SESSIONS_GROUP, session_group

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from typing import Literal, TypedDict
 
-from asgiref.sync import async_to_sync
-from channels.layers import get_channel_layer
+from adkweb.live import agroup_send, group_send
 
 SESSIONS_GROUP = "sessions"  # every conversation list (status and last activity)
 
@@ -47,45 +46,32 @@ class TurnRetriedMessage(TypedDict):
     turn_id: int
 
 
-def _send(group: str, message: dict) -> None:
-    layer = get_channel_layer()
-    if layer is not None:
-        async_to_sync(layer.group_send)(group, message)
-
-
 def notify_session_event(*, session_pk: int, event_pk: int) -> None:
     """A stored event: every open page of that conversation appends it."""
-    _send(
+    group_send(
         session_group(session_pk), SessionEventMessage(type="session.event", session_pk=session_pk, event_pk=event_pk)
     )
 
 
 async def anotify_partial(*, session_pk: int, event_id: str, author: str, text: str, turn_id: int) -> None:
     """A streaming chunk (never stored): pages append it to the event with that id."""
-    layer = get_channel_layer()
-    if layer is not None:
-        await layer.group_send(
-            session_group(session_pk),
-            SessionPartialMessage(
-                type="session.partial",
-                session_pk=session_pk,
-                event_id=event_id,
-                author=author,
-                text=text,
-                turn_id=turn_id,
-            ),
-        )
+    await agroup_send(
+        session_group(session_pk),
+        SessionPartialMessage(
+            type="session.partial", session_pk=session_pk, event_id=event_id, author=author, text=text, turn_id=turn_id
+        ),
+    )
 
 
 def notify_session_status(*, session_pk: int) -> None:
     """The conversation's status changed (running, waiting, idle, failed)."""
     msg = SessionStatusMessage(type="session.status", session_pk=session_pk)
-    _send(session_group(session_pk), msg)
-    _send(SESSIONS_GROUP, msg)
+    group_send(session_group(session_pk), msg)
+    group_send(SESSIONS_GROUP, msg)
 
 
 def notify_turn_finished(*, session_pk: int, turn_id: int, status: str) -> None:
-    _send(
+    group_send(
         session_group(session_pk),
         TurnFinishedMessage(type="turn.finished", session_pk=session_pk, turn_id=turn_id, status=status),
     )
@@ -93,4 +79,6 @@ def notify_turn_finished(*, session_pk: int, turn_id: int, status: str) -> None:
 
 def notify_turn_retried(*, session_pk: int, turn_id: int) -> None:
     """A failed turn was queued again: pages drop its error line."""
-    _send(session_group(session_pk), TurnRetriedMessage(type="turn.retried", session_pk=session_pk, turn_id=turn_id))
+    group_send(
+        session_group(session_pk), TurnRetriedMessage(type="turn.retried", session_pk=session_pk, turn_id=turn_id)
+    )

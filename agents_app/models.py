@@ -76,6 +76,7 @@ class AdkSession(models.Model):
     class Meta:
         constraints = [models.UniqueConstraint(fields=["app_name", "user_id", "session_id"], name="unique_adk_session")]
         indexes = [models.Index(fields=["app_name", "update_time"])]
+        permissions = [("view_all_sessions", "Can watch every conversation (staff observers)")]
 
     def __str__(self) -> str:
         return f"{self.app_name}/{self.user_id}/{self.session_id}"

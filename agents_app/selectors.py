@@ -16,6 +16,8 @@ from typing import Any
 
 from django.db.models import Case, CharField, Exists, OuterRef, QuerySet, Subquery, Value, When
 
+from adkweb.roles import is_approver, is_observer
+
 from . import formatting
 from .models import AdkSession, StoredEvent, Turn
 
@@ -259,8 +261,6 @@ def sessions_with_status(qs: QuerySet | None = None) -> QuerySet:
 
 def sessions_visible_to(user: Any) -> QuerySet:
     """Observers and approvers see every conversation; anyone else their own."""
-    from approvals.permissions import is_approver, is_observer
-
     qs = AdkSession.objects.all()
     if not (is_observer(user) or is_approver(user)):
         qs = qs.filter(user_id=user.get_username())

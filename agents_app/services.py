@@ -14,6 +14,8 @@ from django.utils import timezone
 from google.genai import types
 from pydantic import ValidationError as PydanticValidationError
 
+from adkweb.errors import Conflict, Invalid
+
 from . import agents
 from .models import AdkSession, Turn
 from .session_service import DjangoSessionService
@@ -24,11 +26,11 @@ logger = logging.getLogger(__name__)
 ID_MAX_LENGTH = AdkSession._meta.get_field("session_id").max_length
 
 
-class InvalidMessage(ValueError):
+class InvalidMessage(Invalid):
     """A message the agent cannot take (HTTP 400)."""
 
 
-class TurnNotRetryable(Exception):
+class TurnNotRetryable(Conflict):
     """Only a failed turn that stored nothing can run again (HTTP 409)."""
 
 
@@ -73,8 +75,10 @@ def session_create(
         raise agents.AgentNotFound(f"No enabled agent named {app_name!r}.")
     for label, value in (("user id", user_id), ("session id", session_id or "")):
         if len(value) > ID_MAX_LENGTH:  # PostgreSQL would refuse the row with a DataError
-            raise ValueError(f"The {label} is longer than {ID_MAX_LENGTH} characters.")
-    session = DjangoSessionService()._create_session(app_name, user_id, state, session_id)
+            raise Invalid(f"The {label} is longer than {ID_MAX_LENGTH} characters.")
+    session = DjangoSessionService().create_session_sync(
+        app_name=app_name, user_id=user_id, state=state, session_id=session_id
+    )
     return AdkSession.objects.get(app_name=app_name, user_id=user_id, session_id=session.id)
 
 

@@ -135,11 +135,14 @@ class DjangoSessionService(BaseSessionService):
         state: dict[str, Any] | None = None,
         session_id: str | None = None,
     ) -> Session:
-        return await sync_to_async(self._create_session)(app_name, user_id, state, session_id)
+        return await sync_to_async(self.create_session_sync)(
+            app_name=app_name, user_id=user_id, state=state, session_id=session_id
+        )
 
+    # Sync twins of the async contract, for Django code that is not async (views, services, the API).
     @transaction.atomic
-    def _create_session(
-        self, app_name: str, user_id: str, state: dict[str, Any] | None, session_id: str | None
+    def create_session_sync(
+        self, *, app_name: str, user_id: str, state: dict[str, Any] | None = None, session_id: str | None = None
     ) -> Session:
         session_id = (session_id or "").strip() or str(uuid.uuid4())
         if AdkSession.objects.filter(app_name=app_name, user_id=user_id, session_id=session_id).exists():
@@ -173,10 +176,12 @@ class DjangoSessionService(BaseSessionService):
         session_id: str,
         config: GetSessionConfig | None = None,
     ) -> Session | None:
-        return await sync_to_async(self._get_session)(app_name, user_id, session_id, config)
+        return await sync_to_async(self.get_session_sync)(
+            app_name=app_name, user_id=user_id, session_id=session_id, config=config
+        )
 
-    def _get_session(
-        self, app_name: str, user_id: str, session_id: str, config: GetSessionConfig | None
+    def get_session_sync(
+        self, *, app_name: str, user_id: str, session_id: str, config: GetSessionConfig | None = None
     ) -> Session | None:
         row = AdkSession.objects.filter(app_name=app_name, user_id=user_id, session_id=session_id).first()
         if row is None:
@@ -196,9 +201,9 @@ class DjangoSessionService(BaseSessionService):
         return _to_session(row, merged, events)
 
     async def list_sessions(self, *, app_name: str, user_id: str | None = None) -> ListSessionsResponse:
-        return await sync_to_async(self._list_sessions)(app_name, user_id)
+        return await sync_to_async(self.list_sessions_sync)(app_name=app_name, user_id=user_id)
 
-    def _list_sessions(self, app_name: str, user_id: str | None) -> ListSessionsResponse:
+    def list_sessions_sync(self, *, app_name: str, user_id: str | None = None) -> ListSessionsResponse:
         rows = AdkSession.objects.filter(app_name=app_name)
         if user_id is not None:
             rows = rows.filter(user_id=user_id)
@@ -213,9 +218,9 @@ class DjangoSessionService(BaseSessionService):
         )
 
     async def delete_session(self, *, app_name: str, user_id: str, session_id: str) -> None:
-        await sync_to_async(self._delete_session)(app_name, user_id, session_id)
+        await sync_to_async(self.delete_session_sync)(app_name=app_name, user_id=user_id, session_id=session_id)
 
-    def _delete_session(self, app_name: str, user_id: str, session_id: str) -> None:
+    def delete_session_sync(self, *, app_name: str, user_id: str, session_id: str) -> None:
         AdkSession.objects.filter(app_name=app_name, user_id=user_id, session_id=session_id).delete()
 
     async def get_user_state(self, *, app_name: str, user_id: str) -> dict[str, Any]:

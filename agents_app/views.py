@@ -6,17 +6,14 @@ from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseForbidden
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
-from django_htmx.middleware import HtmxDetails
 
-from approvals.permissions import can_retry_turns, can_view_session, is_agent_admin
+from adkweb.errors import Refused
+from adkweb.http import HtmxHttpRequest
+from adkweb.roles import can_retry_turns, can_view_session, is_agent_admin
 
 from . import agent_cards, agents, selectors, services
 from .forms import MessageForm, NewConversationForm, SessionFilterForm
 from .models import AdkSession, Turn
-
-
-class HtmxHttpRequest(HttpRequest):
-    htmx: HtmxDetails
 
 
 def _visible_session(request: HttpRequest, pk: int) -> AdkSession:
@@ -90,10 +87,7 @@ def turn_retry(request: HtmxHttpRequest, pk: int, turn_id: int) -> HttpResponse:
             "Only the person who started this conversation or an approver can retry its turns."
         )
     turn = get_object_or_404(Turn, pk=turn_id, session=session)
-    try:
-        services.turn_retry(turn=turn)
-    except services.TurnNotRetryable as exc:
-        return HttpResponse(str(exc), status=409)
+    services.turn_retry(turn=turn)  # TurnNotRetryable: 409, by adkweb.http.RefusalMiddleware
     if request.htmx:
         return HttpResponse("Retrying…")
     return redirect("agents_app:session-detail", pk=session.pk)
@@ -112,7 +106,7 @@ def session_new(request: HttpRequest) -> HttpResponse:
             session = services.conversation_start(
                 app_name=form.cleaned_data["agent"], user=request.user, text=form.cleaned_data["text"]
             )
-        except (agents.AgentNotFound, services.InvalidMessage) as exc:
+        except Refused as exc:  # e.g. the agent was disabled meanwhile
             form.add_error(None, str(exc))
         else:
             return redirect("agents_app:session-detail", pk=session.pk)

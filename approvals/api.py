@@ -1,8 +1,8 @@
 """The approvals API (`/api/pending-calls...`): list, read and answer tickets over HTTP.
 
-Same rules as the inbox pages: the views parse and call `approvals.services`; refusals are
-`{"detail": ...}` with 400 (bad body for the ticket's kind), 403 (may not answer), 404 (missing
-or not visible), 409 (already closed).
+Same rules as the inbox pages: the views parse and call `approvals.services`, whose refusals
+(`adkweb.errors`) `api_view` answers as `{"detail": ...}`: 400 (bad body for the ticket's kind),
+403 (may not answer), 404 (missing or not visible), 409 (already closed).
 """
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ from django.http import HttpRequest, JsonResponse
 from django.urls import reverse
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr
 
-from agents_app.api.http import ApiError, api_view, int_param, json_body, parse
+from adkweb.api import api_view, int_param, json_body, parse
+from adkweb.errors import Invalid, NotFound
 
 from . import selectors, services
 from .models import PendingCall, Response
@@ -105,17 +106,17 @@ def response_json(response: Response) -> dict[str, Any]:
 def _visible(request: HttpRequest, ticket_id: int) -> PendingCall:
     call = selectors.ticket_visible_get(user=request.user, ticket_id=ticket_id)
     if call is None:
-        raise ApiError(404, f"Pending call not found: {ticket_id}")
+        raise NotFound(f"Pending call not found: {ticket_id}")
     return call
 
 
 def _filters(request: HttpRequest) -> selectors.InboxFilters:
     status = request.GET.get("status", "open")
     if status not in selectors.API_STATUS_FILTERS:
-        raise ApiError(400, f"Unknown status {status!r}; use one of: {', '.join(selectors.API_STATUS_FILTERS)}.")
+        raise Invalid(f"Unknown status {status!r}; use one of: {', '.join(selectors.API_STATUS_FILTERS)}.")
     kind = request.GET.get("kind", "")
     if kind and kind not in PendingCall.Kind.values:
-        raise ApiError(400, f"Unknown kind {kind!r}; use one of: {', '.join(PendingCall.Kind.values)}.")
+        raise Invalid(f"Unknown kind {kind!r}; use one of: {', '.join(PendingCall.Kind.values)}.")
     return selectors.InboxFilters(
         status=status, kind=kind, agent=request.GET.get("agent", ""), tool=request.GET.get("tool", "")
     )
@@ -152,16 +153,7 @@ def pending_call(request: HttpRequest, ticket_id: int) -> JsonResponse:
     return JsonResponse(ticket_json(call, responses=selectors.ticket_responses(call=call)))
 
 
-def _answer(submit: Any) -> JsonResponse:
-    """Run a services call that records a response; map its refusals to HTTP."""
-    try:
-        response = submit()
-    except services.NotAllowed as exc:
-        raise ApiError(403, str(exc)) from exc
-    except services.TicketClosed as exc:
-        raise ApiError(409, str(exc)) from exc
-    except services.InvalidResponse as exc:
-        raise ApiError(400, str(exc)) from exc
+def _created(response: Response) -> JsonResponse:
     return JsonResponse(response_json(response), status=201)
 
 
@@ -171,8 +163,8 @@ def responses(request: HttpRequest, ticket_id: int) -> JsonResponse:
     if request.method == "GET":
         return JsonResponse([response_json(r) for r in selectors.ticket_responses(call=call)], safe=False)
     body = parse(ResponseBody, json_body(request))
-    return _answer(
-        lambda: services.response_submit(
+    return _created(
+        services.response_submit(
             call=call, actor=request.user, payload=body.response, final=body.final, comment=body.comment
         )
     )
@@ -188,16 +180,14 @@ def _optional_body(request: HttpRequest) -> Any:
 def approve(request: HttpRequest, ticket_id: int) -> JsonResponse:
     call = _visible(request, ticket_id)
     body = parse(ApproveBody, _optional_body(request))
-    return _answer(
-        lambda: services.ticket_approve(call=call, actor=request.user, comment=body.comment, payload=body.payload)
-    )
+    return _created(services.ticket_approve(call=call, actor=request.user, comment=body.comment, payload=body.payload))
 
 
 @api_view("POST")
 def reject(request: HttpRequest, ticket_id: int) -> JsonResponse:
     call = _visible(request, ticket_id)
     body = parse(RejectBody, _optional_body(request))
-    return _answer(lambda: services.ticket_reject(call=call, actor=request.user, reason=body.reason or body.comment))
+    return _created(services.ticket_reject(call=call, actor=request.user, reason=body.reason or body.comment))
 
 
 @api_view("POST")
@@ -206,11 +196,6 @@ def assign(request: HttpRequest, ticket_id: int) -> JsonResponse:
     call = _visible(request, ticket_id)
     body = parse(AssignBody, json_body(request))
     if body.assignee not in (None, "me"):
-        raise ApiError(400, 'assignee must be "me" or null: approvers assign tickets to themselves.')
-    try:
-        call = services.ticket_assign(call=call, actor=request.user, assignee=request.user if body.assignee else None)
-    except services.NotAllowed as exc:
-        raise ApiError(403, str(exc)) from exc
-    except services.TicketClosed as exc:
-        raise ApiError(409, str(exc)) from exc
+        raise Invalid('assignee must be "me" or null: approvers assign tickets to themselves.')
+    call = services.ticket_assign(call=call, actor=request.user, assignee=request.user if body.assignee else None)
     return JsonResponse(ticket_json(selectors.ticket_get(ticket_id=call.pk)))

@@ -11,13 +11,14 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 from django.http import QueryDict
 from django.template.loader import render_to_string
 
+from adkweb.roles import is_approver
 from agents_app import selectors as conversations
 from agents_app.events import session_group
 
 from . import selectors
 from .events import APPROVALS_GROUP
 from .forms import InboxFilterForm
-from .permissions import can_view_call, is_approver
+from .permissions import can_view_call
 
 EVENT = "agents_app/partials/event.html"  # D2's readable event, shared with the conversation page
 TICKET_CARD = "agents_app/partials/ticket_card.html"

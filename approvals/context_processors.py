@@ -7,7 +7,7 @@ from typing import Any
 from django.conf import settings
 from django.http import HttpRequest
 
-from .permissions import is_agent_admin, is_approver, is_observer
+from adkweb.roles import is_agent_admin, is_approver, is_observer
 
 
 def nav(request: HttpRequest) -> dict[str, Any]:

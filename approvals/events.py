@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Literal, TypedDict
 
-from agents_app.events import _send, session_group
+from adkweb.live import group_send
+from agents_app.events import session_group
 
 APPROVALS_GROUP = "approvals"
 
@@ -18,5 +19,5 @@ class TicketChangedMessage(TypedDict):
 def notify_ticket_changed(*, ticket_id: int, session_pk: int) -> None:
     """A ticket was opened, answered or closed: inboxes, the ticket page and its conversation update."""
     msg = TicketChangedMessage(type="ticket.changed", ticket_id=ticket_id, session_pk=session_pk)
-    _send(APPROVALS_GROUP, msg)
-    _send(session_group(session_pk), msg)
+    group_send(APPROVALS_GROUP, msg)
+    group_send(session_group(session_pk), msg)

@@ -59,6 +59,7 @@ class PendingCall(models.Model):
         ordering = ["-created_at", "-id"]
         constraints = [models.UniqueConstraint(fields=["session", "call_id"], name="unique_call_per_session")]
         indexes = [models.Index(fields=["status", "-created_at"])]
+        permissions = [("decide_tickets", "Can answer every ticket (approvers)")]
 
     def __str__(self) -> str:
         return f"#{self.pk} {self.tool_name or self.call_name} ({self.status})"

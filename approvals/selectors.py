@@ -8,9 +8,11 @@ from typing import Any
 from django.core.paginator import Page, Paginator
 from django.db.models import Exists, OuterRef, Q, QuerySet
 
+from adkweb.roles import is_approver, is_observer
 from agents_app.models import StoredEvent, Turn
 
 from .models import PendingCall, Response
+from .permissions import can_view_call
 
 INBOX_PAGE_SIZE = 25
 CLOSED_STATUSES = tuple(s for s in PendingCall.Status.values if s not in PendingCall.OPEN_STATUSES)
@@ -106,8 +108,6 @@ API_STATUS_FILTERS = ("open", "closed", "all", *PendingCall.Status.values)
 
 def tickets_visible(*, user: Any, filters: InboxFilters) -> QuerySet[PendingCall]:
     """Tickets the user may see (approvers and observers: all; others: their own sessions'), filtered."""
-    from .permissions import is_approver, is_observer
-
     qs = ticket_queryset(filters=filters, user=user).select_related("session")
     if not (is_approver(user) or is_observer(user)):
         qs = qs.filter(requester=user.get_username())
@@ -116,8 +116,6 @@ def tickets_visible(*, user: Any, filters: InboxFilters) -> QuerySet[PendingCall
 
 def ticket_visible_get(*, user: Any, ticket_id: int) -> PendingCall | None:
     """One ticket if it exists and the user may see it, else None (the API answers 404 either way)."""
-    from .permissions import can_view_call
-
     call = ticket_get(ticket_id=ticket_id)
     return call if call is not None and can_view_call(user, call) else None
 

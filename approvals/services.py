@@ -9,12 +9,14 @@ from django.db import transaction
 from django.utils import timezone
 from google.genai import types
 
+from adkweb.errors import Conflict, Forbidden, Invalid
+from adkweb.roles import is_approver
 from agents_app.models import AdkSession, StoredEvent, Turn
 from agents_app.services import InvalidMessage, turn_create
 
 from . import events
 from .models import PendingCall, Response
-from .permissions import can_answer_call, is_approver
+from .permissions import can_answer_call
 
 KIND_BY_CALL_NAME = {
     "adk_request_confirmation": PendingCall.Kind.CONFIRMATION,
@@ -27,7 +29,7 @@ REJECTED_WORDS = {"rejected", "reject", "denied", "declined", "no"}
 ABORTED = "INVOCATION_ABORTED"
 
 
-class TicketClosed(Exception):
+class TicketClosed(Conflict):
     """The ticket already has its final response (HTTP 409)."""
 
     def __init__(self, call: PendingCall) -> None:
@@ -36,11 +38,11 @@ class TicketClosed(Exception):
         self.call = call
 
 
-class InvalidResponse(ValueError):
+class InvalidResponse(Invalid):
     """A response body that does not fit the ticket's kind (HTTP 400)."""
 
 
-class NotAllowed(PermissionError):
+class NotAllowed(Forbidden):
     """The actor may not answer this ticket (HTTP 403)."""
 
 

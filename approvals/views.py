@@ -12,17 +12,15 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
-from django_htmx.middleware import HtmxDetails
 
+from adkweb.errors import Invalid, Refused
+from adkweb.http import HtmxHttpRequest
+from adkweb.roles import is_approver
 from agents_app import selectors as conversations
 
 from . import forms, selectors, services
 from .models import PendingCall
-from .permissions import can_answer_call, can_view_call, is_approver
-
-
-class HtmxHttpRequest(HttpRequest):
-    htmx: HtmxDetails
+from .permissions import can_answer_call, can_view_call
 
 
 # -- inbox --------------------------------------------------------------------------------------
@@ -147,12 +145,10 @@ def ticket_act(request: HtmxHttpRequest, ticket_id: int, action: str) -> HttpRes
         )
     try:
         perform(call, request.user, _form_data(form))
-    except services.TicketClosed as exc:
-        return _ticket_reply(request, call, status=409, error=str(exc))
-    except services.InvalidResponse as exc:
-        return _ticket_reply(request, call, status=400, error=f"{exc} Nothing was sent.", bound={action: form})
-    except services.NotAllowed as exc:
-        return _ticket_reply(request, call, status=403, error=str(exc))
+    except Invalid as exc:  # the form stays as it was sent, to fix
+        return _ticket_reply(request, call, status=exc.status, error=f"{exc} Nothing was sent.", bound={action: form})
+    except Refused as exc:
+        return _ticket_reply(request, call, status=exc.status, error=str(exc))
     notice = f"{done}. The agent is resuming; its next steps appear below."
     if not request.htmx:
         messages.success(request, notice)
@@ -168,10 +164,8 @@ def ticket_assign(request: HtmxHttpRequest, ticket_id: int) -> HttpResponse:
     take = request.POST.get("assign") == "me"
     try:
         services.ticket_assign(call=call, actor=request.user, assignee=request.user if take else None)
-    except services.NotAllowed as exc:
-        return _ticket_reply(request, call, status=403, error=str(exc))
-    except services.TicketClosed as exc:
-        return _ticket_reply(request, call, status=409, error=str(exc))
+    except Refused as exc:
+        return _ticket_reply(request, call, status=exc.status, error=str(exc))
     notice = "Assigned to you." if take else "Unassigned."
     if not request.htmx:
         messages.success(request, notice)

@@ -37,7 +37,7 @@ def live_asgi(transactional_db: Any, live_asgi_server: LiveAsgiServer) -> LiveAs
 
 @pytest.fixture
 def api_token() -> Callable[[Any], dict[str, str]]:
-    from agents_app.auth import token_create
+    from agents_app.tokens import token_create
 
     def make(user: Any) -> dict[str, str]:
         _, key = token_create(user=user, name="test")

@@ -547,7 +547,7 @@ def test_token_in_header_passes_csrf_page_and_api(world):
 
 
 def test_api_token_requests_need_no_csrf_but_a_session_cookie_does(world):
-    from agents_app.auth import token_create
+    from agents_app.tokens import token_create
 
     _, key = token_create(user=world.users["approver"])
     c = Client(enforce_csrf_checks=True)

@@ -16,10 +16,11 @@ from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpRe
 from google.genai import types
 from pydantic import StrictBool, StrictStr
 
+from adkweb.api import CamelModel, api_view, json_body, parse
+from adkweb.errors import Invalid, NotFound
 from approvals import services as approvals
 
 from .. import selectors, services
-from .http import ApiError, CamelModel, api_view, json_body, parse
 from .sessions import check_app, check_user
 from .watch import TurnWatch, follow
 
@@ -43,13 +44,10 @@ def _prepare(request: HttpRequest) -> tuple[RunAgentRequest, int, types.Content]
     check_app(body.app_name)
     row = selectors.adk_session_get(app_name=body.app_name, user_id=body.user_id, session_id=body.session_id)
     if row is None:
-        raise ApiError(404, f"Session not found: {body.session_id}")
+        raise NotFound(f"Session not found: {body.session_id}")
     if body.new_message is None:
-        raise ApiError(400, "newMessage is required: a user message, or function responses to pending calls.")
-    try:
-        content = services.content_parse(body.new_message)
-    except services.InvalidMessage as exc:
-        raise ApiError(400, str(exc)) from exc
+        raise Invalid("newMessage is required: a user message, or function responses to pending calls.")
+    content = services.content_parse(body.new_message)
     _check_invocation(row.pk, content, body.invocation_id)
     return body, row.pk, content
 
@@ -62,9 +60,7 @@ def _check_invocation(session_pk: int, content: types.Content, invocation_id: st
     tickets = selectors.tickets_by_call_id(session_pk, call_ids=ids)
     wrong = sorted(cid for cid, t in tickets.items() if t.invocation_id and t.invocation_id != invocation_id)
     if wrong:
-        raise ApiError(
-            400, f"invocationId {invocation_id} is not the invocation of function call(s) {', '.join(wrong)}."
-        )
+        raise Invalid(f"invocationId {invocation_id} is not the invocation of function call(s) {', '.join(wrong)}.")
 
 
 def _queue(
@@ -73,17 +69,10 @@ def _queue(
     """The Turn that carries the message: answers go through the approvals rules."""
     session = selectors.adk_session_get(app_name=body.app_name, user_id=body.user_id, session_id=body.session_id)
     if session is None or session.pk != session_pk:
-        raise ApiError(404, f"Session not found: {body.session_id}")
-    try:
-        turn = approvals.message_submit(
-            session=session, content=content, actor=request.user, state_delta=body.state_delta, streaming=streaming
-        )
-    except (services.InvalidMessage, approvals.InvalidResponse) as exc:
-        raise ApiError(400, str(exc)) from exc
-    except approvals.NotAllowed as exc:
-        raise ApiError(403, str(exc)) from exc
-    except approvals.TicketClosed as exc:
-        raise ApiError(409, str(exc)) from exc
+        raise NotFound(f"Session not found: {body.session_id}")
+    turn = approvals.message_submit(
+        session=session, content=content, actor=request.user, state_delta=body.state_delta, streaming=streaming
+    )
     return turn.pk
 
 

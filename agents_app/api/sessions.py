@@ -8,12 +8,13 @@ from django.http import HttpRequest, JsonResponse
 from google.adk.errors.already_exists_error import AlreadyExistsError
 from pydantic import StrictStr
 
-from approvals.permissions import is_observer
+from adkweb.api import CamelModel, api_view, json_body, parse
+from adkweb.errors import Conflict, Forbidden, Invalid, NotFound
+from adkweb.roles import is_observer
 
 from .. import agents, selectors, services
 from ..models import Turn
 from ..session_service import DjangoSessionService
-from .http import ApiError, CamelModel, api_view, json_body, parse
 from .render import session_json
 
 
@@ -29,18 +30,18 @@ def check_user(request: HttpRequest, user_id: str, *, write: bool) -> None:
     me = user.get_username()
     if user_id == me or user.is_staff or (not write and is_observer(user)):
         return
-    raise ApiError(403, f"You may only use your own sessions: the user in the path must be {me!r}, not {user_id!r}.")
+    raise Forbidden(f"You may only use your own sessions: the user in the path must be {me!r}, not {user_id!r}.")
 
 
 def check_app(app_name: str) -> None:
     if app_name not in agents.app_names():
-        raise ApiError(404, f"App not found: {app_name}")
+        raise NotFound(f"App not found: {app_name}")
 
 
 def session_or_404(app_name: str, user_id: str, session_id: str) -> Any:
-    session = DjangoSessionService()._get_session(app_name, user_id, session_id, None)
+    session = DjangoSessionService().get_session_sync(app_name=app_name, user_id=user_id, session_id=session_id)
     if session is None:
-        raise ApiError(404, f"Session not found: {session_id}")
+        raise NotFound(f"Session not found: {session_id}")
     return session
 
 
@@ -61,7 +62,7 @@ def sessions(request: HttpRequest, app_name: str, user_id: str) -> JsonResponse:
     check_user(request, user_id, write=request.method == "POST")
     check_app(app_name)
     if request.method == "GET":
-        listed = DjangoSessionService()._list_sessions(app_name, user_id).sessions
+        listed = DjangoSessionService().list_sessions_sync(app_name=app_name, user_id=user_id).sessions
         return JsonResponse([session_json(s) for s in listed], safe=False)
     data = json_body(request, allow_empty=True)  # no body (or null) is {}; [] or 0 is not
     body = parse(CreateSessionRequest, {} if data is None else data)
@@ -77,26 +78,24 @@ def session(request: HttpRequest, app_name: str, user_id: str, session_id: str) 
         check_app(app_name)
         state = json_body(request, allow_empty=True)
         if state is not None and not isinstance(state, dict):
-            raise ApiError(400, "The body must be the session's initial state: a JSON object.")
+            raise Invalid("The body must be the session's initial state: a JSON object.")
         return _create(app_name, user_id, session_id, state, None)
     row = selectors.adk_session_get(app_name=app_name, user_id=user_id, session_id=session_id)
     if row is None:
-        raise ApiError(404, f"Session not found: {session_id}")
+        raise NotFound(f"Session not found: {session_id}")
     if Turn.objects.filter(session=row, status__in=selectors.ACTIVE_TURN_STATUSES).exists():
-        raise ApiError(409, "The agent is working in this session; delete it once its turn has finished.")
-    DjangoSessionService()._delete_session(app_name, user_id, session_id)
+        raise Conflict("The agent is working in this session; delete it once its turn has finished.")
+    DjangoSessionService().delete_session_sync(app_name=app_name, user_id=user_id, session_id=session_id)
     return JsonResponse(None, safe=False)
 
 
 def _create(app_name: str, user_id: str, session_id: str | None, state: dict | None, events: Any) -> JsonResponse:
     if events:
-        raise ApiError(400, "Creating a session with initial events is not supported by adkweb.")
+        raise Invalid("Creating a session with initial events is not supported by adkweb.")
     try:
         row = services.session_create(app_name=app_name, user_id=user_id, session_id=session_id, state=state)
-    except agents.AgentNotFound as exc:
-        raise ApiError(404, f"App not found: {app_name}") from exc
+    except agents.AgentNotFound as exc:  # ADK's words for it
+        raise NotFound(f"App not found: {app_name}") from exc
     except AlreadyExistsError as exc:
-        raise ApiError(409, f"Session already exists: {session_id}") from exc
-    except (ValueError, TypeError) as exc:
-        raise ApiError(400, str(exc)) from exc
+        raise Conflict(f"Session already exists: {session_id}") from exc
     return JsonResponse(session_json(session_or_404(app_name, user_id, row.session_id)))

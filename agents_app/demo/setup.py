@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from django.contrib.auth.models import Group, Permission, User
+from django.contrib.auth.models import User
 from django.db import transaction
 
+from adkweb.roles import AGENT_ADMINS, APPROVERS, STAFF_OBSERVERS, roles_setup
 from agents_app.models import AgentConfig, AgentToolLink
-from approvals.permissions import AGENT_ADMINS, APPROVERS, ROLE_GROUPS, STAFF_OBSERVERS
 
 from .model import DEMO_MODEL
 
@@ -19,7 +19,6 @@ DEMO_USERS = [
     # Staff status lets an agent admin into the Django admin; the group's permissions limit it to agents.
     ("agentadmin", "agentadmin-demo", [AGENT_ADMINS], True, False),
 ]
-AGENT_ADMIN_MODELS = ("agentconfig", "agenttoollink")
 
 REIMBURSEMENT_INSTRUCTION = """\
 You are an agent whose job is to handle the reimbursement process for the employees.
@@ -77,11 +76,8 @@ DEMO_AGENTS = [
 
 @transaction.atomic
 def demo_setup() -> None:
-    """Create or refresh the demo groups, users and agents (idempotent)."""
-    groups = {name: Group.objects.get_or_create(name=name)[0] for name in ROLE_GROUPS}
-    groups[AGENT_ADMINS].permissions.set(
-        Permission.objects.filter(content_type__app_label="agents_app", content_type__model__in=AGENT_ADMIN_MODELS)
-    )
+    """Create or refresh the role groups (`setup_roles`), demo users and agents (idempotent)."""
+    groups = roles_setup()
     for username, password, group_names, is_staff, is_superuser in DEMO_USERS:
         user, created = User.objects.get_or_create(username=username)
         if created:

@@ -6,8 +6,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from agents_app.auth import PREFIX_LENGTH, key_hash, token_create, token_revoke, user_for_username
 from agents_app.models import ApiToken
+from agents_app.tokens import PREFIX_LENGTH, key_hash, token_create, tokens_revoke, user_for_username
 
 
 class Command(BaseCommand):
@@ -34,12 +34,10 @@ class Command(BaseCommand):
                 tokens = tokens.filter(key_hash=key_hash(revoke))  # a whole key
             elif revoke:
                 tokens = tokens.filter(prefix__startswith=revoke)
-            found = list(tokens)
-            if not found:
+            count = tokens_revoke(tokens=tokens)
+            if not count:
                 raise CommandError("No active token matches.")
-            for token in found:
-                token_revoke(token=token)
-            self.stderr.write(f"Revoked {len(found)} token(s) of {username}.")
+            self.stderr.write(f"Revoked {count} token(s) of {username}.")
             return
         if not user.is_active:
             raise CommandError(f"User {username!r} is inactive.")

@@ -1,7 +1,9 @@
-"""What every API view shares: token or session auth, CSRF for cookies, JSON bodies, JSON errors.
+"""What every JSON API view shares: token or session auth, CSRF for cookies, JSON bodies, JSON errors.
 
-Views are wrapped with `api_view(...)`: they raise `ApiError` for refusals and never see an
-unauthenticated request. Every refusal is `{"detail": "..."}`, as ADK's FastAPI server gives it.
+Views are wrapped with `api_view(...)`: they (and the services they call) raise `adkweb.errors`
+refusals and never see an unauthenticated request. Every refusal is `{"detail": "..."}` with the
+refusal's status, as ADK's FastAPI server gives it. Tokens are checked by whichever auth backend
+takes `api_token` (`agents_app.tokens.TokenBackend`), so this module knows no app.
 """
 
 from __future__ import annotations
@@ -13,32 +15,26 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from asgiref.sync import iscoroutinefunction, markcoroutinefunction, sync_to_async
+from django.contrib.auth import authenticate
 from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.middleware.csrf import CsrfViewMiddleware
 from pydantic import BaseModel, ConfigDict, ValidationError
 from pydantic.alias_generators import to_camel
 
-from ..auth import InvalidToken, token_authenticate, token_from_header
+from .errors import Forbidden, Invalid, MethodNotAllowed, Refused, TooLarge, Unauthenticated
 
 logger = logging.getLogger(__name__)
 M = TypeVar("M", bound=BaseModel)
 SAFE_METHODS = {"GET", "HEAD", "OPTIONS"}
 
 
-class ApiError(Exception):
-    """A refusal with an HTTP status and a message for the caller."""
-
-    def __init__(self, status: int, detail: str) -> None:
-        super().__init__(detail)
-        self.status = status
-        self.detail = detail
-
-    def response(self) -> JsonResponse:
-        response = JsonResponse({"detail": self.detail}, status=self.status)
-        if self.status == 401:
-            response["WWW-Authenticate"] = 'Token realm="adkweb"'
-        return response
+def refusal_response(exc: Refused) -> JsonResponse:
+    """The one place a refusal becomes an API response."""
+    response = JsonResponse({"detail": exc.detail}, status=exc.status)
+    if exc.status == 401:
+        response["WWW-Authenticate"] = 'Token realm="adkweb"'
+    return response
 
 
 class CamelModel(BaseModel):
@@ -52,27 +48,37 @@ class _CsrfCheck(CsrfViewMiddleware):
         return reason
 
 
+def token_from_header(request: HttpRequest) -> str | None:
+    """The key from `Authorization: Token <key>` (or `Bearer <key>`), None when there is no such header."""
+    header = request.headers.get("Authorization", "")
+    scheme, _, key = header.partition(" ")
+    if scheme.lower() not in {"token", "bearer"}:
+        return None
+    if not key.strip():
+        raise Unauthenticated("The Authorization header has no token: send 'Authorization: Token <key>'.")
+    return key
+
+
 def _authenticate(request: HttpRequest) -> None:
     """Token auth (no cookies: no CSRF) or the browser session (CSRF enforced on unsafe methods)."""
-    try:
-        key = token_from_header(request)
-        if key is not None:
-            request.user = token_authenticate(key)
-            request.api_token_auth = True  # type: ignore[attr-defined]
-            return
-    except InvalidToken as exc:
-        raise ApiError(401, str(exc)) from exc
+    key = token_from_header(request)
+    if key is not None:
+        user = authenticate(request, api_token=key)
+        if user is None:
+            raise Unauthenticated("Invalid or revoked API token.")
+        request.user = user
+        request.api_token_auth = True  # type: ignore[attr-defined]
+        return
     if not request.user.is_authenticated:
-        raise ApiError(
-            401, "Authentication credentials were not provided: send 'Authorization: Token <key>' or log in."
+        raise Unauthenticated(
+            "Authentication credentials were not provided: send 'Authorization: Token <key>' or log in."
         )
     if request.method not in SAFE_METHODS:
         check = _CsrfCheck(lambda r: HttpResponse())
         check.process_request(request)
         reason = check.process_view(request, None, (), {})
         if reason:
-            raise ApiError(
-                403,
+            raise Forbidden(
                 f"CSRF failed: {reason}. Browser clients send the X-CSRFToken header; "
                 "other clients use 'Authorization: Token <key>'.",
             )
@@ -80,7 +86,7 @@ def _authenticate(request: HttpRequest) -> None:
 
 def _method_allowed(request: HttpRequest, methods: tuple[str, ...]) -> None:
     if request.method not in methods:
-        raise ApiError(405, f'Method "{request.method}" not allowed here; use {", ".join(methods)}.')
+        raise MethodNotAllowed(f'Method "{request.method}" not allowed here; use {", ".join(methods)}.')
 
 
 def _unexpected(exc: Exception) -> JsonResponse:
@@ -89,7 +95,7 @@ def _unexpected(exc: Exception) -> JsonResponse:
 
 
 def api_view(*methods: str) -> Callable:
-    """Wrap a sync or async view: method check, auth, CSRF for cookie sessions, ApiError → JSON."""
+    """Wrap a sync or async view: method check, auth, CSRF for cookie sessions, refusals → JSON."""
     allowed = tuple(m.upper() for m in methods)
 
     def decorate(view: Callable) -> Callable:
@@ -101,8 +107,8 @@ def api_view(*methods: str) -> Callable:
                     _method_allowed(request, allowed)
                     await sync_to_async(_authenticate)(request)
                     return await view(request, *args, **kwargs)
-                except ApiError as exc:
-                    return exc.response()
+                except Refused as exc:
+                    return refusal_response(exc)
                 except Exception as exc:
                     return _unexpected(exc)
 
@@ -116,8 +122,8 @@ def api_view(*methods: str) -> Callable:
                     _method_allowed(request, allowed)
                     _authenticate(request)
                     return view(request, *args, **kwargs)
-                except ApiError as exc:
-                    return exc.response()
+                except Refused as exc:
+                    return refusal_response(exc)
                 except Exception as exc:
                     return _unexpected(exc)
 
@@ -138,17 +144,17 @@ def json_body(request: HttpRequest, *, allow_empty: bool = False) -> Any:
     try:
         raw = request.body
     except RequestDataTooBig as exc:
-        raise ApiError(413, f"The request body is too large: {exc}.") from exc
+        raise TooLarge(f"The request body is too large: {exc}.") from exc
     if not raw.strip():
         if allow_empty:
             return None
-        raise ApiError(400, "The request body is empty; send a JSON object.")
+        raise Invalid("The request body is empty; send a JSON object.")
     try:
         return json.loads(raw, parse_constant=_no_constants)
     except (ValueError, UnicodeDecodeError) as exc:
-        raise ApiError(400, f"Malformed JSON in the request body: {exc}.") from exc
+        raise Invalid(f"Malformed JSON in the request body: {exc}.") from exc
     except RecursionError as exc:
-        raise ApiError(400, "Malformed JSON in the request body: nested too deeply.") from exc
+        raise Invalid("Malformed JSON in the request body: nested too deeply.") from exc
 
 
 def validation_detail(exc: ValidationError) -> str:
@@ -162,11 +168,11 @@ def validation_detail(exc: ValidationError) -> str:
 def parse(model: type[M], data: Any) -> M:
     """Validate a JSON value into a request model; 400 with the field and the problem otherwise."""
     if not isinstance(data, dict):
-        raise ApiError(400, f"The request body must be a JSON object, not {type(data).__name__}.")
+        raise Invalid(f"The request body must be a JSON object, not {type(data).__name__}.")
     try:
         return model.model_validate(data)
     except ValidationError as exc:
-        raise ApiError(400, validation_detail(exc)) from exc
+        raise Invalid(validation_detail(exc)) from exc
 
 
 def int_param(request: HttpRequest, name: str, default: int, *, low: int = 1, high: int | None = None) -> int:
@@ -176,7 +182,7 @@ def int_param(request: HttpRequest, name: str, default: int, *, low: int = 1, hi
     try:
         value = int(raw)
     except ValueError as exc:
-        raise ApiError(400, f"Query parameter {name!r} must be an integer, not {raw!r}.") from exc
+        raise Invalid(f"Query parameter {name!r} must be an integer, not {raw!r}.") from exc
     if value < low or (high is not None and value > high):
-        raise ApiError(400, f"Query parameter {name!r} must be between {low} and {high or 'any'}.")
+        raise Invalid(f"Query parameter {name!r} must be between {low} and {high or 'any'}.")
     return value

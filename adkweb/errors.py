@@ -1,0 +1,57 @@
+"""Refusals: what services raise when they will not do what was asked, with its HTTP meaning.
+
+Services raise these (or app-specific subclasses, e.g. `approvals.services.TicketClosed`); the
+JSON API turns any of them into `{"detail": ...}` with `status` (`adkweb.api.api_view`), pages
+into a response with that status (`adkweb.http.RefusalMiddleware`, or a view that renders the
+refusal in its own page). Nothing else maps exceptions to status codes.
+"""
+
+from __future__ import annotations
+
+
+class Refused(Exception):
+    """A request that is not carried out (and changed nothing), and why, for the person or caller."""
+
+    status = 400
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(detail)
+        self.detail = detail
+
+
+class Invalid(Refused):
+    """The input cannot be taken as it is."""
+
+    status = 400
+
+
+class Unauthenticated(Refused):
+    """No credentials, or credentials that name nobody."""
+
+    status = 401
+
+
+class Forbidden(Refused):
+    """The caller is known but may not do this."""
+
+    status = 403
+
+
+class NotFound(Refused):
+    """No such thing, or not the caller's to see (the two are not told apart)."""
+
+    status = 404
+
+
+class MethodNotAllowed(Refused):
+    status = 405
+
+
+class Conflict(Refused):
+    """The thing is in a state that refuses this (e.g. a ticket already closed)."""
+
+    status = 409
+
+
+class TooLarge(Refused):
+    status = 413

@@ -1,0 +1,24 @@
+"""What page views share: the htmx-aware request type, and refusals turned into responses."""
+
+from __future__ import annotations
+
+from django.http import HttpRequest, HttpResponse
+from django.utils.deprecation import MiddlewareMixin
+from django_htmx.middleware import HtmxDetails
+
+from .errors import Refused
+
+
+class HtmxHttpRequest(HttpRequest):
+    htmx: HtmxDetails
+
+
+class RefusalMiddleware(MiddlewareMixin):
+    """The one place a page's refusal becomes a response: its message, with its status. (A view
+    that shows refusals in its own page, like the ticket page, catches `Refused` and uses
+    `exc.status`.) Sync and async capable, so async views stay async."""
+
+    def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
+        if isinstance(exception, Refused):
+            return HttpResponse(exception.detail, status=exception.status)
+        return None

@@ -1,0 +1,80 @@
+"""Who may do what, in every app: model permissions, checked with `user.has_perm`.
+
+The permissions are declared on the models (`Meta.permissions`), so an admin can grant them to
+any user or group in the Django admin. `manage.py setup_roles` creates the role groups that hold
+them. Superusers have every permission; Django staff also count as observers.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import transaction
+
+APPROVERS = "approvers"
+AGENT_ADMINS = "agent admins"
+STAFF_OBSERVERS = "staff observers"
+
+DECIDE_TICKETS = "approvals.decide_tickets"  # declared on approvals.PendingCall
+VIEW_ALL_SESSIONS = "agents_app.view_all_sessions"  # declared on agents_app.AdkSession
+CONFIGURE_AGENTS = "agents_app.change_agentconfig"  # Django's own, on agents_app.AgentConfig
+
+ROLE_PERMISSIONS: dict[str, tuple[str, ...]] = {
+    APPROVERS: (DECIDE_TICKETS,),
+    STAFF_OBSERVERS: (VIEW_ALL_SESSIONS,),
+    # With staff status, an agent admin edits agents in the Django admin, and nothing else.
+    AGENT_ADMINS: tuple(
+        f"agents_app.{action}_{model}"
+        for model in ("agentconfig", "agenttoollink")
+        for action in ("add", "change", "delete", "view")
+    ),
+}
+
+
+def _has(user: Any, perm: str) -> bool:
+    return bool(user and user.is_authenticated and user.has_perm(perm))
+
+
+def is_approver(user: Any) -> bool:
+    """Approvers decide every ticket."""
+    return _has(user, DECIDE_TICKETS)
+
+
+def is_agent_admin(user: Any) -> bool:
+    return _has(user, CONFIGURE_AGENTS)
+
+
+def is_observer(user: Any) -> bool:
+    """Staff observers (and Django staff) watch every conversation."""
+    return bool(user and user.is_authenticated and (user.is_staff or _has(user, VIEW_ALL_SESSIONS)))
+
+
+def can_view_session(user: Any, session: Any) -> bool:
+    if not user or not user.is_authenticated:
+        return False
+    return session.user_id == user.get_username() or is_observer(user) or is_approver(user)
+
+
+def can_retry_turns(user: Any, session: Any) -> bool:
+    """The owner (their messages) and approvers (their answers) may run a failed turn again."""
+    return bool(user and user.is_authenticated and (session.user_id == user.get_username() or is_approver(user)))
+
+
+@transaction.atomic
+def roles_setup() -> dict[str, Any]:
+    """Create or refresh the role groups with exactly their permissions (idempotent; no users)."""
+    from django.contrib.auth.models import Group, Permission
+    from django.db.models import Q
+
+    groups = {}
+    for name, perms in ROLE_PERMISSIONS.items():
+        wanted = Q(pk__in=[])
+        for perm in perms:
+            app_label, codename = perm.split(".", 1)
+            wanted |= Q(content_type__app_label=app_label, codename=codename)
+        found = list(Permission.objects.filter(wanted))
+        if len(found) != len(perms):
+            raise LookupError(f"The {name!r} role needs {', '.join(perms)}; some do not exist yet: run migrate first.")
+        groups[name] = Group.objects.get_or_create(name=name)[0]
+        groups[name].permissions.set(found)
+    return groups
