@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .selectors import pretty_json
+from .timeline import pretty_json
 
 
 # -- agents page -------------------------------------------------------------------------------

@@ -1,5 +1,6 @@
-"""Live conversation pages: consumers join a group, render the partials the views use, and send
-htmx ws-extension fragments (every top-level element is swapped out of band). Read-only."""
+"""Live conversation pages: consumers join a group, read through selectors, render the partials the
+views use (socket-only fragments: agents_app/partials/live.html), and send htmx ws-extension
+fragments (every top-level element is swapped out of band). Read-only."""
 
 from __future__ import annotations
 
@@ -12,18 +13,14 @@ from django.template.loader import render_to_string
 
 from adkweb.roles import can_retry_turns, can_view_session
 
-from . import selectors
+from . import selectors, timeline
 from .events import SESSIONS_GROUP, session_group
-from .models import AdkSession, StoredEvent, Turn
+from .models import Turn
 
-EVENTS = "#conversation-events"
 DETAIL = "agents_app/session_detail.html"
 EVENT = "agents_app/partials/event.html"
+LIVE = "agents_app/partials/live.html"
 REFUSED = 4403
-
-
-def _append(html: str, target: str) -> str:
-    return f'<div hx-swap-oob="beforeend:{target}">{html}</div>'
 
 
 def _query(scope: dict) -> dict[str, str]:
@@ -71,12 +68,11 @@ class SessionListConsumer(AsyncWebsocketConsumer):
         if row.pk in self.shown:
             if not matches:
                 self.shown.discard(row.pk)
-                return f'<tr id="session-row-{row.pk}" hx-swap-oob="delete"></tr>'
+                return render_to_string(LIVE + "#row-gone", {"pk": row.pk})
             return render_to_string("agents_app/session_list.html#session-row", {"s": row, "oob": "true"})
         if matches and self.page == 1:
             self.shown.add(row.pk)
-            html = render_to_string("agents_app/session_list.html#session-row", {"s": row})
-            return f'<tbody hx-swap-oob="afterbegin:#session-rows">{html}</tbody>'
+            return render_to_string(LIVE + "#row-added", {"s": row})
         return None
 
     async def session_status(self, message: dict) -> None:
@@ -107,9 +103,10 @@ class SessionConsumer(AsyncWebsocketConsumer):
             await self.channel_layer.group_discard(self.group, self.channel_name)
 
     def _may_view(self) -> bool:
-        session = AdkSession.objects.filter(pk=self.session_pk).first()
+        session = selectors.session_get(session_pk=self.session_pk)
         if session is None or not can_view_session(self.user, session):
             return False
+        self.session = session
         self.can_retry = can_retry_turns(self.user, session)
         return True
 
@@ -121,32 +118,24 @@ class SessionConsumer(AsyncWebsocketConsumer):
     def _catch_up(self) -> str:
         """The status now, and the whole event list again if events were stored after the page
         was rendered (or before a reconnect): replacing the list is idempotent."""
-        from approvals.models import PendingCall
-
-        self.tickets = set(PendingCall.objects.filter(session_id=self.session_pk).values_list("pk", flat=True))
+        self.tickets = selectors.session_ticket_pks(session_pk=self.session_pk)
         html = self._status_html()
-        newest = (
-            StoredEvent.objects.filter(session_id=self.session_pk).order_by("-pk").values_list("pk", flat=True).first()
-        )
+        newest = selectors.last_event_pk(session_pk=self.session_pk)
         if newest and newest > self.last_pk:
-            session = AdkSession.objects.get(pk=self.session_pk)
-            timeline = selectors.session_timeline(session)
-            html += render_to_string(
-                DETAIL + "#events", {"timeline": timeline, "oob": "true", "can_retry": self.can_retry}
-            )
+            ctx = {"timeline": selectors.session_timeline(self.session), "oob": "true", "can_retry": self.can_retry}
+            html += render_to_string(DETAIL + "#events", ctx)
             self.last_pk = newest
         return html
 
     def _event_html(self, event_pk: int) -> str | None:
-        stored = selectors.session_event_get(session_pk=self.session_pk, event_pk=event_pk)
-        if stored is None:
+        view = selectors.session_event_view(session_pk=self.session_pk, event_pk=event_pk)
+        if view is None:
             return None
-        view = selectors.event_view(stored)
         self.tickets.update(i.ticket.pk for i in view.items if i.ticket is not None)
         self.finals.add(view.event_id)
         if self.streams.pop(view.event_id, None) is not None:
             return render_to_string(EVENT, {"event": view, "oob": "true"})  # replaces its streaming card
-        return _append(render_to_string(EVENT, {"event": view}), EVENTS)
+        return render_to_string(LIVE + "#appended", {"event": view})
 
     async def session_event(self, message: dict) -> None:
         if message["event_pk"] <= self.last_pk:
@@ -161,35 +150,34 @@ class SessionConsumer(AsyncWebsocketConsumer):
         if event_id in self.finals:
             return
         if event_id in self.streams:
-            view = selectors.streaming_view(event_id=event_id, author=message["author"], text="")
+            view = timeline.streaming_view(event_id=event_id, author=message["author"], text="")
             html = render_to_string(
                 "agents_app/partials/stream_chunk.html", {"dom_id": view.dom_id, "text": message["text"]}
             )
         else:
             self.streams[event_id] = message.get("turn_id") or 0
-            view = selectors.streaming_view(event_id=event_id, author=message["author"], text=message["text"])
-            html = _append(render_to_string(EVENT, {"event": view}), EVENTS)
+            view = timeline.streaming_view(event_id=event_id, author=message["author"], text=message["text"])
+            html = render_to_string(LIVE + "#appended", {"event": view})
         await self.send(text_data=html)
 
     async def session_status(self, message: dict) -> None:
         await self.send(text_data=await database_sync_to_async(self._status_html)())
 
     def _turn_error_html(self, turn_id: int) -> str | None:
-        turn = Turn.objects.filter(pk=turn_id, session_id=self.session_pk, status=Turn.Status.FAILED).first()
-        if turn is None:
+        error = selectors.failed_turn_view(turn_id=turn_id, session_pk=self.session_pk)
+        if error is None:
             return None
-        return _append(
-            render_to_string(EVENT, {"event": selectors.turn_error_view(turn), "can_retry": self.can_retry}), EVENTS
-        )
+        return render_to_string(LIVE + "#appended", {"event": error, "can_retry": self.can_retry})
 
     async def turn_retried(self, message: dict) -> None:
         """The failed turn runs again: its error line goes."""
-        await self.send(text_data=f'<div id="turn-{int(message["turn_id"])}-error" hx-swap-oob="delete"></div>')
+        dom_id = timeline.turn_error_dom_id(int(message["turn_id"]))
+        await self.send(text_data=render_to_string(LIVE + "#gone", {"dom_id": dom_id}))
 
     async def turn_finished(self, message: dict) -> None:
         # Streaming cards whose final event never came (the turn failed mid-stream) go away.
         stale = [eid for eid, turn_id in self.streams.items() if turn_id == message["turn_id"]]
-        html = "".join(f'<div id="{selectors.event_dom_id(eid)}" hx-swap-oob="delete"></div>' for eid in stale)
+        html = "".join(render_to_string(LIVE + "#gone", {"dom_id": timeline.event_dom_id(eid)}) for eid in stale)
         for eid in stale:
             del self.streams[eid]
         if message.get("status") == Turn.Status.FAILED:
@@ -198,11 +186,7 @@ class SessionConsumer(AsyncWebsocketConsumer):
             await self.send(text_data=html)
 
     def _ticket_html(self, ticket_id: int) -> str | None:
-        from approvals.models import PendingCall
-
-        ticket = (
-            PendingCall.objects.select_related("closed_by").filter(pk=ticket_id, session_id=self.session_pk).first()
-        )
+        ticket = selectors.session_ticket_get(session_pk=self.session_pk, ticket_id=ticket_id)
         if ticket is None:
             return None
         return render_to_string("agents_app/partials/ticket_card.html", {"ticket": ticket, "oob": "true"})

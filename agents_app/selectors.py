@@ -1,25 +1,20 @@
-"""Reads on the agent side: conversation lists and timelines of stored events (agent cards are in
-agent_cards.py).
-
-Event views are plain dataclasses built from the stored ADK event JSON, so templates (and the
-consumers that render the same partials) never parse JSON themselves.
+"""Reads on the agent side: conversations (lists, status, timelines of stored events) and what the
+API follows of a turn. Agent cards are in agent_cards.py; what a timeline looks like is
+`agents_app.timeline` (these read the rows, it builds the views).
 """
 
 from __future__ import annotations
 
-import json
-import re
-from collections.abc import Iterable
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from django.db.models import Case, CharField, Exists, OuterRef, QuerySet, Subquery, Value, When
 
 from adkweb.roles import is_approver, is_observer
 
-from . import formatting
+from . import timeline
 from .models import AdkSession, StoredEvent, Turn
+from .timeline import EventView, TurnError
 
 ACTIVE_TURN_STATUSES = (Turn.Status.QUEUED, Turn.Status.RUNNING)
 SESSION_STATUSES = {
@@ -28,138 +23,11 @@ SESSION_STATUSES = {
     "failed": "failed",
     "idle": "idle",
 }
-_DOM_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 
 
-def event_dom_id(event_id: str) -> str:
-    """A stable DOM id for an ADK event id (streaming chunks and the final event share it)."""
-    return "event-" + _DOM_UNSAFE.sub("_", event_id or "unknown")
-
-
-def _dt(ts: float | None) -> datetime | None:
-    return datetime.fromtimestamp(ts, tz=UTC) if ts else None
-
-
-def summarize(value: Any, limit: int = 120, tool_name: str = "", key: str = "") -> str:
-    """A one-line human summary of a JSON value ("purpose: meals · amount: $200.00"), a tool's
-    arguments in its declared order."""
-    if isinstance(value, dict):
-        keys = formatting.ordered_keys(value, tool_name)
-        text = " · ".join(f"{k}: {summarize(value[k], 40, key=k)}" for k in keys)
-    elif isinstance(value, list):
-        text = ", ".join(summarize(v, 40) for v in value)
-    elif value is None:
-        text = "—"
-    else:
-        text = formatting.readable(value, key)
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def pretty_json(value: Any) -> str:
-    return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=False, default=str)
-
-
-# -- one stored event, readable -----------------------------------------------------------------
-@dataclass
-class EventItem:
-    kind: str  # text | call | response | code | other
-    text: str = ""
-    name: str = ""
-    call_id: str = ""
-    data: Any = None  # args of a call, response of a response
-    long_running: bool = False
-    thought: bool = False
-    ticket: Any = None  # approvals.PendingCall for a long-running call, when one exists
-
-    @property
-    def summary(self) -> str:
-        return summarize(self.data, tool_name=self.name if self.kind == "call" else "")
-
-    @property
-    def raw(self) -> str:
-        return pretty_json(self.data)
-
-
-@dataclass
-class EventView:
-    event_id: str
-    author: str
-    items: list[EventItem] = field(default_factory=list)
-    pk: int | None = None
-    timestamp: datetime | None = None
-    error_code: str = ""
-    error_message: str = ""
-    streaming: bool = False
-    raw_data: Any = None
-
-    @property
-    def dom_id(self) -> str:
-        return event_dom_id(self.event_id)
-
-    @property
-    def is_user(self) -> bool:
-        return self.author == "user"
-
-    @property
-    def is_error(self) -> bool:
-        return bool(self.error_code or self.error_message)
-
-    @property
-    def raw(self) -> str:
-        return pretty_json(self.raw_data)
-
-
-def event_view(stored: StoredEvent, tickets: dict[str, Any] | None = None) -> EventView:
-    """A readable view of one stored event; `tickets` maps call id -> PendingCall (else queried)."""
-    from .session_service import event_from_json
-
-    event = event_from_json(stored.data)
-    long_running = set(event.long_running_tool_ids or ())
-    if tickets is None and long_running:
-        tickets = tickets_by_call_id(stored.session_id, call_ids=long_running)
-    tickets = tickets or {}
-    items: list[EventItem] = []
-    for part in (event.content.parts if event.content else None) or []:
-        if part.function_call:
-            fc = part.function_call
-            items.append(
-                EventItem(
-                    kind="call",
-                    name=fc.name or "",
-                    call_id=fc.id or "",
-                    data=dict(fc.args or {}),
-                    long_running=fc.id in long_running,
-                    ticket=tickets.get(fc.id or ""),
-                )
-            )
-        elif part.function_response:
-            fr = part.function_response
-            items.append(EventItem(kind="response", name=fr.name or "", call_id=fr.id or "", data=fr.response))
-        elif part.text:
-            items.append(EventItem(kind="text", text=part.text, thought=bool(part.thought)))
-        elif part.executable_code or part.code_execution_result:
-            code = part.executable_code.code if part.executable_code else part.code_execution_result.output
-            items.append(EventItem(kind="code", text=code or ""))
-        else:
-            items.append(EventItem(kind="other", data=part.model_dump(mode="json", exclude_none=True)))
-    return EventView(
-        event_id=event.id,
-        author=event.author or "",
-        items=items,
-        pk=stored.pk,
-        timestamp=_dt(stored.timestamp),
-        error_code=event.error_code or "",
-        error_message=event.error_message or "",
-        raw_data=stored.data,
-    )
-
-
-def streaming_view(*, event_id: str, author: str, text: str) -> EventView:
-    """A not-yet-stored event that is streaming in (the final event replaces it by DOM id)."""
-    return EventView(event_id=event_id, author=author, items=[EventItem(kind="text", text=text)], streaming=True)
-
-
+# -- a conversation's timeline -------------------------------------------------------------------
 def tickets_by_call_id(session_pk: int, call_ids: Iterable[str] | None = None) -> dict[str, Any]:
+    """A session's tickets (approvals.PendingCall) by function call id."""
     from approvals.models import PendingCall
 
     qs = PendingCall.objects.filter(session_id=session_pk).select_related("closed_by")
@@ -168,54 +36,65 @@ def tickets_by_call_id(session_pk: int, call_ids: Iterable[str] | None = None) -
     return {t.call_id: t for t in qs}
 
 
-# -- a conversation's timeline -------------------------------------------------------------------
-@dataclass
-class TurnError:
-    turn_id: int
-    error: str
-    finished_at: datetime | None
-    retryable: bool = False  # it stored no event: running it again repeats nothing
-    session_pk: int = 0
-
-    @property
-    def dom_id(self) -> str:
-        return f"turn-{self.turn_id}-error"
+def _failed_turns(session_pk: int) -> QuerySet[Turn]:
+    return (
+        Turn.objects.filter(session_id=session_pk, status=Turn.Status.FAILED)
+        .only("id", "session_id", "error", "finished_at")
+        .annotate(stored_nothing=~Exists(StoredEvent.objects.filter(turn=OuterRef("pk"))))
+    )
 
 
 def session_timeline(session: AdkSession) -> list[Any]:
     """Every stored event (as EventView) and every failed turn's error, oldest first (3 queries)."""
-    tickets = tickets_by_call_id(session.pk)
-    entries: list[tuple[float, int, Any]] = []
-    latest = float("-inf")
-    # Append order (ADK stores some events out of timestamp order); errors slot in by time.
-    for stored in StoredEvent.objects.filter(session=session).order_by("id"):
-        latest = max(latest, stored.timestamp)
-        entries.append((latest, 0, event_view(stored, tickets)))
-    failed = Turn.objects.filter(session=session, status=Turn.Status.FAILED).only(
-        "id", "session_id", "error", "finished_at"
-    )
-    for turn in failed.annotate(stored_nothing=~Exists(StoredEvent.objects.filter(turn=OuterRef("pk")))):
-        when = turn.finished_at.timestamp() if turn.finished_at else float("inf")
-        entries.append((when, 1, turn_error_view(turn)))
-    entries.sort(key=lambda e: (e[0], e[1]))
-    return [e[2] for e in entries]
+    events = StoredEvent.objects.filter(session=session).order_by("id")
+    errors = [timeline.turn_error_view(t, stored_nothing=t.stored_nothing) for t in _failed_turns(session.pk)]
+    return timeline.timeline_entries(events, errors, tickets_by_call_id(session.pk))
 
 
-def turn_error_view(turn: Turn) -> TurnError:
-    stored_nothing = getattr(turn, "stored_nothing", None)
-    if stored_nothing is None:
-        stored_nothing = not turn.events.exists()
-    return TurnError(
-        turn_id=turn.pk,
-        error=turn.error or "The turn failed.",
-        finished_at=turn.finished_at,
-        retryable=stored_nothing,
-        session_pk=turn.session_id,
-    )
+def stored_event_view(stored: StoredEvent, tickets: Mapping[str, Any] | None = None) -> EventView:
+    """One stored event as a view; its tickets are read unless given."""
+    if tickets is None:
+        ids = timeline.long_running_ids(stored)
+        tickets = tickets_by_call_id(stored.session_id, call_ids=ids) if ids else {}
+    return timeline.event_view(stored, tickets)
 
 
-def session_event_get(*, session_pk: int, event_pk: int) -> StoredEvent | None:
-    return StoredEvent.objects.filter(session_id=session_pk, pk=event_pk).first()
+def session_event_view(*, session_pk: int, event_pk: int) -> EventView | None:
+    stored = StoredEvent.objects.filter(session_id=session_pk, pk=event_pk).first()
+    return None if stored is None else stored_event_view(stored)
+
+
+def session_event_views_after(*, session_pk: int, after_pk: int, limit: int = 200) -> list[EventView]:
+    """Events stored after `after_pk` (a page's last), oldest first."""
+    events = list(StoredEvent.objects.filter(session_id=session_pk, pk__gt=after_pk).order_by("id")[:limit])
+    tickets = tickets_by_call_id(session_pk) if events else {}
+    return [timeline.event_view(e, tickets) for e in events]
+
+
+def last_event_pk(*, session_pk: int) -> int:
+    return StoredEvent.objects.filter(session_id=session_pk).order_by("-id").values_list("pk", flat=True).first() or 0
+
+
+def failed_turn_view(*, turn_id: int, session_pk: int) -> TurnError | None:
+    turn = _failed_turns(session_pk).filter(pk=turn_id).first()
+    return None if turn is None else timeline.turn_error_view(turn, stored_nothing=turn.stored_nothing)
+
+
+def session_get(*, session_pk: int) -> AdkSession | None:
+    return AdkSession.objects.filter(pk=session_pk).first()
+
+
+def session_ticket_pks(*, session_pk: int) -> set[int]:
+    from approvals.models import PendingCall
+
+    return set(PendingCall.objects.filter(session_id=session_pk).values_list("pk", flat=True))
+
+
+def session_ticket_get(*, session_pk: int, ticket_id: int) -> Any | None:
+    """One ticket of this session (for its card in the conversation), else None."""
+    from approvals.models import PendingCall
+
+    return PendingCall.objects.select_related("closed_by").filter(pk=ticket_id, session_id=session_pk).first()
 
 
 # -- the HTTP API (agents_app.api) -----------------------------------------------------------------
@@ -303,9 +182,3 @@ def session_row(*, user: Any, session_pk: int) -> AdkSession | None:
 def session_status(*, session_pk: int) -> str:
     row = sessions_with_status(AdkSession.objects.filter(pk=session_pk)).values_list("status", flat=True).first()
     return row or "idle"
-
-
-def session_open_tickets(*, session_pk: int) -> list[Any]:
-    from approvals.models import PendingCall
-
-    return list(PendingCall.objects.filter(session_id=session_pk, status__in=PendingCall.OPEN_STATUSES).order_by("id"))

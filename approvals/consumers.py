@@ -1,6 +1,7 @@
 """Live approvals: the inbox socket (rows + open-ticket count) and the ticket page socket
 (its status, actions, history and the conversation's next events). Read-only: actions are
-ordinary POSTs to views."""
+ordinary POSTs to views. They read through selectors and render templates (socket-only fragments:
+approvals/partials/live.html)."""
 
 from __future__ import annotations
 
@@ -20,13 +21,13 @@ from .events import APPROVALS_GROUP
 from .forms import InboxFilterForm
 from .permissions import can_view_call
 
-EVENT = "agents_app/partials/event.html"  # D2's readable event, shared with the conversation page
 TICKET_CARD = "agents_app/partials/ticket_card.html"
+LIVE = "approvals/partials/live.html"
 REFUSED = 4003  # not one of the codes the htmx ws extension reconnects on
 
 
 def _nav_count_html(count: int) -> str:
-    return f'<span id="nav-open-count" class="badge" title="open tickets" hx-swap-oob="true">{count}</span>'
+    return render_to_string(LIVE + "#nav-count", {"count": count, "oob": True})
 
 
 class InboxConsumer(AsyncWebsocketConsumer):
@@ -81,14 +82,10 @@ class InboxConsumer(AsyncWebsocketConsumer):
             frames.append(render_to_string("approvals/inbox.html#row", {"call": call, "oob": "outerHTML"}).strip())
         elif matches and self.at_edge:
             self.shown.add(ticket_id)
-            row = render_to_string("approvals/inbox.html#row", {"call": call}).strip()
-            frames.append(f'<tbody id="inbox-rows" hx-swap-oob="{self.at_edge}">{row}</tbody>')
-            frames.append('<p id="inbox-empty" hx-swap-oob="delete"></p>')
+            frames.append(render_to_string(LIVE + "#rows-added", {"call": call, "edge": self.at_edge}))
+            frames.append(render_to_string(LIVE + "#empty-gone"))
         elif matches:
-            frames.append(
-                '<p id="inbox-notice" class="notice" hx-swap-oob="true">New tickets arrived on another page. '
-                '<a href="">Reload</a></p>'
-            )
+            frames.append(render_to_string(LIVE + "#notice-elsewhere"))
         return frames
 
 
@@ -163,31 +160,25 @@ class TicketConsumer(AsyncWebsocketConsumer):
 
     @database_sync_to_async
     def _render_event(self, event_pk: int) -> str:
-        event = conversations.session_event_get(session_pk=self.session_pk, event_pk=event_pk)
+        event = conversations.session_event_view(session_pk=self.session_pk, event_pk=event_pk)
         if event is None:
             return ""
-        return _append(render_to_string(EVENT, {"event": event}))
+        return render_to_string(LIVE + "#events-appended", {"events": [event]})
 
     @database_sync_to_async
     def _render_events_after(self, after_pk: int) -> str:
         """Events stored between the page's render and this connection (or a reconnect)."""
-        events = selectors.session_events_after(session_pk=self.session_pk, after_pk=after_pk)
+        events = conversations.session_event_views_after(session_pk=self.session_pk, after_pk=after_pk)
         if not events:
             return ""
         self.last_pk = events[-1].pk
-        return _append("".join(render_to_string(EVENT, {"event": e}) for e in events))
+        return render_to_string(LIVE + "#events-appended", {"events": events})
 
     @database_sync_to_async
     def _render_activity(self, failed_turn: int | None = None) -> str:
         ctx = {"activity": conversations.session_status(session_pk=self.session_pk), "oob": True}
         html = render_to_string("approvals/ticket.html#activity", ctx)
-        turn = selectors.failed_turn_get(turn_id=failed_turn, session_pk=self.session_pk) if failed_turn else None
-        if turn is not None:
-            html += _append(render_to_string(EVENT, {"event": conversations.turn_error_view(turn)}))
+        error = conversations.failed_turn_view(turn_id=failed_turn, session_pk=self.session_pk) if failed_turn else None
+        if error is not None:
+            html += render_to_string(LIVE + "#events-appended", {"events": [error]})
         return html
-
-
-def _append(html: str) -> str:
-    return (
-        f'<div id="conversation-events" hx-swap-oob="beforeend">{html}</div><p id="no-events" hx-swap-oob="delete"></p>'
-    )

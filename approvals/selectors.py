@@ -9,7 +9,6 @@ from django.core.paginator import Page, Paginator
 from django.db.models import Exists, OuterRef, Q, QuerySet
 
 from adkweb.roles import is_approver, is_observer
-from agents_app.models import StoredEvent, Turn
 
 from .models import PendingCall, Response
 from .permissions import can_view_call
@@ -98,10 +97,6 @@ def ticket_responses(*, call: PendingCall) -> list[Response]:
     return list(Response.objects.filter(pending_call=call).select_related("actor").order_by("created_at", "id"))
 
 
-def failed_turn_get(*, turn_id: int, session_pk: int) -> Turn | None:
-    return Turn.objects.filter(pk=turn_id, session_id=session_pk, status=Turn.Status.FAILED).first()
-
-
 # -- the approvals HTTP API (approvals.api) --------------------------------------------------------
 API_STATUS_FILTERS = ("open", "closed", "all", *PendingCall.Status.values)
 
@@ -118,11 +113,3 @@ def ticket_visible_get(*, user: Any, ticket_id: int) -> PendingCall | None:
     """One ticket if it exists and the user may see it, else None (the API answers 404 either way)."""
     call = ticket_get(ticket_id=ticket_id)
     return call if call is not None and can_view_call(user, call) else None
-
-
-def session_events_after(*, session_pk: int, after_pk: int, limit: int = 200) -> list[StoredEvent]:
-    return list(StoredEvent.objects.filter(session_id=session_pk, pk__gt=after_pk).order_by("id")[:limit])
-
-
-def last_event_pk(*, session_pk: int) -> int:
-    return StoredEvent.objects.filter(session_id=session_pk).order_by("-id").values_list("pk", flat=True).first() or 0

@@ -89,7 +89,7 @@ def ticket_context(call: PendingCall, user: Any, bound: dict[str, Form] | None =
 def ticket_detail(request: HtmxHttpRequest, ticket_id: int) -> HttpResponse:
     call = _visible_call(request, ticket_id)
     # The socket catches up from this pk: read it before the timeline (a duplicate beats a gap).
-    after = selectors.last_event_pk(session_pk=call.session_id)
+    after = conversations.last_event_pk(session_pk=call.session_id)
     ctx = ticket_context(call, request.user, last_event_pk=after, timeline=conversations.session_timeline(call.session))
     return render(request, "approvals/ticket.html", ctx)
 
@@ -180,6 +180,6 @@ def _ticket_reply(
     ctx = ticket_context(call, request.user, bound, **extra)
     if request.htmx:
         return render(request, "approvals/ticket.html#panel", ctx, status=status)
-    ctx["last_event_pk"] = selectors.last_event_pk(session_pk=call.session_id)
+    ctx["last_event_pk"] = conversations.last_event_pk(session_pk=call.session_id)
     ctx["timeline"] = conversations.session_timeline(call.session)
     return render(request, "approvals/ticket.html", ctx, status=status)

@@ -6,7 +6,7 @@ from django.template.loader import render_to_string
 from google.adk.events.event import Event
 from google.genai import types
 
-from agents_app import selectors, services
+from agents_app import selectors, services, timeline
 from agents_app.models import StoredEvent
 from agents_app.session_service import event_to_json
 from approvals.models import PendingCall
@@ -85,6 +85,6 @@ def test_error_event_and_failed_turn_are_shown_plainly(demo):
 
 
 def test_streaming_view_has_the_same_dom_id_as_the_final_event():
-    view = selectors.streaming_view(event_id="abc-1", author="a", text="Hel")
+    view = timeline.streaming_view(event_id="abc-1", author="a", text="Hel")
     html = _render(view, oob="true")
     assert 'id="event-abc-1"' in html and 'id="event-abc-1-stream"' in html and 'hx-swap-oob="true"' in html

@@ -7,7 +7,7 @@ from typing import Any
 
 from django import template
 
-from agents_app import selectors
+from agents_app import selectors, timeline
 
 register = template.Library()
 
@@ -15,9 +15,9 @@ register = template.Library()
 @register.simple_tag
 def event_view(event: Any, tickets: dict | None = None) -> Any:
     """An EventView from a StoredEvent (or the EventView itself, unchanged)."""
-    if isinstance(event, (selectors.EventView, selectors.TurnError)):
+    if isinstance(event, (timeline.EventView, timeline.TurnError)):
         return event
-    return selectors.event_view(event, tickets if isinstance(tickets, dict) else None)
+    return selectors.stored_event_view(event, tickets if isinstance(tickets, dict) else None)
 
 
 @register.filter
@@ -31,12 +31,12 @@ def epoch(value: Any) -> datetime | None:
 
 @register.filter
 def pretty_json(value: Any) -> str:
-    return selectors.pretty_json(value)
+    return timeline.pretty_json(value)
 
 
 @register.filter
 def summarize(value: Any) -> str:
-    return selectors.summarize(value)
+    return timeline.summarize(value)
 
 
 @register.filter

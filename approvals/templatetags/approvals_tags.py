@@ -6,43 +6,21 @@ from typing import Any
 
 from django import template
 
-from agents_app import formatting
+from agents_app import timeline
 
 register = template.Library()
-
-SUMMARY_MAX = 120
 
 
 @register.filter
 def readable(value: Any, key: str = "") -> str:
     """One value as a person would write it: $200.00 for amounts, yes/no, lists joined."""
-    return formatting.readable(value, key)
-
-
-def _shorten(text: str) -> str:
-    return text if len(text) <= SUMMARY_MAX else text[: SUMMARY_MAX - 1] + "…"
-
-
-def summarize_args(args: Any, tool_name: str = "") -> str:
-    if not isinstance(args, dict) or not args:
-        return ""
-    keys = formatting.ordered_keys(args, tool_name)
-    return _shorten(" · ".join(formatting.readable(args[k], k) for k in keys if args[k] not in (None, "")))
+    return timeline.readable(value, key)
 
 
 @register.filter
 def args_summary(call: Any) -> str:
     """e.g. "meals · $200.00"; for a confirmation, what will run; for input, the question."""
-    args = call.args or {}
-    if call.kind == "confirmation":
-        original = call.original_call
-        name = original.get("name", call.tool_name)
-        return _shorten(f"{name}: {summarize_args(original.get('args'), name)}")
-    if call.kind == "input":
-        return _shorten(str(args.get("message", "")))
-    if call.kind == "choice":
-        return _shorten("options: " + " / ".join(str(o) for o in args.get("options") or []))
-    return summarize_args(args, call.tool_name)
+    return timeline.ticket_summary(call)
 
 
 @register.filter
@@ -53,9 +31,7 @@ def tool_label(call: Any) -> str:
 
 @register.filter
 def pretty_json(value: Any) -> str:
-    from agents_app.selectors import pretty_json as as_json  # one JSON rendering for every page
-
-    return as_json(value)
+    return timeline.pretty_json(value)
 
 
 @register.filter
@@ -86,7 +62,7 @@ def event_parts(data: Any) -> list[dict[str, Any]]:
                     "kind": "call",
                     "name": call.get("name", ""),
                     "id": call.get("id", ""),
-                    "summary": summarize_args(call.get("args")),
+                    "summary": timeline.summarize_values(call.get("args")),
                 }
             )
         elif response:
@@ -95,7 +71,7 @@ def event_parts(data: Any) -> list[dict[str, Any]]:
                     "kind": "response",
                     "name": response.get("name", ""),
                     "id": response.get("id", ""),
-                    "summary": summarize_args(response.get("response")),
+                    "summary": timeline.summarize_values(response.get("response")),
                 }
             )
     error = data.get("error_message") or data.get("errorMessage")

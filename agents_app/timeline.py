@@ -1,0 +1,262 @@
+"""The conversation timeline as people read it, on every page: stored ADK events as `EventView`s,
+failed turns as `TurnError`s, one-line summaries of tool arguments and results, ticket summaries.
+
+No queries here: `agents_app.selectors` reads the rows and hands them over, so templates (and the
+consumers that render the same partials) never parse event JSON themselves. Arguments read as a
+person writes them: money as $200.00, yes/no, lists joined, and a tool's arguments in its declared
+parameter order (PostgreSQL's jsonb does not keep JSON key order).
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from functools import lru_cache
+from typing import Any
+
+from .models import StoredEvent, Turn
+
+MONEY_KEYS = ("amount", "price", "total", "cost", "sum", "budget")
+SUMMARY_MAX = 120
+
+
+def is_money_key(key: str) -> bool:
+    return any(word in key.lower() for word in MONEY_KEYS)
+
+
+def readable(value: Any, key: str = "") -> str:
+    """One value as a person would write it: $200.00 for amounts, yes/no, lists joined."""
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, (int, float)) and is_money_key(key):
+        return f"${value:,.2f}"
+    if isinstance(value, float):
+        return f"{value:,.2f}".rstrip("0").rstrip(".")
+    if isinstance(value, (list, tuple)):
+        return ", ".join(readable(v) for v in value)
+    if isinstance(value, dict):
+        return json.dumps(value, ensure_ascii=False, sort_keys=True)
+    return "" if value is None else str(value)
+
+
+@lru_cache(maxsize=256)
+def parameter_order(tool_name: str) -> tuple[str, ...]:
+    """A registry tool's parameters in signature order; () for anything else."""
+    from .tools import registry
+
+    if not tool_name or tool_name not in registry or registry.get(tool_name).func is None:
+        return ()
+    return tuple(inspect.signature(registry.get(tool_name).func).parameters)
+
+
+def ordered_keys(args: dict[str, Any], tool_name: str = "") -> list[str]:
+    order = parameter_order(tool_name)
+    return sorted(args, key=lambda k: (order.index(k) if k in order else len(order), k if order else ""))
+
+
+_DOM_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
+
+
+def event_dom_id(event_id: str) -> str:
+    """A stable DOM id for an ADK event id (streaming chunks and the final event share it)."""
+    return "event-" + _DOM_UNSAFE.sub("_", event_id or "unknown")
+
+
+def _dt(ts: float | None) -> datetime | None:
+    return datetime.fromtimestamp(ts, tz=UTC) if ts else None
+
+
+def summarize(value: Any, limit: int = 120, tool_name: str = "", key: str = "") -> str:
+    """A one-line human summary of a JSON value ("purpose: meals · amount: $200.00"), a tool's
+    arguments in its declared order."""
+    if isinstance(value, dict):
+        keys = ordered_keys(value, tool_name)
+        text = " · ".join(f"{k}: {summarize(value[k], 40, key=k)}" for k in keys)
+    elif isinstance(value, list):
+        text = ", ".join(summarize(v, 40) for v in value)
+    elif value is None:
+        text = "—"
+    else:
+        text = readable(value, key)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def pretty_json(value: Any) -> str:
+    return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=False, default=str)
+
+
+# -- one stored event, readable -----------------------------------------------------------------
+@dataclass
+class EventItem:
+    kind: str  # text | call | response | code | other
+    text: str = ""
+    name: str = ""
+    call_id: str = ""
+    data: Any = None  # args of a call, response of a response
+    long_running: bool = False
+    thought: bool = False
+    ticket: Any = None  # approvals.PendingCall for a long-running call, when one exists
+
+    @property
+    def summary(self) -> str:
+        return summarize(self.data, tool_name=self.name if self.kind == "call" else "")
+
+    @property
+    def raw(self) -> str:
+        return pretty_json(self.data)
+
+
+@dataclass
+class EventView:
+    event_id: str
+    author: str
+    items: list[EventItem] = field(default_factory=list)
+    pk: int | None = None
+    timestamp: datetime | None = None
+    error_code: str = ""
+    error_message: str = ""
+    streaming: bool = False
+    raw_data: Any = None
+
+    @property
+    def dom_id(self) -> str:
+        return event_dom_id(self.event_id)
+
+    @property
+    def is_user(self) -> bool:
+        return self.author == "user"
+
+    @property
+    def is_error(self) -> bool:
+        return bool(self.error_code or self.error_message)
+
+    @property
+    def raw(self) -> str:
+        return pretty_json(self.raw_data)
+
+
+def long_running_ids(stored: StoredEvent) -> set[str]:
+    """The ids of the calls this event pauses on (each has a ticket once it is stored)."""
+    return set(stored.data.get("long_running_tool_ids") or ())
+
+
+def event_view(stored: StoredEvent, tickets: Mapping[str, Any]) -> EventView:
+    """A readable view of one stored event; `tickets` maps call id -> its ticket (a PendingCall)."""
+    from .session_service import event_from_json
+
+    event = event_from_json(stored.data)
+    long_running = set(event.long_running_tool_ids or ())
+    items: list[EventItem] = []
+    for part in (event.content.parts if event.content else None) or []:
+        if part.function_call:
+            fc = part.function_call
+            items.append(
+                EventItem(
+                    kind="call",
+                    name=fc.name or "",
+                    call_id=fc.id or "",
+                    data=dict(fc.args or {}),
+                    long_running=fc.id in long_running,
+                    ticket=tickets.get(fc.id or ""),
+                )
+            )
+        elif part.function_response:
+            fr = part.function_response
+            items.append(EventItem(kind="response", name=fr.name or "", call_id=fr.id or "", data=fr.response))
+        elif part.text:
+            items.append(EventItem(kind="text", text=part.text, thought=bool(part.thought)))
+        elif part.executable_code or part.code_execution_result:
+            code = part.executable_code.code if part.executable_code else part.code_execution_result.output
+            items.append(EventItem(kind="code", text=code or ""))
+        else:
+            items.append(EventItem(kind="other", data=part.model_dump(mode="json", exclude_none=True)))
+    return EventView(
+        event_id=event.id,
+        author=event.author or "",
+        items=items,
+        pk=stored.pk,
+        timestamp=_dt(stored.timestamp),
+        error_code=event.error_code or "",
+        error_message=event.error_message or "",
+        raw_data=stored.data,
+    )
+
+
+def streaming_view(*, event_id: str, author: str, text: str) -> EventView:
+    """A not-yet-stored event that is streaming in (the final event replaces it by DOM id)."""
+    return EventView(event_id=event_id, author=author, items=[EventItem(kind="text", text=text)], streaming=True)
+
+
+# -- a conversation's timeline -------------------------------------------------------------------
+@dataclass
+class TurnError:
+    turn_id: int
+    error: str
+    finished_at: datetime | None
+    retryable: bool = False  # it stored no event: running it again repeats nothing
+    session_pk: int = 0
+
+    @property
+    def dom_id(self) -> str:
+        return turn_error_dom_id(self.turn_id)
+
+
+def turn_error_dom_id(turn_id: int) -> str:
+    return f"turn-{turn_id}-error"
+
+
+def timeline_entries(
+    events: Iterable[StoredEvent], failed: Iterable[TurnError], tickets: Mapping[str, Any]
+) -> list[Any]:
+    """Stored events (as EventViews) in append order, with failed turns' errors slotted in by time."""
+    entries: list[tuple[float, int, Any]] = []
+    latest = float("-inf")
+    # Append order (ADK stores some events out of timestamp order); errors slot in by time.
+    for stored in events:
+        latest = max(latest, stored.timestamp)
+        entries.append((latest, 0, event_view(stored, tickets)))
+    for error in failed:
+        entries.append((error.finished_at.timestamp() if error.finished_at else float("inf"), 1, error))
+    entries.sort(key=lambda e: (e[0], e[1]))
+    return [e[2] for e in entries]
+
+
+def turn_error_view(turn: Turn, *, stored_nothing: bool) -> TurnError:
+    return TurnError(
+        turn_id=turn.pk,
+        error=turn.error or "The turn failed.",
+        finished_at=turn.finished_at,
+        retryable=stored_nothing,
+        session_pk=turn.session_id,
+    )
+
+
+# -- tickets in a line (the inbox, cards) ---------------------------------------------------------
+def _shorten(text: str, limit: int = SUMMARY_MAX) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def summarize_values(args: Any, tool_name: str = "") -> str:
+    """A tool's argument values in its declared order, e.g. "meals · $200.00" (no keys)."""
+    if not isinstance(args, dict) or not args:
+        return ""
+    keys = ordered_keys(args, tool_name)
+    return _shorten(" · ".join(readable(args[k], k) for k in keys if args[k] not in (None, "")))
+
+
+def ticket_summary(ticket: Any) -> str:
+    """e.g. "meals · $200.00"; for a confirmation, what will run; for input, the question."""
+    args = ticket.args or {}
+    if ticket.kind == "confirmation":
+        original = ticket.original_call
+        name = original.get("name", ticket.tool_name)
+        return _shorten(f"{name}: {summarize_values(original.get('args'), name)}")
+    if ticket.kind == "input":
+        return _shorten(str(args.get("message", "")))
+    if ticket.kind == "choice":
+        return _shorten("options: " + " / ".join(str(o) for o in args.get("options") or []))
+    return summarize_values(args, ticket.tool_name)
