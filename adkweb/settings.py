@@ -134,7 +134,7 @@ else:
     CELERY_BROKER_TRANSPORT_OPTIONS = {"polling_interval": 0.005}
 
 CELERY_TASK_DEFAULT_QUEUE = "agents"
-CELERY_TASK_ROUTES = {"agents_app.tasks.*": {"queue": "agents"}, "approvals.tasks.*": {"queue": "agents"}}
+CELERY_TASK_ROUTES = {"agents_app.tasks.*": {"queue": "agents"}}
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1

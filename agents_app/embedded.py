@@ -36,12 +36,12 @@ def start_embedded_worker(concurrency: int = 2, sweep_every: float = 5.0) -> Non
 def _sweep_forever(every: float) -> None:
     from django.db import close_old_connections
 
-    from .services import turns_requeue_owed
+    from .services import owed_sessions_enqueue
 
     while True:
         time.sleep(every)
         try:
-            turns_requeue_owed()
+            owed_sessions_enqueue()
         except Exception:
             logger.warning("Sweeper pass failed", exc_info=True)
         finally:

@@ -159,10 +159,6 @@ class Turn(models.Model):
     def __str__(self) -> str:
         return f"turn {self.pk} ({self.kind}, {self.status})"
 
-    @property
-    def is_finished(self) -> bool:
-        return self.status in {self.Status.DONE, self.Status.FAILED}
-
 
 class ApiToken(models.Model):
     """A per-user API key for `Authorization: Token <key>`. Only a SHA-256 of the key is stored:

@@ -116,7 +116,7 @@ async def turn_run(turn: Turn) -> None:
         current_turn_id.reset(token)
 
 
-def session_drain(session_pk: int) -> int:
+def session_turns_run(session_pk: int) -> int:
     """Run every queued turn of one session, oldest first; returns how many ran."""
     from google.adk.errors._stale_session_error import StaleSessionError
 

@@ -160,7 +160,7 @@ def session_enqueue(*, session_pk: int) -> bool:
         return False
 
 
-def turns_requeue_owed() -> int:
+def owed_sessions_enqueue() -> int:
     """Re-enqueue sessions with owed work nobody is doing: queued turns older than a few seconds
     (the enqueue was lost) and sessions whose run lease expired (the worker died)."""
     now = timezone.now()

@@ -12,14 +12,14 @@ QUEUES = (AGENTS_QUEUE,)
 @shared_task(acks_late=True)
 def session_drain(session_pk: int) -> int:
     """Run a session's queued turns, oldest first, under its lease."""
-    from .runner import session_drain as drain
+    from .runner import session_turns_run
 
-    return drain(session_pk)
+    return session_turns_run(session_pk)
 
 
 @shared_task
 def turns_requeue_owed() -> int:
     """Re-enqueue sessions whose owed work no worker is doing."""
-    from .services import turns_requeue_owed as requeue
+    from .services import owed_sessions_enqueue
 
-    return requeue()
+    return owed_sessions_enqueue()

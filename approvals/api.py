@@ -56,33 +56,33 @@ class AssignBody(_Body):
     assignee: StrictStr | None  # "me" takes the ticket, null gives it back
 
 
-def ticket_json(call: PendingCall, *, responses: list[Response] | None = None) -> dict[str, Any]:
+def ticket_json(ticket: PendingCall, *, responses: list[Response] | None = None) -> dict[str, Any]:
     data: dict[str, Any] = {
-        "id": call.pk,
-        "url": reverse("approvals_api:pending-call", args=[call.pk]),
-        "kind": call.kind,
-        "status": call.status,
-        "agent": call.app_name,
-        "tool": call.tool_name or call.call_name,
-        "call_id": call.call_id,
-        "call_name": call.call_name,
-        "args": call.args,
-        "initial_response": call.initial_response,
-        "hint": call.hint or None,
-        "response_schema": call.response_schema,
+        "id": ticket.pk,
+        "url": reverse("approvals_api:pending-call", args=[ticket.pk]),
+        "kind": ticket.kind,
+        "status": ticket.status,
+        "agent": ticket.app_name,
+        "tool": ticket.tool_name or ticket.call_name,
+        "call_id": ticket.call_id,
+        "call_name": ticket.call_name,
+        "args": ticket.args,
+        "initial_response": ticket.initial_response,
+        "hint": ticket.hint or None,
+        "response_schema": ticket.response_schema,
         "session": {
-            "app_name": call.session.app_name,
-            "user_id": call.session.user_id,
-            "session_id": call.session.session_id,
+            "app_name": ticket.session.app_name,
+            "user_id": ticket.session.user_id,
+            "session_id": ticket.session.session_id,
         },
-        "requester": call.requester,
-        "invocation_id": call.invocation_id,
-        "assigned_to": _username(call.assigned_to),
-        "due_at": _iso(call.due_at),
-        "created_at": _iso(call.created_at),
-        "updated_at": _iso(call.updated_at),
-        "closed_at": _iso(call.closed_at),
-        "closed_by": _username(call.closed_by),
+        "requester": ticket.requester,
+        "invocation_id": ticket.invocation_id,
+        "assigned_to": _username(ticket.assigned_to),
+        "due_at": _iso(ticket.due_at),
+        "created_at": _iso(ticket.created_at),
+        "updated_at": _iso(ticket.updated_at),
+        "closed_at": _iso(ticket.closed_at),
+        "closed_by": _username(ticket.closed_by),
     }
     if responses is not None:
         data["responses"] = [response_json(r) for r in responses]
@@ -104,10 +104,10 @@ def response_json(response: Response) -> dict[str, Any]:
 
 
 def _visible(request: HttpRequest, ticket_id: int) -> PendingCall:
-    call = selectors.ticket_visible_get(user=request.user, ticket_id=ticket_id)
-    if call is None:
+    ticket = selectors.ticket_visible_get(user=request.user, ticket_id=ticket_id)
+    if ticket is None:
         raise NotFound(f"Pending call not found: {ticket_id}")
-    return call
+    return ticket
 
 
 def _filters(request: HttpRequest) -> selectors.InboxFilters:
@@ -142,15 +142,15 @@ def pending_calls(request: HttpRequest) -> JsonResponse:
             "page_size": size,
             "next": _page_url(request, page + 1) if page * size < count else None,
             "previous": _page_url(request, page - 1) if page > 1 else None,
-            "results": [ticket_json(call) for call in rows],
+            "results": [ticket_json(ticket) for ticket in rows],
         }
     )
 
 
 @api_view("GET")
 def pending_call(request: HttpRequest, ticket_id: int) -> JsonResponse:
-    call = _visible(request, ticket_id)
-    return JsonResponse(ticket_json(call, responses=selectors.ticket_responses(call=call)))
+    ticket = _visible(request, ticket_id)
+    return JsonResponse(ticket_json(ticket, responses=selectors.ticket_responses(ticket=ticket)))
 
 
 def _created(response: Response) -> JsonResponse:
@@ -159,13 +159,13 @@ def _created(response: Response) -> JsonResponse:
 
 @api_view("GET", "POST")
 def responses(request: HttpRequest, ticket_id: int) -> JsonResponse:
-    call = _visible(request, ticket_id)
+    ticket = _visible(request, ticket_id)
     if request.method == "GET":
-        return JsonResponse([response_json(r) for r in selectors.ticket_responses(call=call)], safe=False)
+        return JsonResponse([response_json(r) for r in selectors.ticket_responses(ticket=ticket)], safe=False)
     body = parse(ResponseBody, json_body(request))
     return _created(
         services.response_submit(
-            call=call, actor=request.user, payload=body.response, final=body.final, comment=body.comment
+            ticket=ticket, actor=request.user, payload=body.response, final=body.final, comment=body.comment
         )
     )
 
@@ -178,24 +178,26 @@ def _optional_body(request: HttpRequest) -> Any:
 
 @api_view("POST")
 def approve(request: HttpRequest, ticket_id: int) -> JsonResponse:
-    call = _visible(request, ticket_id)
+    ticket = _visible(request, ticket_id)
     body = parse(ApproveBody, _optional_body(request))
-    return _created(services.ticket_approve(call=call, actor=request.user, comment=body.comment, payload=body.payload))
+    return _created(
+        services.ticket_approve(ticket=ticket, actor=request.user, comment=body.comment, payload=body.payload)
+    )
 
 
 @api_view("POST")
 def reject(request: HttpRequest, ticket_id: int) -> JsonResponse:
-    call = _visible(request, ticket_id)
+    ticket = _visible(request, ticket_id)
     body = parse(RejectBody, _optional_body(request))
-    return _created(services.ticket_reject(call=call, actor=request.user, reason=body.reason or body.comment))
+    return _created(services.ticket_reject(ticket=ticket, actor=request.user, reason=body.reason or body.comment))
 
 
 @api_view("POST")
 def assign(request: HttpRequest, ticket_id: int) -> JsonResponse:
     """Take an open ticket (`{"assignee": "me"}`) or give it back (`{"assignee": null}`)."""
-    call = _visible(request, ticket_id)
+    ticket = _visible(request, ticket_id)
     body = parse(AssignBody, json_body(request))
     if body.assignee not in (None, "me"):
         raise Invalid('assignee must be "me" or null: approvers assign tickets to themselves.')
-    call = services.ticket_assign(call=call, actor=request.user, assignee=request.user if body.assignee else None)
-    return JsonResponse(ticket_json(selectors.ticket_get(ticket_id=call.pk)))
+    ticket = services.ticket_assign(ticket=ticket, actor=request.user, assignee=request.user if body.assignee else None)
+    return JsonResponse(ticket_json(selectors.ticket_get(ticket_id=ticket.pk)))

@@ -8,6 +8,6 @@ class ApprovalsConfig(AppConfig):
     def ready(self) -> None:
         from agents_app.session_service import register_event_hook
 
-        from .services import pending_calls_record_event
+        from .services import tickets_record_event
 
-        register_event_hook(pending_calls_record_event)
+        register_event_hook(tickets_record_event)

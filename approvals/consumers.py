@@ -19,7 +19,7 @@ from agents_app.events import session_group
 from . import selectors
 from .events import APPROVALS_GROUP
 from .forms import InboxFilterForm
-from .permissions import can_view_call
+from .permissions import can_view_ticket
 
 TICKET_CARD = "agents_app/partials/ticket_card.html"
 LIVE = "approvals/partials/live.html"
@@ -71,18 +71,18 @@ class InboxConsumer(AsyncWebsocketConsumer):
         """Frames to send. Table rows travel alone in their frame: an HTML fragment that starts with
         another element is parsed in body mode, where <tr>/<tbody> tags are dropped."""
         frames = [_nav_count_html(selectors.open_ticket_count())]
-        call = None if self.nav_only else selectors.ticket_get(ticket_id=ticket_id)
-        if call is None:
+        ticket = None if self.nav_only else selectors.ticket_get(ticket_id=ticket_id)
+        if ticket is None:
             return frames
         matches = selectors.ticket_matches(ticket_id=ticket_id, filters=self.filters, user=self.user)
         total = selectors.ticket_queryset(filters=self.filters, user=self.user).count()
         frames.append(render_to_string("approvals/inbox.html#total", {"total": total, "oob": True}))
         if ticket_id in self.shown:
             # A decided ticket changes in place (greyed, "approved by …") rather than vanishing under the cursor.
-            frames.append(render_to_string("approvals/inbox.html#row", {"call": call, "oob": "outerHTML"}).strip())
+            frames.append(render_to_string("approvals/inbox.html#row", {"ticket": ticket, "oob": "outerHTML"}).strip())
         elif matches and self.at_edge:
             self.shown.add(ticket_id)
-            frames.append(render_to_string(LIVE + "#rows-added", {"call": call, "edge": self.at_edge}))
+            frames.append(render_to_string(LIVE + "#rows-added", {"ticket": ticket, "edge": self.at_edge}))
             frames.append(render_to_string(LIVE + "#empty-gone"))
         elif matches:
             frames.append(render_to_string(LIVE + "#notice-elsewhere"))
@@ -95,14 +95,14 @@ class TicketConsumer(AsyncWebsocketConsumer):
     async def connect(self) -> None:
         self.user = self.scope.get("user")
         ticket_id = int(self.scope["url_route"]["kwargs"]["ticket_id"])
-        call = await database_sync_to_async(selectors.ticket_get)(ticket_id=ticket_id)
-        if call is None or not await database_sync_to_async(can_view_call)(self.user, call):
+        ticket = await database_sync_to_async(selectors.ticket_get)(ticket_id=ticket_id)
+        if ticket is None or not await database_sync_to_async(can_view_ticket)(self.user, ticket):
             await self.close(code=REFUSED)
             return
-        self.ticket_id, self.session_pk = call.pk, call.session_id
+        self.ticket_id, self.session_pk = ticket.pk, ticket.session_id
         query = QueryDict(self.scope.get("query_string", b"").decode())
         self.last_pk = int(query["after"]) if query.get("after", "").isdigit() else None
-        self.group = session_group(call.session_id)
+        self.group = session_group(ticket.session_id)
         await self.channel_layer.group_add(self.group, self.channel_name)
         await self.accept()
         if self.last_pk is not None:
@@ -145,14 +145,14 @@ class TicketConsumer(AsyncWebsocketConsumer):
     def _render_ticket(self, ticket_id: int) -> str:
         from .views import ticket_context
 
-        call = selectors.ticket_get(ticket_id=ticket_id)
-        if call is None or call.session_id != self.session_pk:
+        ticket = selectors.ticket_get(ticket_id=ticket_id)
+        if ticket is None or ticket.session_id != self.session_pk:
             return ""
         # Its card in the conversation, wherever it is shown on this page.
-        html = render_to_string(TICKET_CARD, {"ticket": call, "oob": "true"})
+        html = render_to_string(TICKET_CARD, {"ticket": ticket, "oob": "true"})
         if ticket_id == self.ticket_id:
-            ctx = {**ticket_context(call, self.user), "oob": True}
-            parts = ["status", "history", "activity"] + ([] if call.is_open else ["actions"])
+            ctx = {**ticket_context(ticket, self.user), "oob": True}
+            parts = ["status", "history", "activity"] + ([] if ticket.is_open else ["actions"])
             html += "".join(render_to_string(f"approvals/ticket.html#{p}", ctx) for p in parts)
         if is_approver(self.user):
             html += _nav_count_html(selectors.open_ticket_count())

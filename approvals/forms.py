@@ -135,26 +135,26 @@ class SchemaResponseForm(forms.Form):
         return {k: data[f"s_{k}"] for k in self.schema_keys if data.get(f"s_{k}") not in (None, "")}
 
 
-def response_form_for(call: PendingCall, data: Any = None) -> forms.Form:
+def response_form_for(ticket: PendingCall, data: Any = None) -> forms.Form:
     """The custom-response form of a ticket: built from its schema where it declares one."""
-    if schema_supported(call.response_schema):
-        return SchemaResponseForm(data, schema=call.response_schema, prefix="custom")
-    initial = {"body": json.dumps(example_body(call), indent=2)}
+    if schema_supported(ticket.response_schema):
+        return SchemaResponseForm(data, schema=ticket.response_schema, prefix="custom")
+    initial = {"body": json.dumps(example_body(ticket), indent=2)}
     return CustomResponseForm(data, initial=initial, prefix="custom")
 
 
-def example_body(call: PendingCall) -> dict[str, Any]:
-    if call.kind == PendingCall.Kind.CONFIRMATION:
+def example_body(ticket: PendingCall) -> dict[str, Any]:
+    if ticket.kind == PendingCall.Kind.CONFIRMATION:
         return {"confirmed": True}
-    if call.kind == PendingCall.Kind.CHOICE:
-        options = (call.args or {}).get("options") or [""]
+    if ticket.kind == PendingCall.Kind.CHOICE:
+        options = (ticket.args or {}).get("options") or [""]
         return {"result": options[0]}
     return {"status": "approved"}
 
 
-def fits_schema(call: PendingCall, payload: dict[str, Any]) -> bool:
+def fits_schema(ticket: PendingCall, payload: dict[str, Any]) -> bool:
     """Whether a fixed payload (plain Approve/Reject) would pass the ticket's response schema."""
-    schema = call.response_schema
+    schema = ticket.response_schema
     if not isinstance(schema, dict) or schema.get("type") != "object":
         return True
     import jsonschema

@@ -1,4 +1,10 @@
-"""Tickets (open human pauses of an agent) and the append-only responses sent to them."""
+"""Tickets (open human pauses of an agent) and the append-only responses sent to them.
+
+Vocabulary: a pause is a *ticket* in code, UI and API (`ticket` variables, `ticket_*` functions).
+The model keeps its first name, `PendingCall` (table `approvals_pendingcall`, API paths
+`/api/pending-calls`): renaming a model, its table and its URLs would cost a migration and break
+clients for nothing a person sees. `call_id` / `call_name` are the ADK function call's own.
+"""
 
 from __future__ import annotations
 

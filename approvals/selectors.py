@@ -11,7 +11,7 @@ from django.db.models import Exists, OuterRef, Q, QuerySet
 from adkweb.roles import is_approver, is_observer
 
 from .models import PendingCall, Response
-from .permissions import can_view_call
+from .permissions import can_view_ticket
 
 INBOX_PAGE_SIZE = 25
 CLOSED_STATUSES = tuple(s for s in PendingCall.Status.values if s not in PendingCall.OPEN_STATUSES)
@@ -93,8 +93,8 @@ def ticket_get(*, ticket_id: int) -> PendingCall | None:
     return PendingCall.objects.select_related("session", "closed_by", "assigned_to").filter(pk=ticket_id).first()
 
 
-def ticket_responses(*, call: PendingCall) -> list[Response]:
-    return list(Response.objects.filter(pending_call=call).select_related("actor").order_by("created_at", "id"))
+def ticket_responses(*, ticket: PendingCall) -> list[Response]:
+    return list(Response.objects.filter(pending_call=ticket).select_related("actor").order_by("created_at", "id"))
 
 
 # -- the approvals HTTP API (approvals.api) --------------------------------------------------------
@@ -111,5 +111,5 @@ def tickets_visible(*, user: Any, filters: InboxFilters) -> QuerySet[PendingCall
 
 def ticket_visible_get(*, user: Any, ticket_id: int) -> PendingCall | None:
     """One ticket if it exists and the user may see it, else None (the API answers 404 either way)."""
-    call = ticket_get(ticket_id=ticket_id)
-    return call if call is not None and can_view_call(user, call) else None
+    ticket = ticket_get(ticket_id=ticket_id)
+    return ticket if ticket is not None and can_view_ticket(user, ticket) else None

@@ -16,7 +16,7 @@ from agents_app.services import InvalidMessage, turn_create
 
 from . import events
 from .models import PendingCall, Response
-from .permissions import can_answer_call
+from .permissions import can_decide_ticket
 
 KIND_BY_CALL_NAME = {
     "adk_request_confirmation": PendingCall.Kind.CONFIRMATION,
@@ -32,10 +32,11 @@ ABORTED = "INVOCATION_ABORTED"
 class TicketClosed(Conflict):
     """The ticket already has its final response (HTTP 409)."""
 
-    def __init__(self, call: PendingCall) -> None:
-        who = f" by {call.closed_by.get_username()}" if call.closed_by_id and call.closed_by else ""
-        super().__init__(f"Ticket #{call.pk} is already closed ({call.get_status_display()}{who}); nothing was sent.")
-        self.call = call
+    def __init__(self, ticket: PendingCall) -> None:
+        who = f" by {ticket.closed_by.get_username()}" if ticket.closed_by_id and ticket.closed_by else ""
+        status = ticket.get_status_display()
+        super().__init__(f"Ticket #{ticket.pk} is already closed ({status}{who}); nothing was sent.")
+        self.ticket = ticket
 
 
 class InvalidResponse(Invalid):
@@ -48,7 +49,7 @@ class NotAllowed(Forbidden):
 
 @dataclass
 class Answer:
-    call: PendingCall
+    ticket: PendingCall
     payload: dict[str, Any]
     final: bool
     comment: str = ""
@@ -56,7 +57,7 @@ class Answer:
 
 
 # -- tickets from events (runs inside the session service's append transaction) ---------------
-def pending_calls_record_event(session: AdkSession, stored: StoredEvent, event: Any) -> None:
+def tickets_record_event(session: AdkSession, stored: StoredEvent, event: Any) -> None:
     """Open a ticket for each new interrupt; attach a tool's initial response; cancel aborted ones."""
     interrupts = set(event.long_running_tool_ids or ())
     for fc in event.get_function_calls():
@@ -65,7 +66,7 @@ def pending_calls_record_event(session: AdkSession, stored: StoredEvent, event: 
         args = dict(fc.args or {})
         kind = KIND_BY_CALL_NAME.get(fc.name or "", PendingCall.Kind.LONG_RUNNING)
         tool_name = (args.get("originalFunctionCall") or {}).get("name", fc.name) if kind == "confirmation" else fc.name
-        call, created = PendingCall.objects.get_or_create(
+        ticket, created = PendingCall.objects.get_or_create(
             session=session,
             call_id=fc.id,
             defaults=dict(
@@ -80,31 +81,31 @@ def pending_calls_record_event(session: AdkSession, stored: StoredEvent, event: 
             ),
         )
         if created:
-            _announce(call)
+            _announce(ticket)
     if event.author == "user":
-        return  # user-authored answers are recorded by responses_submit
+        return  # user-authored answers are recorded by answers_submit
     for fr in event.get_function_responses():
-        call = PendingCall.objects.filter(session=session, call_id=fr.id).first()
-        if call is None or not call.is_open:
+        ticket = PendingCall.objects.filter(session=session, call_id=fr.id).first()
+        if ticket is None or not ticket.is_open:
             continue
         response = dict(fr.response or {})
         if event.error_code == ABORTED or ABORTED in str(response.get("error", "")):
-            call.status = PendingCall.Status.CANCELLED
-            call.closed_at = timezone.now()
-        elif call.initial_response is None:
-            call.initial_response = response
-        call.save()
-        _announce(call)
+            ticket.status = PendingCall.Status.CANCELLED
+            ticket.closed_at = timezone.now()
+        elif ticket.initial_response is None:
+            ticket.initial_response = response
+        ticket.save()
+        _announce(ticket)
 
 
-def _announce(call: PendingCall) -> None:
-    ticket_id, session_pk = call.pk, call.session_id
+def _announce(ticket: PendingCall) -> None:
+    ticket_id, session_pk = ticket.pk, ticket.session_id
     transaction.on_commit(lambda: events.notify_ticket_changed(ticket_id=ticket_id, session_pk=session_pk))
 
 
 # -- response bodies per kind --------------------------------------------------------------------
-def approve_payload(call: PendingCall, comment: str = "", payload: dict | None = None) -> dict[str, Any]:
-    if call.kind == PendingCall.Kind.CONFIRMATION:
+def approve_payload(ticket: PendingCall, comment: str = "", payload: dict | None = None) -> dict[str, Any]:
+    if ticket.kind == PendingCall.Kind.CONFIRMATION:
         body: dict[str, Any] = {"confirmed": True}
         if payload:
             body["payload"] = payload
@@ -115,8 +116,8 @@ def approve_payload(call: PendingCall, comment: str = "", payload: dict | None =
     return body
 
 
-def reject_payload(call: PendingCall, reason: str = "") -> dict[str, Any]:
-    if call.kind == PendingCall.Kind.CONFIRMATION:
+def reject_payload(ticket: PendingCall, reason: str = "") -> dict[str, Any]:
+    if ticket.kind == PendingCall.Kind.CONFIRMATION:
         return {"confirmed": False, "payload": {"reason": reason}} if reason else {"confirmed": False}
     body: dict[str, Any] = {"status": "rejected"}
     if reason:
@@ -134,10 +135,10 @@ def update_payload(message: str, progress: float | None = None, extra: dict | No
 
 
 def _validate(answer: Answer) -> None:
-    call, payload = answer.call, answer.payload
+    ticket, payload = answer.ticket, answer.payload
     if not isinstance(payload, dict):
         raise InvalidResponse("The response must be a JSON object.")
-    if call.kind == PendingCall.Kind.CONFIRMATION:
+    if ticket.kind == PendingCall.Kind.CONFIRMATION:
         if not answer.final:
             raise InvalidResponse("A confirmation takes one final answer (confirmed true or false), not updates.")
         extra = set(payload) - {"confirmed", "payload", "hint"}
@@ -150,7 +151,7 @@ def _validate(answer: Answer) -> None:
                     else "; 'confirmed' must be true or false."
                 )
             )
-    schema = call.response_schema
+    schema = ticket.response_schema
     if isinstance(schema, dict) and schema.get("type") == "object":
         # ADK validates the answer against the schema after storing it and then fails the run:
         # refuse it here, before anything is stored or sent.
@@ -171,7 +172,7 @@ def _closed_status(answer: Answer) -> str:
         return PendingCall.Status.APPROVED
     if answer.action == Response.Action.REJECT:
         return PendingCall.Status.REJECTED
-    if answer.call.kind == PendingCall.Kind.CONFIRMATION:
+    if answer.ticket.kind == PendingCall.Kind.CONFIRMATION:
         return PendingCall.Status.APPROVED if answer.payload.get("confirmed") else PendingCall.Status.REJECTED
     word = str(answer.payload.get("status", "")).lower()
     if word in APPROVED_WORDS:
@@ -183,7 +184,7 @@ def _closed_status(answer: Answer) -> str:
 
 # -- submitting ---------------------------------------------------------------------------------
 @transaction.atomic
-def responses_submit(
+def answers_submit(
     *, session: AdkSession, answers: list[Answer], actor: Any, streaming: bool = False, state_delta: dict | None = None
 ) -> Turn:
     """Record responses to open tickets of one session and queue the turn that carries them."""
@@ -193,22 +194,22 @@ def responses_submit(
         c.pk: c
         for c in PendingCall.objects.select_for_update(of=("self",))
         .select_related("closed_by")
-        .filter(pk__in=[a.call.pk for a in answers])
+        .filter(pk__in=[a.ticket.pk for a in answers])
     }
     parts = []
     for answer in answers:
-        answer.call = call = locked[answer.call.pk]
-        if call.session_id != session.pk:
-            raise InvalidResponse(f"Ticket #{call.pk} belongs to another conversation.")
-        if not can_answer_call(actor, call):
-            raise NotAllowed(f"You may not answer ticket #{call.pk}: only approvers answer this kind of ticket.")
-        if call.is_closed:
-            raise TicketClosed(call)
+        answer.ticket = ticket = locked[answer.ticket.pk]
+        if ticket.session_id != session.pk:
+            raise InvalidResponse(f"Ticket #{ticket.pk} belongs to another conversation.")
+        if not can_decide_ticket(actor, ticket):
+            raise NotAllowed(f"You may not answer ticket #{ticket.pk}: only approvers answer this kind of ticket.")
+        if ticket.is_closed:
+            raise TicketClosed(ticket)
         _validate(answer)
         parts.append(
             types.Part(
                 function_response=types.FunctionResponse(
-                    id=call.call_id, name=call.call_name, response=answer.payload, will_continue=not answer.final
+                    id=ticket.call_id, name=ticket.call_name, response=answer.payload, will_continue=not answer.final
                 )
             )
         )
@@ -221,9 +222,9 @@ def responses_submit(
     )
     now = timezone.now()
     for answer in answers:
-        call = answer.call
+        ticket = answer.ticket
         Response.objects.create(
-            pending_call=call,
+            pending_call=ticket,
             action=answer.action,
             payload=answer.payload,
             final=answer.final,
@@ -232,18 +233,18 @@ def responses_submit(
             turn=turn,
         )
         if answer.final:
-            call.status, call.closed_at = _closed_status(answer), now
-            call.closed_by = actor if actor and actor.is_authenticated else None
+            ticket.status, ticket.closed_at = _closed_status(answer), now
+            ticket.closed_by = actor if actor and actor.is_authenticated else None
         else:
-            call.status = PendingCall.Status.IN_PROGRESS
-        call.save()
-        _announce(call)
+            ticket.status = PendingCall.Status.IN_PROGRESS
+        ticket.save()
+        _announce(ticket)
     return turn
 
 
 def response_submit(
     *,
-    call: PendingCall,
+    ticket: PendingCall,
     actor: Any,
     payload: dict,
     final: bool,
@@ -251,27 +252,27 @@ def response_submit(
     action: str = Response.Action.CUSTOM,
 ) -> Response:
     """Record one response to a ticket and queue the turn that carries it to the agent."""
-    answer = Answer(call=call, payload=payload, final=final, comment=comment, action=action)
-    turn = responses_submit(session=call.session, answers=[answer], actor=actor)
-    return Response.objects.filter(turn=turn, pending_call_id=call.pk).get()
+    answer = Answer(ticket=ticket, payload=payload, final=final, comment=comment, action=action)
+    turn = answers_submit(session=ticket.session, answers=[answer], actor=actor)
+    return Response.objects.filter(turn=turn, pending_call_id=ticket.pk).get()
 
 
-def ticket_approve(*, call: PendingCall, actor: Any, comment: str = "", payload: dict | None = None) -> Response:
+def ticket_approve(*, ticket: PendingCall, actor: Any, comment: str = "", payload: dict | None = None) -> Response:
     return response_submit(
-        call=call,
+        ticket=ticket,
         actor=actor,
-        payload=approve_payload(call, comment, payload),
+        payload=approve_payload(ticket, comment, payload),
         final=True,
         comment=comment,
         action=Response.Action.APPROVE,
     )
 
 
-def ticket_reject(*, call: PendingCall, actor: Any, reason: str = "") -> Response:
+def ticket_reject(*, ticket: PendingCall, actor: Any, reason: str = "") -> Response:
     return response_submit(
-        call=call,
+        ticket=ticket,
         actor=actor,
-        payload=reject_payload(call, reason),
+        payload=reject_payload(ticket, reason),
         final=True,
         comment=reason,
         action=Response.Action.REJECT,
@@ -279,10 +280,10 @@ def ticket_reject(*, call: PendingCall, actor: Any, reason: str = "") -> Respons
 
 
 def ticket_update(
-    *, call: PendingCall, actor: Any, message: str, progress: float | None = None, extra: dict | None = None
+    *, ticket: PendingCall, actor: Any, message: str, progress: float | None = None, extra: dict | None = None
 ) -> Response:
     return response_submit(
-        call=call,
+        ticket=ticket,
         actor=actor,
         payload=update_payload(message, progress, extra),
         final=False,
@@ -292,19 +293,19 @@ def ticket_update(
 
 
 @transaction.atomic
-def ticket_assign(*, call: PendingCall, actor: Any, assignee: Any | None) -> PendingCall:
+def ticket_assign(*, ticket: PendingCall, actor: Any, assignee: Any | None) -> PendingCall:
     """Take an open ticket (assignee = the actor) or give it back (None): approvers only."""
-    call = PendingCall.objects.select_for_update(of=("self",)).select_related("closed_by").get(pk=call.pk)
+    ticket = PendingCall.objects.select_for_update(of=("self",)).select_related("closed_by").get(pk=ticket.pk)
     if not is_approver(actor):
         raise NotAllowed("Only approvers take tickets.")
     if assignee is not None and assignee.pk != actor.pk:
         raise InvalidResponse("You can assign a ticket to yourself only.")
-    if call.is_closed:
-        raise TicketClosed(call)
-    call.assigned_to = assignee
-    call.save(update_fields=["assigned_to", "updated_at"])
-    _announce(call)
-    return call
+    if ticket.is_closed:
+        raise TicketClosed(ticket)
+    ticket.assigned_to = assignee
+    ticket.save(update_fields=["assigned_to", "updated_at"])
+    _announce(ticket)
+    return ticket
 
 
 def message_submit(
@@ -314,13 +315,15 @@ def message_submit(
     responses = [p.function_response for p in content.parts or [] if p.function_response]
     if not responses:
         return turn_create(session=session, content=content, actor=actor, state_delta=state_delta, streaming=streaming)
-    calls = {c.call_id: c for c in PendingCall.objects.filter(session=session, call_id__in=[fr.id for fr in responses])}
-    missing = sorted({fr.id or "" for fr in responses} - set(calls))
+    tickets = {
+        c.call_id: c for c in PendingCall.objects.filter(session=session, call_id__in=[fr.id for fr in responses])
+    }
+    missing = sorted({fr.id or "" for fr in responses} - set(tickets))
     if missing:
         raise InvalidMessage(f"Function call not found for function response ids: {', '.join(missing)}.")
     if len(responses) != len({fr.id for fr in responses}):
         raise InvalidMessage("A message answers each function call at most once.")
-    if len({calls[fr.id].invocation_id for fr in responses}) > 1:
+    if len({tickets[fr.id].invocation_id for fr in responses}) > 1:
         # ADK refuses these at run time (after the answers would be recorded): refuse them here.
         raise InvalidMessage(
             "Function responses in one message must answer calls of one invocation; send them separately."
@@ -328,5 +331,5 @@ def message_submit(
     answers = []
     for fr in responses:
         final = fr.will_continue is not True
-        answers.append(Answer(call=calls[fr.id], payload=dict(fr.response or {}), final=final))
-    return responses_submit(session=session, answers=answers, actor=actor, streaming=streaming, state_delta=state_delta)
+        answers.append(Answer(ticket=tickets[fr.id], payload=dict(fr.response or {}), final=final))
+    return answers_submit(session=session, answers=answers, actor=actor, streaming=streaming, state_delta=state_delta)

@@ -20,7 +20,7 @@ from agents_app import selectors as conversations
 
 from . import forms, selectors, services
 from .models import PendingCall
-from .permissions import can_answer_call, can_view_call
+from .permissions import can_decide_ticket, can_view_ticket
 
 
 # -- inbox --------------------------------------------------------------------------------------
@@ -50,34 +50,36 @@ def inbox(request: HtmxHttpRequest) -> HttpResponse:
 
 # -- ticket -------------------------------------------------------------------------------------
 def _visible_call(request: HttpRequest, ticket_id: int) -> PendingCall:
-    call = selectors.ticket_get(ticket_id=ticket_id)
-    if call is None or not can_view_call(request.user, call):
+    ticket = selectors.ticket_get(ticket_id=ticket_id)
+    if ticket is None or not can_view_ticket(request.user, ticket):
         raise Http404("No such ticket, or it is not yours to see.")
-    return call
+    return ticket
 
 
-def ticket_context(call: PendingCall, user: Any, bound: dict[str, Form] | None = None, **extra: Any) -> dict[str, Any]:
+def ticket_context(
+    ticket: PendingCall, user: Any, bound: dict[str, Form] | None = None, **extra: Any
+) -> dict[str, Any]:
     """Everything the ticket page and its partials show (also used by the ticket consumer)."""
-    answerable = call.is_open and can_answer_call(user, call)
-    confirmation = call.kind == PendingCall.Kind.CONFIRMATION
+    answerable = ticket.is_open and can_decide_ticket(user, ticket)
+    confirmation = ticket.kind == PendingCall.Kind.CONFIRMATION
     ctx: dict[str, Any] = {
-        "call": call,
-        "responses": selectors.ticket_responses(call=call),
+        "ticket": ticket,
+        "responses": selectors.ticket_responses(ticket=ticket),
         "can_answer": answerable,
-        "activity": conversations.session_status(session_pk=call.session_id),
-        "approve_ok": forms.fits_schema(call, services.approve_payload(call)),
-        "reject_ok": forms.fits_schema(call, services.reject_payload(call, "reason")),
+        "activity": conversations.session_status(session_pk=ticket.session_id),
+        "approve_ok": forms.fits_schema(ticket, services.approve_payload(ticket)),
+        "reject_ok": forms.fits_schema(ticket, services.reject_payload(ticket, "reason")),
         "update_ok": not confirmation,
         "confirmation": confirmation,
-        "can_assign": call.is_open and is_approver(user),
-        "assigned_to_me": call.assigned_to_id == getattr(user, "pk", None),
+        "can_assign": ticket.is_open and is_approver(user),
+        "assigned_to_me": ticket.assigned_to_id == getattr(user, "pk", None),
     }
     if answerable:
         ctx.update(
             approve_form=forms.ApproveForm(prefix="approve"),
             reject_form=forms.RejectForm(prefix="reject"),
             update_form=forms.UpdateForm(prefix="update"),
-            custom_form=forms.response_form_for(call),
+            custom_form=forms.response_form_for(ticket),
         )
         ctx.update({f"{name}_form": form for name, form in (bound or {}).items()})
     ctx.update(extra)
@@ -87,30 +89,32 @@ def ticket_context(call: PendingCall, user: Any, bound: dict[str, Form] | None =
 @login_required
 @require_GET
 def ticket_detail(request: HtmxHttpRequest, ticket_id: int) -> HttpResponse:
-    call = _visible_call(request, ticket_id)
+    ticket = _visible_call(request, ticket_id)
     # The socket catches up from this pk: read it before the timeline (a duplicate beats a gap).
-    after = conversations.last_event_pk(session_pk=call.session_id)
-    ctx = ticket_context(call, request.user, last_event_pk=after, timeline=conversations.session_timeline(call.session))
+    after = conversations.last_event_pk(session_pk=ticket.session_id)
+    ctx = ticket_context(
+        ticket, request.user, last_event_pk=after, timeline=conversations.session_timeline(ticket.session)
+    )
     return render(request, "approvals/ticket.html", ctx)
 
 
-def _approve(call: PendingCall, user: Any, data: dict) -> None:
-    services.ticket_approve(call=call, actor=user, comment=data["comment"], payload=data.get("payload"))
+def _approve(ticket: PendingCall, user: Any, data: dict) -> None:
+    services.ticket_approve(ticket=ticket, actor=user, comment=data["comment"], payload=data.get("payload"))
 
 
-def _reject(call: PendingCall, user: Any, data: dict) -> None:
-    services.ticket_reject(call=call, actor=user, reason=data["reason"])
+def _reject(ticket: PendingCall, user: Any, data: dict) -> None:
+    services.ticket_reject(ticket=ticket, actor=user, reason=data["reason"])
 
 
-def _update(call: PendingCall, user: Any, data: dict) -> None:
+def _update(ticket: PendingCall, user: Any, data: dict) -> None:
     services.ticket_update(
-        call=call, actor=user, message=data["message"], progress=data.get("progress"), extra=data.get("extra")
+        ticket=ticket, actor=user, message=data["message"], progress=data.get("progress"), extra=data.get("extra")
     )
 
 
-def _respond(call: PendingCall, user: Any, data: dict) -> None:
+def _respond(ticket: PendingCall, user: Any, data: dict) -> None:
     payload = data["payload"] if "payload" in data else data["body"]
-    services.response_submit(call=call, actor=user, payload=payload, final=data["final"], comment=data["comment"])
+    services.response_submit(ticket=ticket, actor=user, payload=payload, final=data["final"], comment=data["comment"])
 
 
 ACTIONS: dict[str, tuple[Callable[[PendingCall, Any], Form], Callable[[PendingCall, Any, dict], None], str]] = {
@@ -132,54 +136,54 @@ def _form_data(form: Form) -> dict:
 @require_POST
 def ticket_act(request: HtmxHttpRequest, ticket_id: int, action: str) -> HttpResponse:
     """Approve, reject, send an update or a custom response; errors say why and send nothing."""
-    call = _visible_call(request, ticket_id)
+    ticket = _visible_call(request, ticket_id)
     if action not in ACTIONS:
         raise Http404("No such action.")
     make_form, perform, done = ACTIONS[action]
-    if not can_answer_call(request.user, call):
-        return _ticket_reply(request, call, status=403, error="You may not answer this ticket: only approvers can.")
-    form = make_form(call, request.POST)
+    if not can_decide_ticket(request.user, ticket):
+        return _ticket_reply(request, ticket, status=403, error="You may not answer this ticket: only approvers can.")
+    form = make_form(ticket, request.POST)
     if not form.is_valid():
         return _ticket_reply(
-            request, call, status=400, error="Please fix the form below; nothing was sent.", bound={action: form}
+            request, ticket, status=400, error="Please fix the form below; nothing was sent.", bound={action: form}
         )
     try:
-        perform(call, request.user, _form_data(form))
+        perform(ticket, request.user, _form_data(form))
     except Invalid as exc:  # the form stays as it was sent, to fix
-        return _ticket_reply(request, call, status=exc.status, error=f"{exc} Nothing was sent.", bound={action: form})
+        return _ticket_reply(request, ticket, status=exc.status, error=f"{exc} Nothing was sent.", bound={action: form})
     except Refused as exc:
-        return _ticket_reply(request, call, status=exc.status, error=str(exc))
+        return _ticket_reply(request, ticket, status=exc.status, error=str(exc))
     notice = f"{done}. The agent is resuming; its next steps appear below."
     if not request.htmx:
         messages.success(request, notice)
-        return redirect(reverse("approvals:ticket", args=[call.pk]))
-    return _ticket_reply(request, call, status=200, notice=notice)
+        return redirect(reverse("approvals:ticket", args=[ticket.pk]))
+    return _ticket_reply(request, ticket, status=200, notice=notice)
 
 
 @login_required
 @require_POST
 def ticket_assign(request: HtmxHttpRequest, ticket_id: int) -> HttpResponse:
     """Assign to me / Unassign: approvers say who is on a ticket."""
-    call = _visible_call(request, ticket_id)
+    ticket = _visible_call(request, ticket_id)
     take = request.POST.get("assign") == "me"
     try:
-        services.ticket_assign(call=call, actor=request.user, assignee=request.user if take else None)
+        services.ticket_assign(ticket=ticket, actor=request.user, assignee=request.user if take else None)
     except Refused as exc:
-        return _ticket_reply(request, call, status=exc.status, error=str(exc))
+        return _ticket_reply(request, ticket, status=exc.status, error=str(exc))
     notice = "Assigned to you." if take else "Unassigned."
     if not request.htmx:
         messages.success(request, notice)
-        return redirect(reverse("approvals:ticket", args=[call.pk]))
-    return _ticket_reply(request, call, status=200, notice=notice)
+        return redirect(reverse("approvals:ticket", args=[ticket.pk]))
+    return _ticket_reply(request, ticket, status=200, notice=notice)
 
 
 def _ticket_reply(
-    request: HtmxHttpRequest, call: PendingCall, *, status: int, bound: dict | None = None, **extra: Any
+    request: HtmxHttpRequest, ticket: PendingCall, *, status: int, bound: dict | None = None, **extra: Any
 ) -> HttpResponse:
-    call = selectors.ticket_get(ticket_id=call.pk) or call
-    ctx = ticket_context(call, request.user, bound, **extra)
+    ticket = selectors.ticket_get(ticket_id=ticket.pk) or ticket
+    ctx = ticket_context(ticket, request.user, bound, **extra)
     if request.htmx:
         return render(request, "approvals/ticket.html#panel", ctx, status=status)
-    ctx["last_event_pk"] = conversations.last_event_pk(session_pk=call.session_id)
-    ctx["timeline"] = conversations.session_timeline(call.session)
+    ctx["last_event_pk"] = conversations.last_event_pk(session_pk=ticket.session_id)
+    ctx["timeline"] = conversations.session_timeline(ticket.session)
     return render(request, "approvals/ticket.html", ctx, status=status)

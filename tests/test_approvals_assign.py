@@ -53,7 +53,7 @@ def test_only_approvers_assign_and_only_open_tickets(demo):
     assert _client(demo["observer"]).post(f"/tickets/{call.pk}/assign/", {"assign": "me"}).status_code == 403
     assert PendingCall.objects.get(pk=call.pk).assigned_to is None
 
-    services.ticket_reject(call=call, actor=demo["approver"], reason="no")
+    services.ticket_reject(ticket=call, actor=demo["approver"], reason="no")
     r = _client(demo["admin"]).post(f"/tickets/{call.pk}/assign/", {"assign": "me"})
     assert r.status_code == 409 and "already closed" in r.content.decode()
     assert PendingCall.objects.get(pk=call.pk).assigned_to is None
@@ -67,7 +67,7 @@ async def test_open_inboxes_see_the_assignee_live(demo, transactional_db):
     comm = WebsocketCommunicator(URLRouter(websocket_urlpatterns), "/ws/approvals/")
     comm.scope["user"] = demo["admin"]
     assert (await comm.connect())[0]
-    await sync_to_async(services.ticket_assign)(call=call, actor=demo["approver"], assignee=demo["approver"])
+    await sync_to_async(services.ticket_assign)(ticket=call, actor=demo["approver"], assignee=demo["approver"])
     seen = ""
     while f'id="pending-call-{call.pk}"' not in seen or "· approver" not in seen:
         seen += await comm.receive_from(timeout=5)

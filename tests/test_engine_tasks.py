@@ -42,7 +42,10 @@ def test_every_task_of_our_apps_names_a_known_queue():
     assert unnamed == {}, f"tasks that do not name a queue from agents_app.tasks.QUEUES: {unnamed}"
 
 
-def test_sent_tasks_land_on_their_queue():
+def test_sent_tasks_land_on_their_queue(monkeypatch):
+    # A task without a route would fall to the default queue: make that one no worker reads.
+    monkeypatch.setitem(app.conf, "task_default_queue", "no-route")
+    assert app.amqp.router.route({}, "elsewhere.tasks.stray")["queue"].name == "no-route"
     for name in _our_tasks():
         assert app.amqp.router.route({}, name)["queue"].name in QUEUES
 

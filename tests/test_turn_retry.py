@@ -21,7 +21,7 @@ def _approval_that_fails(demo, wait):
     services.message_send(session=session, text="Please reimburse 200$ for meals", actor=demo["requester"])
     call = ticket_opened(session, wait)
     AgentConfig.objects.filter(name="reimbursement_agent").update(enabled=False)
-    approvals.ticket_approve(call=call, actor=demo["approver"])
+    approvals.ticket_approve(ticket=call, actor=demo["approver"])
     settle(session, wait)
     turn = Turn.objects.filter(session=session).latest("id")
     assert failed_turns(session) == [

@@ -35,11 +35,6 @@ def pretty_json(value: Any) -> str:
 
 
 @register.filter
-def summarize(value: Any) -> str:
-    return timeline.summarize(value)
-
-
-@register.filter
 def status_label(value: str) -> str:
     """running / waiting / failed / idle as people say it."""
     return selectors.SESSION_STATUSES.get(value, value)

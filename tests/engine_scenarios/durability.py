@@ -46,7 +46,7 @@ def broker_down() -> Iterator[list[logging.LogRecord]]:
 def approval_survives_a_broker_outage(demo: dict, wait: Wait) -> None:
     session, call = _reimbursement_ticket(demo, wait)
     with broker_down() as logged:
-        approvals.ticket_approve(call=call, actor=demo["approver"])
+        approvals.ticket_approve(ticket=call, actor=demo["approver"])
     assert [r.getMessage() for r in logged] == [f"Could not enqueue session {session.pk}; the sweeper will retry."]
     call.refresh_from_db()
     assert call.status == PendingCall.Status.APPROVED  # the answer is committed...

@@ -45,7 +45,7 @@ def _reimbursement_ticket(demo: dict, wait: Wait) -> tuple[Any, PendingCall]:
 
 def reimbursement_over_100_update_then_approval(demo: dict, wait: Wait) -> None:
     session, call = _reimbursement_ticket(demo, wait)
-    approvals.ticket_update(call=call, actor=demo["approver"], message="Manager is reviewing", progress=40)
+    approvals.ticket_update(ticket=call, actor=demo["approver"], message="Manager is reviewing", progress=40)
     settle(session, wait)
     call.refresh_from_db()
     assert call.status == PendingCall.Status.IN_PROGRESS
@@ -55,7 +55,7 @@ def reimbursement_over_100_update_then_approval(demo: dict, wait: Wait) -> None:
     )
     assert calls(session, "reimburse") == []
 
-    approvals.ticket_approve(call=call, actor=demo["approver"], comment="Fine")
+    approvals.ticket_approve(ticket=call, actor=demo["approver"], comment="Fine")
     settle(session, wait)
     call.refresh_from_db()
     assert (call.status, call.closed_by) == (PendingCall.Status.APPROVED, demo["approver"])
@@ -69,7 +69,7 @@ def reimbursement_over_100_update_then_approval(demo: dict, wait: Wait) -> None:
 
 def reimbursement_over_100_rejected_with_reason(demo: dict, wait: Wait) -> None:
     session, call = _reimbursement_ticket(demo, wait)
-    approvals.ticket_reject(call=call, actor=demo["approver"], reason="No receipt attached")
+    approvals.ticket_reject(ticket=call, actor=demo["approver"], reason="No receipt attached")
     settle(session, wait)
     call.refresh_from_db()
     assert call.status == PendingCall.Status.REJECTED
@@ -81,14 +81,14 @@ def reimbursement_over_100_rejected_with_reason(demo: dict, wait: Wait) -> None:
 
 def second_final_response_is_refused_and_reaches_nobody(demo: dict, wait: Wait) -> None:
     session, call = _reimbursement_ticket(demo, wait)
-    approvals.ticket_approve(call=call, actor=demo["approver"])
+    approvals.ticket_approve(ticket=call, actor=demo["approver"])
     settle(session, wait)
     turns, events = Turn.objects.filter(session=session).count(), StoredEvent.objects.filter(session=session).count()
     with pytest.raises(approvals.TicketClosed, match="already closed"):
-        approvals.ticket_reject(call=call, actor=demo["admin"], reason="Changed my mind")
+        approvals.ticket_reject(ticket=call, actor=demo["admin"], reason="Changed my mind")
     with pytest.raises(approvals.TicketClosed):
-        approvals.ticket_update(call=call, actor=demo["approver"], message="late news")
-    services.turns_requeue_owed()  # even a sweep finds nothing owed
+        approvals.ticket_update(ticket=call, actor=demo["approver"], message="late news")
+    services.owed_sessions_enqueue()  # even a sweep finds nothing owed
     settle(session, wait)
     assert Turn.objects.filter(session=session).count() == turns
     assert StoredEvent.objects.filter(session=session).count() == events
@@ -108,9 +108,9 @@ def racing_final_responses_one_wins(demo: dict, wait: Wait) -> None:
         try:
             barrier.wait(timeout=10)
             if action == "approve":
-                approvals.ticket_approve(call=call, actor=demo["approver"])
+                approvals.ticket_approve(ticket=call, actor=demo["approver"])
             else:
-                approvals.ticket_reject(call=call, actor=demo["admin"], reason="Too much")
+                approvals.ticket_reject(ticket=call, actor=demo["admin"], reason="Too much")
             outcomes[action] = "won"
         except approvals.TicketClosed as exc:
             outcomes[action] = exc
@@ -146,7 +146,7 @@ def ticket_agent_three_turns(demo: dict, wait: Wait) -> None:
     )
 
     approvals.response_submit(
-        call=call, actor=demo["approver"], final=False, payload={"status": "started", "ticket_id": ticket}
+        ticket=call, actor=demo["approver"], final=False, payload={"status": "started", "ticket_id": ticket}
     )
     settle(session, wait)
     call.refresh_from_db()
@@ -154,7 +154,7 @@ def ticket_agent_three_turns(demo: dict, wait: Wait) -> None:
     assert ticket in agent_texts(session)[-1] and "status: started" in agent_texts(session)[-1]
 
     approvals.response_submit(
-        call=call, actor=demo["approver"], final=True, payload={"status": "approved", "ticket_id": ticket}
+        ticket=call, actor=demo["approver"], final=True, payload={"status": "approved", "ticket_id": ticket}
     )
     settle(session, wait)
     call.refresh_from_db()
@@ -171,7 +171,7 @@ def confirmation_approved_runs_the_tool(demo: dict, wait: Wait) -> None:
     assert responses(session, "transfer_money") and all(
         r["response"].get("error") for _, r in responses(session, "transfer_money")
     )
-    approvals.ticket_approve(call=call, actor=demo["approver"])
+    approvals.ticket_approve(ticket=call, actor=demo["approver"])
     settle(session, wait)
     call.refresh_from_db()
     assert call.status == PendingCall.Status.APPROVED
@@ -183,7 +183,7 @@ def confirmation_approved_runs_the_tool(demo: dict, wait: Wait) -> None:
 def confirmation_denied_says_why(demo: dict, wait: Wait) -> None:
     session = _start("transfer_agent", "Please transfer $500 to Bob", demo)
     call = ticket_opened(session, wait)
-    approvals.ticket_reject(call=call, actor=demo["approver"], reason="Bob is not a vendor")
+    approvals.ticket_reject(ticket=call, actor=demo["approver"], reason="Bob is not a vendor")
     settle(session, wait)
     call.refresh_from_db()
     assert call.status == PendingCall.Status.REJECTED
@@ -198,7 +198,7 @@ def input_request_checks_the_schema(demo: dict, wait: Wait) -> None:
     assert call.kind == PendingCall.Kind.INPUT and call.response_schema["required"] == ["model"]
     turns, events = Turn.objects.filter(session=session).count(), StoredEvent.objects.filter(session=session).count()
     with pytest.raises(approvals.InvalidResponse, match="schema"):
-        approvals.response_submit(call=call, actor=demo["requester"], final=True, payload={"budget": "lots"})
+        approvals.response_submit(ticket=call, actor=demo["requester"], final=True, payload={"budget": "lots"})
     assert (Turn.objects.filter(session=session).count(), StoredEvent.objects.filter(session=session).count()) == (
         turns,
         events,
@@ -207,7 +207,7 @@ def input_request_checks_the_schema(demo: dict, wait: Wait) -> None:
     call.refresh_from_db()
     assert call.status == PendingCall.Status.PENDING
 
-    approvals.response_submit(call=call, actor=demo["requester"], final=True, payload={"model": "X1", "budget": 1500})
+    approvals.response_submit(ticket=call, actor=demo["requester"], final=True, payload={"model": "X1", "budget": 1500})
     settle(session, wait)
     call.refresh_from_db()
     assert call.status == PendingCall.Status.ANSWERED and failed_turns(session) == []
