@@ -147,7 +147,7 @@ class SessionConsumer(AsyncWebsocketConsumer):
 
     async def session_partial(self, message: dict) -> None:
         event_id = message["event_id"]
-        if event_id in self.finals:
+        if event_id in self.finals or not message.get("text"):
             return
         if event_id in self.streams:
             view = timeline.streaming_view(event_id=event_id, author=message["author"], text="")
@@ -156,7 +156,9 @@ class SessionConsumer(AsyncWebsocketConsumer):
             )
         else:
             self.streams[event_id] = message.get("turn_id") or 0
-            view = timeline.streaming_view(event_id=event_id, author=message["author"], text=message["text"])
+            view = timeline.streaming_view(
+                event_id=event_id, author=message["author"], text=message["text"], event=message.get("event")
+            )
             html = render_to_string(LIVE + "#appended", {"event": view})
         await self.send(text_data=html)
 

@@ -26,6 +26,7 @@ class SessionPartialMessage(TypedDict):
     author: str
     text: str
     turn_id: int
+    event: dict  # the partial ADK event as REST JSON (invocationId, nodeInfo.path, ...)
 
 
 class SessionStatusMessage(TypedDict):
@@ -53,12 +54,20 @@ def notify_session_event(*, session_pk: int, event_pk: int) -> None:
     )
 
 
-async def anotify_partial(*, session_pk: int, event_id: str, author: str, text: str, turn_id: int) -> None:
-    """A streaming chunk (never stored): pages append it to the event with that id."""
+async def anotify_partial(*, session_pk: int, event: dict, turn_id: int) -> None:
+    """A streaming chunk (never stored): pages append it to the event with that id; API streams
+    send the event as ADK gave it."""
+    parts = (event.get("content") or {}).get("parts") or []
     await agroup_send(
         session_group(session_pk),
         SessionPartialMessage(
-            type="session.partial", session_pk=session_pk, event_id=event_id, author=author, text=text, turn_id=turn_id
+            type="session.partial",
+            session_pk=session_pk,
+            event_id=event.get("id", ""),
+            author=event.get("author", ""),
+            text="".join(p.get("text") or "" for p in parts if not p.get("thought")),
+            turn_id=turn_id,
+            event=event,
         ),
     )
 

@@ -121,6 +121,8 @@ class EventView:
     error_message: str = ""
     streaming: bool = False
     raw_data: Any = None
+    invocation_id: str = ""
+    node_path: str = ""  # ADK's nodeInfo.path, e.g. "reimbursement_agent@1"
 
     @property
     def dom_id(self) -> str:
@@ -186,9 +188,17 @@ def event_view(stored: StoredEvent, tickets: Mapping[str, Any]) -> EventView:
     )
 
 
-def streaming_view(*, event_id: str, author: str, text: str) -> EventView:
+def streaming_view(*, event_id: str, author: str, text: str, event: dict | None = None) -> EventView:
     """A not-yet-stored event that is streaming in (the final event replaces it by DOM id)."""
-    return EventView(event_id=event_id, author=author, items=[EventItem(kind="text", text=text)], streaming=True)
+    event = event or {}
+    return EventView(
+        event_id=event_id,
+        author=author,
+        items=[EventItem(kind="text", text=text)],
+        streaming=True,
+        invocation_id=event.get("invocationId", ""),
+        node_path=(event.get("nodeInfo") or {}).get("path", ""),
+    )
 
 
 # -- a conversation's timeline -------------------------------------------------------------------

@@ -54,6 +54,7 @@ class Answer:
     final: bool
     comment: str = ""
     action: str = Response.Action.CUSTOM
+    sent: types.FunctionResponse | None = None  # a client's own FunctionResponse, passed on as is
 
 
 # -- tickets from events (runs inside the session service's append transaction) ---------------
@@ -182,6 +183,19 @@ def _closed_status(answer: Answer) -> str:
     return PendingCall.Status.ANSWERED
 
 
+def _function_response(answer: Answer) -> types.FunctionResponse:
+    """What reaches the agent: a client's response exactly as sent; one built here has no
+    `will_continue` when final (ADK's own client sends none, and Vertex AI refuses the field) and
+    `will_continue=True` when intermediate (dropped again for backends that refuse it, see
+    agents_app.plugins)."""
+    if answer.sent is not None:
+        return answer.sent
+    ticket = answer.ticket
+    return types.FunctionResponse(
+        id=ticket.call_id, name=ticket.call_name, response=answer.payload, will_continue=None if answer.final else True
+    )
+
+
 # -- submitting ---------------------------------------------------------------------------------
 @transaction.atomic
 def answers_submit(
@@ -206,13 +220,7 @@ def answers_submit(
         if ticket.is_closed:
             raise TicketClosed(ticket)
         _validate(answer)
-        parts.append(
-            types.Part(
-                function_response=types.FunctionResponse(
-                    id=ticket.call_id, name=ticket.call_name, response=answer.payload, will_continue=not answer.final
-                )
-            )
-        )
+        parts.append(types.Part(function_response=_function_response(answer)))
     turn = turn_create(
         session=session,
         content=types.Content(role="user", parts=parts),
@@ -331,5 +339,5 @@ def message_submit(
     answers = []
     for fr in responses:
         final = fr.will_continue is not True
-        answers.append(Answer(ticket=tickets[fr.id], payload=dict(fr.response or {}), final=final))
+        answers.append(Answer(ticket=tickets[fr.id], payload=dict(fr.response or {}), final=final, sent=fr))
     return answers_submit(session=session, answers=answers, actor=actor, streaming=streaming, state_delta=state_delta)

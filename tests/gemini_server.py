@@ -6,7 +6,9 @@
         ...
     server.requests  # every JSON body received, with its path
 
-Answers `POST /v1beta/models/<model>:generateContent` with the next scripted reply, and
+Answers `POST /v1beta/models/<model>:generateContent` (and Vertex AI's
+`/v1beta1/projects/<p>/locations/<l>/publishers/google/models/<model>:generateContent`) with the
+next scripted reply, and
 `:streamGenerateContent?alt=sse` with the same reply as one SSE `data:` line. Once the script is
 used up it answers 500, so an unexpected extra call fails the run loudly.
 """
@@ -19,7 +21,11 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-PATH_RE = re.compile(r"^/v1beta/models/(?P<model>[^:/]+):(?P<method>generateContent|streamGenerateContent)(\?.*)?$")
+# The Gemini Developer API's path, and Vertex AI's (`vertexai=True`: projects/<p>/locations/<l>/publishers/google).
+PATH_RE = re.compile(
+    r"^/(?P<version>v1beta1?)/(?:projects/(?P<project>[^/]+)/locations/(?P<location>[^/]+)/publishers/google/)?"
+    r"models/(?P<model>[^:/]+):(?P<method>generateContent|streamGenerateContent)(\?.*)?$"
+)
 
 
 def _reply(parts: list[dict[str, Any]]) -> dict[str, Any]:
@@ -55,6 +61,7 @@ class GeminiServer:
                             "path": self.path,
                             "model": match and match["model"],
                             "api_key": self.headers.get("x-goog-api-key"),
+                            "authorization": self.headers.get("authorization"),
                             "body": body,
                         }
                     )

@@ -47,6 +47,10 @@ def test_seed_client_loop_over_run_sse_streams_partials(demo, worker, adk_client
     final_text_event = next(e for e in finals if texts([e]))
     assert {p["id"] for p in partials} == {final_text_event["id"]}
     assert "".join(texts(partials)) == texts([final_text_event])[0]
+    # Each chunk is the partial event ADK gave: its invocation and its node in the agent tree.
+    assert {p["invocationId"] for p in partials} == {final_text_event["invocationId"]}
+    assert {p["nodeInfo"]["path"] for p in partials} == {final_text_event["nodeInfo"]["path"]}
+    assert final_text_event["nodeInfo"]["path"].startswith("reimbursement_agent")
     assert not StoredEvent.objects.filter(data__partial=True).exists()
 
 

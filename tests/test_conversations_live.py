@@ -41,10 +41,16 @@ async def test_posted_message_streams_in_then_the_final_event_replaces_the_chunk
             assert html.startswith('<div hx-swap-oob="beforeend:#conversation-events">')
             assert "Summary" in html  # the first chunk
             stream_id = re.search(r'<article id="(event-[^"]+)"', html).group(1)
+            # The card carries the invocation and agent-tree node ADK gave the partial event.
+            invocation = re.search(r'data-invocation-id="([^"]*)"', html).group(1)
+            assert invocation.startswith("e-")
+            assert re.search(r'data-node-path="summary_agent@\d+"', html)
         elif stream_id and html.lstrip().startswith(f'<article id="{stream_id}"'):
             final = html
             break
     assert 'hx-swap-oob="true"' in final and "event-streaming" not in final
+    stored = await sync_to_async(lambda: session.events.filter(author="summary_agent").order_by("id").last())()
+    assert stored.data["invocation_id"] == invocation
     assert "Summary (14 words): Please summarise this rather long note" in final
     chunks = [h for h in received if h.lstrip().startswith(f'<span hx-swap-oob="beforeend:#{stream_id}-stream">')]
     assert chunks, "later chunks are appended to the streaming card"

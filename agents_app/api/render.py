@@ -8,7 +8,6 @@ from typing import Any
 from google.adk.events._internal_metadata import public_event, public_session
 from google.adk.events.event import Event
 from google.adk.sessions.session import Session
-from google.genai import types
 
 from ..session_service import event_from_json
 
@@ -29,13 +28,6 @@ def session_json(session: Session) -> dict[str, Any]:
     return _redact(public_session(session).model_dump(mode="json", by_alias=True, exclude_none=True))
 
 
-def partial_event_json(*, event_id: str, author: str, text: str, invocation_id: str = "") -> dict[str, Any]:
-    """A streaming chunk as the partial ADK event it was (chunks are published, never stored)."""
-    event = Event(
-        id=event_id,
-        author=author,
-        invocation_id=invocation_id,
-        partial=True,
-        content=types.Content(role="model", parts=[types.Part(text=text)]),
-    )
-    return event.model_dump(mode="json", by_alias=True, exclude_none=True)
+def partial_event_json(event: Event) -> dict[str, Any]:
+    """A streaming chunk as ADK's REST JSON, with everything ADK gave it (invocation id, node path)."""
+    return _redact(public_event(event).model_dump(mode="json", by_alias=True, exclude_none=True))

@@ -23,7 +23,7 @@ from django.conf import settings
 from .. import selectors
 from ..events import session_group
 from ..models import Turn
-from .render import event_json, partial_event_json
+from .render import event_json
 
 
 def run_timeout() -> float:
@@ -103,12 +103,7 @@ async def follow(watch: TurnWatch, turn_id: int, *, partials: bool) -> AsyncIter
     while True:
         if message is not None and message.get("type") == "session.partial":
             if partials and message.get("turn_id") == turn_id and message.get("event_id") not in stored_ids:
-                yield Step(
-                    "event",
-                    partial_event_json(
-                        event_id=message["event_id"], author=message.get("author", ""), text=message.get("text", "")
-                    ),
-                )
+                yield Step("event", message["event"])
         else:  # a stored event, a turn's end, or silence: read the truth
             status, error, rows = await sync_to_async(_progress)(turn_id, last_pk)
             for pk, event_id, data in rows:
