@@ -107,6 +107,9 @@ USE_TZ = True
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = BASE_DIR / "staticfiles"
+# Uploaded and agent-made files (ADK artifacts) in Django's default storage; set STORAGES for S3 etc.
+MEDIA_ROOT = os.environ.get("ADKWEB_MEDIA_ROOT", str(BASE_DIR / "media"))
+MEDIA_URL = "media/"  # not served: artifacts are downloaded through permission-checked views
 
 # --- Redis, Channels, Celery ------------------------------------------------------------
 REDIS_URL = os.environ.get("REDIS_URL", "")
@@ -146,13 +149,21 @@ CELERY_BEAT_SCHEDULE = {
 ADKWEB_EMBEDDED_WORKER = env_bool("ADKWEB_EMBEDDED_WORKER", EMBEDDED)
 
 # --- Agents -----------------------------------------------------------------------------
-# Modules whose import registers tools in agents_app.tools.registry.
-ADKWEB_TOOL_MODULES = ["agents_app.demo.tools"]
-# Code-defined ADK agents: app name -> dotted path of an ADK BaseAgent instance.
+# Modules whose import registers tools in agents_app.tools.registry (comma-separated in the env).
+ADKWEB_TOOL_MODULES = [
+    m.strip() for m in os.environ.get("ADKWEB_TOOL_MODULES", "agents_app.demo.tools").split(",") if m.strip()
+]
+# Code-defined ADK apps: app name -> dotted path of an ADK agent or `App` (a bare dotted path is
+# named after its App or agent). An App's name must be its app name.
 ADKWEB_CODE_AGENTS: dict[str, str] = {
     name: path
     for name, _, path in (item.partition("=") for item in os.environ.get("ADKWEB_CODE_AGENTS", "").split(",") if item)
 }
+# An ADK agents folder laid out as `adk api_server AGENTS_DIR` expects (one folder per app).
+ADKWEB_AGENTS_DIR = os.environ.get("ADKWEB_AGENTS_DIR", "")
+# ADK memory service: "memory" (ADK's in-memory one, per worker process) or a dotted path to a
+# BaseMemoryService class or factory.
+ADKWEB_MEMORY_SERVICE = os.environ.get("ADKWEB_MEMORY_SERVICE", "memory")
 ADKWEB_DEFAULT_MODEL = os.environ.get("ADKWEB_DEFAULT_MODEL", "demo-offline")
 # Point ADK's Gemini client at a gateway (or a local protocol server in tests).
 GEMINI_BASE_URL = os.environ.get("GOOGLE_GEMINI_BASE_URL", "")
@@ -161,6 +172,10 @@ ADKWEB_SESSION_LEASE_SECONDS = int(os.environ.get("ADKWEB_SESSION_LEASE_SECONDS"
 # Queued turns older than this are re-enqueued by the sweeper (broker was down, message lost).
 ADKWEB_REQUEUE_AFTER_SECONDS = int(os.environ.get("ADKWEB_REQUEUE_AFTER_SECONDS", "10"))
 ADKWEB_MAX_TURN_ATTEMPTS = 3
+# How long /api/adk/run and /run_sse wait for the worker's run (the run goes on after that), and
+# how often they re-read the database when the channel layer is silent.
+ADKWEB_API_RUN_TIMEOUT = float(os.environ.get("ADKWEB_API_RUN_TIMEOUT", "120"))
+ADKWEB_API_POLL_SECONDS = float(os.environ.get("ADKWEB_API_POLL_SECONDS", "1.0"))
 
 LOGGING = {
     "version": 1,

@@ -85,10 +85,10 @@ def _registry_tool_view(name: str, cache: dict[str, ToolView]) -> ToolView:
 
 
 def _code_agent_card(name: str, dotted: str) -> AgentCard:
-    from django.utils.module_loading import import_string
+    from . import code_apps
 
     try:
-        agent = import_string(dotted)
+        agent = code_apps.root_agent(code_apps.load(name))
     except Exception as exc:
         return AgentCard(
             name=name,
@@ -98,7 +98,7 @@ def _code_agent_card(name: str, dotted: str) -> AgentCard:
             tools=[],
             agent_tools=[],
             source="code",
-            error=f"Cannot import {dotted}: {exc}",
+            error=str(exc) if isinstance(exc, code_apps.CodeAppError) else f"Cannot load {dotted}: {exc}",
         )
     model = getattr(agent, "model", "")
     instruction = getattr(agent, "instruction", "")

@@ -9,10 +9,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.conf import settings
-from django.utils.module_loading import import_string
 
 from adkweb.errors import NotFound
 
+from . import code_apps
 from .models import AgentConfig
 from .tools import registry
 
@@ -42,7 +42,8 @@ class AppInfo:
 
 
 def code_agents() -> dict[str, str]:
-    return dict(getattr(settings, "ADKWEB_CODE_AGENTS", {}))
+    """Code-defined apps (ADKWEB_CODE_AGENTS and ADKWEB_AGENTS_DIR): name -> where from."""
+    return code_apps.code_apps()
 
 
 def app_names() -> list[str]:
@@ -110,21 +111,38 @@ def _build_config(config: AgentConfig, seen: frozenset[str]) -> Any:
     )
 
 
-def build_agent(app_name: str) -> Any:
-    """The root ADK agent for an app name (code-defined first, then admin-configured)."""
-    dotted = code_agents().get(app_name)
-    if dotted:
-        return import_string(dotted)
+def _code_or_config(app_name: str) -> Any:
+    try:
+        obj = code_apps.load(app_name)
+    except code_apps.CodeAppError as exc:
+        raise AgentConfigError(str(exc)) from exc
+    if obj is not None:
+        return obj
     config = AgentConfig.objects.filter(name=app_name, enabled=True).first()
     if config is None:
         raise AgentNotFound(f"No enabled agent named {app_name!r}.")
     return _build_config(config, frozenset())
 
 
+def build_agent(app_name: str) -> Any:
+    """The root ADK agent for an app name (code-defined first, then admin-configured)."""
+    return code_apps.root_agent(_code_or_config(app_name))
+
+
+def build_app(app_name: str) -> Any:
+    """The ADK `App` the runner runs for an app name: a code-defined App as its author built it
+    (plugins, resumability, ...), or an App around a code-defined or admin-configured agent."""
+    from google.adk.apps import App
+
+    obj = _code_or_config(app_name)
+    if isinstance(obj, App):
+        return obj
+    return App(name=app_name, root_agent=obj)
+
+
 def app_info(app_name: str) -> AppInfo:
-    dotted = code_agents().get(app_name)
-    if dotted:
-        agent = import_string(dotted)
+    if app_name in code_agents():
+        agent = build_agent(app_name)
         model = getattr(agent, "model", "")
         return AppInfo(
             name=app_name,

@@ -12,6 +12,7 @@ import logging
 import traceback
 import uuid
 from datetime import timedelta
+from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
@@ -83,6 +84,22 @@ def turn_requeue(turn_id: int) -> None:
     Turn.objects.filter(pk=turn_id).update(status=Turn.Status.QUEUED)
 
 
+def app_for_run(app_name: str) -> Any:
+    """The app's ADK `App` (agents.build_app) with adkweb's plugins after the app's own."""
+    from .agents import build_app
+    from .plugins import BackendFieldsPlugin
+
+    app = build_app(app_name)
+    return app.model_copy(update={"plugins": [*app.plugins, BackendFieldsPlugin()]})
+
+
+def run_services() -> dict[str, Any]:
+    """The artifact and memory services every run gets (see agents_app.adk_services)."""
+    from .adk_services import artifact_service, memory_service
+
+    return {"artifact_service": artifact_service(), "memory_service": memory_service()}
+
+
 async def turn_run(turn: Turn) -> None:
     """One `Runner.run_async` for one turn; stored events are published by the session service's
     hooks after commit, streaming chunks are published here and never stored."""
@@ -90,12 +107,12 @@ async def turn_run(turn: Turn) -> None:
     from google.adk.runners import Runner
     from google.genai import types
 
-    from .agents import build_agent
+    from .api.render import partial_event_json
     from .session_service import DjangoSessionService, current_turn_id
 
     session = await AdkSession.objects.aget(pk=turn.session_id)
-    agent = await sync_to_async(build_agent)(session.app_name)
-    runner = Runner(app_name=session.app_name, agent=agent, session_service=DjangoSessionService())
+    app = await sync_to_async(app_for_run)(session.app_name)
+    runner = Runner(app=app, app_name=session.app_name, session_service=DjangoSessionService(), **run_services())
     mode = StreamingMode.SSE if turn.streaming else StreamingMode.NONE
     token = current_turn_id.set(turn.pk)
     try:
@@ -107,11 +124,7 @@ async def turn_run(turn: Turn) -> None:
             run_config=RunConfig(streaming_mode=mode),
         ):
             if event.partial:
-                text = "".join(p.text or "" for p in (event.content.parts if event.content else []) or [])
-                if text:
-                    await events.anotify_partial(
-                        session_pk=session.pk, event_id=event.id, author=event.author, text=text, turn_id=turn.pk
-                    )
+                await events.anotify_partial(session_pk=session.pk, event=partial_event_json(event), turn_id=turn.pk)
     finally:
         current_turn_id.reset(token)
 

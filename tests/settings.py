@@ -4,6 +4,8 @@ no worker started by importing asgi (tests start their own), and fast password h
 import os
 
 os.environ.setdefault("ADKWEB_EMBEDDED_WORKER", "0")
+# Artifacts' files: one place for the test process and the worker subprocesses it starts.
+os.environ.setdefault("ADKWEB_MEDIA_ROOT", "/tmp/adkweb-test-media")
 
 from adkweb.settings import *  # noqa: E402,F403
 

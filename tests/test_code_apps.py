@@ -1,0 +1,103 @@
+"""Users bring ADK's own building blocks: an `App` (plugins, resumability, its name) by dotted path,
+and an agents folder laid out for `adk api_server`, loaded with ADK's own loader."""
+
+from __future__ import annotations
+
+import textwrap
+from typing import Any
+
+import pytest
+from google.adk.apps import App, ResumabilityConfig
+from google.adk.plugins.base_plugin import BasePlugin
+
+from agents_app import agents, services
+from agents_app.agents import AgentConfigError
+from agents_app.session_service import DjangoSessionService
+from tests.engine_scenarios import agent_texts, failed_turns, settle
+
+
+class StampPlugin(BasePlugin):
+    """Writes to session state before the agent runs: proof that the App's plugins ran."""
+
+    def __init__(self) -> None:
+        super().__init__(name="stamp")
+
+    async def before_agent_callback(self, *, agent: Any, callback_context: Any) -> None:
+        callback_context.state["stamped_by"] = self.name
+
+
+def _summary_agent(name: str) -> Any:
+    from google.adk.agents import LlmAgent
+
+    from agents_app.demo.model import DemoLlm
+
+    return LlmAgent(name=name, model=DemoLlm(model="demo-offline"), instruction="Summarise.")
+
+
+resumable_app = App(
+    name="resumable_app",
+    root_agent=_summary_agent("summariser"),
+    plugins=[StampPlugin()],
+    resumability_config=ResumabilityConfig(is_resumable=True),
+)
+
+
+def test_an_app_by_bare_dotted_path_is_named_by_the_app_and_runs_its_plugins(demo, worker, wait, settings):
+    settings.ADKWEB_CODE_AGENTS = {f"{__name__}.resumable_app": f"{__name__}.resumable_app"}
+    assert "resumable_app" in agents.app_names()
+    built = agents.build_app("resumable_app")
+    assert built is resumable_app and agents.build_agent("resumable_app").name == "summariser"
+
+    session = services.session_create(app_name="resumable_app", user_id="requester")
+    services.message_send(session=session, text="a short note to summarise", actor=demo["requester"])
+    settle(session, wait)
+    assert failed_turns(session) == []
+    assert agent_texts(session) == ["Summary (5 words): a short note to summarise"]
+    stored = DjangoSessionService().get_session_sync(
+        app_name="resumable_app", user_id="requester", session_id=session.session_id
+    )
+    assert stored.state["stamped_by"] == "stamp"
+    # Resumability on: ADK closes the agent's run with an end_of_agent event.
+    assert any(e.actions.end_of_agent for e in stored.events)
+
+
+def test_an_app_mapped_under_another_name_is_refused_clearly(demo, settings):
+    settings.ADKWEB_CODE_AGENTS = {"other_name": f"{__name__}.resumable_app"}
+    with pytest.raises(AgentConfigError, match="an App named 'resumable_app'"):
+        agents.build_app("other_name")
+
+
+def test_an_agent_by_dotted_path_becomes_an_app_of_that_name(demo, settings):
+    settings.ADKWEB_CODE_AGENTS = {"plain_app": f"{__name__}.plain_agent"}
+    app = agents.build_app("plain_app")
+    assert isinstance(app, App) and app.name == "plain_app" and app.root_agent is plain_agent
+
+
+plain_agent = _summary_agent("plain_agent")
+
+
+def test_an_agents_folder_is_loaded_with_adks_loader(demo, worker, wait, settings, tmp_path):
+    folder = tmp_path / "dir_summary_app"
+    folder.mkdir()
+    (folder / "__init__.py").write_text("from . import agent\n")
+    (folder / "agent.py").write_text(
+        textwrap.dedent(
+            """
+            from google.adk.agents import LlmAgent
+            from agents_app.demo.model import DemoLlm
+
+            root_agent = LlmAgent(name="folder_agent", model=DemoLlm(model="demo-offline"))
+            """
+        )
+    )
+    (tmp_path / "not_an_agent").mkdir()
+    settings.ADKWEB_AGENTS_DIR = str(tmp_path)
+    assert "dir_summary_app" in agents.app_names() and "not_an_agent" not in agents.app_names()
+    # As in `adk api_server`, the folder's name is the app name.
+    assert agents.build_app("dir_summary_app").name == "dir_summary_app"
+
+    session = services.session_create(app_name="dir_summary_app", user_id="requester")
+    services.message_send(session=session, text="hello from a folder", actor=demo["requester"])
+    settle(session, wait)
+    assert failed_turns(session) == []
+    assert agent_texts(session) == ["Summary (4 words): hello from a folder"]
