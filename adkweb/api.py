@@ -44,7 +44,7 @@ class CamelModel(BaseModel):
 
 
 class _CsrfCheck(CsrfViewMiddleware):
-    def _reject(self, request: HttpRequest, reason: str) -> str:  # type: ignore[override]
+    def _reject(self, request: HttpRequest, reason: str) -> str:
         return reason
 
 
@@ -74,14 +74,18 @@ def _authenticate(request: HttpRequest) -> None:
             "Authentication credentials were not provided: send 'Authorization: Token <key>' or log in."
         )
     if request.method not in SAFE_METHODS:
-        check = _CsrfCheck(lambda r: HttpResponse())
+        check = _CsrfCheck(_no_view)
         check.process_request(request)
-        reason = check.process_view(request, None, (), {})
+        reason = check.process_view(request, _no_view, (), {})
         if reason:
             raise Forbidden(
                 f"CSRF failed: {reason}. Browser clients send the X-CSRFToken header; "
                 "other clients use 'Authorization: Token <key>'.",
             )
+
+
+def _no_view(request: HttpRequest) -> HttpResponse:
+    return HttpResponse()
 
 
 def _method_allowed(request: HttpRequest, methods: tuple[str, ...]) -> None:

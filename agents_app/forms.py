@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from django import forms
 
@@ -28,7 +28,7 @@ class NewConversationForm(MessageForm):
 
     def __init__(self, *args: Any, agents: list[str], **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.fields["agent"].choices = [("", "Choose an agent…"), *((a, a) for a in agents)]
+        cast(forms.ChoiceField, self.fields["agent"]).choices = [("", "Choose an agent…"), *((a, a) for a in agents)]
         self.fields["text"].label = "First message"
 
 
@@ -38,7 +38,7 @@ class SessionFilterForm(forms.Form):
 
     def __init__(self, *args: Any, agents: list[str], **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.fields["agent"].choices = [("", "Any agent"), *((a, a) for a in agents)]
+        cast(forms.ChoiceField, self.fields["agent"]).choices = [("", "Any agent"), *((a, a) for a in agents)]
 
     def filters(self) -> dict[str, str]:
         if not self.is_valid():

@@ -44,10 +44,14 @@ def _failed_turns(session_pk: int) -> QuerySet[Turn]:
     )
 
 
+def _error_view(turn: Turn) -> TurnError:
+    return timeline.turn_error_view(turn, stored_nothing=turn.stored_nothing)  # type: ignore[attr-defined]  # annotated
+
+
 def session_timeline(session: AdkSession) -> list[Any]:
     """Every stored event (as EventView) and every failed turn's error, oldest first (3 queries)."""
     events = StoredEvent.objects.filter(session=session).order_by("id")
-    errors = [timeline.turn_error_view(t, stored_nothing=t.stored_nothing) for t in _failed_turns(session.pk)]
+    errors = [_error_view(t) for t in _failed_turns(session.pk)]
     return timeline.timeline_entries(events, errors, tickets_by_call_id(session.pk))
 
 
@@ -77,7 +81,7 @@ def last_event_pk(*, session_pk: int) -> int:
 
 def failed_turn_view(*, turn_id: int, session_pk: int) -> TurnError | None:
     turn = _failed_turns(session_pk).filter(pk=turn_id).first()
-    return None if turn is None else timeline.turn_error_view(turn, stored_nothing=turn.stored_nothing)
+    return None if turn is None else _error_view(turn)
 
 
 def session_get(*, session_pk: int) -> AdkSession | None:

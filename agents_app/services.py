@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import logging
 from datetime import timedelta
-from typing import Any
+from typing import Any, cast
 
 from django.conf import settings
-from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
@@ -23,7 +22,8 @@ from .session_service import DjangoSessionService
 logger = logging.getLogger(__name__)
 
 
-ID_MAX_LENGTH = AdkSession._meta.get_field("session_id").max_length
+SESSION_DRAIN_TASK = "agents_app.tasks.session_drain"
+ID_MAX_LENGTH = cast(int, AdkSession._meta.get_field("session_id").max_length)
 
 
 class InvalidMessage(Invalid):
@@ -83,7 +83,7 @@ def session_create(
 
 
 @transaction.atomic
-def conversation_start(*, app_name: str, user: AbstractBaseUser, text: str) -> AdkSession:
+def conversation_start(*, app_name: str, user: Any, text: str) -> AdkSession:
     """A new session for the user (ADK user id = username) with its first message queued."""
     session = session_create(app_name=app_name, user_id=user.get_username())
     message_send(session=session, text=text, actor=user)
@@ -95,7 +95,7 @@ def turn_create(
     *,
     session: AdkSession,
     content: types.Content,
-    actor: AbstractBaseUser | None = None,
+    actor: Any = None,
     state_delta: dict | None = None,
     streaming: bool = False,
 ) -> Turn:
@@ -114,9 +114,7 @@ def turn_create(
     return turn
 
 
-def message_send(
-    *, session: AdkSession, text: str, actor: AbstractBaseUser | None = None, streaming: bool = True
-) -> Turn:
+def message_send(*, session: AdkSession, text: str, actor: Any = None, streaming: bool = True) -> Turn:
     """A user's chat message to the agent."""
     text = (text or "").strip()
     if not text:
@@ -149,11 +147,12 @@ def turn_retry(*, turn: Turn) -> Turn:
 
 def session_enqueue(*, session_pk: int) -> bool:
     """Tell a worker to drain this session's inbox. A broker failure is logged, not raised:
-    the queued Turn row is the truth, and the sweeper re-enqueues owed work."""
-    from .tasks import session_drain
+    the queued Turn row is the truth, and the sweeper re-enqueues owed work. Sent by task name
+    (routed like `.delay`), so this module and agents_app.tasks, which calls it, import no cycle."""
+    from adkweb.celery import app
 
     try:
-        session_drain.delay(session_pk)
+        app.send_task(SESSION_DRAIN_TASK, args=(session_pk,))
         return True
     except Exception:  # broker down: kombu raises OperationalError and friends
         logger.warning("Could not enqueue session %s; the sweeper will retry.", session_pk, exc_info=True)

@@ -48,9 +48,8 @@ def parameter_order(tool_name: str) -> tuple[str, ...]:
     """A registry tool's parameters in signature order; () for anything else."""
     from .tools import registry
 
-    if not tool_name or tool_name not in registry or registry.get(tool_name).func is None:
-        return ()
-    return tuple(inspect.signature(registry.get(tool_name).func).parameters)
+    func = registry.get(tool_name).func if tool_name and tool_name in registry else None
+    return tuple(inspect.signature(func).parameters) if func is not None else ()
 
 
 def ordered_keys(args: dict[str, Any], tool_name: str = "") -> list[str]:
@@ -171,9 +170,10 @@ def event_view(stored: StoredEvent, tickets: Mapping[str, Any]) -> EventView:
             items.append(EventItem(kind="response", name=fr.name or "", call_id=fr.id or "", data=fr.response))
         elif part.text:
             items.append(EventItem(kind="text", text=part.text, thought=bool(part.thought)))
-        elif part.executable_code or part.code_execution_result:
-            code = part.executable_code.code if part.executable_code else part.code_execution_result.output
-            items.append(EventItem(kind="code", text=code or ""))
+        elif part.executable_code:
+            items.append(EventItem(kind="code", text=part.executable_code.code or ""))
+        elif part.code_execution_result:
+            items.append(EventItem(kind="code", text=part.code_execution_result.output or ""))
         else:
             items.append(EventItem(kind="other", data=part.model_dump(mode="json", exclude_none=True)))
     return EventView(

@@ -26,7 +26,7 @@ Confirmation = bool | Callable[..., bool]
 @dataclass(frozen=True)
 class RegisteredTool:
     name: str
-    func: Callable[..., Any]
+    func: Callable[..., Any] | None  # None for a ready ADK tool object (adk_tool)
     long_running: bool = False
     require_confirmation: Confirmation = False
     adk_tool: Any = None  # a ready ADK tool object (e.g. ADK's own request_input)
@@ -35,7 +35,7 @@ class RegisteredTool:
         """A fresh ADK tool object for this function."""
         from google.adk.tools import FunctionTool, LongRunningFunctionTool
 
-        if self.adk_tool is not None:
+        if self.adk_tool is not None or self.func is None:
             return self.adk_tool
         if self.long_running:
             return LongRunningFunctionTool(func=self.func)
@@ -69,7 +69,7 @@ class ToolRegistry:
     ) -> Callable[..., Any]:
         tool_name = name or func.__name__
         existing = self._tools.get(tool_name)
-        if existing and existing.func is not func and existing.func.__qualname__ != func.__qualname__:
+        if existing and existing.func is not func and getattr(existing.func, "__qualname__", None) != func.__qualname__:
             raise ValueError(f"A different tool is already registered as {tool_name!r}.")
         self._tools[tool_name] = RegisteredTool(tool_name, func, long_running, require_confirmation)
         return func

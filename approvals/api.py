@@ -200,4 +200,4 @@ def assign(request: HttpRequest, ticket_id: int) -> JsonResponse:
     if body.assignee not in (None, "me"):
         raise Invalid('assignee must be "me" or null: approvers assign tickets to themselves.')
     ticket = services.ticket_assign(ticket=ticket, actor=request.user, assignee=request.user if body.assignee else None)
-    return JsonResponse(ticket_json(selectors.ticket_get(ticket_id=ticket.pk)))
+    return JsonResponse(ticket_json(selectors.ticket_get(ticket_id=ticket.pk) or ticket))

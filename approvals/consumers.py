@@ -149,7 +149,7 @@ class TicketConsumer(AsyncWebsocketConsumer):
         if ticket is None or ticket.session_id != self.session_pk:
             return ""
         # Its card in the conversation, wherever it is shown on this page.
-        html = render_to_string(TICKET_CARD, {"ticket": ticket, "oob": "true"})
+        html: str = render_to_string(TICKET_CARD, {"ticket": ticket, "oob": "true"})
         if ticket_id == self.ticket_id:
             ctx = {**ticket_context(ticket, self.user), "oob": True}
             parts = ["status", "history", "activity"] + ([] if ticket.is_open else ["actions"])

@@ -137,8 +137,9 @@ class SchemaResponseForm(forms.Form):
 
 def response_form_for(ticket: PendingCall, data: Any = None) -> forms.Form:
     """The custom-response form of a ticket: built from its schema where it declares one."""
-    if schema_supported(ticket.response_schema):
-        return SchemaResponseForm(data, schema=ticket.response_schema, prefix="custom")
+    schema = ticket.response_schema
+    if schema is not None and schema_supported(schema):
+        return SchemaResponseForm(data, schema=schema, prefix="custom")
     initial = {"body": json.dumps(example_body(ticket), indent=2)}
     return CustomResponseForm(data, initial=initial, prefix="custom")
 

@@ -86,9 +86,10 @@ def tickets_record_event(session: AdkSession, stored: StoredEvent, event: Any) -
     if event.author == "user":
         return  # user-authored answers are recorded by answers_submit
     for fr in event.get_function_responses():
-        ticket = PendingCall.objects.filter(session=session, call_id=fr.id).first()
-        if ticket is None or not ticket.is_open:
+        answered = PendingCall.objects.filter(session=session, call_id=fr.id).first()
+        if answered is None or not answered.is_open:
             continue
+        ticket = answered
         response = dict(fr.response or {})
         if event.error_code == ABORTED or ABORTED in str(response.get("error", "")):
             ticket.status = PendingCall.Status.CANCELLED
@@ -331,7 +332,7 @@ def message_submit(
         raise InvalidMessage(f"Function call not found for function response ids: {', '.join(missing)}.")
     if len(responses) != len({fr.id for fr in responses}):
         raise InvalidMessage("A message answers each function call at most once.")
-    if len({tickets[fr.id].invocation_id for fr in responses}) > 1:
+    if len({tickets[fr.id or ""].invocation_id for fr in responses}) > 1:
         # ADK refuses these at run time (after the answers would be recorded): refuse them here.
         raise InvalidMessage(
             "Function responses in one message must answer calls of one invocation; send them separately."
@@ -339,5 +340,5 @@ def message_submit(
     answers = []
     for fr in responses:
         final = fr.will_continue is not True
-        answers.append(Answer(ticket=tickets[fr.id], payload=dict(fr.response or {}), final=final, sent=fr))
+        answers.append(Answer(ticket=tickets[fr.id or ""], payload=dict(fr.response or {}), final=final, sent=fr))
     return answers_submit(session=session, answers=answers, actor=actor, streaming=streaming, state_delta=state_delta)

@@ -13,6 +13,7 @@ from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
+from django.http.response import HttpResponseBase
 from google.genai import types
 from pydantic import StrictBool, StrictStr
 
@@ -54,7 +55,7 @@ def _prepare(request: HttpRequest) -> tuple[RunAgentRequest, int, types.Content]
 
 def _check_invocation(session_pk: int, content: types.Content, invocation_id: str | None) -> None:
     """ADK resumes the invocation of the answered call; a different invocationId is a mistake."""
-    ids = [p.function_response.id for p in content.parts or [] if p.function_response]
+    ids = [p.function_response.id for p in content.parts or [] if p.function_response and p.function_response.id]
     if not invocation_id or not ids:
         return
     tickets = selectors.tickets_by_call_id(session_pk, call_ids=ids)
@@ -107,7 +108,7 @@ async def run(request: HttpRequest) -> HttpResponse:
 
 
 @api_view("POST")
-async def run_sse(request: HttpRequest) -> HttpResponse:
+async def run_sse(request: HttpRequest) -> HttpResponseBase:
     watch, turn_id, streaming = await _start(request, sse=True)
     response = StreamingHttpResponse(_sse(watch, turn_id, partials=streaming), content_type="text/event-stream")
     response["Cache-Control"] = "no-cache"
