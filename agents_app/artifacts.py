@@ -9,6 +9,7 @@ sessions of the app), others belong to one session.
 from __future__ import annotations
 
 import uuid
+from functools import partial
 from typing import Any
 
 from asgiref.sync import sync_to_async
@@ -145,7 +146,7 @@ def delete(scope: dict[str, str]) -> None:
         name, storage = (row.content.name, row.content.storage) if row.content else ("", None)
         row.delete()
         if storage is not None:  # the files go only once the rows are gone for good
-            transaction.on_commit(lambda name=name, storage=storage: storage.delete(name))
+            transaction.on_commit(partial(storage.delete, name or ""))
 
 
 class DjangoStorageArtifactService(BaseArtifactService):
@@ -182,7 +183,7 @@ class DjangoStorageArtifactService(BaseArtifactService):
         if row is None:
             return None
         part = await sync_to_async(part_of)(row)
-        if part is not None and artifact_util.is_artifact_ref(part):
+        if part is not None and part.file_data is not None and artifact_util.is_artifact_ref(part):
             ref = artifact_util.resolve_artifact_reference(
                 file_uri=part.file_data.file_uri or "",
                 app_name=app_name,
