@@ -98,9 +98,11 @@ def _unexpected(exc: Exception) -> JsonResponse:
     return JsonResponse({"detail": f"Internal server error ({type(exc).__name__})."}, status=500)
 
 
-def api_view(*methods: str) -> Callable:
-    """Wrap a sync or async view: method check, auth, CSRF for cookie sessions, refusals → JSON."""
+def api_view(*methods: str, public: bool = False) -> Callable:
+    """Wrap a sync or async view: method check, auth, CSRF for cookie sessions, refusals → JSON.
+    `public=True` skips authentication (only for what tells nothing, e.g. /health)."""
     allowed = tuple(m.upper() for m in methods)
+    authenticate_request = (lambda request: None) if public else _authenticate
 
     def decorate(view: Callable) -> Callable:
         if iscoroutinefunction(view):
@@ -109,7 +111,7 @@ def api_view(*methods: str) -> Callable:
             async def async_wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
                 try:
                     _method_allowed(request, allowed)
-                    await sync_to_async(_authenticate)(request)
+                    await sync_to_async(authenticate_request)(request)
                     return await view(request, *args, **kwargs)
                 except Refused as exc:
                     return refusal_response(exc)
@@ -124,7 +126,7 @@ def api_view(*methods: str) -> Callable:
             def sync_wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
                 try:
                     _method_allowed(request, allowed)
-                    _authenticate(request)
+                    authenticate_request(request)
                     return view(request, *args, **kwargs)
                 except Refused as exc:
                     return refusal_response(exc)
@@ -133,6 +135,8 @@ def api_view(*methods: str) -> Callable:
 
             wrapper = sync_wrapper
         wrapper.csrf_exempt = True  # type: ignore[attr-defined]  # checked in _authenticate, cookies only
+        wrapper.api_methods = allowed  # type: ignore[attr-defined]  # the route table (adkweb.routes) is checked against it
+        wrapper.api_public = public  # type: ignore[attr-defined]
         return wrapper
 
     return decorate

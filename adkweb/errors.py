@@ -55,3 +55,14 @@ class Conflict(Refused):
 
 class TooLarge(Refused):
     status = 413
+
+
+class Unprocessable(Refused):
+    """A body that fails the request schema, as FastAPI (so ADK's server) reports it: `detail` is a
+    list of `{"type", "loc", "msg", "input"}` items, `loc` starting with "body"."""
+
+    status = 422
+
+    def __init__(self, errors: list[dict]) -> None:
+        super().__init__("; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in errors))
+        self.detail = errors  # type: ignore[assignment]  # the list is the response's detail

@@ -6,10 +6,14 @@ from django.http.response import HttpResponseBase
 from django.urls import include, path, re_path
 from django.views.static import serve
 
+from . import api_docs
+
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("api/openapi.json", api_docs.openapi_json, name="openapi"),
+    path("api/docs/", api_docs.docs, name="api-docs"),
     path("api/adk/", include("agents_app.api_urls")),
     path("api/", include("approvals.api_urls")),
     path("", include("approvals.urls")),

@@ -1,15 +1,9 @@
-"""ADK's REST routes (`adk api_server`), mounted under /api/adk/."""
+"""ADK's REST routes (`adk api_server`), mounted under /api/adk/ (table: agents_app.api.routes)."""
 
-from django.urls import path
+from adkweb.routes import urlpatterns as route_urls
 
-from .api import run, sessions
+from .api.routes import ROUTES
 
 app_name = "adk_api"
 
-urlpatterns = [
-    path("list-apps", sessions.list_apps, name="list-apps"),
-    path("apps/<str:app_name>/users/<str:user_id>/sessions", sessions.sessions, name="sessions"),
-    path("apps/<str:app_name>/users/<str:user_id>/sessions/<str:session_id>", sessions.session, name="session"),
-    path("run", run.run, name="run"),
-    path("run_sse", run.run_sse, name="run-sse"),
-]
+urlpatterns = route_urls(ROUTES)

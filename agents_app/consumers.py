@@ -134,8 +134,17 @@ class SessionConsumer(AsyncWebsocketConsumer):
         self.tickets.update(i.ticket.pk for i in view.items if i.ticket is not None)
         self.finals.add(view.event_id)
         if self.streams.pop(view.event_id, None) is not None:
-            return render_to_string(EVENT, {"event": view, "oob": "true"})  # replaces its streaming card
-        return render_to_string(LIVE + "#appended", {"event": view})
+            html = render_to_string(EVENT, {"event": view, "oob": "true"})  # replaces its streaming card
+        else:
+            html = render_to_string(LIVE + "#appended", {"event": view})
+        return html + self._artifacts_html(view)
+
+    def _artifacts_html(self, view: Any) -> str:
+        """An event that saved artifacts (ADK's artifact_delta) refreshes the page's artifact list."""
+        if not ((view.raw_data or {}).get("actions") or {}).get("artifact_delta"):
+            return ""
+        ctx = {"session": self.session, "artifacts": selectors.session_artifacts(session=self.session), "oob": "true"}
+        return render_to_string(DETAIL + "#artifacts", ctx)
 
     async def session_event(self, message: dict) -> None:
         if message["event_pk"] <= self.last_pk:

@@ -119,7 +119,7 @@ async def turn_run(turn: Turn) -> None:
         async for event in runner.run_async(
             user_id=session.user_id,
             session_id=session.session_id,
-            new_message=types.Content.model_validate(turn.content),
+            new_message=types.Content.model_validate(turn.content) if turn.content else None,
             state_delta=turn.state_delta or None,
             run_config=RunConfig(streaming_mode=mode),
         ):

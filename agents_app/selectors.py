@@ -6,14 +6,15 @@ API follows of a turn. Agent cards are in agent_cards.py; what a timeline looks 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
-from django.db.models import Case, CharField, Exists, OuterRef, QuerySet, Subquery, Value, When
+from django.db.models import Case, CharField, Exists, OuterRef, Q, QuerySet, Subquery, Value, When
 
 from adkweb.roles import is_approver, is_observer
 
 from . import timeline
-from .models import AdkSession, StoredEvent, Turn
+from .models import AdkSession, Artifact, StoredEvent, Turn
 from .timeline import EventView, TurnError
 
 ACTIVE_TURN_STATUSES = (Turn.Status.QUEUED, Turn.Status.RUNNING)
@@ -186,3 +187,46 @@ def session_row(*, user: Any, session_pk: int) -> AdkSession | None:
 def session_status(*, session_pk: int) -> str:
     row = sessions_with_status(AdkSession.objects.filter(pk=session_pk)).values_list("status", flat=True).first()
     return row or "idle"
+
+
+# -- artifacts ----------------------------------------------------------------------------------
+PREVIEW_TYPES = {"image/png", "image/jpeg", "image/gif", "image/webp"}  # raster only: SVG can carry script
+
+
+@dataclass
+class ArtifactView:
+    """An artifact of a conversation: its latest version, and how many there are."""
+
+    filename: str
+    latest: Artifact
+    versions: int
+
+    @property
+    def previewable(self) -> bool:
+        return self.latest.kind == "inline" and self.latest.mime_type in PREVIEW_TYPES
+
+
+def _artifact_scope(session: AdkSession) -> Q:
+    mine = Q(app_name=session.app_name, user_id=session.user_id)
+    return mine & (Q(session_id=session.session_id) | Q(session_id=""))
+
+
+def session_artifacts(*, session: AdkSession) -> list[ArtifactView]:
+    """The conversation's artifacts (and its user's "user:" ones), by name, latest version first."""
+    rows = Artifact.objects.filter(_artifact_scope(session)).order_by("filename", "-version")
+    out: dict[str, ArtifactView] = {}
+    for row in rows:
+        if row.filename in out:
+            out[row.filename].versions += 1
+        else:
+            out[row.filename] = ArtifactView(filename=row.filename, latest=row, versions=1)
+    return list(out.values())
+
+
+def session_artifact_get(*, session: AdkSession, filename: str, version: int | None) -> Artifact | None:
+    rows = Artifact.objects.filter(_artifact_scope(session), filename=filename)
+    if filename.startswith("user:"):
+        rows = rows.filter(session_id="")
+    else:
+        rows = rows.filter(session_id=session.session_id)
+    return rows.order_by("-version").first() if version is None else rows.filter(version=version).first()

@@ -94,17 +94,19 @@ def conversation_start(*, app_name: str, user: Any, text: str) -> AdkSession:
 def turn_create(
     *,
     session: AdkSession,
-    content: types.Content,
+    content: types.Content | None,
     actor: Any = None,
     state_delta: dict | None = None,
     streaming: bool = False,
 ) -> Turn:
-    """Queue work for a session; the worker is told to look after commit."""
-    kind = Turn.Kind.FUNCTION_RESPONSE if any(p.function_response for p in content.parts or []) else Turn.Kind.MESSAGE
+    """Queue work for a session; the worker is told to look after commit. No content: the agent
+    runs again on the session's history (ADK's run without a new message)."""
+    parts = content.parts or [] if content is not None else []
+    kind = Turn.Kind.FUNCTION_RESPONSE if any(p.function_response for p in parts) else Turn.Kind.MESSAGE
     turn = Turn.objects.create(
         session=session,
         kind=kind,
-        content=content_json(content),
+        content=content_json(content) if content is not None else {},
         state_delta=state_delta or None,
         streaming=streaming,
         created_by=actor if actor is not None and actor.is_authenticated else None,

@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseForbidden
 from django.shortcuts import get_object_or_404, redirect, render
+from django.utils.http import content_disposition_header
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from adkweb.errors import Refused
@@ -50,6 +51,7 @@ def _detail_context(request: HttpRequest, session: AdkSession, form: MessageForm
         "status": selectors.session_status(session_pk=session.pk),
         "is_owner": _is_owner(request, session),
         "can_retry": can_retry_turns(request.user, session),
+        "artifacts": selectors.session_artifacts(session=session),
     }
 
 
@@ -118,3 +120,24 @@ def session_new(request: HttpRequest) -> HttpResponse:
 def agent_list(request: HttpRequest) -> HttpResponse:
     ctx = {"cards": agent_cards.agent_cards(), "can_edit": is_agent_admin(request.user)}
     return render(request, "agents_app/agent_list.html", ctx)
+
+
+@login_required
+@require_GET
+def artifact_download(request: HttpRequest, pk: int, name: str) -> HttpResponse:
+    """An artifact's bytes, for whoever may see the conversation: an attachment, or (`?inline=1`)
+    an image shown in the page; never rendered as a page of ours (sandboxed, no sniffing)."""
+    session = _visible_session(request, pk)
+    raw = request.GET.get("version", "")
+    if raw and not raw.isdigit():
+        return HttpResponse("The version must be a number.", status=400, content_type="text/plain")
+    row = selectors.session_artifact_get(session=session, filename=name, version=int(raw) if raw else None)
+    if row is None or not row.content:
+        raise Http404("No such artifact (or it is a reference to a file stored elsewhere).")
+    inline = request.GET.get("inline") == "1" and row.mime_type in selectors.PREVIEW_TYPES
+    with row.content.open("rb") as fh:
+        response = HttpResponse(fh.read(), content_type=row.mime_type or "application/octet-stream")
+    response["Content-Disposition"] = content_disposition_header(not inline, name.rsplit("/", 1)[-1]) or "attachment"
+    response["X-Content-Type-Options"] = "nosniff"
+    response["Content-Security-Policy"] = "default-src 'none'; sandbox"
+    return response

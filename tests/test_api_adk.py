@@ -111,14 +111,25 @@ def test_bad_input_is_refused_with_a_message(demo, live_asgi, api_token):
         )
         return r.status_code, r.json()["detail"]
 
-    assert run(content=b"{not json")[0] == 400 and "Malformed JSON" in run(content=b"{not json")[1]
-    assert run(content=b"[1, 2]") == (400, "The request body must be a JSON object, not list.")
-    assert run({**body, "userId": 5}) == (400, "userId: Input should be a valid string.")
-    assert run({**body, "streaming": "yes"})[0] == 400
-    assert run({k: v for k, v in body.items() if k != "sessionId"}) == (400, "sessionId: Field required.")
-    assert run({**body, "newMessage": None})[0] == 400
-    assert run({**body, "newMessage": "hi"})[0] == 400
-    assert run({**body, "newMessage": {"parts": [{"text": 3}]}})[0] == 400
+    def schema_refusal(payload=None, content=None):
+        """ADK's (FastAPI's) 422: a list of (where, what) items."""
+        status, detail = run(payload, content)
+        assert status == 422, (status, detail)
+        return [(tuple(item["loc"]), item["msg"]) for item in detail]
+
+    [(where, what)] = schema_refusal(content=b"{not json")
+    assert where == ("body",) and "Malformed JSON" in what
+    assert schema_refusal(content=b"[1, 2]") == [
+        (("body",), "Input should be a valid dictionary or object to extract fields from")
+    ]
+    assert schema_refusal({**body, "userId": 5}) == [(("body", "userId"), "Input should be a valid string")]
+    assert schema_refusal({**body, "streaming": "maybe"}) == [
+        (("body", "streaming"), "Input should be a valid boolean, unable to interpret input")
+    ]
+    missing = {k: v for k, v in body.items() if k != "sessionId"}
+    assert schema_refusal(missing) == [(("body", "sessionId"), "Field required")]
+    assert schema_refusal({**body, "newMessage": "hi"})[0][0] == ("body", "newMessage")
+    assert schema_refusal({**body, "newMessage": {"parts": [{"text": 3}]}})[0][0][:2] == ("body", "newMessage")
     assert run({**body, "newMessage": {"role": "user", "parts": []}}) == (400, "newMessage has no parts.")
     assert run({**body, "appName": "nope"}) == (404, "App not found: nope")
     assert run({**body, "sessionId": "missing"}) == (404, "Session not found: missing")
@@ -130,7 +141,7 @@ def test_bad_input_is_refused_with_a_message(demo, live_asgi, api_token):
         "Function call not found for function response ids: no-such-call.",
     )
     assert http.post("/api/adk/apps/nope/users/requester/sessions").status_code == 404
-    assert http.post("/api/adk/apps/stock_agent/users/requester/sessions", json={"state": [1]}).status_code == 400
+    assert http.post("/api/adk/apps/stock_agent/users/requester/sessions", json={"state": [1]}).status_code == 422
     assert http.get("/api/adk/run").status_code == 405
     assert not Turn.objects.exists(), "a refused request changes nothing"
 

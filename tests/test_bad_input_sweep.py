@@ -131,7 +131,6 @@ def api_json_cases(o: Objs) -> list[tuple[str, str, str, Any]]:
         ("create session (deprecated)", f"{sessions}/new-one", "state is a list", ["a"]),
         ("create session (deprecated)", f"{sessions}/{'s' * 200}", "sessionId longer than the column", {}),
         ("run", "/api/adk/run", "missing everything", {}),
-        ("run", "/api/adk/run", "missing newMessage", run),
         ("run", "/api/adk/run", "userId is a number", {**msg({"text": "hi"}), "userId": 5}),
         ("run", "/api/adk/run", "unknown session", {**msg({"text": "hi"}), "sessionId": "nope"}),
         ("run", "/api/adk/run", "unknown app", {**msg({"text": "hi"}), "appName": "nope"}),
@@ -204,7 +203,7 @@ def api_json_cases(o: Objs) -> list[tuple[str, str, str, Any]]:
             },
         ),
         ("run", "/api/adk/run", "stateDelta is a list", {**msg({"text": "hi"}), "stateDelta": [1]}),
-        ("run", "/api/adk/run", "streaming is a string", {**msg({"text": "hi"}), "streaming": "yes"}),
+        ("run", "/api/adk/run", "streaming is not a boolean", {**msg({"text": "hi"}), "streaming": "maybe"}),
         ("run", "/api/adk/run", "1 MB sessionId", {**msg({"text": "hi"}), "sessionId": MB}),
         ("run_sse", "/api/adk/run_sse", "newMessage is a string", {**run, "newMessage": "hi"}),
         ("run_sse", "/api/adk/run_sse", "unknown function response id", msg({"functionResponse": {**fr, "id": "x"}})),
@@ -239,6 +238,14 @@ def _client(o: Objs, who: str) -> Client:
     return c
 
 
+def _schema_detail(detail: Any) -> bool:
+    return (
+        isinstance(detail, list)
+        and bool(detail)
+        and all(isinstance(i, dict) and i.get("msg") and (i.get("loc") or [""])[0] == "body" for i in detail)
+    )
+
+
 def _refusal(where: str, response: Any, before: dict, after: dict, *, api: bool) -> list[str]:
     body = response.content.decode(errors="replace") if not getattr(response, "streaming", False) else "(stream)"
     problems = []
@@ -249,7 +256,11 @@ def _refusal(where: str, response: Any, before: dict, after: dict, *, api: bool)
             detail = json.loads(body).get("detail")
         except (ValueError, AttributeError):
             detail = None
-        if not isinstance(detail, str) or not detail:
+        if response.status_code == 422 and " /api/adk/" in where:
+            # ADK's schema failures (FastAPI's shape): a list of items, each with where and what.
+            if not _schema_detail(detail):
+                problems.append(f"{where}: 422 without ADK's detail list: {body[:200]!r}")
+        elif not isinstance(detail, str) or not detail:
             problems.append(f"{where}: {response.status_code} without a JSON detail message: {body[:200]!r}")
     if before != after:
         problems.append(f"{where}: changed state {before} -> {after}")

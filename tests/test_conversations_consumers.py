@@ -255,3 +255,24 @@ async def test_full_asgi_stack_uses_the_login_session_cookie(demo, session):
     )
     connected, _ = await comm.connect()
     assert not connected
+
+
+async def test_an_event_that_saved_an_artifact_refreshes_the_artifact_list(demo, session):
+    from google.adk.events.event_actions import EventActions
+
+    from agents_app import artifacts
+
+    scope = {"app_name": session.app_name, "user_id": session.user_id, "session_id": session.session_id}
+    part = types.Part(inline_data=types.Blob(mime_type="image/png", data=b"\x89PNG"))
+    await sync_to_async(artifacts.save)(scope={**scope, "filename": "chart.png"}, part=part, custom_metadata=None)
+    comm, _ = await _connect(f"/ws/sessions/{session.pk}/", demo["requester"])
+    await comm.receive_from()
+    ev = Event(author="reimbursement_agent", actions=EventActions(artifact_delta={"chart.png": 0}))
+    stored = await sync_to_async(StoredEvent.objects.create)(
+        session=session, event_id=ev.id, author=ev.author, timestamp=ev.timestamp, data=event_to_json(ev)
+    )
+    await _send(session_group(session.pk), type="session.event", session_pk=session.pk, event_pk=stored.pk)
+    html = await comm.receive_from()
+    assert '<section id="conversation-artifacts"' in html and 'hx-swap-oob="true"' in html
+    assert f"/sessions/{session.pk}/artifacts/chart.png?inline=1" in html
+    await comm.disconnect()

@@ -66,6 +66,17 @@ def world(demo) -> World:
         content={"role": "user", "parts": [{"text": "hi"}]},
         error="the agent was disabled",
     )
+    # An artifact of the requester's session (a tool would save it; ADK's API can too).
+    from google.genai import types
+
+    from agents_app import artifacts
+
+    scope = {"app_name": "reimbursement_agent", "user_id": "requester", "session_id": SESSION_ID}
+    artifacts.save(
+        scope={**scope, "filename": "chart.png"},
+        part=types.Part(inline_data=types.Blob(mime_type="image/png", data=b"\x89PNG")),
+        custom_metadata=None,
+    )
     return World(users=users, session=session, call=call, failed_turn=failed)
 
 
@@ -185,9 +196,10 @@ def targets(w: World) -> list[Target]:
             {
                 "GET": E(401, 200, 403, 200, 403),
                 "POST": E(401, 409, 403, 403, 403),
+                "PATCH": E(401, 200, 403, 403, 403),
                 "DELETE": E(401, 200, 403, 403, 403),
             },
-            {"POST": ("json", {})},
+            {"POST": ("json", {}), "PATCH": ("json", {"stateDelta": {"topic": "travel"}})},
         ),
         Target(
             "missing ADK session",
@@ -195,6 +207,94 @@ def targets(w: World) -> list[Target]:
             f"{adk_sessions}/no-such-session",
             True,
             {"GET": E(401, 404, 403, 404, 403), "DELETE": E(401, 404, 403, 403, 403)},
+        ),
+        Target(
+            "health (public)",
+            "adk_api:health",
+            "/api/adk/health",
+            True,
+            {"GET": E(200, 200, 200, 200, 200), "POST": E(405, 405, 405, 405, 405)},
+        ),
+        Target(
+            "version (public)",
+            "adk_api:version",
+            "/api/adk/version",
+            True,
+            {"GET": E(200, 200, 200, 200, 200), "POST": E(405, 405, 405, 405, 405)},
+        ),
+        Target(
+            "OpenAPI document (public)",
+            "openapi",
+            "/api/openapi.json",
+            True,
+            {"GET": E(200, 200, 200, 200, 200), "POST": E(405, 405, 405, 405, 405)},
+        ),
+        Target(
+            "API docs page", "api-docs", "/api/docs/", False, {"GET": E(LOGIN, 200, 200, 200, 200), "POST": PAGE_405}
+        ),
+        Target(
+            "app-info",
+            "adk_api:app-info",
+            "/api/adk/apps/reimbursement_agent/app-info",
+            True,
+            {"GET": E(401, 200, 200, 200, 200), "POST": E(405, 405, 405, 405, 405)},
+        ),
+        Target(
+            "app-info of a missing app",
+            "adk_api:app-info",
+            "/api/adk/apps/no_such_app/app-info",
+            True,
+            {"GET": E(401, 404, 404, 404, 404)},
+        ),
+        Target(
+            "requester's artifacts",
+            "adk_api:artifacts",
+            f"{adk_sessions}/{SESSION_ID}/artifacts",
+            True,
+            {"GET": E(401, 200, 403, 200, 403), "POST": E(401, 200, 403, 403, 403)},
+            {"POST": ("json", {"filename": "note.txt", "artifact": {"text": "hello"}})},
+        ),
+        Target(
+            "requester's artifact",
+            "adk_api:artifact",
+            f"{adk_sessions}/{SESSION_ID}/artifacts/chart.png",
+            True,
+            {"GET": E(401, 200, 403, 200, 403), "DELETE": E(401, 200, 403, 403, 403)},
+        ),
+        Target(
+            "missing artifact",
+            "adk_api:artifact",
+            f"{adk_sessions}/{SESSION_ID}/artifacts/nope.png",
+            True,
+            {"GET": E(401, 404, 403, 404, 403)},
+        ),
+        Target(
+            "artifact versions",
+            "adk_api:artifact-versions",
+            f"{adk_sessions}/{SESSION_ID}/artifacts/chart.png/versions",
+            True,
+            {"GET": E(401, 200, 403, 200, 403), "POST": E(405, 405, 405, 405, 405)},
+        ),
+        Target(
+            "artifact versions' metadata",
+            "adk_api:artifact-versions-metadata",
+            f"{adk_sessions}/{SESSION_ID}/artifacts/chart.png/versions/metadata",
+            True,
+            {"GET": E(401, 200, 403, 200, 403)},
+        ),
+        Target(
+            "artifact version",
+            "adk_api:artifact-version",
+            f"{adk_sessions}/{SESSION_ID}/artifacts/chart.png/versions/0",
+            True,
+            {"GET": E(401, 200, 403, 200, 403), "DELETE": E(405, 405, 405, 405, 405)},
+        ),
+        Target(
+            "artifact version's metadata",
+            "adk_api:artifact-version-metadata",
+            f"{adk_sessions}/{SESSION_ID}/artifacts/chart.png/versions/latest/metadata",
+            True,
+            {"GET": E(401, 200, 403, 200, 403)},
         ),
         Target(
             "run (answering a ticket)",
@@ -387,6 +487,20 @@ def targets(w: World) -> list[Target]:
             f"/sessions/{s.pk}/turns/{MISSING}/retry/",
             False,
             {"POST": E(LOGIN, 404, 404, 403, 404)},
+        ),
+        Target(
+            "conversation artifact download",
+            "agents_app:artifact",
+            f"/sessions/{s.pk}/artifacts/chart.png",
+            False,
+            {"GET": E(LOGIN, 200, 404, 200, 200), "POST": PAGE_405},
+        ),
+        Target(
+            "missing conversation artifact",
+            "agents_app:artifact",
+            f"/sessions/{s.pk}/artifacts/nope.png?inline=1",
+            False,
+            {"GET": E(LOGIN, 404, 404, 404, 404)},
         ),
         Target(
             "agents",

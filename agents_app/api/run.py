@@ -8,6 +8,7 @@ streams) the events its run stored. If the client goes away the turn still runs 
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -15,40 +16,28 @@ from asgiref.sync import sync_to_async
 from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.http.response import HttpResponseBase
 from google.genai import types
-from pydantic import StrictBool, StrictStr
 
-from adkweb.api import CamelModel, api_view, json_body, parse
+from adkweb.api import api_view
 from adkweb.errors import Invalid, NotFound
 from approvals import services as approvals
 
 from .. import selectors, services
+from .schemas import RunAgentRequest, parse_body
 from .sessions import check_app, check_user
-from .watch import TurnWatch, follow
+from .watch import Step, TurnWatch, follow
 
 
-class RunAgentRequest(CamelModel):
-    """ADK's RunAgentRequest (camelCase or snake_case); fields adkweb does not use are ignored."""
-
-    app_name: StrictStr
-    user_id: StrictStr
-    session_id: StrictStr
-    new_message: Any | None = None
-    streaming: StrictBool = False
-    state_delta: dict[str, Any] | None = None
-    invocation_id: StrictStr | None = None
-
-
-def _prepare(request: HttpRequest) -> tuple[RunAgentRequest, int, types.Content]:
+def _prepare(request: HttpRequest) -> tuple[RunAgentRequest, int, types.Content | None]:
     """Validate everything that can be validated before anything is queued."""
-    body = parse(RunAgentRequest, json_body(request))
+    body = parse_body(RunAgentRequest, request)
     check_user(request, body.user_id, write=True)
     check_app(body.app_name)
     row = selectors.adk_session_get(app_name=body.app_name, user_id=body.user_id, session_id=body.session_id)
     if row is None:
         raise NotFound(f"Session not found: {body.session_id}")
-    if body.new_message is None:
-        raise Invalid("newMessage is required: a user message, or function responses to pending calls.")
-    content = services.content_parse(body.new_message)
+    if body.new_message is None:  # as in ADK: the agent runs again on the session's history
+        return body, row.pk, None
+    content = services.content_parse(body.new_message.model_dump(mode="json", exclude_none=True))
     _check_invocation(row.pk, content, body.invocation_id)
     return body, row.pk, content
 
@@ -65,12 +54,17 @@ def _check_invocation(session_pk: int, content: types.Content, invocation_id: st
 
 
 def _queue(
-    request: HttpRequest, body: RunAgentRequest, session_pk: int, content: types.Content, streaming: bool
+    request: HttpRequest, body: RunAgentRequest, session_pk: int, content: types.Content | None, streaming: bool
 ) -> int:
     """The Turn that carries the message: answers go through the approvals rules."""
     session = selectors.adk_session_get(app_name=body.app_name, user_id=body.user_id, session_id=body.session_id)
     if session is None or session.pk != session_pk:
         raise NotFound(f"Session not found: {body.session_id}")
+    if content is None:
+        turn = services.turn_create(
+            session=session, content=None, actor=request.user, state_delta=body.state_delta, streaming=streaming
+        )
+        return turn.pk
     turn = approvals.message_submit(
         session=session, content=content, actor=request.user, state_delta=body.state_delta, streaming=streaming
     )
@@ -119,7 +113,20 @@ async def run_sse(request: HttpRequest) -> HttpResponseBase:
 async def _sse(watch: TurnWatch, turn_id: int, *, partials: bool) -> AsyncIterator[str]:
     try:
         async for step in follow(watch, turn_id, partials=partials):
-            payload = step.data if step.kind == "event" else {"error": step.data}
+            payload = step.data if step.kind == "event" else error_frame(step)
             yield f"data: {json.dumps(payload, ensure_ascii=False)}\n\n"
     finally:
         await watch.stop()
+
+
+def error_frame(step: Step) -> dict[str, Any]:
+    """ADK's in-band error: `{"error": "<Type>: <message>", "error_details": {...}}`."""
+    text = str(step.data)
+    kind, sep, message = text.partition(": ")
+    if step.kind == "timeout":
+        kind, message = "TimeoutError", text
+    elif not sep or " " in kind:  # not "<ExceptionType>: <message>"
+        kind, message = "AgentRunError", text
+    kind = kind.rsplit(".", 1)[-1]
+    details = {"error_type": kind, "error_message": message, "timestamp": time.time()}
+    return {"error": f"{kind}: {message}", "error_details": details}

@@ -1,14 +1,15 @@
-"""ADK REST: list-apps and sessions (`/api/adk/...`), same paths, bodies and JSON as `adk api_server`."""
+"""ADK REST: sessions (`/api/adk/apps/...`), same paths, bodies and JSON as `adk api_server`."""
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
+from asgiref.sync import async_to_sync
 from django.http import HttpRequest, JsonResponse
 from google.adk.errors.already_exists_error import AlreadyExistsError
-from pydantic import StrictStr
 
-from adkweb.api import CamelModel, api_view, json_body, parse
+from adkweb.api import api_view
 from adkweb.errors import Conflict, Forbidden, Invalid, NotFound
 from adkweb.roles import is_observer
 
@@ -16,12 +17,16 @@ from .. import agents, selectors, services
 from ..models import Turn
 from ..session_service import DjangoSessionService
 from .render import session_json
+from .schemas import (
+    CreateSessionRequest,
+    UpdateSessionRequest,
+    body_json,
+    not_an_object,
+    parse_body,
+    parse_optional_body,
+)
 
-
-class CreateSessionRequest(CamelModel):
-    session_id: StrictStr | None = None
-    state: dict[str, Any] | None = None
-    events: list[Any] | None = None
+EVAL_PREFIXES = ("adk-eval-session-", "___eval___session___")  # ADK hides its eval sessions from lists
 
 
 def check_user(request: HttpRequest, user_id: str, *, write: bool) -> None:
@@ -45,48 +50,54 @@ def session_or_404(app_name: str, user_id: str, session_id: str) -> Any:
     return session
 
 
-@api_view("GET")
-def list_apps(request: HttpRequest) -> JsonResponse:
-    names = agents.app_names()
-    if request.GET.get("detailed", "").lower() not in {"1", "true", "yes"}:
-        return JsonResponse(names, safe=False)
-    apps = []
-    for name in names:
-        info = agents.app_info(name)
-        apps.append({"name": name, "rootAgentName": name, "description": info.description, "language": "python"})
-    return JsonResponse({"apps": apps})
-
-
 @api_view("GET", "POST")
 def sessions(request: HttpRequest, app_name: str, user_id: str) -> JsonResponse:
     check_user(request, user_id, write=request.method == "POST")
     check_app(app_name)
     if request.method == "GET":
         listed = DjangoSessionService().list_sessions_sync(app_name=app_name, user_id=user_id).sessions
-        return JsonResponse([session_json(s) for s in listed], safe=False)
-    data = json_body(request, allow_empty=True)  # no body (or null) is {}; [] or 0 is not
-    body = parse(CreateSessionRequest, {} if data is None else data)
+        return JsonResponse([session_json(s) for s in listed if not s.id.startswith(EVAL_PREFIXES)], safe=False)
+    body = parse_optional_body(CreateSessionRequest, request) or CreateSessionRequest()  # no body: defaults
     return _create(app_name, user_id, body.session_id, body.state, body.events)
 
 
-@api_view("GET", "DELETE", "POST")
+@api_view("GET", "DELETE", "POST", "PATCH")
 def session(request: HttpRequest, app_name: str, user_id: str, session_id: str) -> JsonResponse:
     check_user(request, user_id, write=request.method != "GET")
     if request.method == "GET":
         return JsonResponse(session_json(session_or_404(app_name, user_id, session_id)))
+    if request.method == "PATCH":
+        body = parse_body(UpdateSessionRequest, request)
+        return JsonResponse(session_json(_update(app_name, user_id, session_id, body.state_delta)))
     if request.method == "POST":  # ADK's deprecated create-with-id: the body is the initial state
         check_app(app_name)
-        state = json_body(request, allow_empty=True)
+        state = body_json(request, allow_empty=True)  # the body is the initial state
         if state is not None and not isinstance(state, dict):
-            raise Invalid("The body must be the session's initial state: a JSON object.")
+            raise not_an_object(state)
         return _create(app_name, user_id, session_id, state, None)
+    _idle_session(app_name, user_id, session_id, "delete it")
+    DjangoSessionService().delete_session_sync(app_name=app_name, user_id=user_id, session_id=session_id)
+    return JsonResponse(None, safe=False)
+
+
+def _idle_session(app_name: str, user_id: str, session_id: str, what: str) -> None:
     row = selectors.adk_session_get(app_name=app_name, user_id=user_id, session_id=session_id)
     if row is None:
         raise NotFound(f"Session not found: {session_id}")
     if Turn.objects.filter(session=row, status__in=selectors.ACTIVE_TURN_STATUSES).exists():
-        raise Conflict("The agent is working in this session; delete it once its turn has finished.")
-    DjangoSessionService().delete_session_sync(app_name=app_name, user_id=user_id, session_id=session_id)
-    return JsonResponse(None, safe=False)
+        raise Conflict(f"The agent is working in this session; {what} once its turn has finished.")
+
+
+def _update(app_name: str, user_id: str, session_id: str, state_delta: dict[str, Any]) -> Any:
+    """ADK's PATCH: a user event carrying the state delta (temp: keys are not kept), no agent run."""
+    from google.adk.events.event import Event
+    from google.adk.events.event_actions import EventActions
+
+    _idle_session(app_name, user_id, session_id, "change its state")
+    session = session_or_404(app_name, user_id, session_id)
+    event = Event(invocation_id=f"p-{uuid.uuid4()}", author="user", actions=EventActions(state_delta=state_delta))
+    async_to_sync(DjangoSessionService().append_event)(session=session, event=event)
+    return session
 
 
 def _create(app_name: str, user_id: str, session_id: str | None, state: dict | None, events: Any) -> JsonResponse:

@@ -1,0 +1,112 @@
+"""ADK's REST request and response models (`adk api_server`'s, field for field), and the body
+parser that refuses a bad body the way ADK's FastAPI server does (422, a `detail` list)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Literal, TypeVar
+
+from django.http import HttpRequest
+from google.adk.utils.agent_info import AgentInfo
+from google.genai import types
+from pydantic import BaseModel, Field, ValidationError
+
+from adkweb.api import CamelModel, json_body
+from adkweb.errors import Invalid, Unprocessable
+
+M = TypeVar("M", bound=BaseModel)
+
+
+class RunAgentRequest(CamelModel):
+    """The body of /run and /run_sse; fields adkweb does not use are accepted and ignored."""
+
+    app_name: str
+    user_id: str
+    session_id: str
+    new_message: types.Content | None = Field(
+        default=None, description="A user message, or function responses to pending calls; none: run on the history."
+    )
+    streaming: bool = False  # lax, as ADK's: "true"/"no"/1 are taken
+    state_delta: dict[str, Any] | None = None
+    invocation_id: str | None = None
+    function_call_event_id: str | None = None
+    custom_metadata: dict[str, Any] | None = None
+
+
+class CreateSessionRequest(CamelModel):
+    session_id: str | None = Field(default=None, description="Generated when absent.")
+    state: dict[str, Any] | None = None
+    events: list[Any] | None = Field(default=None, description="Not supported by adkweb (400).")
+
+
+class UpdateSessionRequest(CamelModel):
+    """PATCH on a session: a state change recorded as an event, without running the agent."""
+
+    state_delta: dict[str, Any]
+
+
+class SaveArtifactRequest(CamelModel):
+    filename: str
+    artifact: types.Part
+    custom_metadata: dict[str, Any] | None = None
+
+
+class AppInfo(CamelModel):
+    name: str
+    root_agent_name: str
+    description: str
+    language: Literal["yaml", "python"]
+    is_computer_use: bool = False
+    agents: dict[str, AgentInfo] | None = None
+
+
+class ListAppsResponse(CamelModel):
+    apps: list[AppInfo]
+
+
+class Health(BaseModel):
+    status: str
+
+
+class Version(BaseModel):
+    version: str
+    language: str
+    language_version: str
+
+
+def _item(err: Any) -> dict:
+    return {"type": err["type"], "loc": ["body", *err["loc"]], "msg": err["msg"], "input": err.get("input")}
+
+
+def body_json(request: HttpRequest, *, allow_empty: bool = False) -> Any:
+    """The parsed JSON body; malformed JSON is a 422 as in FastAPI (a body over the limit stays a 413)."""
+    try:
+        return json_body(request, allow_empty=allow_empty)
+    except Invalid as exc:
+        raise Unprocessable([{"type": "json_invalid", "loc": ["body"], "msg": exc.detail, "input": {}}]) from exc
+
+
+def not_an_object(data: Any) -> Unprocessable:
+    msg = "Input should be a valid dictionary or object to extract fields from"
+    return Unprocessable([{"type": "model_attributes_type", "loc": ["body"], "msg": msg, "input": data}])
+
+
+def parse_body(model: type[M], request: HttpRequest) -> M:
+    """The request body as `model`; 422 with FastAPI's `detail` list when it does not fit."""
+    return validate(model, body_json(request))
+
+
+def parse_optional_body(model: type[M], request: HttpRequest) -> M | None:
+    """As parse_body, but no body (or JSON null) is None."""
+    data = body_json(request, allow_empty=True)
+    return None if data is None else validate(model, data)
+
+
+def validate(model: type[M], data: Any) -> M:
+    if not isinstance(data, dict):
+        raise not_an_object(data)
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        errors = [_item(e) for e in exc.errors(include_url=False)]
+        raise Unprocessable(json.loads(json.dumps(errors, default=str))) from exc

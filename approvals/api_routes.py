@@ -1,0 +1,164 @@
+"""The approvals API's route table (mounted under /api/) and its response models: the URL patterns
+and the OpenAPI document are generated from it; tests validate real answers against the models."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from adkweb.routes import Op, Route
+
+from . import api
+
+
+class _Out(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class TicketSession(_Out):
+    app_name: str
+    user_id: str
+    session_id: str
+
+
+class TicketResponse(_Out):
+    """One response sent to a ticket (append-only)."""
+
+    id: int
+    pending_call: int
+    action: str
+    response: dict[str, Any]
+    final: bool
+    comment: str
+    actor: str | None
+    turn: int | None
+    created_at: str | None
+
+
+class Ticket(_Out):
+    """A pending call: one open (or closed) human pause of an agent."""
+
+    id: int
+    url: str
+    kind: str
+    status: str
+    agent: str
+    tool: str
+    call_id: str
+    call_name: str
+    args: dict[str, Any]
+    initial_response: dict[str, Any] | None
+    hint: str | None
+    response_schema: dict[str, Any] | None
+    session: TicketSession
+    requester: str
+    invocation_id: str
+    assigned_to: str | None
+    due_at: str | None
+    created_at: str | None
+    updated_at: str | None
+    closed_at: str | None
+    closed_by: str | None
+    responses: list[TicketResponse] | None = None
+
+
+class TicketPage(_Out):
+    count: int
+    page: int
+    page_size: int
+    next: str | None
+    previous: str | None
+    results: list[Ticket]
+
+
+ANSWER_ERRORS = (400, 401, 403, 404, 409, 413)
+ROUTES = [
+    Route(
+        "pending-calls",
+        api.pending_calls,
+        "pending-calls",
+        (
+            Op(
+                "GET",
+                "The tickets you may see, newest first, a page at a time",
+                response=TicketPage,
+                query={
+                    "status": "open (default), pending, in_progress, closed, approved, rejected, answered, all, ...",
+                    "kind": "long_running, confirmation, input, choice, credential",
+                    "agent": "an app name",
+                    "tool": "a tool name",
+                    "page": "from 1",
+                    "page_size": "1 to 200 (default 50)",
+                },
+                errors=(400, 401),
+            ),
+        ),
+    ),
+    Route(
+        "pending-calls/<int:ticket_id>",
+        api.pending_call,
+        "pending-call",
+        (Op("GET", "A ticket with its responses", response=Ticket, errors=(401, 404)),),
+    ),
+    Route(
+        "pending-calls/<int:ticket_id>/responses",
+        api.responses,
+        "responses",
+        (
+            Op("GET", "A ticket's responses, oldest first", response=list[TicketResponse], errors=(401, 404)),
+            Op(
+                "POST",
+                "Send a response (final by default; final: false is an intermediate update)",
+                request=api.ResponseBody,
+                response=TicketResponse,
+                errors=ANSWER_ERRORS,
+                status=201,
+            ),
+        ),
+    ),
+    Route(
+        "pending-calls/<int:ticket_id>/approve",
+        api.approve,
+        "approve",
+        (
+            Op(
+                "POST",
+                "Approve (confirmations: confirmed true); body optional",
+                request=api.ApproveBody,
+                response=TicketResponse,
+                errors=ANSWER_ERRORS,
+                status=201,
+            ),
+        ),
+    ),
+    Route(
+        "pending-calls/<int:ticket_id>/reject",
+        api.reject,
+        "reject",
+        (
+            Op(
+                "POST",
+                "Reject with a reason; body optional",
+                request=api.RejectBody,
+                response=TicketResponse,
+                errors=ANSWER_ERRORS,
+                status=201,
+            ),
+        ),
+    ),
+    Route(
+        "pending-calls/<int:ticket_id>/assign",
+        api.assign,
+        "assign",
+        (
+            Op(
+                "POST",
+                'Take an open ticket ({"assignee": "me"}) or give it back (null): approvers',
+                request=api.AssignBody,
+                response=Ticket,
+                errors=(400, 401, 403, 404, 409),
+            ),
+        ),
+    ),
+]
