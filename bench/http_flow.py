@@ -1,0 +1,232 @@
+"""Benchmark: the seed's HTTP flow through ADK's own `adk api_server` and through adkweb, side by side.
+Not a test: it prints figures.
+
+    .venv/bin/python bench/http_flow.py [--rounds 40] [--warmup 3] [--only adk-pg,web-services]
+
+The flow (the seed's client loop, over ADK's REST API): create a session; POST /run "Please reimburse
+200$ for meals" (-> a long-running ask_for_approval call: a ticket); POST /run with the approved
+FunctionResponse (same id and name) (-> reimburse, and the final reply). One agent for every server:
+bench/agents/bench_reimbursement (the seed's tools on the offline demo model: no network).
+
+Four servers run at once, each on a port of its own, and the rounds alternate between them (a round
+runs the flow once on each, in a rotating order), so load from the rest of the machine hits them alike:
+
+  adk-pg        adk api_server --session_service_uri postgresql+asyncpg://.../adkweb_bench_http_adk
+  adk-sqlite    adk api_server --session_service_uri sqlite:///<tmp>/adk.sqlite3
+  web-services  adkweb services mode: daphne + `celery worker` (prefork, --concurrency 2), PostgreSQL
+                (adkweb_bench_http_web) + Redis (BENCH_REDIS_URL, default DB 5); token auth
+  web-embedded  adkweb embedded mode: daphne with the in-process worker, SQLite in <tmp>, in-memory layer
+
+Databases are created for the run and dropped afterwards. See bench/README.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from benchlib import (  # noqa: E402
+    BENCH,
+    BIN,
+    REDIS_URL,
+    Server,
+    adkweb_env,
+    cpu_seconds,
+    free_port,
+    manage,
+    pct,
+    pg_create,
+    pg_drop,
+    redis_flush,
+    rss_mb,
+)
+
+APP = "bench_reimbursement"
+USER = "approver"  # adkweb: the session's owner must be the caller, and an approver to answer the ticket
+TEXT = "Please reimburse 200$ for meals"
+STEPS = ("create", "run: message", "run: approval", "flow")
+ADK_DB, WEB_DB = "adkweb_bench_http_adk", "adkweb_bench_http_web"
+LABELS = {
+    "adk-pg": "ADK api_server + PostgreSQL",
+    "adk-sqlite": "ADK api_server + SQLite",
+    "web-services": "adkweb services (daphne+celery, PG+Redis)",
+    "web-embedded": "adkweb embedded (daphne+thread, SQLite)",
+}
+
+
+@dataclass
+class Target:
+    key: str
+    base: str
+    servers: list[Server]
+    headers: dict[str, str] = field(default_factory=dict)
+    ms: dict[str, list[float]] = field(default_factory=lambda: {s: [] for s in STEPS})
+    cpu_s: float = 0.0  # server CPU seconds spent during the timed rounds
+    client: Any = None
+
+
+def adk_server(key: str, uri: str) -> Target:
+    port = free_port()
+    cmd = [str(BIN / "adk"), "api_server", "--port", str(port), "--log_level", "warning"]
+    cmd += ["--session_service_uri", uri, "--artifact_service_uri", "memory://", str(BENCH / "agents")]
+    env = adkweb_env("")  # PYTHONPATH for the agent's import of the demo model
+    server = Server(key, cmd, env, port).start()
+    return Target(key, f"http://127.0.0.1:{port}", [server])
+
+
+def adkweb_target(key: str, database_url: str, redis_url: str) -> Target:
+    """Migrate, create the approver and a token, start daphne (and a celery worker in services mode)."""
+    env = adkweb_env(database_url, redis_url, ADKWEB_CODE_AGENTS=f"{APP}={APP}.agent.root_agent")
+    if redis_url:
+        env.update(ADKWEB_EMBEDDED_WORKER="false", CHANNELS_PREFIX="adkweb-bench-http")
+    manage(env, "migrate", "--noinput")
+    manage(env, "demo_setup")
+    key_ = manage(env, "create_api_token", USER).strip()
+    port = free_port()
+    servers = [Server(f"{key}-web", [str(BIN / "daphne"), "-p", str(port), "adkweb.asgi:application"], env, port)]
+    if redis_url:  # as the Procfile runs it
+        worker = [str(BIN / "celery"), "-A", "adkweb", "worker", "-Q", "agents", "--concurrency", "2"]
+        servers.append(Server(f"{key}-worker", worker + ["--loglevel", "WARNING"], env))
+    for s in servers:
+        s.start()
+    return Target(key, f"http://127.0.0.1:{port}/api/adk", servers, {"Authorization": f"Token {key_}"})
+
+
+def flow(t: Target, record: bool) -> None:
+    """The seed's client loop once; checks what each step returns."""
+    c = t.client
+    started = time.perf_counter()
+    r = c.post(f"/apps/{APP}/users/{USER}/sessions", json={})
+    r.raise_for_status()
+    sid = r.json()["id"]
+    t1 = time.perf_counter()
+    msg = {"role": "user", "parts": [{"text": TEXT}]}
+    r = c.post("/run", json={"appName": APP, "userId": USER, "sessionId": sid, "newMessage": msg})
+    r.raise_for_status()
+    events = r.json()
+    call = next(
+        p["functionCall"]
+        for e in events
+        for p in (e.get("content") or {}).get("parts", [])
+        if "functionCall" in p and p["functionCall"]["id"] in (e.get("longRunningToolIds") or [])
+    )
+    t2 = time.perf_counter()
+    fr = {"id": call["id"], "name": call["name"], "response": {"status": "approved"}}
+    answer = {"role": "user", "parts": [{"functionResponse": fr}]}
+    r = c.post("/run", json={"appName": APP, "userId": USER, "sessionId": sid, "newMessage": answer})
+    r.raise_for_status()
+    final = "".join(p.get("text", "") for e in r.json() for p in (e.get("content") or {}).get("parts", []))
+    if "reimbursed $200.00 for meals" not in final:
+        raise RuntimeError(f"{t.key}: unexpected reply {final!r}")
+    t3 = time.perf_counter()
+    if record:
+        for step, ms in zip(STEPS, (t1 - started, t2 - t1, t3 - t2, t3 - started), strict=True):
+            t.ms[step].append(ms * 1000)
+
+
+def server_cpu(t: Target) -> float:
+    return sum(cpu_seconds(s.pid) for s in t.servers)
+
+
+def report(targets: list[Target], rounds: int) -> None:
+    width = max(len(LABELS[t.key]) for t in targets) + 2
+    head = "".join(f"{s + ' p50':>19}" for s in STEPS[:3]) + f"{'flow p50':>10}{'flow p95':>10}{'CPU/flow':>10}"
+    print(f"{'server':<{width}}{head}")
+    for t in targets:
+        cells = "".join(f"{pct(t.ms[s], 0.5):>16.1f} ms" for s in STEPS[:3])
+        flow_ms = t.ms["flow"]
+        cpu = t.cpu_s * 1000 / max(len(flow_ms), 1)
+        print(f"{LABELS[t.key]:<{width}}{cells}{pct(flow_ms, 0.5):>10.1f}{pct(flow_ms, 0.95):>10.1f}{cpu:>7.0f} ms")
+    print(f"({rounds} rounds, ms per step; CPU/flow: CPU time of the server processes (incl. workers) per flow)")
+    by = {t.key: t for t in targets}
+    pairs = [("web-services", "adk-pg", "1.0x (stretch 0.6x)"), ("web-embedded", "adk-sqlite", "1.0x")]
+    print("\nratios (adkweb over ADK api_server on the same kind of database), target in brackets:")
+    for ours, theirs, target in pairs:
+        if ours in by and theirs in by:
+            a, b = by[ours].ms["flow"], by[theirs].ms["flow"]
+            steps = "  ".join(f"{s}: {pct(by[ours].ms[s], 0.5) / pct(by[theirs].ms[s], 0.5):.1f}x" for s in STEPS[:3])
+            print(
+                f"  {ours} / {theirs}: p50 {pct(a, 0.5) / pct(b, 0.5):.2f}x, p95 {pct(a, 0.95) / pct(b, 0.95):.2f}x"
+                f"   [target <= {target}]   per step p50: {steps}"
+            )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=40, help="timed rounds (default 40)")
+    parser.add_argument("--warmup", type=int, default=3, help="untimed rounds first (default 3)")
+    parser.add_argument("--only", default="", help="comma-separated subset of " + ",".join(LABELS))
+    parser.add_argument("--keep", action="store_true", help="leave the servers running until Enter (to profile)")
+    args = parser.parse_args()
+    import httpx
+
+    keys = [k for k in LABELS if not args.only or k in args.only.split(",")]
+    targets: list[Target] = []
+    with tempfile.TemporaryDirectory(prefix="adkweb-bench-http-") as tmp:
+        try:
+            if "web-services" in keys:
+                redis_flush(REDIS_URL)
+            for key in keys:
+                if key == "adk-pg":
+                    pg_create(ADK_DB)
+                    url = f"postgresql+asyncpg://postgres@127.0.0.1:5432/{ADK_DB}"
+                    targets.append(adk_server(key, url))
+                elif key == "adk-sqlite":
+                    targets.append(adk_server(key, f"sqlite:///{Path(tmp) / 'adk.sqlite3'}".replace(":///", ":////")))
+                elif key == "web-services":
+                    targets.append(adkweb_target(key, pg_create(WEB_DB), REDIS_URL))
+                else:
+                    targets.append(adkweb_target(key, f"sqlite:///{Path(tmp) / 'web.sqlite3'}", ""))
+            for t in targets:
+                for s in t.servers:
+                    if s.port:
+                        s.wait_port()
+                t.client = httpx.Client(base_url=t.base, headers=t.headers, timeout=60)
+            for _ in range(args.warmup):
+                for t in targets:
+                    flow(t, record=False)
+            time.sleep(1)
+            for i in range(args.rounds):
+                order = targets[i % len(targets) :] + targets[: i % len(targets)]
+                for t in order:
+                    before = server_cpu(t)
+                    flow(t, record=True)
+                    t.cpu_s += server_cpu(t) - before
+            print(
+                f"seed flow: create session; /run {TEXT!r} -> ticket; /run approved FunctionResponse -> reimburse; "
+                f"agent {APP} (offline demo model)"
+            )
+            report(targets, args.rounds)
+            print(
+                "\nserver memory after the run (RSS, MiB): "
+                + ", ".join(f"{t.key} {sum(rss_mb(s.pid) for s in t.servers):.0f}" for t in targets)
+            )
+            if args.keep:
+                for t in targets:
+                    print(t.key, t.base, [s.pid for s in t.servers])
+                input("servers running; Enter stops them ")
+        except BaseException:
+            for t in targets:
+                for s in t.servers:
+                    sys.stderr.write(f"--- {s.name} output ---\n{s.tail()}\n")
+            raise
+        finally:
+            for t in targets:
+                if t.client:
+                    t.client.close()
+                for s in t.servers:
+                    s.stop()
+            if "adk-pg" in keys:
+                pg_drop(ADK_DB)
+            if "web-services" in keys:
+                pg_drop(WEB_DB)
+
+
+if __name__ == "__main__":
+    main()
