@@ -1,10 +1,13 @@
-"""Benchmark: adkweb's DjangoSessionService against ADK's InMemorySessionService and
-SqliteSessionService, on one workload, printed side by side. Not a test: it prints figures.
+"""Benchmark: adkweb's DjangoSessionService against ADK's InMemorySessionService, SqliteSessionService
+and (on PostgreSQL) DatabaseSessionService, per operation and on the seed flow, printed side by side.
+Not a test: it prints figures.
 
-    .venv/bin/python bench/session_store.py [--sessions 20] [--events 25] [--lists 20]
+    .venv/bin/python bench/session_store.py [--sessions 20] [--events 25] [--lists 20] [--flows 30]
 
 Django runs on a throwaway SQLite file by default; with DATABASE_URL set (PostgreSQL) it creates a
-test database of its own (test_<name>_session_store_<pid>), migrates it and drops it afterwards. See bench/README.md.
+test database of its own (test_<name>_session_store_<pid>), migrates it and drops it afterwards, and
+ADK's DatabaseSessionService (SQLAlchemy + asyncpg: `make bench-install`) runs on the same server in a
+database of its own (adkweb_bench_store_adk), also dropped afterwards. See bench/README.md.
 """
 
 from __future__ import annotations
@@ -22,6 +25,8 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 APP = "bench_app"
+ADK_DB = "adkweb_bench_store_adk"
+SEED_TEXT = "Please reimburse 200$ for meals"
 
 
 @dataclass
@@ -124,21 +129,56 @@ async def run_workload(name: str, service: Any, n_sessions: int, n_events: int, 
     return result
 
 
-def print_table(results: list[Result], baseline: str, header: str) -> None:
-    """ms/op per backend per step, plus how many times ADK's sqlite service's time ours takes."""
+async def seed_flows(result: Result, service: Any, n_flows: int) -> None:
+    """The seed's flow through ADK's Runner on this store: create a session, the message (-> a
+    long-running call), the approval (-> reimburse): ms per flow (median and p95 over n_flows)."""
+    from google.adk.runners import Runner
+    from google.genai import types
+
+    sys.path.insert(0, str(ROOT / "bench" / "agents"))
+    from bench_reimbursement.agent import root_agent
+
+    runner = Runner(app_name=APP, agent=root_agent, session_service=service)
+
+    async def one() -> float:
+        started = time.perf_counter()
+        session = await service.create_session(app_name=APP, user_id="seed")
+        text = types.Content(role="user", parts=[types.Part(text=SEED_TEXT)])
+        events = [e async for e in runner.run_async(user_id="seed", session_id=session.id, new_message=text)]
+        call = next(c for e in events for c in e.get_function_calls() if c.id in (e.long_running_tool_ids or ()))
+        fr = types.FunctionResponse(id=call.id, name=call.name, response={"status": "approved"})
+        answer = types.Content(role="user", parts=[types.Part(function_response=fr)])
+        events = [e async for e in runner.run_async(user_id="seed", session_id=session.id, new_message=answer)]
+        final = "".join(p.text or "" for e in events for p in (e.content.parts if e.content else None) or [])
+        assert "reimbursed $200.00" in final, final
+        return (time.perf_counter() - started) * 1000
+
+    await one()  # warm-up
+    ms = [await one() for _ in range(n_flows)]
+    ordered = sorted(ms)
+    result.ms_per_op["seed flow (median)"] = ordered[len(ordered) // 2]
+    result.ms_per_op["seed flow (p95)"] = ordered[min(len(ordered) - 1, int(len(ordered) * 0.95))]
+
+
+def print_table(results: list[Result], baselines: list[str], header: str) -> None:
+    """ms/op per backend per step, plus how many times each ADK durable store's time ours takes."""
     names = [r.backend for r in results]
-    base = next(r for r in results if r.backend == baseline)
+    bases = [next(r for r in results if r.backend == b) for b in baselines]
     ours = results[-1]
     print(header)
-    print(f"{'step':<27}" + "".join(f"{n:>16}" for n in names) + f"{'ours/sqlite':>13}")
-    for step in base.ms_per_op:
+    ratio_heads = "".join(f"{'ours/' + b.removeprefix('adk '):>15}" for b in baselines)
+    print(f"{'step':<27}" + "".join(f"{n:>16}" for n in names) + ratio_heads)
+    for step in bases[0].ms_per_op:
         cells = "".join(f"{r.ms_per_op[step]:>13.3f} ms" for r in results)
-        ratio = ours.ms_per_op[step] / base.ms_per_op[step] if base.ms_per_op[step] else float("nan")
-        print(f"{step:<27}{cells}{ratio:>12.2f}x")
-    print("(ms per operation, lower is better; ours/sqlite > 1 means DjangoSessionService is slower)")
+        ratios = "".join(
+            f"{ours.ms_per_op[step] / b.ms_per_op[step]:>14.2f}x" if b.ms_per_op[step] else f"{'-':>15}" for b in bases
+        )
+        print(f"{step:<27}{cells}{ratios}")
+    print("(ms per operation, lower is better; ours/X > 1 means DjangoSessionService is slower than X;")
+    print(" seed flow: Runner on the store: create session, message -> ticket, approval -> reimburse, 6 events)")
 
 
-async def main_async(args: argparse.Namespace, tmp: Path) -> list[Result]:
+async def main_async(args: argparse.Namespace, tmp: Path, adk_db_url: str) -> list[Result]:
     """Run the same workload on each backend, one after another."""
     from asgiref.sync import sync_to_async
     from django.db import connections
@@ -148,11 +188,49 @@ async def main_async(args: argparse.Namespace, tmp: Path) -> list[Result]:
     from agents_app.session_service import DjangoSessionService
 
     workload = (args.sessions, args.events, args.lists)
-    results = [await run_workload("adk in-memory", InMemorySessionService(), *workload)]
-    results.append(await run_workload("adk sqlite", SqliteSessionService(str(tmp / "adk.sqlite3")), *workload))
-    results.append(await run_workload("adkweb django", DjangoSessionService(), *workload))
+    backends: list[tuple[str, Any]] = [
+        ("adk in-memory", InMemorySessionService()),
+        ("adk sqlite", SqliteSessionService(str(tmp / "adk.sqlite3"))),
+    ]
+    if adk_db_url:
+        from google.adk.sessions.database_session_service import DatabaseSessionService
+
+        backends.append(("adk database", DatabaseSessionService(db_url=adk_db_url)))
+    backends.append(("adkweb django", DjangoSessionService()))
+    results = []
+    for name, service in backends:
+        result = await run_workload(name, service, *workload)
+        await seed_flows(result, service, args.flows)
+        results.append(result)
+        if hasattr(service, "close"):
+            await service.close()
     await sync_to_async(connections.close_all)()
     return results
+
+
+def adk_database_url() -> str:
+    """ADK's DatabaseSessionService on the Django database's PostgreSQL server, in a database of its own."""
+    from urllib.parse import urlparse, urlunparse
+
+    import psycopg
+
+    parts = urlparse(os.environ["DATABASE_URL"])
+    admin = urlunparse(parts._replace(path="/postgres"))
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{ADK_DB}"')
+        conn.execute(f'CREATE DATABASE "{ADK_DB}"')
+    return urlunparse(parts._replace(scheme="postgresql+asyncpg", path="/" + ADK_DB))
+
+
+def adk_database_drop() -> None:
+    from urllib.parse import urlparse, urlunparse
+
+    import psycopg
+
+    admin = urlunparse(urlparse(os.environ["DATABASE_URL"])._replace(path="/postgres"))
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s", [ADK_DB])
+        conn.execute(f'DROP DATABASE IF EXISTS "{ADK_DB}"')
 
 
 def main() -> None:
@@ -160,24 +238,31 @@ def main() -> None:
     parser.add_argument("--sessions", type=int, default=20, help="sessions to create (default 20)")
     parser.add_argument("--events", type=int, default=25, help="events appended to each session (default 25)")
     parser.add_argument("--lists", type=int, default=20, help="list_sessions calls per variant (default 20)")
+    parser.add_argument("--flows", type=int, default=30, help="seed flows through the Runner per store (default 30)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="adkweb-bench-") as tmpdir:
         tmp = Path(tmpdir)
         teardown = django_setup(tmp)
+        adk_db_url = ""
         try:
             from django.db import connection
 
+            if connection.vendor == "postgresql":
+                adk_db_url = adk_database_url()
             started = time.perf_counter()
-            results = asyncio.run(main_async(args, tmp))
+            results = asyncio.run(main_async(args, tmp, adk_db_url))
             where = f"{connection.vendor} ({connection.settings_dict['NAME']})"
             header = (
-                f"{args.sessions} sessions x {args.events} events, {args.lists} lists; "
+                f"{args.sessions} sessions x {args.events} events, {args.lists} lists, {args.flows} seed flows; "
                 f"DjangoSessionService on {where}; ADK sqlite on a temp file"
+                + (f"; ADK DatabaseSessionService on {ADK_DB} (asyncpg)" if adk_db_url else "")
             )
-            print_table(results, "adk sqlite", header)
+            print_table(results, ["adk sqlite"] + (["adk database"] if adk_db_url else []), header)
             print(f"total {time.perf_counter() - started:.1f} s")
         finally:
             teardown()
+            if adk_db_url:
+                adk_database_drop()
 
 
 if __name__ == "__main__":
