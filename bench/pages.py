@@ -1,0 +1,161 @@
+"""Benchmark: adkweb's pages at scale (100,000 tickets, 10% open; 1,000,000 events) on PostgreSQL, as a
+logged-in approver. Not a test: it prints figures.
+
+    .venv/bin/python bench/pages.py [--requests 30] [--reseed] [--explain 2]
+    .venv/bin/python bench/pages.py --tickets 10000 --events 100000 --db adkweb_bench_pages_small  # quick
+
+The data set is seeded once into a PostgreSQL database of its own (default adkweb_bench_pages on
+BENCH_PG, default postgres://postgres@127.0.0.1:5432) by bench/pages_seed.py, the way the app writes
+it (bulk COPY, then VACUUM ANALYZE): about 3 minutes. Later runs find it seeded and skip that; --reseed
+drops and seeds it again, --drop just drops it. Pages are requested through Django's test client (the
+whole middleware, view and template stack; the connection is closed after every request, as with
+CONN_MAX_AGE=0 in production), logged in as the demo approver. Each page: p50 and p95 over --requests
+requests (after 2 untimed), the number of SQL queries and the time spent in them, then EXPLAIN ANALYZE of
+its slowest queries. See bench/README.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from benchlib import ROOT, pct, pg_create, pg_drop, pg_exists, pg_url  # noqa: E402
+
+DB = "adkweb_bench_pages"
+
+
+def pages(info) -> list[tuple[str, str]]:  # noqa: ANN001 - pages_seed.SeedInfo
+    return [
+        ("inbox (default: open, newest)", "/"),
+        ("inbox filtered (closed, ticket_agent)", "/?status=closed&agent=ticket_agent"),
+        ("inbox searched (q=hotel, all)", "/?q=hotel&status=all"),
+        ("inbox mine (all statuses)", "/?mine=1&status=all"),
+        ("inbox deep page (all, page 2000)", "/?status=all&page=2000"),
+        ("inbox htmx fragment (default)", "/#htmx"),
+        ("ticket page (small conversation)", f"/tickets/{info.open_ticket_pk}/"),
+        ("ticket page (2,000-event conversation)", f"/tickets/{info.big_ticket_pk}/"),
+        ("conversations list", "/sessions/"),
+        ("conversations list, waiting", "/sessions/?status=waiting"),
+        ("conversation, 2,000 events", f"/sessions/{info.big_session_pk}/"),
+    ]
+
+
+def setup(db: str, reseed: bool, n_tickets: int, n_events: int):  # noqa: ANN201 - SeedInfo
+    os.environ.update(
+        DATABASE_URL=pg_url(db),
+        DJANGO_SETTINGS_MODULE="adkweb.settings",
+        DJANGO_DEBUG="false",
+        DJANGO_ALLOWED_HOSTS="testserver,127.0.0.1",
+        ADKWEB_EMBEDDED_WORKER="0",
+        LOG_LEVEL="WARNING",
+    )
+    os.environ.pop("REDIS_URL", None)
+    if reseed or not pg_exists(db):
+        pg_create(db)
+    sys.path.insert(0, str(ROOT))
+    import django
+
+    django.setup()
+    import pages_seed
+    from django.core.management import call_command
+
+    info = pages_seed.seeded()
+    if info is None or info.tickets != n_tickets or info.events != n_events:
+        if info is not None:  # another size: start over
+            from django.db import connection
+
+            connection.close()
+            pg_create(db)
+        call_command("migrate", verbosity=0, interactive=False)
+        print(f"seeding {db}: {n_tickets} tickets, {n_events} events (once; later runs reuse it) ...", flush=True)
+        info = pages_seed.seed(n_tickets, n_events)
+    return info
+
+
+def time_page(client, url: str, n: int) -> tuple[list[float], list[dict], int]:  # noqa: ANN001
+    """ms per request, the last request's queries, and its response size."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    htmx = url.endswith("#htmx")
+    url = url.removesuffix("#htmx")
+    headers = {"HX-Request": "true", "HX-Target": "inbox-results"} if htmx else {}
+    ms, queries, size = [], [], 0
+    for i in range(n + 2):
+        with CaptureQueriesContext(connection) as ctx:
+            started = time.perf_counter()
+            response = client.get(url, headers=headers)
+            elapsed = (time.perf_counter() - started) * 1000
+        if response.status_code != 200:
+            raise RuntimeError(f"{url}: HTTP {response.status_code}")
+        if i >= 2:
+            ms.append(elapsed)
+        queries, size = list(ctx.captured_queries), len(response.content)
+    return ms, queries, size
+
+
+def explain(sql: str) -> str:
+    from django.db import connection
+
+    with connection.cursor() as cur:
+        cur.execute("EXPLAIN (ANALYZE, BUFFERS) " + sql)
+        return "\n".join(row[0] for row in cur.fetchall())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--requests", type=int, default=30, help="timed requests per page (default 30)")
+    parser.add_argument("--tickets", type=int, default=100_000)
+    parser.add_argument("--events", type=int, default=1_000_000)
+    parser.add_argument("--db", default=DB, help=f"bench database name (default {DB}; must start adkweb_bench_)")
+    parser.add_argument("--reseed", action="store_true", help="drop the database and seed it again")
+    parser.add_argument("--drop", action="store_true", help="drop the bench database and exit")
+    parser.add_argument("--explain", type=int, default=2, help="EXPLAIN ANALYZE this many slowest queries per page")
+    parser.add_argument("--only", default="", help="only pages whose label contains this text")
+    args = parser.parse_args()
+    if args.drop:
+        pg_drop(args.db)
+        return
+    info = setup(args.db, args.reseed, args.tickets, args.events)
+    from django.contrib.auth.models import User
+    from django.test import Client
+
+    client = Client()
+    client.force_login(User.objects.get(username="approver"))
+    results = []
+    for label, url in pages(info):
+        if args.only and args.only not in label:
+            continue
+        ms, queries, size = time_page(client, url, args.requests)
+        results.append((label, url, ms, queries, size))
+    print(
+        f"\npages at scale: {info.tickets} tickets, {info.events} events, PostgreSQL ({args.db}); "
+        f"logged in as approver; {args.requests} requests each"
+    )
+    width = max(len(r[0]) for r in results) + 2
+    print(f"{'page':<{width}}{'p50 ms':>8}{'p95 ms':>8}{'queries':>9}{'SQL ms':>8}{'KiB':>7}   target p95 <= 50 ms")
+    for label, _url, ms, queries, size in results:
+        sql_ms = sum(float(q["time"]) for q in queries) * 1000
+        cells = f"{pct(ms, 0.5):>8.1f}{pct(ms, 0.95):>8.1f}{len(queries):>9}{sql_ms:>8.1f}{size / 1024:>7.0f}"
+        print(f"{label:<{width}}{cells}")
+    print("(SQL ms: time in SQL queries of the last request, as Django measured it; the rest is Python)")
+    if args.explain:
+        for label, url, _ms, queries, _size in results:
+            print(f"\n=== {label}: {url.removesuffix('#htmx')} — {len(queries)} queries, slowest:")
+            seen = set()
+            for q in sorted(queries, key=lambda q: -float(q["time"])):
+                if q["sql"] in seen or not q["sql"].lstrip().upper().startswith("SELECT"):
+                    continue
+                seen.add(q["sql"])
+                print(f"\n-- {float(q['time']) * 1000:.1f} ms: {q['sql'][:600]}")
+                print(explain(q["sql"]))
+                if len(seen) >= args.explain:
+                    break
+
+
+if __name__ == "__main__":
+    main()
