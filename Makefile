@@ -4,12 +4,13 @@ VENV := .venv
 PY := $(VENV)/bin/python
 RUN_STAMP := $(VENV)/.installed-run
 STAMP := $(VENV)/.installed
+BENCH_STAMP := $(VENV)/.bench-installed
 
 # Services used by the integration tests (override to point elsewhere).
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/adkweb
 TEST_REDIS_URL ?= redis://127.0.0.1:6379/13
 
-.PHONY: install run test test-unit test-integration test-browser lint types contracts services-run bench clean
+.PHONY: install run test test-unit test-integration test-browser lint types contracts services-run bench bench-install clean
 
 # What the app needs to run (requirements.txt), then what tests and checks add (requirements-dev.txt).
 $(RUN_STAMP): requirements.txt
@@ -65,8 +66,37 @@ services-run: $(RUN_STAMP)
 	$(PY) manage.py demo_setup
 	$(VENV)/bin/honcho start
 
-bench: $(STAMP)
-	$(PY) bench/session_store.py && $(PY) bench/turn_path.py
+# Benchmarks (bench/README.md). PostgreSQL and Redis as for the integration tests; the benches create and
+# drop databases named adkweb_bench_* (and test_adkweb_bench_*) on BENCH_PG and flush BENCH_REDIS_URL's DB.
+# `make bench` runs every script at quick sizes (a few minutes); `make bench BENCH_FULL=1` at the issue's
+# sizes (1,000 sockets, 100k tickets / 1M events: about half an hour on 2 cores).
+BENCH_PG ?= postgres://postgres@127.0.0.1:5432
+BENCH_REDIS_URL ?= redis://127.0.0.1:6379/5
+BENCH_ENV := BENCH_PG=$(BENCH_PG) BENCH_REDIS_URL=$(BENCH_REDIS_URL)
+BENCH_DB_ENV := DATABASE_URL=$(BENCH_PG)/adkweb_bench REDIS_URL=$(BENCH_REDIS_URL)
+ifdef BENCH_FULL
+HTTP_FLOW_ARGS := --rounds 40
+PAGES_ARGS :=
+FANOUT_ARGS := --sockets 1000 --rounds 3 --resume 30
+else
+HTTP_FLOW_ARGS := --rounds 10
+PAGES_ARGS := --tickets 10000 --events 100000 --db adkweb_bench_pages_small
+FANOUT_ARGS := --sockets 100 --rounds 2 --resume 10
+endif
+
+$(BENCH_STAMP): $(STAMP) requirements-bench.txt
+	$(PY) -m pip install --quiet -r requirements-bench.txt
+	@touch $(BENCH_STAMP)
+
+bench-install: $(BENCH_STAMP)
+
+bench: $(BENCH_STAMP)
+	$(PY) bench/session_store.py
+	$(BENCH_DB_ENV) $(PY) bench/session_store.py
+	$(BENCH_DB_ENV) $(PY) bench/turn_path.py
+	$(BENCH_ENV) $(PY) bench/http_flow.py $(HTTP_FLOW_ARGS)
+	$(BENCH_ENV) $(PY) bench/pages.py $(PAGES_ARGS)
+	$(BENCH_ENV) $(PY) bench/fanout.py $(FANOUT_ARGS)
 
 clean:
 	rm -rf $(VENV) db.sqlite3 test-artifacts

@@ -1,0 +1,357 @@
+"""Benchmark: live fan-out to 1,000 websockets, and click-to-resume, against a real ASGI server in
+services mode. Not a test: it prints figures.
+
+    .venv/bin/python bench/fanout.py [--sockets 1000] [--rounds 3] [--resume 30] [--timeout 90]
+    .venv/bin/python bench/fanout.py --sockets 100 --rounds 2 --resume 10           # quick
+
+Starts daphne (one process) and a `celery worker` (prefork, --concurrency 2) on PostgreSQL
+(adkweb_bench_fanout, created and dropped) and Redis (BENCH_REDIS_URL, default DB 5), then:
+
+  conversation  N sockets (the approver's session cookie) watch one stock_agent conversation; the
+                requester posts a message through the page's form (POST /sessions/<pk>/messages/, htmx);
+                per socket: POST sent -> the frame carrying that message's event received.
+  inbox         N sockets on the approvals inbox (/ws/approvals/); an approver approves a fresh ticket
+                through the ticket page (POST /tickets/<id>/approve/, htmx); per socket: POST sent ->
+                the frame re-rendering that ticket's row received.
+  resume        one socket on a conversation waiting on a ticket; POST approve -> the first resumed
+                event on the socket (click to resume), --resume times, each on a new conversation;
+                split with the Turn row and the stored event's timestamps.
+
+A frame not received within --timeout seconds is missed. Memory: the web process's RSS before the
+sockets, with them open, and after the round. See bench/README.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import re
+import resource
+import sys
+import time
+import uuid
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from benchlib import BIN, REDIS_URL, ROOT, Server, adkweb_env, free_port, pct, pg_create, pg_drop, redis_flush, rss_mb  # noqa: E402
+
+DB = "adkweb_bench_fanout"
+EVENT_FRAME = re.compile(r'hx-swap-oob="beforeend:#conversation-events"')
+
+
+def django_setup(env: dict[str, str]) -> dict[str, str]:
+    """Django in this process on the bench database: migrate, demo users; returns session cookies."""
+    os.environ.update(env)
+    sys.path.insert(0, str(ROOT))
+    import django
+
+    django.setup()
+    from django.contrib.auth.models import User
+    from django.core.management import call_command
+    from django.test import Client
+
+    from agents_app.demo.setup import demo_setup
+
+    call_command("migrate", verbosity=0, interactive=False)
+    demo_setup()
+    cookies = {}
+    for name in ("approver", "requester"):
+        client = Client()
+        client.force_login(User.objects.get(username=name))
+        cookies[name] = client.cookies["sessionid"].value
+    return cookies
+
+
+class Socket:
+    """One websocket client: keeps every frame with its arrival time."""
+
+    def __init__(self) -> None:
+        self.frames: list[tuple[float, str]] = []
+        self.ws = None
+        self.task: asyncio.Task | None = None
+        self.closed = ""
+
+    retries = 0  # handshakes retried, over all sockets
+
+    async def open(self, url: str, cookie: str, origin: str) -> Socket:
+        from websockets.asyncio.client import connect
+        from websockets.exceptions import InvalidHandshake
+
+        headers = {"Cookie": f"sessionid={cookie}", "Origin": origin}
+        for attempt in range(3):  # a busy server may drop a handshake: count it, retry
+            try:
+                self.ws = await connect(
+                    url, additional_headers=headers, max_size=None, ping_interval=None, open_timeout=120
+                )
+                break
+            except (OSError, InvalidHandshake):
+                Socket.retries += 1
+                if attempt == 2:
+                    raise
+                await asyncio.sleep(0.5)
+        self.task = asyncio.create_task(self._read())
+        return self
+
+    async def _read(self) -> None:
+        try:
+            async for frame in self.ws:
+                self.frames.append((time.perf_counter(), frame if isinstance(frame, str) else frame.decode()))
+        except Exception as exc:  # noqa: BLE001 - recorded: a dropped socket misses frames
+            self.closed = repr(exc)
+
+    def first(self, needle: re.Pattern | str, after: float) -> float | None:
+        for at, text in self.frames:
+            if at >= after and (needle.search(text) if isinstance(needle, re.Pattern) else needle in text):
+                return at
+        return None
+
+    async def close(self) -> None:
+        if self.ws is not None:
+            await self.ws.close()
+        if self.task is not None:
+            await asyncio.gather(self.task, return_exceptions=True)
+
+
+async def open_sockets(n: int, url: str, cookie: str, origin: str, batch: int = 50) -> list[Socket]:
+    sockets: list[Socket] = []
+    for i in range(0, n, batch):
+        sockets += await asyncio.gather(*(Socket().open(url, cookie, origin) for _ in range(min(batch, n - i))))
+    return sockets
+
+
+async def wait_all(sockets: list[Socket], needle: re.Pattern | str, after: float, timeout: float) -> list[float | None]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        got = [s.first(needle, after) for s in sockets]
+        if all(g is not None for g in got):
+            return got
+        await asyncio.sleep(0.05)
+    return [s.first(needle, after) for s in sockets]
+
+
+async def settle(sockets: list[Socket], quiet: float = 2.0, limit: float = 120) -> None:
+    """Wait until no socket has received a frame for `quiet` seconds (the last round's tail is over)."""
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        last = max((s.frames[-1][0] for s in sockets if s.frames), default=0)
+        if time.perf_counter() - last >= quiet:
+            return
+        await asyncio.sleep(0.2)
+
+
+class Web:
+    """HTTP as a browser: session cookie, CSRF token from a page, htmx headers."""
+
+    def __init__(self, base: str, cookie: str) -> None:
+        import httpx
+
+        self.client = httpx.AsyncClient(base_url=base, cookies={"sessionid": cookie}, timeout=120)
+
+    async def post(self, path: str, data: dict, page: str) -> int:
+        if "csrftoken" not in self.client.cookies:
+            (await self.client.get(page)).raise_for_status()
+        headers = {
+            "X-CSRFToken": self.client.cookies["csrftoken"],
+            "HX-Request": "true",
+            "Referer": str(self.client.base_url),
+        }
+        response = await self.client.post(path, data=data, headers=headers)
+        if response.status_code >= 400:
+            raise RuntimeError(f"POST {path}: HTTP {response.status_code}: {response.text[:300]}")
+        return response.status_code
+
+
+def report(label: str, sent: float, got: list[float | None], target: str) -> list[float]:
+    ms = [(g - sent) * 1000 for g in got if g is not None]
+    missed = sum(g is None for g in got)
+    print(
+        f"{label:<44}{len(got):>7}{pct(ms, 0.5):>9.0f}{pct(ms, 0.95):>9.0f}{max(ms, default=float('nan')):>9.0f}"
+        f"{missed:>8}   {target}"
+    )
+    return ms
+
+
+def open_ticket(session_pk: int, timeout: float = 30) -> object:
+    """Wait for the ticket the worker opens in a session (by polling the database from here)."""
+    from approvals.models import PendingCall
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        ticket = PendingCall.objects.filter(session_id=session_pk, status="pending").first()
+        if ticket is not None:
+            return ticket
+        time.sleep(0.02)
+    raise RuntimeError(f"no ticket opened in session {session_pk}")
+
+
+async def new_ticket(web_requester: Web, *, text: str = "Please reimburse 200$ for meals") -> tuple[int, int, int]:
+    """A reimbursement conversation waiting on its ticket: (session pk, ticket pk, last event pk)."""
+    from asgiref.sync import sync_to_async
+
+    from agents_app.models import StoredEvent
+    from agents_app.services import session_create
+
+    session = await sync_to_async(session_create)(app_name="reimbursement_agent", user_id="requester")
+    page = f"/sessions/{session.pk}/"
+    await web_requester.post(f"{page}messages/", {"text": text}, page)
+    ticket = await sync_to_async(open_ticket)(session.pk)
+    await asyncio.sleep(0.3)  # the rest of that turn (the model's reply) lands
+    last = await sync_to_async(
+        lambda: StoredEvent.objects.filter(session_id=session.pk).order_by("-id").values_list("pk", flat=True).first()
+    )()
+    return session.pk, ticket.pk, last or 0
+
+
+async def fanout(args: argparse.Namespace, base: str, ws: str, cookies: dict[str, str], web_pid: int) -> None:
+    from asgiref.sync import sync_to_async
+
+    from agents_app.services import session_create
+
+    origin = base
+    requester, approver = Web(base, cookies["requester"]), Web(base, cookies["approver"])
+    print(f"{'round':<44}{'sockets':>7}{'p50 ms':>9}{'p95 ms':>9}{'max ms':>9}{'missed':>8}   target")
+    mem = {"web RSS before sockets": rss_mb(web_pid)}
+    # -- conversation watchers -------------------------------------------------------------------
+    chat = await sync_to_async(session_create)(app_name="stock_agent", user_id="requester")
+    page = f"/sessions/{chat.pk}/"
+    started = time.perf_counter()
+    sockets = await open_sockets(args.sockets, f"{ws}/ws/sessions/{chat.pk}/", cookies["approver"], origin)
+    connect_s = time.perf_counter() - started
+    await settle(sockets)
+    mem[f"web RSS with {args.sockets} conversation sockets"] = rss_mb(web_pid)
+    all_ms: list[float] = []
+    for r in range(args.rounds):
+        token = f"fanout{r}x{uuid.uuid4().hex[:6]}"
+        sent = time.perf_counter()
+        await requester.post(f"{page}messages/", {"text": f"What is the price of GOOG? {token}"}, page)
+        got = await wait_all(sockets, token, sent, args.timeout)
+        all_ms += report(f"conversation: message -> its event, round {r + 1}", sent, got, "p95 <= 250 ms, 0 missed")
+        await settle(sockets)
+    dropped = sum(bool(s.closed) for s in sockets)
+    mem[f"web RSS after {args.rounds} rounds"] = rss_mb(web_pid)
+    await asyncio.gather(*(s.close() for s in sockets))
+    print(
+        f"  (connecting {args.sockets} sockets took {connect_s:.1f} s, {Socket.retries} handshakes retried; "
+        f"{dropped} dropped by the server)"
+    )
+    # -- inbox watchers --------------------------------------------------------------------------
+    _session_pk, ticket_pk, _ = await new_ticket(requester)
+    started = time.perf_counter()
+    sockets = await open_sockets(args.sockets, f"{ws}/ws/approvals/", cookies["approver"], origin)
+    connect_s = time.perf_counter() - started
+    await settle(sockets)
+    mem[f"web RSS with {args.sockets} inbox sockets"] = rss_mb(web_pid)
+    for r in range(args.rounds):
+        if r:
+            _session_pk, ticket_pk, _ = await new_ticket(requester)
+            await settle(sockets)
+        row = re.compile(rf'<tr id="pending-call-{ticket_pk}"')
+        page = f"/tickets/{ticket_pk}/"
+        sent = time.perf_counter()
+        await approver.post(f"{page}approve/", {"approve-comment": ""}, page)
+        got = await wait_all(sockets, row, sent, args.timeout)
+        report(f"inbox: approve -> the row's update, round {r + 1}", sent, got, "p95 <= 250 ms, 0 missed")
+        await settle(sockets)
+    dropped = sum(bool(s.closed) for s in sockets)
+    await asyncio.gather(*(s.close() for s in sockets))
+    print(
+        f"  (connecting {args.sockets} sockets took {connect_s:.1f} s, {Socket.retries} handshakes retried; "
+        f"{dropped} dropped by the server)"
+    )
+    print("\nweb process memory (RSS, MiB): " + "; ".join(f"{k} {v:.0f}" for k, v in mem.items()))
+    await requester.client.aclose()
+    await approver.client.aclose()
+
+
+async def resume(args: argparse.Namespace, base: str, ws: str, cookies: dict[str, str]) -> None:
+    """Click to resume: POST approve -> the first resumed event on the conversation's socket."""
+    from asgiref.sync import sync_to_async
+
+    from agents_app.models import StoredEvent, Turn
+    from approvals.models import Response
+
+    requester, approver = Web(base, cookies["requester"]), Web(base, cookies["approver"])
+    rows: list[dict[str, float]] = []
+    for i in range(args.resume + 1):
+        session_pk, ticket_pk, last = await new_ticket(requester)
+        sock = await Socket().open(f"{ws}/ws/sessions/{session_pk}/?after={last}", cookies["approver"], base)
+        await settle([sock], quiet=0.5)
+        page = f"/tickets/{ticket_pk}/"
+        sent = time.perf_counter()
+        sent_wall = time.time()
+        await approver.post(f"{page}approve/", {"approve-comment": ""}, page)
+        posted = time.perf_counter()
+        got = (await wait_all([sock], EVENT_FRAME, sent, args.timeout))[0]
+        await sock.close()
+        if i == 0 or got is None:
+            continue  # the first is a warm-up
+
+        def stages(session_pk: int = session_pk, ticket_pk: int = ticket_pk) -> tuple[float, float, float]:
+            turn = Response.objects.select_related("turn").get(pending_call_id=ticket_pk, final=True).turn
+            first = StoredEvent.objects.filter(session_id=session_pk, turn=turn).order_by("id").first()
+            t: Turn = turn
+            return t.created_at.timestamp(), t.started_at.timestamp(), first.timestamp
+
+        created, started, first_event = await sync_to_async(stages)()
+        rows.append(
+            {
+                "POST answered": (posted - sent) * 1000,
+                "POST -> turn claimed": (started - sent_wall) * 1000,
+                "claimed -> first event created": (first_event - started) * 1000,
+                "first event -> frame received": (got - sent) * 1000 - (first_event - sent_wall) * 1000,
+                "click to resume": (got - sent) * 1000,
+            }
+        )
+    await requester.client.aclose()
+    await approver.client.aclose()
+    print(f"\nclick to resume (services mode, {len(rows)} tickets, 1 socket each): ms, p50 / p95")
+    for key in rows[0] if rows else []:
+        values = [r[key] for r in rows]
+        target = "   target p50 <= 30, p95 <= 100" if key == "click to resume" else ""
+        print(f"  {key:<34}{pct(values, 0.5):>8.1f}{pct(values, 0.95):>8.1f}{target}")
+    print("  (stages from the Turn row's and the stored event's timestamps; one clock, one machine)")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sockets", type=int, default=1000, help="websockets per audience (default 1000)")
+    parser.add_argument("--rounds", type=int, default=3, help="messages / decisions per audience (default 3)")
+    parser.add_argument("--resume", type=int, default=30, help="click-to-resume samples (default 30; 0 skips)")
+    parser.add_argument("--timeout", type=float, default=90, help="a frame later than this is missed (default 90 s)")
+    parser.add_argument("--skip-fanout", action="store_true", help="only the click-to-resume part")
+    args = parser.parse_args()
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    want = max(soft, min(hard, 4 * args.sockets + 1024))
+    resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))  # inherited by the servers
+    redis_flush(REDIS_URL)
+    env = adkweb_env(pg_create(DB), REDIS_URL, ADKWEB_EMBEDDED_WORKER="false", CHANNELS_PREFIX="adkweb-bench-fanout")
+    servers: list[Server] = []
+    try:
+        cookies = django_setup(env)
+        port = free_port()
+        web = Server("web", [str(BIN / "daphne"), "-p", str(port), "adkweb.asgi:application"], env, port).start()
+        worker = [str(BIN / "celery"), "-A", "adkweb", "worker", "-Q", "agents", "--concurrency", "2"]
+        servers = [web, Server("worker", worker + ["--loglevel", "WARNING"], env).start()]
+        web.wait_port()
+        base, ws = f"http://127.0.0.1:{port}", f"ws://127.0.0.1:{port}"
+        print(f"daphne pid {web.pid} on {base}, celery worker pid {servers[1].pid}; fd limit {want}")
+        if not args.skip_fanout:
+            asyncio.run(fanout(args, base, ws, cookies, web.pid))
+        if args.resume:
+            asyncio.run(resume(args, base, ws, cookies))
+    except BaseException:
+        for s in servers:
+            sys.stderr.write(f"--- {s.name} output ---\n{s.tail()}\n")
+        raise
+    finally:
+        for s in servers:
+            s.stop()
+        from django.db import connections
+
+        connections.close_all()
+        pg_drop(DB)
+
+
+if __name__ == "__main__":
+    main()
