@@ -70,9 +70,12 @@ class Socket:
         self.frames: list[tuple[float, str]] = []
         self.ws = None
         self.task: asyncio.Task | None = None
-        self.closed = ""
+        self.closed = ""  # why the server ended it, if it did
+        self.closing = False
 
     retries = 0  # handshakes retried, over all sockets
+    missed = 0  # frames not received in time, over all rounds
+    dropped = 0  # sockets the server ended
 
     async def open(self, url: str, cookie: str, origin: str) -> Socket:
         from websockets.asyncio.client import connect
@@ -97,6 +100,8 @@ class Socket:
         try:
             async for frame in self.ws:
                 self.frames.append((time.perf_counter(), frame if isinstance(frame, str) else frame.decode()))
+            if not self.closing:
+                self.closed = f"closed by the server ({self.ws.close_code})"
         except Exception as exc:  # noqa: BLE001 - recorded: a dropped socket misses frames
             self.closed = repr(exc)
 
@@ -107,6 +112,7 @@ class Socket:
         return None
 
     async def close(self) -> None:
+        self.closing = True
         if self.ws is not None:
             await self.ws.close()
         if self.task is not None:
@@ -130,7 +136,7 @@ async def wait_all(sockets: list[Socket], needle: re.Pattern | str, after: float
     return [s.first(needle, after) for s in sockets]
 
 
-async def settle(sockets: list[Socket], quiet: float = 2.0, limit: float = 120) -> None:
+async def settle(sockets: list[Socket], quiet: float = 2.0, limit: float = 180) -> None:
     """Wait until no socket has received a frame for `quiet` seconds (the last round's tail is over)."""
     deadline = time.monotonic() + limit
     while time.monotonic() < deadline:
@@ -138,6 +144,7 @@ async def settle(sockets: list[Socket], quiet: float = 2.0, limit: float = 120) 
         if time.perf_counter() - last >= quiet:
             return
         await asyncio.sleep(0.2)
+    print(f"  (warning: frames still arriving after {limit:.0f} s; the next round overlaps this one's tail)")
 
 
 class Web:
@@ -165,6 +172,7 @@ class Web:
 def report(label: str, sent: float, got: list[float | None], target: str) -> list[float]:
     ms = [(g - sent) * 1000 for g in got if g is not None]
     missed = sum(g is None for g in got)
+    Socket.missed += missed
     print(
         f"{label:<44}{len(got):>7}{pct(ms, 0.5):>9.0f}{pct(ms, 0.95):>9.0f}{max(ms, default=float('nan')):>9.0f}"
         f"{missed:>8}   {target}"
@@ -203,16 +211,31 @@ async def new_ticket(web_requester: Web, *, text: str = "Please reimburse 200$ f
     return session.pk, ticket.pk, last or 0
 
 
-async def fanout(args: argparse.Namespace, base: str, ws: str, cookies: dict[str, str], web_pid: int) -> None:
+async def fanout(args: argparse.Namespace, base: str, ws: str, cookies: dict[str, str], web: Server) -> None:
+
+    web_pid = web.pid
+    requester, approver = Web(base, cookies["requester"]), Web(base, cookies["approver"])
+    print(f"{'round':<44}{'sockets':>7}{'p50 ms':>9}{'p95 ms':>9}{'max ms':>9}{'missed':>8}   target")
+    mem = {"web RSS before sockets": rss_mb(web_pid)}
+    if "conversation" in args.only:
+        await conversation_watchers(args, base, ws, cookies, web_pid, mem, requester)
+    if "inbox" in args.only:
+        await inbox_watchers(args, ws, cookies, web_pid, mem, requester, approver)
+    print("\nweb process memory (RSS, MiB): " + "; ".join(f"{k} {v:.0f}" for k, v in mem.items()))
+    await requester.client.aclose()
+    await approver.client.aclose()
+    if Socket.missed or Socket.dropped:
+        print(f"--- frames were missed or sockets dropped: the web process's log (tail) ---\n{web.tail(4000)}")
+
+
+async def conversation_watchers(  # noqa: PLR0913
+    args: argparse.Namespace, base: str, ws: str, cookies: dict, web_pid: int, mem: dict, requester: Web
+) -> None:
     from asgiref.sync import sync_to_async
 
     from agents_app.services import session_create
 
     origin = base
-    requester, approver = Web(base, cookies["requester"]), Web(base, cookies["approver"])
-    print(f"{'round':<44}{'sockets':>7}{'p50 ms':>9}{'p95 ms':>9}{'max ms':>9}{'missed':>8}   target")
-    mem = {"web RSS before sockets": rss_mb(web_pid)}
-    # -- conversation watchers -------------------------------------------------------------------
     chat = await sync_to_async(session_create)(app_name="stock_agent", user_id="requester")
     page = f"/sessions/{chat.pk}/"
     started = time.perf_counter()
@@ -228,14 +251,27 @@ async def fanout(args: argparse.Namespace, base: str, ws: str, cookies: dict[str
         got = await wait_all(sockets, token, sent, args.timeout)
         all_ms += report(f"conversation: message -> its event, round {r + 1}", sent, got, "p95 <= 250 ms, 0 missed")
         await settle(sockets)
-    dropped = sum(bool(s.closed) for s in sockets)
     mem[f"web RSS after {args.rounds} rounds"] = rss_mb(web_pid)
+    await close_all(sockets, connect_s)
+
+
+async def close_all(sockets: list[Socket], connect_s: float) -> None:
+    dropped = [s.closed for s in sockets if s.closed]
+    Socket.dropped += len(dropped)
     await asyncio.gather(*(s.close() for s in sockets))
+    why = f" ({dropped[0]})" if dropped else ""
     print(
-        f"  (connecting {args.sockets} sockets took {connect_s:.1f} s, {Socket.retries} handshakes retried; "
-        f"{dropped} dropped by the server)"
+        f"  (connecting {len(sockets)} sockets took {connect_s:.1f} s, {Socket.retries} handshakes retried; "
+        f"{len(dropped)} ended by the server{why})"
     )
-    # -- inbox watchers --------------------------------------------------------------------------
+    Socket.retries = 0
+
+
+async def inbox_watchers(  # noqa: PLR0913
+    args: argparse.Namespace, ws: str, cookies: dict, web_pid: int, mem: dict, requester: Web, approver: Web
+) -> None:
+    origin = requester.client.base_url
+    origin = f"{origin.scheme}://{origin.host}:{origin.port}"
     _session_pk, ticket_pk, _ = await new_ticket(requester)
     started = time.perf_counter()
     sockets = await open_sockets(args.sockets, f"{ws}/ws/approvals/", cookies["approver"], origin)
@@ -253,15 +289,7 @@ async def fanout(args: argparse.Namespace, base: str, ws: str, cookies: dict[str
         got = await wait_all(sockets, row, sent, args.timeout)
         report(f"inbox: approve -> the row's update, round {r + 1}", sent, got, "p95 <= 250 ms, 0 missed")
         await settle(sockets)
-    dropped = sum(bool(s.closed) for s in sockets)
-    await asyncio.gather(*(s.close() for s in sockets))
-    print(
-        f"  (connecting {args.sockets} sockets took {connect_s:.1f} s, {Socket.retries} handshakes retried; "
-        f"{dropped} dropped by the server)"
-    )
-    print("\nweb process memory (RSS, MiB): " + "; ".join(f"{k} {v:.0f}" for k, v in mem.items()))
-    await requester.client.aclose()
-    await approver.client.aclose()
+    await close_all(sockets, connect_s)
 
 
 async def resume(args: argparse.Namespace, base: str, ws: str, cookies: dict[str, str]) -> None:
@@ -319,7 +347,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3, help="messages / decisions per audience (default 3)")
     parser.add_argument("--resume", type=int, default=30, help="click-to-resume samples (default 30; 0 skips)")
     parser.add_argument("--timeout", type=float, default=90, help="a frame later than this is missed (default 90 s)")
-    parser.add_argument("--skip-fanout", action="store_true", help="only the click-to-resume part")
+    parser.add_argument(
+        "--only", default="conversation,inbox,resume", help="parts to run (default conversation,inbox,resume)"
+    )
     args = parser.parse_args()
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     want = max(soft, min(hard, 4 * args.sockets + 1024))
@@ -336,9 +366,9 @@ def main() -> None:
         web.wait_port()
         base, ws = f"http://127.0.0.1:{port}", f"ws://127.0.0.1:{port}"
         print(f"daphne pid {web.pid} on {base}, celery worker pid {servers[1].pid}; fd limit {want}")
-        if not args.skip_fanout:
-            asyncio.run(fanout(args, base, ws, cookies, web.pid))
-        if args.resume:
+        if "conversation" in args.only or "inbox" in args.only:
+            asyncio.run(fanout(args, base, ws, cookies, web))
+        if args.resume and "resume" in args.only:
             asyncio.run(resume(args, base, ws, cookies))
     except BaseException:
         for s in servers:

@@ -175,7 +175,7 @@ def print_table(results: list[Result], baselines: list[str], header: str) -> Non
         )
         print(f"{step:<27}{cells}{ratios}")
     print("(ms per operation, lower is better; ours/X > 1 means DjangoSessionService is slower than X;")
-    print(" seed flow: Runner on the store: create session, message -> ticket, approval -> reimburse, 6 events)")
+    print(" seed flow: Runner on the store: create session, message -> ticket, approval -> reimburse, 8 events)")
 
 
 async def main_async(args: argparse.Namespace, tmp: Path, adk_db_url: str) -> list[Result]:
