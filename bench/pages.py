@@ -70,7 +70,9 @@ def setup(db: str, reseed: bool, n_tickets: int, n_events: int):  # noqa: ANN201
 
             connection.close()
             pg_create(db)
-        call_command("migrate", verbosity=0, interactive=False)
+            info = None
+    call_command("migrate", verbosity=0, interactive=False)  # also brings a reused database up to date
+    if info is None:
         print(f"seeding {db}: {n_tickets} tickets, {n_events} events (once; later runs reuse it) ...", flush=True)
         info = pages_seed.seed(n_tickets, n_events)
     return info
