@@ -257,7 +257,18 @@ def artifacts(api: Api) -> list:
     return out
 
 
+def streamed_partials(api: Api) -> list:
+    """With streaming on, the model's text chunks come as partial events: same ids, invocation, node."""
+    sid = api.session("cmp_stock")
+    frames = api.run_sse("cmp_stock", sid, text("What is GOOG at?"), streaming=True)
+    partials = [f for f in frames if f.get("partial")]
+    assert partials, "the demo model streams its text"
+    final = next(f for f in frames if not f.get("partial") and "text" in str(f.get("content")))
+    return [frames, {f["id"] for f in partials} == {final["id"]}]
+
+
 SCENARIOS: dict[str, Callable[[Api], list]] = {
+    "streamed partial events (run_sse, streaming)": streamed_partials,
     "health, version, list-apps, app-info": server_info,
     "sessions listed and patched": sessions_listed_and_patched,
     "run without newMessage": run_without_a_new_message,

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 from google.adk.apps import App, ResumabilityConfig
+from google.adk.memory.base_memory_service import BaseMemoryService, SearchMemoryResponse
 from google.adk.plugins.base_plugin import BasePlugin
 
 from agents_app import agents, services
@@ -101,3 +102,68 @@ def test_an_agents_folder_is_loaded_with_adks_loader(demo, worker, wait, setting
     settle(session, wait)
     assert failed_turns(session) == []
     assert agent_texts(session) == ["Summary (4 words): hello from a folder"]
+
+
+class RecordingMemory(BaseMemoryService):
+    """A memory service chosen by dotted path (ADKWEB_MEMORY_SERVICE): records what tools search."""
+
+    searches: list[tuple[str, str, str]] = []
+
+    async def add_session_to_memory(self, session: Any) -> None:
+        pass
+
+    async def search_memory(self, *, app_name: str, user_id: str, query: str) -> Any:
+        RecordingMemory.searches.append((app_name, user_id, query))
+        return SearchMemoryResponse(memories=[])
+
+
+async def recall(topic: str, tool_context: Any) -> dict:
+    """Search the user's memory."""
+    found = await tool_context.search_memory(topic)
+    return {"memories": len(found.memories)}
+
+
+def _recall_agent() -> Any:
+    from google.adk.agents import LlmAgent
+
+    from agents_app.demo.model import DemoLlm
+
+    return LlmAgent(name="recall_agent", model=DemoLlm(model="demo-offline"), tools=[recall])
+
+
+recall_agent = _recall_agent()
+
+
+@pytest.mark.parametrize("choice", ["memory", f"{__name__}.RecordingMemory"])
+def test_runs_get_the_configured_memory_service(demo, worker, wait, settings, choice):
+    settings.ADKWEB_CODE_AGENTS = {"recall_agent": f"{__name__}.recall_agent"}
+    settings.ADKWEB_MEMORY_SERVICE = choice
+    RecordingMemory.searches.clear()
+    session = services.session_create(app_name="recall_agent", user_id="requester")
+    services.message_send(session=session, text='/call recall {"topic": "budgets"}', actor=demo["requester"])
+    settle(session, wait)
+    assert failed_turns(session) == []
+    assert agent_texts(session) == ['recall returned {"memories": 0}.']
+    expected = [("recall_agent", "requester", "budgets")] if choice != "memory" else []
+    assert RecordingMemory.searches == expected  # with "memory", ADK's in-memory service answered (no memories)
+
+
+def test_tool_modules_and_api_timeouts_come_from_the_environment():
+    import os
+    import subprocess
+    import sys
+
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "adkweb.settings",
+        "ADKWEB_TOOL_MODULES": "agents_app.demo.tools, myproject.tools",
+        "ADKWEB_API_RUN_TIMEOUT": "30",
+        "ADKWEB_AGENTS_DIR": "/srv/agents",
+        "ADKWEB_MEMORY_SERVICE": "myproject.memory.Service",
+    }
+    code = (
+        "from django.conf import settings as s; "
+        "print(s.ADKWEB_TOOL_MODULES, s.ADKWEB_API_RUN_TIMEOUT, s.ADKWEB_AGENTS_DIR, s.ADKWEB_MEMORY_SERVICE)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "['agents_app.demo.tools', 'myproject.tools'] 30.0 /srv/agents myproject.memory.Service"
