@@ -1,4 +1,4 @@
-"""Engine scenarios, written once and run twice: in embedded mode (tests/test_engine_*.py, the
+"""Engine scenarios, written once and run twice: in embedded mode (tests/agents_app/test_engine_*.py, the
 in-process worker on SQLite) and with services (tests/integration/test_engine_*.py, a real
 `celery worker` subprocess on PostgreSQL + Redis). Each scenario drives the public services and
 asserts what a caller would observe: stored events, ticket status, refusals.

@@ -1,5 +1,5 @@
 """Engine scenarios with PostgreSQL, Redis and a real `celery worker` subprocess: the same
-scenario code as tests/test_engine_flows.py (embedded mode), here across processes."""
+scenario code as tests/agents_app/test_engine_flows.py (embedded mode), here across processes."""
 
 import os
 

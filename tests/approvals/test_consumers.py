@@ -14,8 +14,7 @@ from django.contrib.auth.models import AnonymousUser
 from agents_app.models import StoredEvent
 from approvals.consumers import REFUSED
 from approvals.routing import websocket_urlpatterns
-
-from .approvals_factories import session_for, ticket
+from tests.approvals_factories import session_for, ticket
 
 pytestmark = pytest.mark.django_db(transaction=True)
 app = URLRouter(websocket_urlpatterns)

@@ -12,8 +12,7 @@ from agents_app.models import Turn
 from approvals import services
 from approvals.models import PendingCall, Response
 from approvals.routing import websocket_urlpatterns
-
-from .approvals_factories import ticket
+from tests.approvals_factories import ticket
 
 
 def _client(user) -> Client:

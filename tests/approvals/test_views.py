@@ -10,8 +10,7 @@ from django.urls import reverse
 
 from agents_app.models import Turn
 from approvals.models import Response
-
-from .approvals_factories import session_for, ticket
+from tests.approvals_factories import session_for, ticket
 
 
 def login(client: Client, user) -> Client:

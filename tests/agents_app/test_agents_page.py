@@ -74,7 +74,7 @@ def test_disabled_and_broken_agents_are_shown_plainly_and_escaped(demo):
 
 
 def test_code_defined_agents_are_listed(demo, settings):
-    settings.ADKWEB_CODE_AGENTS = {"code_agent": "tests.test_agents_page.CODE_AGENT"}
+    settings.ADKWEB_CODE_AGENTS = {"code_agent": "tests.agents_app.test_agents_page.CODE_AGENT"}
     page = _get(demo["requester"])
     code = page.split('id="agent-code_agent"')[1].split("</section>")[0]
     assert "defined in code" in code and "Instruction from code." in code

@@ -17,7 +17,7 @@ import pytest
 
 from tests.live_server import AdkClient, seed_client_loop
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _free_port() -> int:

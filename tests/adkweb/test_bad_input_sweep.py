@@ -19,8 +19,7 @@ from django.test import Client
 from agents_app import services as agent_services
 from agents_app.models import AdkSession, StoredEvent, Turn
 from approvals.models import PendingCall, Response
-
-from .approvals_factories import ticket
+from tests.approvals_factories import ticket
 
 MB = "x" * (1 << 20)
 DEEP = "[" * 100_000 + "]" * 100_000  # nesting deeper than any parser's recursion limit

@@ -97,7 +97,7 @@ def _code_agent():
 code_stock_agent = _code_agent()
 
 
-@override_settings(ADKWEB_CODE_AGENTS={"code_stock_agent": "tests.test_agents_admin.code_stock_agent"})
+@override_settings(ADKWEB_CODE_AGENTS={"code_stock_agent": "tests.agents_app.test_admin.code_stock_agent"})
 def test_code_defined_agent_is_an_app_and_runs(demo, worker, wait):
     from agents_app import services
     from agents_app.models import StoredEvent

@@ -26,8 +26,7 @@ from django.urls import URLResolver, get_resolver
 from agents_app import services as agent_services
 from agents_app.models import AdkSession, StoredEvent, Turn
 from approvals.models import PendingCall, Response
-
-from .approvals_factories import ticket
+from tests.approvals_factories import ticket
 
 ROLES = ("anonymous", "requester", "mallory", "observer", "approver")
 SESSION_ID = "sess-SECRET-7f3a"  # the requester's ADK session id: must never reach mallory

@@ -1,0 +1,95 @@
+"""Each conversation event, sent by its `notify_*` helper in agents_app/events.py as the services and
+the runner send it, renders on the sockets that show it what the page expects (no hand-built
+group messages here: those are the consumer tests')."""
+
+from __future__ import annotations
+
+import pytest
+from asgiref.sync import sync_to_async
+from google.adk.events.event import Event
+from google.genai import types
+
+from agents_app import events, services
+from agents_app.models import StoredEvent, Turn
+from agents_app.session_service import event_to_json
+from tests.sockets import connect
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def session(demo):
+    return services.session_create(app_name="reimbursement_agent", user_id="requester")
+
+
+def _stored_text(session, text: str) -> StoredEvent:
+    ev = Event(author="reimbursement_agent", content=types.Content(role="model", parts=[types.Part(text=text)]))
+    return StoredEvent.objects.create(
+        session=session, event_id=ev.id, author=ev.author, timestamp=ev.timestamp, data=event_to_json(ev)
+    )
+
+
+def _failed_turn(session) -> Turn:
+    return Turn.objects.create(
+        session=session, kind=Turn.Kind.MESSAGE, content={"role": "user", "parts": [{"text": "hi"}]}, status="failed"
+    )
+
+
+async def test_notify_session_event_appends_the_stored_event(demo, session):
+    comm = await connect(f"/ws/sessions/{session.pk}/?after=0", demo["requester"])
+    await comm.receive_from()  # the status on connect
+    stored = await sync_to_async(_stored_text)(session, "Hi <there>")
+    await sync_to_async(events.notify_session_event)(session_pk=session.pk, event_pk=stored.pk)
+    html = await comm.receive_from()
+    assert html.startswith('<div hx-swap-oob="beforeend:#conversation-events">')
+    assert f'id="event-{stored.event_id}"' in html and "Hi &lt;there&gt;" in html
+    await comm.disconnect()
+
+
+async def test_anotify_partial_streams_text_into_one_card(demo, session):
+    comm = await connect(f"/ws/sessions/{session.pk}/?after=0", demo["observer"])
+    await comm.receive_from()
+
+    def chunk(text: str) -> dict:
+        return {"id": "ev-1", "author": "reimbursement_agent", "content": {"role": "model", "parts": [{"text": text}]}}
+
+    await events.anotify_partial(session_pk=session.pk, event=chunk("Hel"), turn_id=1)
+    card = await comm.receive_from()
+    assert card.startswith('<div hx-swap-oob="beforeend:#conversation-events">')
+    assert 'id="event-ev-1"' in card and "typing…" in card and "Hel" in card
+    await events.anotify_partial(session_pk=session.pk, event=chunk("lo <b>"), turn_id=1)
+    assert (await comm.receive_from()).strip() == '<span hx-swap-oob="beforeend:#event-ev-1-stream">lo &lt;b&gt;</span>'
+    await comm.disconnect()
+
+
+async def test_notify_session_status_updates_the_conversation_and_the_list(demo, session):
+    conversation = await connect(f"/ws/sessions/{session.pk}/?after=0", demo["requester"])
+    await conversation.receive_from()
+    listing = await connect("/ws/sessions/", demo["requester"])
+    await sync_to_async(_failed_turn)(session)
+    await sync_to_async(events.notify_session_status)(session_pk=session.pk)
+    status = await conversation.receive_from()
+    assert status.startswith('<span id="session-status" class="chip act-failed"') and 'hx-swap-oob="true"' in status
+    row = await listing.receive_from()
+    assert f'id="session-row-{session.pk}"' in row and 'hx-swap-oob="true"' in row and "failed" in row
+    await conversation.disconnect()
+    await listing.disconnect()
+
+
+async def test_notify_turn_finished_failed_shows_the_error_line(demo, session):
+    comm = await connect(f"/ws/sessions/{session.pk}/?after=0", demo["requester"])
+    await comm.receive_from()
+    turn = await sync_to_async(_failed_turn)(session)
+    await sync_to_async(events.notify_turn_finished)(session_pk=session.pk, turn_id=turn.pk, status="failed")
+    html = await comm.receive_from()
+    assert html.startswith('<div hx-swap-oob="beforeend:#conversation-events">')
+    assert f'id="turn-{turn.pk}-error"' in html and "Turn failed" in html and "Retry" in html
+    await comm.disconnect()
+
+
+async def test_notify_turn_retried_removes_the_error_line(demo, session):
+    comm = await connect(f"/ws/sessions/{session.pk}/?after=0", demo["requester"])
+    await comm.receive_from()
+    await sync_to_async(events.notify_turn_retried)(session_pk=session.pk, turn_id=7)
+    assert await comm.receive_from() == '<div id="turn-7-error" hx-swap-oob="delete"></div>'
+    await comm.disconnect()

@@ -1,0 +1,34 @@
+"""`notify_ticket_changed` (approvals/events.py), sent as the services send it, renders on every
+socket that shows the ticket: the inbox, the ticket page and its conversation."""
+
+from __future__ import annotations
+
+import pytest
+from asgiref.sync import sync_to_async
+
+from approvals import events
+from tests.approvals_factories import ticket
+from tests.sockets import connect
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+async def test_notify_ticket_changed_updates_the_inbox_the_ticket_page_and_the_conversation(demo):
+    t = await sync_to_async(ticket)()
+    inbox = await connect("/ws/approvals/", demo["approver"])
+    page = await connect(f"/ws/tickets/{t.pk}/", demo["approver"])
+    conversation = await connect(f"/ws/sessions/{t.session_id}/?after=0", demo["requester"])
+    await conversation.receive_from()  # the status on connect
+
+    await sync_to_async(events.notify_ticket_changed)(ticket_id=t.pk, session_pk=t.session_id)
+
+    count, total, row = [await inbox.receive_from() for _ in range(3)]
+    assert count == '<span id="nav-open-count" class="badge" title="open tickets" hx-swap-oob="true">1</span>'
+    assert total == '<span id="inbox-total" hx-swap-oob="true">1 ticket</span>'
+    assert row.startswith(f'<tr id="pending-call-{t.pk}"') and "meals · $200.00" in row
+    html = await page.receive_from()
+    assert f'id="conv-ticket-{t.pk}"' in html and 'id="ticket-status"' in html and "nav-open-count" in html
+    card = await conversation.receive_from()
+    assert card.strip().startswith(f'<div id="conv-ticket-{t.pk}"') and 'hx-swap-oob="true"' in card
+    for comm in (inbox, page, conversation):
+        await comm.disconnect()
