@@ -16,8 +16,7 @@ from agents_app.models import Turn
 from approvals import services as approvals
 from approvals.api_routes import ROUTES as APPROVAL_ROUTES
 from approvals.api_routes import Ticket, TicketPage, TicketResponse
-
-from .approvals_factories import ticket
+from tests.approvals_factories import ticket
 
 
 def _client(user) -> Client:
