@@ -1,5 +1,5 @@
 """The OpenAPI document of both JSON APIs (`/api/openapi.json`) and a page that reads it (`/api/docs/`),
-generated from the route tables (agents_app.api.routes, approvals.api_routes)."""
+generated from the route tables (agents_app.api.routes, approvals.api_routes, notifications.api_routes)."""
 
 from __future__ import annotations
 
@@ -21,11 +21,16 @@ def document() -> dict[str, Any]:
     """Built once per process: the tables are fixed at import time."""
     from agents_app.api.routes import ROUTES as ADK
     from approvals.api_routes import ROUTES as APPROVALS
+    from notifications.api_routes import ROUTES as WEBHOOKS
 
     return openapi(
         title="adkweb API",
         version=f"adk-{metadata.version('google-adk')}",
-        mounts=[("/api/adk/", "ADK REST API (adk api_server)", ADK), ("/api/", "Approvals API", APPROVALS)],
+        mounts=[
+            ("/api/adk/", "ADK REST API (adk api_server)", ADK),
+            ("/api/", "Approvals API", APPROVALS),
+            ("/api/", "Webhooks API", WEBHOOKS),
+        ],
     )
 
 

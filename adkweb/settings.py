@@ -9,6 +9,7 @@ import os
 from pathlib import Path
 
 import dj_database_url
+from kombu import Queue
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -40,6 +41,7 @@ INSTALLED_APPS = [
     "adkweb",  # shared plumbing: roles (setup_roles), errors, API and page helpers
     "agents_app",
     "approvals",
+    "notifications",
 ]
 
 MIDDLEWARE = [
@@ -69,6 +71,7 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
                 "approvals.context_processors.nav",
+                "notifications.context_processors.nav",
             ],
         },
     },
@@ -137,13 +140,17 @@ else:
     CELERY_BROKER_TRANSPORT_OPTIONS = {"polling_interval": 0.005}
 
 CELERY_TASK_DEFAULT_QUEUE = "agents"
-CELERY_TASK_ROUTES = {"agents_app.tasks.*": {"queue": "agents"}}
+# Notifications have a queue of their own: a slow SMTP server or webhook never delays an agent's turn.
+# A worker started without -Q consumes both (the embedded one does); see the Procfile.
+CELERY_TASK_QUEUES = (Queue("agents"), Queue("notifications"))
+CELERY_TASK_ROUTES = {"agents_app.tasks.*": {"queue": "agents"}, "notifications.tasks.*": {"queue": "notifications"}}
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BEAT_SCHEDULE = {
     "requeue-owed-turns": {"task": "agents_app.tasks.turns_requeue_owed", "schedule": 15.0},
+    "sweep-owed-notifications": {"task": "notifications.tasks.notifications_sweep", "schedule": 15.0},
 }
 # Start a Celery worker thread (and the owed-work sweeper) inside the ASGI process.
 ADKWEB_EMBEDDED_WORKER = env_bool("ADKWEB_EMBEDDED_WORKER", EMBEDDED)
@@ -176,6 +183,29 @@ ADKWEB_MAX_TURN_ATTEMPTS = 3
 # how often they re-read the database when the channel layer is silent.
 ADKWEB_API_RUN_TIMEOUT = float(os.environ.get("ADKWEB_API_RUN_TIMEOUT", "120"))
 ADKWEB_API_POLL_SECONDS = float(os.environ.get("ADKWEB_API_POLL_SECONDS", "1.0"))
+
+# --- Notifications (email, webhooks, one-tap approval links) -------------------------------
+EMAIL_HOST = os.environ.get("EMAIL_HOST", "")
+EMAIL_PORT = int(os.environ.get("EMAIL_PORT", "25"))
+EMAIL_HOST_USER = os.environ.get("EMAIL_HOST_USER", "")
+EMAIL_HOST_PASSWORD = os.environ.get("EMAIL_HOST_PASSWORD", "")
+EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", False)
+EMAIL_USE_SSL = env_bool("EMAIL_USE_SSL", False)
+EMAIL_TIMEOUT = float(os.environ.get("EMAIL_TIMEOUT", "10"))  # a hung SMTP server costs one attempt, not a worker
+DEFAULT_FROM_EMAIL = os.environ.get("DEFAULT_FROM_EMAIL", "adkweb <adkweb@localhost>")
+# With no SMTP host (the embedded demo), emails are printed to the log: `make run` shows them.
+EMAIL_BACKEND = os.environ.get("EMAIL_BACKEND") or (
+    "django.core.mail.backends.smtp.EmailBackend" if EMAIL_HOST else "django.core.mail.backends.console.EmailBackend"
+)
+# Where people reach this server: the links in emails and webhook payloads start with it.
+ADKWEB_BASE_URL = os.environ.get("ADKWEB_BASE_URL", "http://127.0.0.1:8000").rstrip("/")
+# One-tap approval links expire after this many seconds (24 h).
+ADKWEB_APPROVAL_LINK_SECONDS = int(os.environ.get("ADKWEB_APPROVAL_LINK_SECONDS", str(24 * 3600)))
+# Seconds between tries of a failed email or webhook delivery: 6 tries over ~43 minutes.
+ADKWEB_NOTIFY_RETRY_DELAYS = [
+    float(s) for s in os.environ.get("ADKWEB_NOTIFY_RETRY_DELAYS", "10,30,120,600,1800").split(",") if s.strip()
+]
+ADKWEB_WEBHOOK_TIMEOUT = float(os.environ.get("ADKWEB_WEBHOOK_TIMEOUT", "10"))
 
 LOGGING = {
     "version": 1,

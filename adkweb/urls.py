@@ -16,7 +16,9 @@ urlpatterns = [
     path("api/docs/", api_docs.docs, name="api-docs"),
     path("api/adk/", include("agents_app.api_urls")),
     path("api/", include("approvals.api_urls")),
+    path("api/", include("notifications.api_urls")),
     path("", include("approvals.urls")),
+    path("", include("notifications.urls")),
     path("", include("agents_app.urls")),
 ]
 

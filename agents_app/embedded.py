@@ -36,13 +36,19 @@ def start_embedded_worker(concurrency: int = 2, sweep_every: float = 5.0) -> Non
 def _sweep_forever(every: float) -> None:
     from django.db import close_old_connections
 
+    from adkweb.celery import app
+
     from .services import owed_sessions_enqueue
+
+    def notifications_sweep() -> None:  # by name: this app does not import notifications
+        app.send_task("notifications.tasks.notifications_sweep")
 
     while True:
         time.sleep(every)
-        try:
-            owed_sessions_enqueue()
-        except Exception:
-            logger.warning("Sweeper pass failed", exc_info=True)
-        finally:
-            close_old_connections()
+        for sweep in (owed_sessions_enqueue, notifications_sweep):  # what beat sends in services mode
+            try:
+                sweep()
+            except Exception:
+                logger.warning("Sweeper pass %s failed", sweep.__name__, exc_info=True)
+            finally:
+                close_old_connections()

@@ -20,6 +20,8 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from adkweb.notify import TURN_FAILED, notify
+
 from . import events
 from .models import AdkSession, Turn
 
@@ -66,6 +68,8 @@ def _turn_finish(turn: Turn, status: str, error: str = "") -> None:
     turn.finished_at = timezone.now()
     turn.save(update_fields=["status", "error", "finished_at"])
     session_pk, turn_id = turn.session_id, turn.pk
+    if status == Turn.Status.FAILED:
+        notify(TURN_FAILED, turn=turn, data={"error": error})  # webhooks; sent by Celery after commit
 
     def announce() -> None:
         events.notify_turn_finished(session_pk=session_pk, turn_id=turn_id, status=status)

@@ -6,7 +6,8 @@ from __future__ import annotations
 from celery import shared_task
 
 AGENTS_QUEUE = "agents"
-QUEUES = (AGENTS_QUEUE,)
+NOTIFICATIONS_QUEUE = "notifications"  # notifications.tasks: email and webhook deliveries
+QUEUES = (AGENTS_QUEUE, NOTIFICATIONS_QUEUE)
 
 
 @shared_task(acks_late=True)

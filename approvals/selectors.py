@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 from dataclasses import dataclass
 from typing import Any
 
 from django.core.paginator import Page, Paginator
 from django.db.models import Exists, OuterRef, Q, QuerySet
 
-from adkweb.roles import is_approver, is_observer
+from adkweb.roles import APPROVERS, DECIDE_TICKETS, is_approver, is_observer
 
 from .models import PendingCall, Response
-from .permissions import can_view_ticket
+from .permissions import can_decide_ticket, can_view_ticket
 
 INBOX_PAGE_SIZE = 25
 CLOSED_STATUSES = tuple(s for s in PendingCall.Status.values if s not in PendingCall.OPEN_STATUSES)
@@ -113,3 +115,29 @@ def ticket_visible_get(*, user: Any, ticket_id: int) -> PendingCall | None:
     """One ticket if it exists and the user may see it, else None (the API answers 404 either way)."""
     ticket = ticket_get(ticket_id=ticket_id)
     return ticket if ticket is not None and can_view_ticket(user, ticket) else None
+
+
+# -- who decides a ticket (notifications ask whom to tell; policies extend these) ------------------
+def args_hash(args: Any) -> str:
+    """sha256 hex of a ticket's arguments as canonical JSON: binds a decision to what was shown."""
+    canonical = json.dumps(args, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def ticket_approver_groups(*, ticket: PendingCall) -> list[str]:
+    """The groups a ticket is routed to. Until policies route tickets, every ticket goes to approvers."""
+    return [APPROVERS]
+
+
+def can_decide(user: Any, ticket: PendingCall) -> bool:
+    """Whether this person may decide this ticket now (an active, eligible decider)."""
+    return bool(user and user.is_active and can_decide_ticket(user, ticket))
+
+
+def ticket_deciders(*, ticket: PendingCall) -> list[Any]:
+    """Everyone who may decide this ticket now: active people with the decide permission (through a
+    group such as approvers, directly, or as superusers)."""
+    from django.contrib.auth import get_user_model
+
+    people = get_user_model().objects.with_perm(DECIDE_TICKETS, backend="django.contrib.auth.backends.ModelBackend")
+    return [user for user in people.filter(is_active=True).order_by("pk") if can_decide(user, ticket)]

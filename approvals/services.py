@@ -10,6 +10,7 @@ from django.utils import timezone
 from google.genai import types
 
 from adkweb.errors import Conflict, Forbidden, Invalid
+from adkweb.notify import TICKET_DECIDED, TICKET_OPENED, notify
 from adkweb.roles import is_approver
 from agents_app.models import AdkSession, StoredEvent, Turn
 from agents_app.services import InvalidMessage, turn_create
@@ -83,6 +84,7 @@ def tickets_record_event(session: AdkSession, stored: StoredEvent, event: Any) -
         )
         if created:
             _announce(ticket)
+            _notify(TICKET_OPENED, ticket)
     if event.author == "user":
         return  # user-authored answers are recorded by answers_submit
     for fr in event.get_function_responses():
@@ -103,6 +105,11 @@ def tickets_record_event(session: AdkSession, stored: StoredEvent, event: Any) -
 def _announce(ticket: PendingCall) -> None:
     ticket_id, session_pk = ticket.pk, ticket.session_id
     transaction.on_commit(lambda: events.notify_ticket_changed(ticket_id=ticket_id, session_pk=session_pk))
+
+
+def _notify(event: str, ticket: PendingCall, **data: Any) -> None:
+    """Email and webhook notifications: recorded in this transaction, sent by Celery after commit."""
+    notify(event, ticket=ticket, data=data)
 
 
 # -- response bodies per kind --------------------------------------------------------------------
@@ -248,6 +255,9 @@ def answers_submit(
             ticket.status = PendingCall.Status.IN_PROGRESS
         ticket.save()
         _announce(ticket)
+        if answer.final:
+            by = ticket.closed_by.get_username() if ticket.closed_by else None
+            _notify(TICKET_DECIDED, ticket, status=ticket.status, by=by, comment=answer.comment)
     return turn
 
 

@@ -73,6 +73,7 @@ def ticket_context(
         "confirmation": confirmation,
         "can_assign": ticket.is_open and is_approver(user),
         "assigned_to_me": ticket.assigned_to_id == getattr(user, "pk", None),
+        "viewer": user,  # the consumer renders partials without a request
     }
     if answerable:
         ctx.update(

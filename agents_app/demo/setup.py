@@ -82,6 +82,7 @@ def demo_setup() -> None:
         user, created = User.objects.get_or_create(username=username)
         if created:
             user.set_password(password)
+            user.email = f"{username}@example.com"  # `make run` prints the emails they would get
         user.is_staff, user.is_superuser = is_staff, is_superuser
         user.save()
         user.groups.set([groups[g] for g in group_names])

@@ -15,3 +15,17 @@ document.addEventListener("htmx:wsOpen", function (e) {
 document.addEventListener("htmx:wsClose", function (e) {
   e.target.removeAttribute("data-ws-open");
 });
+document.addEventListener("click", function (e) {
+  // "Copy" next to a read-only field (approval links): copy its value, say so.
+  var button = e.target.closest && e.target.closest("[data-copy]");
+  if (!button) return;
+  var input = document.querySelector(button.getAttribute("data-copy"));
+  if (!input) return;
+  input.select();
+  var done = function () { button.textContent = "Copied"; };
+  if (navigator.clipboard && window.isSecureContext) {
+    navigator.clipboard.writeText(input.value).then(done, function () { document.execCommand("copy") && done(); });
+  } else if (document.execCommand("copy")) {
+    done();
+  }
+});

@@ -51,6 +51,7 @@ class World:
     session: AdkSession
     call: PendingCall
     failed_turn: Turn
+    extras: dict[str, Any] = field(default_factory=dict)  # notifications: a link token, a delivery, ...
 
 
 @pytest.fixture
@@ -76,7 +77,27 @@ def world(demo) -> World:
         part=types.Part(inline_data=types.Blob(mime_type="image/png", data=b"\x89PNG")),
         custom_metadata=None,
     )
-    return World(users=users, session=session, call=call, failed_turn=failed)
+    return World(users=users, session=session, call=call, failed_turn=failed, extras=notification_objects(users))
+
+
+def notification_objects(users: dict[str, Any]) -> dict[str, Any]:
+    """A one-tap link (on another, harmless ticket: its holder is meant to see it), a delivery, a
+    saved view of the approver's, and a webhook endpoint."""
+    from notifications import links
+    from notifications.models import Delivery, NotificationEvent, SavedView, WebhookEndpoint
+
+    other = ticket(session=agent_services.session_create(app_name="reimbursement_agent", user_id="requester"))
+    link = links.link_create(ticket=other, user=users["approver"])
+    event = NotificationEvent.objects.create(name="ticket.opened", ticket=other)
+    endpoint = WebhookEndpoint.objects.create(url="http://127.0.0.1:9/hook", secret="s" * 20, events=["ticket.opened"])
+    delivery = Delivery.objects.create(event=event, ticket=other, channel="webhook", endpoint=endpoint, target="x")
+    view = SavedView.objects.create(user=users["approver"], name="mine", query="mine=1")
+    return {
+        "reject_token": links.link_token(link, "reject"),
+        "delivery": delivery.pk,
+        "view": view.pk,
+        "endpoint": endpoint.pk,
+    }
 
 
 def client_for(world: World, role: str, *, csrf: bool = False) -> Client:
@@ -123,6 +144,8 @@ def _send(c: Client, method: str, path: str, body: Any) -> Any:
         return getattr(c, method.lower())(path, data=json.dumps(body[1]), content_type="application/json")
     if method == "DELETE":
         return c.delete(path)
+    if method == "PATCH":
+        return c.patch(path, data=json.dumps(body[1] if body else {}), content_type="application/json")
     return getattr(c, method.lower())(path, data=body or {})
 
 
@@ -508,8 +531,116 @@ def targets(w: World) -> list[Target]:
             False,
             {"GET": E(LOGIN, 200, 200, 200, 200), "POST": PAGE_405},
         ),
+        *notification_targets(w),
     ]
     return rows
+
+
+def notification_targets(w: World) -> list[Target]:
+    x, t = w.extras, w.call
+    api_refused = E(401, 403, 403, 403, 403)  # webhooks: admins only (none of these roles)
+    hook = {"url": "http://127.0.0.1:9/h", "events": ["ticket.opened"]}
+    return [
+        Target(
+            # Logged out works with a valid link (its holder is the approver); anyone else logged in is
+            # the wrong person. A reject without a reason decides nothing (400): the form asks for one.
+            "one-tap approval link",
+            "notifications:approval-link",
+            f"/a/{x.get('reject_token', 'x')}/",
+            False,
+            {"GET": E(200, 403, 403, 403, 200), "POST": E(400, 403, 403, 403, 400)},
+        ),
+        Target(
+            "one-tap link, tampered",
+            "notifications:approval-link",
+            f"/a/{x.get('reject_token', 'x')}x/",
+            False,
+            {"GET": E(400, 400, 400, 400, 400), "POST": E(400, 400, 400, 400, 400)},
+        ),
+        Target(
+            "notification settings",
+            "notifications:preferences",
+            "/settings/notifications/",
+            False,
+            {"GET": E(LOGIN, 200, 200, 200, 200), "POST": E(LOGIN, 302, 302, 302, 302)},
+            {"POST": {"email": "someone@example.com", "email_enabled": "on"}},
+        ),
+        Target(
+            "copy approval link",
+            "notifications:ticket-link",
+            f"/notifications/tickets/{t.pk}/link/",
+            False,
+            {"GET": PAGE_405, "POST": E(LOGIN, 403, 404, 403, 200)},
+        ),
+        Target(
+            "copy approval link, missing ticket",
+            "notifications:ticket-link",
+            f"/notifications/tickets/{MISSING}/link/",
+            False,
+            {"POST": E(LOGIN, 404, 404, 404, 404)},
+        ),
+        Target(
+            "resend a delivery",
+            "notifications:delivery-resend",
+            f"/notifications/deliveries/{x.get('delivery', 0)}/resend/",
+            False,
+            {"GET": PAGE_405, "POST": E(LOGIN, 403, 403, 403, 403)},
+        ),
+        Target(
+            "bulk approve (confirmation step)",
+            "notifications:bulk",
+            "/inbox/bulk/",
+            False,
+            {"GET": PAGE_405, "POST": E(LOGIN, 403, 403, 403, 200)},
+            {"POST": {"action": "approve", "ticket": [t.pk]}},
+        ),
+        Target(
+            "bulk approve (confirmed)",
+            "notifications:bulk",
+            "/inbox/bulk/?confirmed",
+            False,
+            {"POST": E(LOGIN, 403, 403, 403, 200)},
+            {"POST": {"action": "approve", "ticket": [t.pk], "confirm": "1"}},
+        ),
+        Target(
+            "save an inbox view",
+            "notifications:view-save",
+            "/inbox/views/",
+            False,
+            {"GET": PAGE_405, "POST": E(LOGIN, 403, 403, 403, 302)},
+            {"POST": {"name": "big ones", "query": "q=meals"}},
+        ),
+        Target(
+            "delete a saved view (the approver's)",
+            "notifications:view-delete",
+            f"/inbox/views/{x.get('view', 0)}/delete/",
+            False,
+            {"GET": PAGE_405, "POST": E(LOGIN, 404, 404, 404, 302)},
+        ),
+        Target(
+            "webhooks",
+            "notifications_api:webhooks",
+            "/api/webhooks",
+            True,
+            {"GET": api_refused, "POST": api_refused, "DELETE": E(405, 405, 405, 405, 405)},
+            {"POST": ("json", hook)},
+        ),
+        Target(
+            "webhook",
+            "notifications_api:webhook",
+            f"/api/webhooks/{x.get('endpoint', 0)}",
+            True,
+            {"GET": api_refused, "PATCH": api_refused, "DELETE": api_refused},
+            {"PATCH": ("json", {"enabled": False})},
+        ),
+        Target(
+            "webhook deliveries",
+            "notifications_api:webhook-deliveries",
+            f"/api/webhooks/{x.get('endpoint', 0)}/deliveries",
+            True,
+            {"GET": api_refused, "POST": E(405, 405, 405, 405, 405)},
+        ),
+    ]
 
 
 def url_pattern_names() -> set[str]:

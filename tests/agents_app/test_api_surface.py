@@ -16,6 +16,7 @@ from agents_app.models import Turn
 from approvals import services as approvals
 from approvals.api_routes import ROUTES as APPROVAL_ROUTES
 from approvals.api_routes import Ticket, TicketPage, TicketResponse
+from notifications.api_routes import ROUTES as WEBHOOK_ROUTES
 from tests.approvals_factories import ticket
 
 
@@ -48,7 +49,7 @@ def test_the_openapi_document_covers_every_api_route_with_the_views_own_methods(
 
     paths = {re.sub(r"<(?:\w+:)?(\w+)>", r"{\1}", p) for p in _api_patterns()} - {"/api/openapi.json", "/api/docs/"}
     assert paths == set(doc["paths"])
-    for prefix, routes in (("/api/adk/", ADK_ROUTES), ("/api/", APPROVAL_ROUTES)):
+    for prefix, routes in (("/api/adk/", ADK_ROUTES), ("/api/", APPROVAL_ROUTES), ("/api/", WEBHOOK_ROUTES)):
         for route in routes:
             url = prefix + re.sub(r"<(?:\w+:)?(\w+)>", r"{\1}", route.path)
             assert set(doc["paths"][url]) == {m.lower() for m in route.view.api_methods}, url

@@ -32,3 +32,26 @@ async def test_notify_ticket_changed_updates_the_inbox_the_ticket_page_and_the_c
     assert card.strip().startswith(f'<div id="conv-ticket-{t.pk}"') and 'hx-swap-oob="true"' in card
     for comm in (inbox, page, conversation):
         await comm.disconnect()
+
+
+async def test_a_ticket_page_only_change_reaches_its_pages_and_not_the_inboxes(demo):
+    """inbox=False (e.g. its notification status changed): the ticket page shows the delivery line."""
+    from notifications.models import Delivery, NotificationEvent
+
+    t = await sync_to_async(ticket)()
+
+    def delivered() -> None:
+        event = NotificationEvent.objects.create(name="ticket.opened", ticket=t)
+        Delivery.objects.create(
+            event=event, ticket=t, channel="email", role="decider", recipient=demo["approver"], status="delivered"
+        )
+
+    await sync_to_async(delivered)()
+    inbox = await connect("/ws/approvals/", demo["approver"])
+    page = await connect(f"/ws/tickets/{t.pk}/", demo["approver"])
+    await sync_to_async(events.notify_ticket_changed)(ticket_id=t.pk, session_pk=t.session_id, inbox=False)
+    html = await page.receive_from()
+    assert 'id="ticket-status"' in html and "emailed 1 approver" in html
+    assert await inbox.receive_nothing(timeout=0.3)
+    for comm in (inbox, page):
+        await comm.disconnect()

@@ -1,0 +1,38 @@
+"""Telling people about something, from any app: `notify("ticket.opened", ticket=ticket)`.
+
+Call it inside the transaction that made the change. The notifications app registers the handler
+at startup: it records the event in that transaction and sends emails and webhooks from Celery
+after commit; it never raises into the caller. Without a handler (the app not installed), nothing
+happens. Events: a ticket opened, decided or expired, a reminder or an escalation (approval
+policies), a failed turn.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+TICKET_OPENED = "ticket.opened"
+TICKET_DECIDED = "ticket.decided"
+TICKET_EXPIRED = "ticket.expired"
+TICKET_REMINDER = "ticket.reminder"
+TICKET_ESCALATED = "ticket.escalated"
+TURN_FAILED = "turn.failed"
+EVENTS = (TICKET_OPENED, TICKET_DECIDED, TICKET_EXPIRED, TICKET_REMINDER, TICKET_ESCALATED, TURN_FAILED)
+
+Handler = Callable[..., None]
+_handler: Handler | None = None
+
+
+def register(handler: Handler) -> None:
+    """Install the one handler (notifications.services.notify does this in its AppConfig.ready)."""
+    global _handler
+    _handler = handler
+
+
+def notify(event: str, *, ticket: Any = None, turn: Any = None, data: dict[str, Any] | None = None) -> None:
+    """Tell the people concerned about an event; an unknown event name is a programming error."""
+    if event not in EVENTS:
+        raise ValueError(f"Unknown notification event {event!r}; use one of {', '.join(EVENTS)}.")
+    if _handler is not None:
+        _handler(event, ticket=ticket, turn=turn, data=data)

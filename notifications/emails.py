@@ -1,0 +1,120 @@
+"""Emails: plain text + HTML, the ticket's summary as the ticket page shows it, and links (the
+ticket page; for deciders, signed one-tap approve/reject links)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.core.mail import EmailMultiAlternatives, get_connection
+from django.template.loader import render_to_string
+from django.urls import reverse
+
+from agents_app.timeline import ticket_summary as args_summary
+from approvals.forms import fits_schema
+from approvals.selectors import can_decide
+from approvals.services import approve_payload, reject_payload
+from approvals.templatetags.approvals_tags import items_readable, tool_label
+
+from . import links
+from .models import Delivery
+from .outcome import Outcome
+
+SUBJECTS = {
+    "ticket.opened": "Approval needed",
+    "ticket.reminder": "Reminder: still waiting for you",
+    "ticket.escalated": "Escalated to you",
+    "ticket.decided": "Your request was {status}",
+    "ticket.expired": "Your request expired",
+}
+INTROS = {
+    "ticket.opened": "An agent is waiting for a person to decide.",
+    "ticket.reminder": "This ticket is still waiting for a decision and is due soon.",
+    "ticket.escalated": "This ticket was escalated to you: nobody has decided it yet.",
+    "ticket.decided": "Your request was {status}{by}.",
+    "ticket.expired": "Nobody decided your request in time: it expired and the agent was told.",
+}
+
+
+def ticket_summary(ticket: Any) -> dict[str, Any]:
+    """What the ticket page's first card shows, as data for the email templates."""
+    rows = items_readable(ticket.original_call.get("args") if ticket.kind == "confirmation" else ticket.args)
+    question = ticket.hint if ticket.kind == "confirmation" else (ticket.args or {}).get("message", "")
+    return {
+        "id": ticket.pk,
+        "tool": tool_label(ticket),
+        "kind": ticket.get_kind_display(),
+        "agent": ticket.app_name,
+        "requester": ticket.requester,
+        "summary": args_summary(ticket),
+        "rows": rows,
+        "question": question if ticket.kind in ("confirmation", "input") else "",
+        "options": (ticket.args or {}).get("options") or [] if ticket.kind == "choice" else [],
+        "status": ticket.get_status_display(),
+    }
+
+
+def _absolute(path: str) -> str:
+    return settings.ADKWEB_BASE_URL + path
+
+
+def email_message(delivery: Delivery, link: Any = None) -> EmailMultiAlternatives:
+    """The message for one delivery (one-tap links only when a link is given)."""
+    ticket, event = delivery.ticket, delivery.event
+    assert ticket is not None, "email deliveries are about a ticket"
+    status = ticket.get_status_display()
+    by = f" by {ticket.closed_by.get_username()}" if ticket.closed_by_id and ticket.closed_by else ""
+    ctx = {
+        "ticket": ticket_summary(ticket),
+        "intro": INTROS.get(event.name, event.name).format(status=status, by=by),
+        "comment": (event.data or {}).get("comment", ""),
+        "ticket_url": _absolute(reverse("approvals:ticket", args=[ticket.pk])),
+        "conversation_url": _absolute(f"/sessions/{ticket.session_id}/"),
+        "approve_url": links.link_url(link, "approve") if link else "",
+        "reject_url": links.link_url(link, "reject") if link else "",
+        "expires_at": link.expires_at if link else None,
+        "recipient": delivery.recipient,
+        "preferences_url": _absolute(reverse("notifications:preferences")),
+    }
+    template = "notifications/email/ticket" if delivery.role == "decider" else "notifications/email/outcome"
+    subject = f"{SUBJECTS.get(event.name, event.name).format(status=status)}: #{ticket.pk} {ctx['ticket']['tool']}"
+    if ctx["ticket"]["summary"]:
+        subject += f" — {ctx['ticket']['summary']}"
+    message = EmailMultiAlternatives(
+        subject=subject[:200],
+        body=render_to_string(f"{template}.txt", ctx),
+        from_email=settings.DEFAULT_FROM_EMAIL,
+        to=[delivery.target],
+        headers={
+            # One thread per ticket in mail clients; the delivery id lets an admin find the row.
+            "References": f"<ticket-{ticket.pk}@adkweb>",
+            "X-Adkweb-Delivery": str(delivery.uuid),
+            "X-Adkweb-Event": event.name,
+        },
+        connection=get_connection(timeout=settings.EMAIL_TIMEOUT),
+    )
+    message.attach_alternative(render_to_string(f"{template}.html", ctx), "text/html")
+    return message
+
+
+def email_send(delivery: Delivery) -> Outcome:
+    """Send one email; a decider's email carries a fresh one-tap link while the ticket can take one."""
+    ticket, person = delivery.ticket, delivery.recipient
+    if ticket is None or person is None:
+        return Outcome.skip("The ticket or the person no longer exists.")
+    link = None
+    if delivery.role == "decider":
+        if ticket.is_closed:
+            return Outcome.skip(f"The ticket was {ticket.get_status_display()} before the email went out.")
+        if not can_decide(person, ticket):
+            return Outcome.skip("No longer an eligible approver.")
+        if fits_schema(ticket, approve_payload(ticket)) and fits_schema(ticket, reject_payload(ticket, "reason")):
+            link = links.link_create(ticket=ticket, user=person)
+    delivery.target = person.email or delivery.target
+    try:
+        email_message(delivery, link).send(fail_silently=False)
+    except Exception:
+        if link is not None:
+            link.delete()  # never sent: no live link should exist for it
+        raise
+    return Outcome(ok=True)

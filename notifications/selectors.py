@@ -1,0 +1,127 @@
+"""Reads of notifications: who is told what, delivery status for a ticket, saved views."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from django.db.models import Prefetch
+
+from approvals.selectors import ticket_approver_groups, ticket_deciders
+
+from .events import EMAIL_DECIDERS, EMAIL_REQUESTER, TICKET_OPENED
+from .models import Delivery, DeliveryAttempt, NotificationEvent, NotificationPreference, SavedView, WebhookEndpoint
+
+
+def preferences_for(user: Any) -> NotificationPreference:
+    """A person's preferences (the defaults when they never saved any)."""
+    prefs = NotificationPreference.objects.filter(user=user).first()
+    return prefs or NotificationPreference(user=user)
+
+
+def email_recipients(*, event: NotificationEvent) -> list[tuple[Any, str]]:
+    """(person, role) pairs to email for an event: the ticket's deciders, or its requester."""
+    ticket = event.ticket
+    if ticket is None:
+        return []
+    if event.name in EMAIL_DECIDERS:
+        people, role = ticket_deciders(ticket=ticket), "decider"
+    elif event.name in EMAIL_REQUESTER:
+        people = list(get_user_model().objects.filter(username=ticket.requester, is_active=True))
+        people = [p for p in people if p.pk != ticket.closed_by_id]  # nobody is emailed about their own decision
+        role = "requester"
+    else:
+        return []
+    prefs = {p.user_id: p for p in NotificationPreference.objects.filter(user__in=[p.pk for p in people])}
+    groups = set(ticket_approver_groups(ticket=ticket))
+    chosen = []
+    for person in people:
+        pref = prefs.get(person.pk) or NotificationPreference(user=person)
+        if not person.email or not pref.email_enabled:
+            continue
+        if role == "decider" and pref.only_my_groups and not groups & set(person.groups.values_list("name", flat=True)):
+            continue
+        chosen.append((person, role))
+    return chosen
+
+
+def webhook_endpoints_for(*, event_name: str) -> list[WebhookEndpoint]:
+    """Enabled endpoints subscribed to an event (events is a small JSON list: filtered here, not in SQL)."""
+    return [e for e in WebhookEndpoint.objects.filter(enabled=True) if event_name in (e.events or [])]
+
+
+def ticket_deliveries(*, ticket_id: int) -> list[Delivery]:
+    """A ticket's deliveries, oldest first, with their attempts."""
+    return list(
+        Delivery.objects.filter(ticket_id=ticket_id)
+        .select_related("event", "recipient", "endpoint")
+        .prefetch_related(Prefetch("attempt_log", queryset=DeliveryAttempt.objects.order_by("number")))
+        .order_by("created_at", "id")
+    )
+
+
+@dataclass(frozen=True)
+class DeliverySummary:
+    """The ticket page's one line, e.g. "emailed 3 approvers · webhook delivered"."""
+
+    parts: list[str]
+    problem: bool
+
+    def __str__(self) -> str:
+        return " · ".join(self.parts)
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def delivery_summary(deliveries: list[Delivery]) -> DeliverySummary:
+    """Summarise deliveries: emails by outcome, and each webhook endpoint by its latest delivery."""
+    parts: list[str] = []
+    emails = [d for d in deliveries if d.channel == Delivery.Channel.EMAIL]
+    deciders = {d.recipient_id for d in emails if d.role == "decider" and d.status == Delivery.Status.DELIVERED}
+    if deciders:
+        parts.append(f"emailed {_plural(len(deciders), 'approver')}")
+    if any(d.role == "requester" and d.status == Delivery.Status.DELIVERED for d in emails):
+        parts.append("emailed the requester")
+    waiting = sum(d.status in (*Delivery.OWED, Delivery.Status.SENDING) for d in emails)
+    failed = sum(d.status == Delivery.Status.FAILED for d in emails)
+    if waiting:
+        parts.append(f"{_plural(waiting, 'email')} on the way")
+    if failed:
+        parts.append(f"{_plural(failed, 'email')} failed")
+    latest: dict[Any, Delivery] = {}
+    for d in deliveries:
+        if d.channel == Delivery.Channel.WEBHOOK:
+            latest[d.endpoint_id or d.target] = d
+    by_state: dict[str, int] = {}
+    for d in latest.values():
+        state = {"pending": "sending", "sending": "sending", "retrying": "retrying"}.get(d.status, d.status)
+        by_state[state] = by_state.get(state, 0) + 1
+    for state in ("delivered", "sending", "retrying", "failed", "skipped"):
+        if by_state.get(state):
+            n = by_state[state]
+            parts.append(f"{'webhook' if n == 1 else f'{n} webhooks'} {state}")
+    return DeliverySummary(parts=parts, problem=bool(failed or by_state.get("failed") or by_state.get("retrying")))
+
+
+def delivery_target_label(delivery: Delivery) -> str:
+    """Who or what a delivery goes to, as a page may show it (a webhook's name, never its URL)."""
+    if delivery.channel == Delivery.Channel.WEBHOOK:
+        return delivery.endpoint.label if delivery.endpoint else "a deleted webhook"
+    return delivery.recipient.get_username() if delivery.recipient else "a deleted user"
+
+
+def ticket_has_pending_fan_out(*, ticket_id: int) -> bool:
+    return NotificationEvent.objects.filter(ticket_id=ticket_id, fanned_out_at__isnull=True).exists()
+
+
+def ticket_was_announced(*, ticket_id: int) -> bool:
+    return NotificationEvent.objects.filter(ticket_id=ticket_id, name=TICKET_OPENED).exists()
+
+
+def saved_views_for(user: Any) -> list[SavedView]:
+    if not user or not user.is_authenticated:
+        return []
+    return list(SavedView.objects.filter(user=user).order_by("name", "pk"))

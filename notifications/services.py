@@ -1,0 +1,162 @@
+"""Writes of notifications: `notify` (the entry point other apps ticket), fanning an event out into
+deliveries, resending, the sweeper that re-sends what a lost broker message left owed, preferences."""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import uuid
+from datetime import timedelta
+from typing import Any
+
+from django.db import DatabaseError, IntegrityError, transaction
+from django.utils import timezone
+
+from . import selectors, webhooks
+from .events import EVENTS
+from .models import Delivery, NotificationEvent, NotificationPreference, SavedView, WebhookEndpoint
+
+logger = logging.getLogger(__name__)
+SWEEP_GRACE = timedelta(seconds=15)  # younger work is still in the broker's hands
+STALE_SENDING = timedelta(minutes=5)  # a worker that claimed a delivery and died
+
+
+def notify(event: str, *, ticket: Any = None, turn: Any = None, data: dict | None = None) -> None:
+    """Tell people about an event: recorded in the caller's transaction, sent by Celery after commit.
+    Other apps call it as `adkweb.notify.notify`. Never raises into the caller (a failure here must
+    not lose or delay a decision); an unknown event name is a programming error and does raise."""
+    if event not in EVENTS:
+        raise ValueError(f"Unknown notification event {event!r}; use one of {', '.join(EVENTS)}.")
+    try:
+        with transaction.atomic():  # a savepoint: a failed insert leaves the caller's transaction usable
+            row = NotificationEvent.objects.create(name=event, ticket=ticket, turn=turn, data=data or {})
+    except DatabaseError:
+        logger.exception("Could not record the notification %s; nothing will be sent for it.", event)
+        return
+    transaction.on_commit(lambda: enqueue("event_fan_out", row.pk))
+
+
+def enqueue(task_name: str, *args: Any, countdown: float | None = None) -> None:
+    """Send a notifications task (by name: tasks call services, not the other way round); a broker
+    failure is logged, and the sweeper sends it later."""
+    from adkweb.celery import app
+
+    try:
+        app.send_task(f"notifications.tasks.{task_name}", args=args, countdown=countdown)
+    except Exception:
+        logger.warning("Could not enqueue %s%s; the sweeper will retry.", task_name, args, exc_info=True)
+
+
+@transaction.atomic
+def event_fan_out(*, event_id: int) -> list[int]:
+    """Create the deliveries an event owes (once), and return the ids of those never tried."""
+    event = (
+        NotificationEvent.objects.select_for_update(of=("self",))
+        .select_related("ticket__session", "turn__session")
+        .filter(pk=event_id)
+        .first()
+    )
+    if event is None:
+        return []  # the transaction that recorded it was rolled back after all
+    if event.fanned_out_at is None:
+        for user, role in selectors.email_recipients(event=event):
+            _create(event, channel=Delivery.Channel.EMAIL, recipient=user, role=role, target=user.email)
+        for endpoint in selectors.webhook_endpoints_for(event_name=event.name):
+            delivery_id = uuid.uuid4()
+            payload = webhooks.payload(event=event, endpoint=endpoint, delivery_id=delivery_id)
+            _create(event, channel="webhook", endpoint=endpoint, target=endpoint.url, payload=payload, uuid=delivery_id)
+        event.fanned_out_at = timezone.now()
+        event.save(update_fields=["fanned_out_at"])
+    return list(event.deliveries.filter(status__in=Delivery.OWED, attempts=0).values_list("pk", flat=True))
+
+
+def _create(event: NotificationEvent, **fields: Any) -> None:
+    from django.conf import settings
+
+    try:
+        with transaction.atomic():
+            Delivery.objects.create(
+                event=event, ticket=event.ticket, max_attempts=len(settings.ADKWEB_NOTIFY_RETRY_DELAYS) + 1, **fields
+            )
+    except IntegrityError:
+        pass  # already there (a crashed fan-out is run again by the sweeper)
+
+
+def delivery_resend(*, delivery: Delivery) -> Delivery:
+    """Try a delivery again now, with a fresh set of retries (its attempts so far are kept)."""
+    from django.conf import settings
+
+    Delivery.objects.filter(pk=delivery.pk).exclude(status=Delivery.Status.SENDING).update(
+        status=Delivery.Status.PENDING,
+        next_attempt_at=None,
+        max_attempts=delivery.attempts + len(settings.ADKWEB_NOTIFY_RETRY_DELAYS) + 1,
+        updated_at=timezone.now(),
+    )
+    pk = delivery.pk
+    transaction.on_commit(lambda: enqueue("delivery_send", pk))
+    delivery.refresh_from_db()
+    return delivery
+
+
+def notifications_sweep() -> int:
+    """Send again what a lost broker message or a dead worker left owed; returns how many."""
+    now = timezone.now()
+    owed_events = NotificationEvent.objects.filter(fanned_out_at__isnull=True, created_at__lt=now - SWEEP_GRACE)
+    for pk in owed_events.values_list("pk", flat=True)[:500]:
+        enqueue("event_fan_out", pk)
+    n = owed_events.count()
+    Delivery.objects.filter(status=Delivery.Status.SENDING, updated_at__lt=now - STALE_SENDING).update(
+        status=Delivery.Status.RETRYING, next_attempt_at=now, updated_at=now
+    )
+    owed = Delivery.objects.filter(status__in=Delivery.OWED, updated_at__lt=now - SWEEP_GRACE).exclude(
+        next_attempt_at__gt=now - SWEEP_GRACE
+    )
+    for pk in owed.values_list("pk", flat=True)[:500]:
+        enqueue("delivery_send", pk)
+        n += 1
+    return n
+
+
+def preferences_update(*, user: Any, email: str, email_enabled: bool, only_my_groups: bool) -> NotificationPreference:
+    """Save a person's notification choices and email address."""
+    with transaction.atomic():
+        if user.email != email:
+            user.email = email
+            user.save(update_fields=["email"])
+        prefs, _ = NotificationPreference.objects.update_or_create(
+            user=user, defaults={"email_enabled": email_enabled, "only_my_groups": only_my_groups}
+        )
+    return prefs
+
+
+MAX_SAVED_VIEWS = 20
+
+
+class TooManyViews(Exception):
+    """A person may keep MAX_SAVED_VIEWS views (the nav has room for that many)."""
+
+
+def saved_view_save(*, user: Any, name: str, query: str) -> SavedView:
+    """Save inbox filters under a name; the same name replaces its filters."""
+    existing = SavedView.objects.filter(user=user, name=name).first()
+    if existing is None and SavedView.objects.filter(user=user).count() >= MAX_SAVED_VIEWS:
+        raise TooManyViews(f"You have {MAX_SAVED_VIEWS} saved views already; delete one first.")
+    try:
+        view, _ = SavedView.objects.update_or_create(user=user, name=name, defaults={"query": query})
+    except IntegrityError:  # the same name saved twice at once: the other request won
+        view = SavedView.objects.get(user=user, name=name)
+    return view
+
+
+def webhook_save(*, endpoint: WebhookEndpoint | None, actor: Any, **fields: Any) -> tuple[WebhookEndpoint, str]:
+    """Create (endpoint=None) or change a webhook endpoint; returns it and the secret if one was generated."""
+    generated = ""
+    if endpoint is None:
+        endpoint = WebhookEndpoint(created_by=actor if actor and actor.is_authenticated else None)
+        if not fields.get("secret"):
+            fields["secret"] = generated = secrets.token_urlsafe(32)
+    for name, value in fields.items():
+        if value is not None:
+            setattr(endpoint, name, value)
+    endpoint.save()
+    return endpoint, generated

@@ -1,0 +1,38 @@
+"""Celery tasks of notifications: thin, they take ids. All run on the `notifications` queue
+(settings.CELERY_TASK_ROUTES), so a slow SMTP server or webhook never holds up an agent's turn."""
+
+from __future__ import annotations
+
+from celery import shared_task
+
+NOTIFICATIONS_QUEUE = "notifications"
+
+
+@shared_task(acks_late=True)
+def event_fan_out(event_id: int) -> int:
+    """Create an event's deliveries and send each."""
+    from .services import enqueue
+    from .services import event_fan_out as fan_out
+
+    ids = fan_out(event_id=event_id)
+    for delivery_id in ids:
+        enqueue("delivery_send", delivery_id)
+    return len(ids)
+
+
+@shared_task(bind=True, acks_late=True, max_retries=None)
+def delivery_send(self, delivery_id: int) -> None:  # noqa: ANN001  (Celery's bound task)
+    """Try one delivery; on failure Celery retries it after the next backoff delay."""
+    from .sending import delivery_attempt
+
+    delay = delivery_attempt(delivery_id=delivery_id)
+    if delay is not None:
+        raise self.retry(countdown=delay)
+
+
+@shared_task
+def notifications_sweep() -> int:
+    """Re-send what a lost broker message or a dead worker left owed."""
+    from .services import notifications_sweep as sweep
+
+    return sweep()

@@ -1,0 +1,151 @@
+"""Webhook payloads (adkweb JSON or Slack's text + blocks), the HMAC signature, and one POST."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import uuid
+from typing import Any
+
+from django.conf import settings
+from django.urls import reverse
+
+from .models import Delivery, NotificationEvent, WebhookEndpoint
+from .outcome import Outcome
+
+SIGNATURE_HEADER = "X-Adkweb-Signature"
+USER_AGENT = "adkweb-webhooks/1"
+
+
+def absolute(path: str) -> str:
+    return settings.ADKWEB_BASE_URL + path
+
+
+def sign(secret: str, body: bytes) -> str:
+    """`sha256=<hex HMAC-SHA256 of the exact body bytes with the endpoint's secret>`."""
+    return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+
+
+def body_bytes(payload: Any) -> bytes:
+    return json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def ticket_data(ticket: Any) -> dict[str, Any]:
+    """The ticket as the payload shows it: enough to act on without calling back."""
+    from agents_app.timeline import ticket_summary as args_summary
+    from approvals.templatetags.approvals_tags import tool_label
+
+    return {
+        "id": ticket.pk,
+        "url": absolute(reverse("approvals:ticket", args=[ticket.pk])),
+        "api_url": absolute(reverse("approvals_api:pending-call", args=[ticket.pk])),
+        "kind": ticket.kind,
+        "status": ticket.status,
+        "agent": ticket.app_name,
+        "tool": tool_label(ticket),
+        "summary": args_summary(ticket),
+        "args": ticket.args,
+        "requester": ticket.requester,
+        "created_at": ticket.created_at.isoformat() if ticket.created_at else None,
+        "closed_at": ticket.closed_at.isoformat() if ticket.closed_at else None,
+        "closed_by": ticket.closed_by.get_username() if ticket.closed_by_id and ticket.closed_by else None,
+    }
+
+
+def turn_data(turn: Any) -> dict[str, Any]:
+    session = turn.session
+    return {
+        "id": turn.pk,
+        "status": turn.status,
+        "error": turn.error,
+        "agent": session.app_name,
+        "user_id": session.user_id,
+        "session_id": session.session_id,
+        "conversation_url": absolute(f"/sessions/{session.pk}/"),
+    }
+
+
+def payload(*, event: NotificationEvent, endpoint: WebhookEndpoint, delivery_id: uuid.UUID) -> dict[str, Any]:
+    """The body one endpoint receives for one event (built once; every retry sends it unchanged)."""
+    body: dict[str, Any] = {
+        "id": str(delivery_id),
+        "event": event.name,
+        "created_at": event.created_at.isoformat(),
+        "data": event.data,
+    }
+    if event.ticket is not None:
+        body["ticket"] = ticket_data(event.ticket)
+    if event.turn is not None:
+        body["turn"] = turn_data(event.turn)
+    if endpoint.format == WebhookEndpoint.Format.SLACK:
+        return slack_payload(body)
+    return body
+
+
+def _mrkdwn(text: Any) -> str:
+    """Slack's escaping: model output must not become links or mentions."""
+    return str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+HEADLINES = {
+    "ticket.opened": "Approval needed",
+    "ticket.decided": "Ticket decided",
+    "ticket.expired": "Ticket expired",
+    "ticket.reminder": "Reminder: still waiting",
+    "ticket.escalated": "Escalated",
+    "turn.failed": "An agent turn failed",
+}
+
+
+def slack_payload(body: dict[str, Any]) -> dict[str, Any]:
+    """What Slack incoming webhooks accept: `text` (the notification) plus `blocks`."""
+    headline = HEADLINES.get(body["event"], body["event"])
+    ticket, turn = body.get("ticket"), body.get("turn")
+    if ticket:
+        title = f"{headline}: #{ticket['id']} {ticket['tool']} ({ticket['agent']})"
+        detail = f"{ticket['summary'] or '(no arguments)'} · requested by {ticket['requester']} · {ticket['status']}"
+        url = ticket["url"]
+    else:
+        title = f"{headline}: {turn['agent']} for {turn['user_id']}" if turn else headline
+        detail = (turn or {}).get("error") or ""
+        url = (turn or {}).get("conversation_url", settings.ADKWEB_BASE_URL)
+    text = f"{title} — {detail}" if detail else title
+    return {
+        "text": _mrkdwn(text),
+        "blocks": [
+            {"type": "section", "text": {"type": "mrkdwn", "text": f"*<{url}|{_mrkdwn(title)}>*"}},
+            {"type": "section", "text": {"type": "mrkdwn", "text": _mrkdwn(detail) or " "}},
+            {"type": "context", "elements": [{"type": "mrkdwn", "text": f"adkweb · {body['event']} · {body['id']}"}]},
+        ],
+    }
+
+
+def webhook_send(delivery: Delivery) -> Outcome:
+    """POST the stored body once, signed with the endpoint's current secret; 2xx is delivered."""
+    import httpx
+
+    endpoint = delivery.endpoint
+    if endpoint is None:
+        return Outcome.skip("The endpoint was deleted.")
+    if not endpoint.enabled:
+        return Outcome.skip("The endpoint is disabled.")
+    body = body_bytes(delivery.payload)
+    headers = {
+        "Content-Type": "application/json",
+        "User-Agent": USER_AGENT,
+        SIGNATURE_HEADER: sign(endpoint.secret, body),
+        "X-Adkweb-Event": delivery.event.name,
+        "X-Adkweb-Delivery": str(delivery.uuid),
+    }
+    timeout = settings.ADKWEB_WEBHOOK_TIMEOUT
+    try:
+        response = httpx.post(endpoint.url, content=body, headers=headers, timeout=timeout, follow_redirects=False)
+    except httpx.TimeoutException:
+        return Outcome.fail(f"Timed out after {timeout:g} s.")
+    except httpx.HTTPError as exc:
+        return Outcome.fail(f"{type(exc).__name__}: {exc}")
+    if 200 <= response.status_code < 300:
+        return Outcome(ok=True, status_code=response.status_code)
+    snippet = response.text[:300].strip()
+    return Outcome.fail(f"HTTP {response.status_code}" + (f": {snippet}" if snippet else ""), response.status_code)
