@@ -168,8 +168,8 @@ ADKWEB_CODE_AGENTS: dict[str, str] = {
 }
 # An ADK agents folder laid out as `adk api_server AGENTS_DIR` expects (one folder per app).
 ADKWEB_AGENTS_DIR = os.environ.get("ADKWEB_AGENTS_DIR", "")
-# ADK memory service: "memory" (ADK's in-memory one, per worker process) or a dotted path to a
-# BaseMemoryService class or factory.
+# ADK memory service: "memory" (ADK's in-memory one, per process), "django" (in the database) or a
+# dotted path to a BaseMemoryService class or factory.
 ADKWEB_MEMORY_SERVICE = os.environ.get("ADKWEB_MEMORY_SERVICE", "memory")
 ADKWEB_DEFAULT_MODEL = os.environ.get("ADKWEB_DEFAULT_MODEL", "demo-offline")
 # Point ADK's Gemini client at a gateway (or a local protocol server in tests).

@@ -15,12 +15,16 @@ def _memory_service(choice: str) -> Any:
         from google.adk.memory import InMemoryMemoryService
 
         return InMemoryMemoryService()  # per worker process, as in `adk api_server`
+    if choice == "django":
+        from .memory import DjangoMemoryService
+
+        return DjangoMemoryService()  # in the database: every process sees the same memory
     return import_string(choice)()
 
 
 def memory_service() -> Any:
-    """ADKWEB_MEMORY_SERVICE: "memory" (ADK's in-memory service, the default) or a dotted path
-    to a BaseMemoryService class or factory, called with no arguments once per process."""
+    """ADKWEB_MEMORY_SERVICE: "memory" (ADK's in-memory service, the default), "django" (kept in
+    the database), or a dotted path to a BaseMemoryService class or factory (called once per process)."""
     return _memory_service(str(getattr(settings, "ADKWEB_MEMORY_SERVICE", "memory")))
 
 

@@ -215,3 +215,29 @@ class Artifact(models.Model):
 
     def __str__(self) -> str:
         return f"{self.filename} v{self.version}"
+
+
+class MemoryItem(models.Model):
+    """One event kept in ADK memory (`ADKWEB_MEMORY_SERVICE=django`), searchable by the user's later
+    sessions of the app. A deleted memory stays as a tombstone so it is not added again."""
+
+    app_name = models.CharField(max_length=128)
+    user_id = models.CharField(max_length=128)
+    session_id = models.CharField(max_length=128)
+    event_id = models.CharField(max_length=128)
+    author = models.CharField(max_length=256, blank=True)
+    timestamp = models.FloatField()
+    content = models.JSONField(help_text="google.genai.types.Content as JSON.")
+    custom_metadata = models.JSONField(default=dict, blank=True)
+    deleted = models.BooleanField(default=False)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["app_name", "user_id", "session_id", "event_id"], name="unique_memory_event"
+            )
+        ]
+        indexes = [models.Index(fields=["app_name", "user_id", "session_id"])]
+
+    def __str__(self) -> str:
+        return f"memory {self.event_id} of {self.user_id}"

@@ -18,6 +18,7 @@ from .schemas import (
     ListAppsResponse,
     RunAgentRequest,
     SaveArtifactRequest,
+    UpdateMemoryRequest,
     UpdateSessionRequest,
     Version,
 )
@@ -88,6 +89,19 @@ ROUTES = [
                 errors=(401, 403, 404, 409, 422),
             ),
             Op("DELETE", "Delete a session (409 while a turn runs)", errors=(401, 403, 404, 409)),
+        ),
+    ),
+    Route(
+        "apps/<str:app_name>/users/<str:user_id>/memory",
+        sessions.memory,
+        "memory",
+        (
+            Op(
+                "PATCH",
+                "Add a session to the user's memory (ADKWEB_MEMORY_SERVICE)",
+                request=UpdateMemoryRequest,
+                errors=(401, 403, 404, 422),
+            ),
         ),
     ),
     Route(

@@ -45,6 +45,12 @@ class UpdateSessionRequest(CamelModel):
     state_delta: dict[str, Any]
 
 
+class UpdateMemoryRequest(CamelModel):
+    """PATCH on a user's memory: add one of their sessions to the app's memory service."""
+
+    session_id: str
+
+
 class SaveArtifactRequest(CamelModel):
     filename: str
     artifact: types.Part

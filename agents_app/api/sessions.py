@@ -19,6 +19,7 @@ from ..session_service import DjangoSessionService
 from .render import session_json
 from .schemas import (
     CreateSessionRequest,
+    UpdateMemoryRequest,
     UpdateSessionRequest,
     body_json,
     not_an_object,
@@ -77,6 +78,18 @@ def session(request: HttpRequest, app_name: str, user_id: str, session_id: str) 
         return _create(app_name, user_id, session_id, state, None)
     _idle_session(app_name, user_id, session_id, "delete it")
     DjangoSessionService().delete_session_sync(app_name=app_name, user_id=user_id, session_id=session_id)
+    return JsonResponse(None, safe=False)
+
+
+@api_view("PATCH")
+def memory(request: HttpRequest, app_name: str, user_id: str) -> JsonResponse:
+    """ADK's memory PATCH: the session's events go into the memory service (ADKWEB_MEMORY_SERVICE)."""
+    from ..adk_services import memory_service
+
+    check_user(request, user_id, write=True)
+    body = parse_body(UpdateMemoryRequest, request)
+    session = session_or_404(app_name, user_id, body.session_id)
+    async_to_sync(memory_service().add_session_to_memory)(session)
     return JsonResponse(None, safe=False)
 
 

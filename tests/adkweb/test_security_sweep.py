@@ -269,6 +269,14 @@ def targets(w: World) -> list[Target]:
             {"GET": E(401, 404, 404, 404, 404)},
         ),
         Target(
+            "requester's memory",
+            "adk_api:memory",
+            "/api/adk/apps/reimbursement_agent/users/requester/memory",
+            True,
+            {"PATCH": E(401, 200, 403, 403, 403), "GET": E(405, 405, 405, 405, 405)},
+            {"PATCH": ("json", {"sessionId": SESSION_ID})},
+        ),
+        Target(
             "requester's artifacts",
             "adk_api:artifacts",
             f"{adk_sessions}/{SESSION_ID}/artifacts",

@@ -267,7 +267,20 @@ def streamed_partials(api: Api) -> list:
     return [frames, {f["id"] for f in partials} == {final["id"]}]
 
 
+def memory(api: Api) -> list:
+    """A session added to memory (PATCH .../memory) is found by a tool in the user's next session."""
+    first = api.session("cmp_memory")
+    _, before = api.run("cmp_memory", first, text("My favourite city is Lisbon"))
+    patched = api.http.patch(f"/apps/cmp_memory/users/{USER}/memory", json={"sessionId": first})
+    second = api.session("cmp_memory")
+    _, after = api.run("cmp_memory", second, text("Which city is my favourite?"))
+    missing = api.http.patch(f"/apps/cmp_memory/users/{USER}/memory", json={"sessionId": "nope"}).status_code
+    assert "My favourite city is Lisbon" in json.dumps(after), "the second session's tool found the first's words"
+    return [before, patched.status_code, patched.json(), after, missing]
+
+
 SCENARIOS: dict[str, Callable[[Api], list]] = {
+    "memory (adkweb: ADKWEB_MEMORY_SERVICE=django)": memory,
     "streamed partial events (run_sse, streaming)": streamed_partials,
     "health, version, list-apps, app-info": server_info,
     "sessions listed and patched": sessions_listed_and_patched,
@@ -290,6 +303,7 @@ SCENARIOS: dict[str, Callable[[Api], list]] = {
 @pytest.fixture
 def adkweb(demo, worker, live_asgi, api_token, settings) -> Iterator[Api]:
     settings.ADKWEB_AGENTS_DIR = str(AGENTS_DIR)
+    settings.ADKWEB_MEMORY_SERVICE = "django"  # held to ADK's in-memory service's answers
     api = Api("adkweb", live_asgi.url + "/api/adk", api_token(demo[USER]))
     yield api
     api.http.close()
