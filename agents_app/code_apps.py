@@ -88,6 +88,14 @@ def load(app_name: str) -> Any | None:
     return None
 
 
+def language(app_name: str) -> str:
+    """ "yaml" for an agents-folder app defined by root_agent.yaml (as ADK reports it), else "python"."""
+    loader = agents_dir_loader()
+    if loader is not None and app_name not in dotted_apps() and app_name in loader.list_agents():
+        return str(loader._determine_agent_language(app_name))
+    return "python"
+
+
 def root_agent(obj: Any) -> Any:
     """The root agent of an App, or the agent itself."""
     from google.adk.apps import App

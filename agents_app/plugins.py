@@ -29,7 +29,11 @@ class BackendFieldsPlugin(BasePlugin):
 
     async def before_model_callback(self, *, callback_context: Any, llm_request: Any) -> None:
         agent = callback_context._invocation_context.agent
-        if accepts_will_continue(getattr(agent, "canonical_model", None)):
+        try:
+            keep = accepts_will_continue(getattr(agent, "canonical_model", None))
+        except Exception:  # e.g. a Gemini client that cannot be built: its own call will say why
+            keep = False
+        if keep:
             return None
         for content in llm_request.contents or []:
             # ADK copies each Content and Part for the request: replacing a Part's field here

@@ -33,7 +33,7 @@ def _summary(app_name: str) -> AppInfo | None:
         name=app_name,
         root_agent_name=root.name,
         description=root.description or "",
-        language="python",
+        language=code_apps.language(app_name),  # type: ignore[arg-type]
         is_computer_use=computer_use,
     )
 
@@ -61,7 +61,7 @@ def app_info(request: HttpRequest, app_name: str) -> JsonResponse:
         name=app_name,
         root_agent_name=root.name,
         description=root.description or "",
-        language="python",
+        language="python",  # ADK's app-info says python whatever the app is written in
         agents=async_to_sync(get_agents_dict)(root),
     )
     return JsonResponse(info.model_dump(mode="json", by_alias=True, exclude_none=True))

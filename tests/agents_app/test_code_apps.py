@@ -167,3 +167,21 @@ def test_tool_modules_and_api_timeouts_come_from_the_environment():
     )
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
     assert out.strip() == "['agents_app.demo.tools', 'myproject.tools'] 30.0 /srv/agents myproject.memory.Service"
+
+
+def test_a_yaml_agent_in_the_agents_folder_is_listed_as_yaml_and_runs(demo, worker, wait, settings, tmp_path):
+    from django.test import Client
+
+    folder = tmp_path / "yaml_app"
+    folder.mkdir()
+    (folder / "root_agent.yaml").write_text("name: yaml_agent\nmodel: demo-offline\ninstruction: Summarise.\n")
+    settings.ADKWEB_AGENTS_DIR = str(tmp_path)
+    c = Client()
+    c.force_login(demo["requester"])
+    [app] = [a for a in c.get("/api/adk/list-apps?detailed=true").json()["apps"] if a["name"] == "yaml_app"]
+    assert (app["rootAgentName"], app["language"]) == ("yaml_agent", "yaml")  # as ADK's list-apps says
+    session = services.session_create(app_name="yaml_app", user_id="requester")
+    services.message_send(session=session, text="a yaml agent answers", actor=demo["requester"])
+    settle(session, wait)
+    assert failed_turns(session) == []
+    assert agent_texts(session) == ["Summary (4 words): a yaml agent answers"]
