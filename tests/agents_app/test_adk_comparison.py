@@ -354,3 +354,47 @@ def test_adkweb_differs_a_failed_run_is_a_json_500_with_the_error(adkweb, adk):
         outcomes[api.name] = api.run("cmp_raiser", sid, text('/call explode {"reason": "on purpose"}'))
     assert outcomes["adk"] == (500, "Internal Server Error")
     assert outcomes["adkweb"] == (500, {"detail": "The agent run failed: RuntimeError: the tool exploded: on purpose"})
+
+
+def test_adkweb_differs_text_mixed_with_answers_is_a_400_not_a_500(adkweb, adk):
+    outcomes = {}
+    for api in (adk, adkweb):
+        sid = api.session("cmp_reimburse")
+        _, first = api.run("cmp_reimburse", sid, text("Please reimburse 200$ for meals"))
+        mixed = answer(pending_call(first), {"status": "approved"})
+        mixed["parts"].append({"text": "and thanks"})
+        outcomes[api.name] = api.run("cmp_reimburse", sid, mixed)
+    assert outcomes["adk"][0] == 500
+    assert outcomes["adkweb"] == (400, {"detail": "Message cannot contain both function responses and text."})
+
+
+def test_adkweb_differs_a_missing_session_is_named_in_the_404(adkweb, adk):
+    missing = f"/apps/cmp_stock/users/{USER}/sessions/no-such-session"
+    assert adk.http.get(missing).json() == {"detail": "Session not found"}
+    assert adkweb.http.get(missing).json() == {"detail": "Session not found: no-such-session"}
+
+
+def test_adkweb_differs_sessions_are_not_created_with_initial_events(adkweb, adk):
+    body = {"events": [{"author": "user", "content": {"role": "user", "parts": [{"text": "hi"}]}}]}
+    assert adk.http.post(f"/apps/cmp_stock/users/{USER}/sessions", json=body).status_code == 200
+    r = adkweb.http.post(f"/apps/cmp_stock/users/{USER}/sessions", json=body)
+    assert r.status_code == 400 and "initial events is not supported" in r.json()["detail"]
+
+
+def test_adkweb_differs_every_call_but_health_and_version_needs_credentials(adkweb, adk):
+    anonymous = httpx.Client(base_url=str(adkweb.http.base_url))
+    assert adk.http.get("/list-apps").status_code == 200  # ADK's server has no authentication
+    assert anonymous.get("/list-apps").status_code == 401
+    assert anonymous.get("/health").json() == adk.http.get("/health").json() == {"status": "ok"}
+    anonymous.close()
+
+
+def test_adkweb_differs_artifact_uris_are_adks_artifact_references(adkweb, adk):
+    uris = {}
+    for api in (adk, adkweb):
+        sid = api.session("cmp_stock")
+        base = f"/apps/cmp_stock/users/{USER}/sessions/{sid}/artifacts"
+        uris[api.name] = (sid, api.http.post(base, json={"filename": "a.txt", "artifact": {"text": "x"}}).json())
+    assert uris["adk"][1]["canonicalUri"].startswith("memory://")
+    sid, meta = uris["adkweb"]
+    assert meta["canonicalUri"] == f"artifact://apps/cmp_stock/users/{USER}/sessions/{sid}/artifacts/a.txt/versions/0"
