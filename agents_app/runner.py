@@ -58,7 +58,7 @@ def turn_claim_next(session_pk: int) -> Turn | None:
     turn.attempts += 1
     turn.started_at = timezone.now()
     turn.save(update_fields=["status", "attempts", "started_at"])
-    transaction.on_commit(lambda: events.notify_session_status(session_pk=session_pk))
+    transaction.on_commit(lambda: events.notify_session_status(session_pk=session_pk), robust=True)
     return turn
 
 
@@ -75,7 +75,7 @@ def _turn_finish(turn: Turn, status: str, error: str = "") -> None:
         events.notify_turn_finished(session_pk=session_pk, turn_id=turn_id, status=status)
         events.notify_session_status(session_pk=session_pk)
 
-    transaction.on_commit(announce)
+    transaction.on_commit(announce, robust=True)
 
 
 @transaction.atomic

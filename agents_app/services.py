@@ -112,7 +112,7 @@ def turn_create(
         created_by=actor if actor is not None and actor.is_authenticated else None,
     )
     session_pk = session.pk
-    transaction.on_commit(lambda: session_enqueue(session_pk=session_pk))
+    transaction.on_commit(lambda: session_enqueue(session_pk=session_pk), robust=True)
     return turn
 
 
@@ -141,9 +141,9 @@ def turn_retry(*, turn: Turn) -> Turn:
     turn.status, turn.error, turn.attempts, turn.started_at, turn.finished_at = Turn.Status.QUEUED, "", 0, None, None
     turn.save(update_fields=["status", "error", "attempts", "started_at", "finished_at"])
     session_pk, turn_id = turn.session_id, turn.pk
-    transaction.on_commit(lambda: session_enqueue(session_pk=session_pk))
-    transaction.on_commit(lambda: notify_turn_retried(session_pk=session_pk, turn_id=turn_id))
-    transaction.on_commit(lambda: notify_session_status(session_pk=session_pk))
+    transaction.on_commit(lambda: session_enqueue(session_pk=session_pk), robust=True)
+    transaction.on_commit(lambda: notify_turn_retried(session_pk=session_pk, turn_id=turn_id), robust=True)
+    transaction.on_commit(lambda: notify_session_status(session_pk=session_pk), robust=True)
     return turn
 
 

@@ -276,6 +276,6 @@ class DjangoSessionService(BaseSessionService):
         for hook in _event_hooks:
             hook(row, stored, event)
         session_pk, event_pk = row.pk, stored.pk
-        transaction.on_commit(lambda: notify_session_event(session_pk=session_pk, event_pk=event_pk))
+        transaction.on_commit(lambda: notify_session_event(session_pk=session_pk, event_pk=event_pk), robust=True)
         session.last_update_time = row.update_time
         session._storage_update_marker = str(row.revision)

@@ -104,7 +104,7 @@ def tickets_record_event(session: AdkSession, stored: StoredEvent, event: Any) -
 
 def _announce(ticket: PendingCall) -> None:
     ticket_id, session_pk = ticket.pk, ticket.session_id
-    transaction.on_commit(lambda: events.notify_ticket_changed(ticket_id=ticket_id, session_pk=session_pk))
+    transaction.on_commit(lambda: events.notify_ticket_changed(ticket_id=ticket_id, session_pk=session_pk), robust=True)
 
 
 def _notify(event: str, ticket: PendingCall, **data: Any) -> None:
