@@ -174,8 +174,19 @@ ADKWEB_MEMORY_SERVICE = os.environ.get("ADKWEB_MEMORY_SERVICE", "memory")
 ADKWEB_DEFAULT_MODEL = os.environ.get("ADKWEB_DEFAULT_MODEL", "demo-offline")
 # Point ADK's Gemini client at a gateway (or a local protocol server in tests).
 GEMINI_BASE_URL = os.environ.get("GOOGLE_GEMINI_BASE_URL", "")
-# A turn's lease on its session: a crashed worker's session is free again after this.
-ADKWEB_SESSION_LEASE_SECONDS = int(os.environ.get("ADKWEB_SESSION_LEASE_SECONDS", "600"))
+# A run's lease on its session (one run per session at a time). A worker renews it every
+# ADKWEB_LEASE_RENEW_SECONDS while a turn runs (and on every stored event); a crashed worker's
+# session is free again within the lease, and the sweeper (beat every 15 s) resumes its turn:
+# a killed worker's conversations continue within lease + sweep (< 60 s with these defaults).
+ADKWEB_SESSION_LEASE_SECONDS = int(os.environ.get("ADKWEB_SESSION_LEASE_SECONDS", "30"))
+ADKWEB_LEASE_RENEW_SECONDS = float(
+    os.environ.get("ADKWEB_LEASE_RENEW_SECONDS", str(max(ADKWEB_SESSION_LEASE_SECONDS / 3, 0.2)))
+)
+# A turn running longer than the soft limit is stopped and recorded as failed; past the hard
+# limit (a tool that ignores cancellation) its lease is no longer renewed, so the heartbeat
+# cannot hold a session forever.
+ADKWEB_TURN_SOFT_TIME_LIMIT = float(os.environ.get("ADKWEB_TURN_SOFT_TIME_LIMIT", "600"))
+ADKWEB_TURN_HARD_TIME_LIMIT = float(os.environ.get("ADKWEB_TURN_HARD_TIME_LIMIT", "660"))
 # Queued turns older than this are re-enqueued by the sweeper (broker was down, message lost).
 ADKWEB_REQUEUE_AFTER_SECONDS = int(os.environ.get("ADKWEB_REQUEUE_AFTER_SECONDS", "10"))
 ADKWEB_MAX_TURN_ATTEMPTS = 3

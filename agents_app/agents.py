@@ -130,14 +130,22 @@ def build_agent(app_name: str) -> Any:
 
 
 def build_app(app_name: str) -> Any:
-    """The ADK `App` the runner runs for an app name: a code-defined App as its author built it
-    (plugins, resumability, ...), or an App around a code-defined or admin-configured agent."""
-    from google.adk.apps import App
+    """The ADK `App` the runner runs for an app name: the single entry point for the runner.
+
+    A code-defined App runs as its author built it (plugins, its own ResumabilityConfig, ...).
+    An App around a code-defined or admin-configured agent runs resumable: a run cut short by a
+    crash continues its invocation by id, stored tool calls and responses not repeated.
+    """
+    import warnings
+
+    from google.adk.apps import App, ResumabilityConfig
 
     obj = _code_or_config(app_name)
     if isinstance(obj, App):
         return obj
-    return App(name=app_name, root_agent=obj)
+    with warnings.catch_warnings():  # ADK marks resumability experimental on every construction
+        warnings.simplefilter("ignore")
+        return App(name=app_name, root_agent=obj, resumability_config=ResumabilityConfig(is_resumable=True))
 
 
 def app_info(app_name: str) -> AppInfo:

@@ -146,6 +146,8 @@ class Turn(models.Model):
     streaming = models.BooleanField(default=False)
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED, db_index=True)
     attempts = models.PositiveSmallIntegerField(default=0)
+    # Set with the turn's first stored event: a run cut short resumes this ADK invocation.
+    invocation_id = models.CharField(max_length=128, blank=True, default="")
     error = models.TextField(blank=True)
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)

@@ -1,8 +1,17 @@
-"""The one module that drives ADK: drain a session's inbox of turns under a per-session lease.
+"""The one module that drives ADK: drain a session's inbox of turns under its run lease.
 
-A worker takes the session's lease (an atomic UPDATE, so it holds across processes and on both
-SQLite and PostgreSQL), runs the oldest queued turn with `Runner.run_async` on
-`DjangoSessionService`, then the next, until the inbox is empty.
+A worker takes the session's lease (agents_app.leases), runs the oldest queued turn with
+`Runner.run_async` on `DjangoSessionService`, then the next, until the inbox is empty; a
+heartbeat renews the lease meanwhile. Exactly once, as a durable-execution engine promises it:
+
+- A turn's ADK invocation id is recorded with its first stored event. A turn found running with
+  no live worker (the worker died) is *resumed* (`run_async(invocation_id=..., new_message=None)`
+  on a resumable `App`): its message is not stored again, stored tool responses and model
+  replies are not produced again. A turn that stored nothing is simply run.
+- An invocation whose final reply (or the error of a tool that raised) is already stored is
+  not resumed (ADK would call the model again): the turn is closed from what is stored.
+- Tools may still run twice if a worker dies between a tool's side effect and the storing of
+  its response: tools pass `agents_app.tools.idempotency_key(tool_context)` downstream.
 """
 
 from __future__ import annotations
@@ -11,37 +20,39 @@ import asyncio
 import logging
 import traceback
 import uuid
-from datetime import timedelta
+from dataclasses import dataclass
 from typing import Any
 
-from asgiref.sync import sync_to_async
+from asgiref.sync import ThreadSensitiveContext, sync_to_async
 from django.conf import settings
-from django.db import transaction
-from django.db.models import Q
+from django.db import connections, transaction
 from django.utils import timezone
 
 from adkweb.notify import TURN_FAILED, notify
 
 from . import events
-from .models import AdkSession, Turn
+from .leases import Heartbeat, Lease, LeaseLost, current_lease, lease_acquire, lease_release
+from .models import AdkSession, StoredEvent, Turn
 
 logger = logging.getLogger(__name__)
 
 
-def lease_acquire(session_pk: int, owner: str) -> bool:
-    now = timezone.now()
-    until = now + timedelta(seconds=settings.ADKWEB_SESSION_LEASE_SECONDS)
-    free = Q(lease_owner="") | Q(lease_expires_at__lt=now) | Q(lease_owner=owner)
-    return AdkSession.objects.filter(free, pk=session_pk).update(lease_owner=owner, lease_expires_at=until) == 1
+class TurnTimedOut(Exception):
+    """The turn passed ADKWEB_TURN_SOFT_TIME_LIMIT and was stopped."""
 
 
-def lease_release(session_pk: int, owner: str) -> None:
-    AdkSession.objects.filter(pk=session_pk, lease_owner=owner).update(lease_owner="", lease_expires_at=None)
+@dataclass(frozen=True)
+class Plan:
+    """What a claimed turn needs: run it, resume its invocation, or close it from what is stored."""
+
+    action: str  # "run" | "resume" | "done" | "failed"
+    error: str = ""
 
 
 @transaction.atomic
 def turn_claim_next(session_pk: int) -> Turn | None:
-    """The oldest queued turn, marked running; orphans of a dead worker are retried or failed first."""
+    """The oldest owed turn, marked running. A turn still marked running belongs to a worker that
+    died or lost its lease (we hold the lease now): it is claimed again, to be resumed."""
     max_attempts = settings.ADKWEB_MAX_TURN_ATTEMPTS
     for orphan in Turn.objects.select_for_update().filter(session_id=session_pk, status=Turn.Status.RUNNING):
         if orphan.attempts >= max_attempts:
@@ -49,9 +60,8 @@ def turn_claim_next(session_pk: int) -> Turn | None:
         else:
             orphan.status = Turn.Status.QUEUED
             orphan.save(update_fields=["status"])
-    turn = (
-        Turn.objects.select_for_update().filter(session_id=session_pk, status=Turn.Status.QUEUED).order_by("id").first()
-    )
+    owed = Turn.objects.select_for_update().filter(session_id=session_pk, status=Turn.Status.QUEUED)
+    turn = owed.order_by("id").first()
     if turn is None:
         return None
     turn.status = Turn.Status.RUNNING
@@ -78,14 +88,44 @@ def _turn_finish(turn: Turn, status: str, error: str = "") -> None:
     transaction.on_commit(announce, robust=True)
 
 
+def _hold(lease: Lease | None) -> None:
+    """Inside a transaction: lock the session row and make sure the lease is still ours."""
+    if (
+        lease is not None
+        and not AdkSession.objects.select_for_update().filter(pk=lease.session_pk, lease_owner=lease.owner).exists()
+    ):
+        lease.lost = True
+        raise LeaseLost(f"Session {lease.session_pk}: another worker owns this run now.")
+
+
 @transaction.atomic
-def turn_finish(turn_id: int, status: str, error: str = "") -> None:
+def turn_finish(turn_id: int, status: str, error: str = "", lease: Lease | None = None) -> None:
+    _hold(lease)
     _turn_finish(Turn.objects.select_for_update().get(pk=turn_id), status, error)
 
 
 @transaction.atomic
-def turn_requeue(turn_id: int) -> None:
+def turn_requeue(turn_id: int, lease: Lease | None = None) -> None:
+    _hold(lease)
     Turn.objects.filter(pk=turn_id).update(status=Turn.Status.QUEUED)
+
+
+def turn_plan(turn: Turn) -> Plan:
+    """Decide from the stored events whether the turn's invocation is owed more work."""
+    from google.adk.events.event import Event
+
+    if not turn.invocation_id:
+        return Plan("run")  # nothing stored: running the message again repeats nothing
+    last = StoredEvent.objects.filter(turn=turn).order_by("-id").values_list("author", "data").first()
+    if last is None or last[0] == "user":
+        return Plan("resume")
+    event = Event.model_validate(last[1])
+    if event.error_code and not event.content:
+        # A tool (or a callback) raised: ADK stored this error event; resuming would end silently.
+        return Plan("failed", f"{event.error_code}: {event.error_message or ''}".strip()[:2000])
+    if event.actions.end_of_agent or event.is_final_response():
+        return Plan("done")  # the reply (or the pause on a long-running call) is stored
+    return Plan("resume")
 
 
 def app_for_run(app_name: str) -> Any:
@@ -104,9 +144,19 @@ def run_services() -> dict[str, Any]:
     return {"artifact_service": artifact_service(), "memory_service": memory_service()}
 
 
-async def turn_run(turn: Turn) -> None:
-    """One `Runner.run_async` for one turn; stored events are published by the session service's
-    hooks after commit, streaming chunks are published here and never stored."""
+async def turn_run(turn: Turn, *, resume: bool, lease: Lease | None = None) -> None:
+    """One `Runner.run_async` for one turn (or its resumption); stored events are published by the
+    session service after commit, streaming chunks are published here and never stored."""
+    # The turn's database work runs on a thread of its own (asgiref's default is one thread for the
+    # whole process, which serialised every drain of a worker behind the slowest one).
+    async with ThreadSensitiveContext():
+        try:
+            await _turn_run(turn, resume=resume, lease=lease)
+        finally:
+            await sync_to_async(connections.close_all)()
+
+
+async def _turn_run(turn: Turn, *, resume: bool, lease: Lease | None) -> None:
     from google.adk.agents.run_config import RunConfig, StreamingMode
     from google.adk.runners import Runner
     from google.genai import types
@@ -116,54 +166,133 @@ async def turn_run(turn: Turn) -> None:
 
     session = await AdkSession.objects.aget(pk=turn.session_id)
     app = await sync_to_async(app_for_run)(session.app_name)
+    if lease is not None:
+        app = app.model_copy(update={"plugins": [*app.plugins, _lease_guard(lease)]})
     runner = Runner(app=app, app_name=session.app_name, session_service=DjangoSessionService(), **run_services())
     mode = StreamingMode.SSE if turn.streaming else StreamingMode.NONE
-    token = current_turn_id.set(turn.pk)
+    if resume:
+        what: dict[str, Any] = {"invocation_id": turn.invocation_id, "new_message": None}
+    else:
+        # No content: the agent runs again on the session's history (ADK's run without a new message).
+        message = types.Content.model_validate(turn.content) if turn.content else None
+        what = {"new_message": message, "state_delta": turn.state_delta or None}
+    tokens = current_turn_id.set(turn.pk), current_lease.set(lease)
+    limit = asyncio.timeout(settings.ADKWEB_TURN_SOFT_TIME_LIMIT)
     try:
-        async for event in runner.run_async(
-            user_id=session.user_id,
-            session_id=session.session_id,
-            new_message=types.Content.model_validate(turn.content) if turn.content else None,
-            state_delta=turn.state_delta or None,
-            run_config=RunConfig(streaming_mode=mode),
-        ):
-            if event.partial:
-                await events.anotify_partial(session_pk=session.pk, event=partial_event_json(event), turn_id=turn.pk)
+        async with limit:
+            async for event in runner.run_async(
+                user_id=session.user_id,
+                session_id=session.session_id,
+                run_config=RunConfig(streaming_mode=mode),
+                **what,
+            ):
+                if event.partial:
+                    await events.anotify_partial(session_pk=session.pk, event=partial_event_json(event), turn_id=turn.pk)
+    except TimeoutError as exc:
+        if limit.expired():
+            raise TurnTimedOut(
+                f"The turn ran longer than its time limit ({settings.ADKWEB_TURN_SOFT_TIME_LIMIT} s)."
+            ) from exc
+        raise
     finally:
-        current_turn_id.reset(token)
+        current_turn_id.reset(tokens[0])
+        current_lease.reset(tokens[1])
+
+
+def _lease_guard(lease: Lease) -> Any:
+    """An ADK plugin that stops a run before a model or tool call once its lease is known lost."""
+    from google.adk.plugins.base_plugin import BasePlugin
+
+    class LeaseGuard(BasePlugin):
+        async def before_model_callback(self, **kwargs: Any) -> None:
+            lease.check()
+
+        async def before_tool_callback(self, **kwargs: Any) -> None:
+            lease.check()
+
+    return LeaseGuard(name="adkweb_lease_guard")
+
+
+def turn_execute(turn: Turn, lease: Lease) -> bool:
+    """Run, resume or close one claimed turn; False when the drain must stop (lease lost, or an
+    outage of the database or broker: the sweeper brings the turn back later, to be resumed)."""
+    from google.adk.errors._stale_session_error import StaleSessionError
+
+    try:
+        plan = turn_plan(turn)
+        if plan.action in ("done", "failed"):
+            logger.info("Turn %s: its invocation already ended (%s); closing it, not resuming.", turn.pk, plan.action)
+            turn_finish(turn.pk, plan.action, plan.error, lease)
+            return True
+        asyncio.run(turn_run(turn, resume=plan.action == "resume", lease=lease))
+    except LeaseLost:
+        logger.warning("Turn %s: lease lost; leaving the turn to the worker that owns it now.", turn.pk)
+        return False
+    except StaleSessionError:
+        if turn.attempts < settings.ADKWEB_MAX_TURN_ATTEMPTS:
+            logger.info("Turn %s hit a stale session; resuming it after reload.", turn.pk)
+            turn_requeue(turn.pk, lease)
+            return True
+        turn_finish(turn.pk, Turn.Status.FAILED, "The session kept changing under this turn (stale session).", lease)
+    except TurnTimedOut as exc:
+        turn_finish(turn.pk, Turn.Status.FAILED, str(exc), lease)
+    except Exception as exc:
+        if _is_outage(exc):
+            logger.warning("Turn %s cut short by an outage; it will be resumed.", turn.pk, exc_info=True)
+            _requeue_quietly(turn.pk, lease)
+            return False
+        logger.warning("Turn %s failed", turn.pk, exc_info=True)  # a tool or model error must not wedge the session
+        turn_finish(turn.pk, Turn.Status.FAILED, _describe(exc), lease)
+    else:
+        turn_finish(turn.pk, Turn.Status.DONE, "", lease)
+    return True
 
 
 def session_turns_run(session_pk: int) -> int:
-    """Run every queued turn of one session, oldest first; returns how many ran."""
-    from google.adk.errors._stale_session_error import StaleSessionError
-
+    """Run every owed turn of one session, oldest first, under its lease; returns how many ran."""
     owner = uuid.uuid4().hex
     ran = 0
     while lease_acquire(session_pk, owner):
+        lease = Lease(session_pk, owner)
+        go_on = True
         try:
-            while (turn := turn_claim_next(session_pk)) is not None:
-                ran += 1
-                try:
-                    asyncio.run(turn_run(turn))
-                except StaleSessionError:
-                    if turn.attempts < settings.ADKWEB_MAX_TURN_ATTEMPTS:
-                        logger.info("Turn %s hit a stale session; retrying after reload.", turn.pk)
-                        turn_requeue(turn.pk)
-                        continue
-                    turn_finish(
-                        turn.pk, Turn.Status.FAILED, "The session kept changing under this turn (stale session)."
-                    )
-                except Exception as exc:  # a tool or model error must not wedge the session
-                    logger.warning("Turn %s failed", turn.pk, exc_info=True)
-                    turn_finish(turn.pk, Turn.Status.FAILED, _describe(exc))
-                else:
-                    turn_finish(turn.pk, Turn.Status.DONE)
+            with Heartbeat(lease) as heartbeat:
+                while go_on and (turn := turn_claim_next(session_pk)) is not None:
+                    heartbeat.turn_started()
+                    ran += 1
+                    go_on = turn_execute(turn, lease)
         finally:
             lease_release(session_pk, owner)
         # A turn queued between our last look and the release would otherwise wait for the sweeper.
-        if not Turn.objects.filter(session_id=session_pk, status=Turn.Status.QUEUED).exists():
+        if not go_on or not Turn.objects.filter(session_id=session_pk, status=Turn.Status.QUEUED).exists():
             break
     return ran
+
+
+def _is_outage(exc: BaseException) -> bool:
+    """Infrastructure failures (database, broker, channel layer): worth resuming, not the turn's fault."""
+    from django.db import InterfaceError, OperationalError
+
+    names = {f"{type(e).__module__}.{type(e).__name__}" for e in _chain(exc)}
+    kinds = (OperationalError, InterfaceError)
+    return any(isinstance(e, kinds) for e in _chain(exc)) or any(
+        n.startswith(("redis.exceptions.", "kombu.exceptions.OperationalError")) for n in names
+    )
+
+
+def _chain(exc: BaseException) -> list[BaseException]:
+    out: list[BaseException] = []
+    while exc is not None and exc not in out:
+        out.append(exc)
+        exc = exc.__cause__ or exc.__context__  # type: ignore[assignment]
+    return out
+
+
+def _requeue_quietly(turn_id: int, lease: Lease) -> None:
+    try:
+        turn_requeue(turn_id, lease)
+    except Exception:  # the database itself is down: the turn stays running and its lease runs out
+        logger.warning("Turn %s could not be requeued; the sweeper will find it.", turn_id, exc_info=True)
 
 
 def _describe(exc: BaseException) -> str:

@@ -29,7 +29,8 @@ from google.adk.sessions.session import Session
 from google.adk.sessions.state import State
 
 from .events import notify_session_event
-from .models import AdkSession, AppState, StoredEvent, UserState
+from .leases import Lease, LeaseLost, current_lease
+from .models import AdkSession, AppState, StoredEvent, Turn, UserState
 
 # The Turn whose run is storing events (set by the turn runner), recorded on each event row.
 current_turn_id: contextvars.ContextVar[int | None] = contextvars.ContextVar("current_turn_id", default=None)
@@ -232,11 +233,11 @@ class DjangoSessionService(BaseSessionService):
         self._apply_temp_state(session, event)
         event = self._trim_temp_delta_state(event)
         turn_id = current_turn_id.get()
-        await sync_to_async(self._store_event)(session, event, turn_id)
+        await sync_to_async(self._store_event)(session, event, turn_id, current_lease.get())
         return self._commit_event_to_session(session, event)
 
     @transaction.atomic
-    def _store_event(self, session: Session, event: Event, turn_id: int | None) -> None:
+    def _store_event(self, session: Session, event: Event, turn_id: int | None, lease: Lease | None = None) -> None:
         row = (
             AdkSession.objects.select_for_update()
             .filter(app_name=session.app_name, user_id=session.user_id, session_id=session.id)
@@ -249,6 +250,11 @@ class DjangoSessionService(BaseSessionService):
             raise StaleSessionError(STALE_MESSAGE)
         if marker is None and row.update_time > session.last_update_time:
             raise StaleSessionError(STALE_MESSAGE)
+        if lease is not None:  # a worker's run: only the lease owner stores, and storing renews the lease
+            if row.lease_owner != lease.owner:
+                lease.lost = True
+                raise LeaseLost(f"Session {session.id}: another worker owns this run now; nothing stored.")
+            row.lease_expires_at = lease.expiry()
 
         ts = event.timestamp
         if event.actions and event.actions.state_delta:
@@ -270,9 +276,12 @@ class DjangoSessionService(BaseSessionService):
             response_ids=event_response_ids(event),
             turn_id=turn_id,
         )
+        if turn_id is not None and event.invocation_id:
+            # The turn's invocation, recorded with its first event: a crashed run is resumed, not re-run.
+            Turn.objects.filter(pk=turn_id, invocation_id="").update(invocation_id=event.invocation_id)
         row.revision += 1
         row.update_time = max(row.update_time, ts)
-        row.save(update_fields=["state", "revision", "update_time"])
+        row.save(update_fields=["state", "revision", "update_time", "lease_expires_at"])
         for hook in _event_hooks:
             hook(row, stored, event)
         session_pk, event_pk = row.pk, stored.pk

@@ -12,15 +12,31 @@
     def transfer_money(amount: float, recipient: str) -> dict: ...
 
 Admin-configured agents refer to tools by these names.
+
+A tool with an external side effect (a payment, an email) passes `idempotency_key(tool_context)`
+to the system it calls: the key is the same for every execution of one tool call, including a
+re-execution after a worker crash, so that system can refuse the duplicate.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 Confirmation = bool | Callable[..., bool]
+
+
+def idempotency_key(tool_context: Any) -> str:
+    """A stable key for this tool call: the same for every execution of it (a run resumed after a
+    crash replays a stored call under its stored id), different for every other call."""
+    session = tool_context.session
+    call_id = tool_context.function_call_id
+    if not call_id:
+        raise ValueError("idempotency_key needs the ToolContext of a function call.")
+    raw = "\x1f".join((session.app_name, session.user_id, session.id, call_id))
+    return "adkweb-" + hashlib.sha256(raw.encode()).hexdigest()[:40]
 
 
 @dataclass(frozen=True)

@@ -45,6 +45,8 @@ def broker_down() -> Iterator[list[logging.LogRecord]]:
 
 def approval_survives_a_broker_outage(demo: dict, wait: Wait) -> None:
     session, call = _reimbursement_ticket(demo, wait)
+    # The drain that opened the ticket looks for more work until it releases the lease.
+    wait(lambda: AdkSession.objects.get(pk=session.pk).lease_owner == "", what="the session lease to be released")
     with broker_down() as logged:
         approvals.ticket_approve(ticket=call, actor=demo["approver"])
     assert [r.getMessage() for r in logged] == [f"Could not enqueue session {session.pk}; the sweeper will retry."]

@@ -1,0 +1,106 @@
+"""SIGKILL a real `celery worker` at each point of a turn; a new worker (found by `celery beat`'s
+sweeper once the dead worker's lease has run out) resumes every turn within 60 s with default
+settings, each tool runs once, and no event is stored twice.
+
+Every conversation runs the scripted agent (tests/engine_scenarios/crashy.py), which writes a
+file when it reaches its gate and then blocks, so the kill lands exactly there; tools count
+their executions in a file, outside the killed process.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from agents_app import services
+from agents_app.models import StoredEvent, Turn
+from approvals import services as approvals
+from approvals.models import PendingCall
+from tests.conftest import wait_for
+from tests.engine_scenarios import agent_texts, calls, crashy, dialogue, responses
+
+from . import processes
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+POINTS = {  # label -> (message, what the conversation ends with)
+    "call": ("work call gate=after_call", ["done call"]),
+    "resp": ("work resp gate=after_response", ["done resp"]),
+    "ticket": ("signoff ticket gate=after_ticket", ["waiting ticket"]),
+    "model": ("work model gate=in_model", ["done model"]),
+    "error": ("boom error gate=after_error", []),
+    "reply": ("work reply gate=after_reply", ["done reply"]),
+}
+TOOLS = {"call": "side_effect", "resp": "side_effect", "ticket": "request_signoff", "model": "side_effect"}
+TOOLS |= {"error": "broken_tool", "reply": "side_effect"}
+
+
+@pytest.fixture
+def stack(tmp_path, settings, monkeypatch, demo):
+    """Own Redis, a worker in gate-blocking mode and beat, all with default engine settings."""
+    settings.ADKWEB_CODE_AGENTS = {**settings.ADKWEB_CODE_AGENTS, crashy.APP_NAME: crashy.DOTTED}
+    monkeypatch.setenv("ADKWEB_TEST_GATE_DIR", str(tmp_path))
+    redis = processes.RedisServer().start()
+    env = processes.service_env(
+        redis.url,
+        ADKWEB_CODE_AGENTS=f"{crashy.APP_NAME}={crashy.DOTTED}",
+        ADKWEB_TEST_GATE_DIR=str(tmp_path),
+        ADKWEB_TEST_GATE_MODE="block",
+    )
+    producer = processes.producer(redis.url)
+    monkeypatch.setattr(services, "session_enqueue", lambda *, session_pk: processes.send_drain(producer, session_pk))
+    started: list[processes.Service] = []
+
+    def start(kind: str) -> processes.Service:
+        started.append(getattr(processes, kind)(env).start())
+        return started[-1]
+
+    yield start
+    for service in started:
+        service.kill()
+        service.stop()
+    redis.stop()
+
+
+def test_killed_worker_turns_resume_within_60s_and_repeat_nothing(demo, stack, tmp_path):
+    first = stack("worker")
+    stack("beat")
+    sessions = {}
+    for label, (text, _) in POINTS.items():
+        sessions[label] = services.session_create(app_name=crashy.APP_NAME, user_id="requester")
+        services.message_send(session=sessions[label], text=text, actor=demo["requester"], streaming=False)
+    reached = [tmp_path / f"reached-{label}-{POINTS[label][0].split('gate=')[1]}" for label in POINTS]
+    wait_for(lambda: all(p.exists() for p in reached), timeout=60, what=f"every gate: {reached}")
+
+    first.kill()
+    killed_at = time.time()
+    stack("worker")
+    wait_for(
+        lambda: not Turn.objects.filter(status__in=["queued", "running"]).exists(),
+        timeout=90,
+        what="every turn to finish after the kill",
+    )
+    slowest = max(Turn.objects.values_list("finished_at", flat=True)).timestamp() - killed_at
+    print(f"the last turn finished {slowest:.1f} s after the kill")
+    assert slowest < 60, f"the last turn finished {slowest:.1f} s after the kill"
+
+    for label, (text, replies) in POINTS.items():
+        session = sessions[label]
+        turn = Turn.objects.get(session=session)
+        expected = ("failed", "RuntimeError: broken error") if label == "error" else ("done", "")
+        assert (turn.status, turn.error) == expected, label
+        assert turn.attempts == 2, label
+        assert [t for a, t in dialogue(session) if a == "user"] == [text], label  # the message stored once
+        assert agent_texts(session) == replies, label
+        assert [e[:2] for e in crashy.executions() if e[1] == label] == [(TOOLS[label], label)], label
+        assert [c["id"] for c in calls(session)] == [f"call-{label}"], label
+        assert len(responses(session)) == (0 if label == "error" else 1), label
+        ids = list(StoredEvent.objects.filter(session=session).values_list("event_id", flat=True))
+        assert len(ids) == len(set(ids)), label
+
+    # The ticket opened before the kill is answered once, and the agent resumes once.
+    ticket = PendingCall.objects.get(session=sessions["ticket"])
+    approvals.ticket_approve(ticket=ticket, actor=demo["approver"])
+    wait_for(lambda: agent_texts(sessions["ticket"])[-1:] == ["signed ticket"], timeout=30, what="the sign-off")
+    assert [e[:2] for e in crashy.executions() if e[1] == "ticket"] == [("request_signoff", "ticket")]
