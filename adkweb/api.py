@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from pydantic.alias_generators import to_camel
 
 from .errors import Forbidden, Invalid, MethodNotAllowed, Refused, TooLarge, Unauthenticated
+from .storable import check_storable
 
 logger = logging.getLogger(__name__)
 M = TypeVar("M", bound=BaseModel)
@@ -158,11 +159,13 @@ def json_body(request: HttpRequest, *, allow_empty: bool = False) -> Any:
             return None
         raise Invalid("The request body is empty; send a JSON object.")
     try:
-        return json.loads(raw, parse_constant=_no_constants)
+        data = json.loads(raw, parse_constant=_no_constants)
     except (ValueError, UnicodeDecodeError) as exc:
         raise Invalid(f"Malformed JSON in the request body: {exc}.") from exc
     except RecursionError as exc:
         raise Invalid("Malformed JSON in the request body: nested too deeply.") from exc
+    check_storable(data, "The request body")
+    return data
 
 
 def validation_detail(exc: ValidationError) -> str:
@@ -183,6 +186,9 @@ def parse(model: type[M], data: Any) -> M:
         raise Invalid(validation_detail(exc)) from exc
 
 
+MAX_INT = 2**31 - 1
+
+
 def int_param(request: HttpRequest, name: str, default: int, *, low: int = 1, high: int | None = None) -> int:
     raw = request.GET.get(name)
     if raw in (None, ""):
@@ -191,6 +197,7 @@ def int_param(request: HttpRequest, name: str, default: int, *, low: int = 1, hi
         value = int(raw)
     except ValueError as exc:
         raise Invalid(f"Query parameter {name!r} must be an integer, not {raw!r}.") from exc
-    if value < low or (high is not None and value > high):
-        raise Invalid(f"Query parameter {name!r} must be between {low} and {high or 'any'}.")
+    high = MAX_INT if high is None else high  # past a 32-bit int a page's offset overflows the database's
+    if value < low or value > high:
+        raise Invalid(f"Query parameter {name!r} must be between {low} and {high}.")
     return value

@@ -46,6 +46,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "adkweb.storable.StorableUrlMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -88,6 +89,16 @@ if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
     # Several threads (web + in-process worker) write to one file: wait rather than fail.
     DATABASES["default"].setdefault("OPTIONS", {})
     DATABASES["default"]["OPTIONS"].update({"timeout": 20, "transaction_mode": "IMMEDIATE"})
+if DATABASES["default"]["ENGINE"].endswith("postgresql") and env_bool("DATABASE_POOL", True):
+    # Django's psycopg pool, one per process: requests and worker threads wait up to the timeout
+    # for a connection instead of failing with "too many clients". Size it so that
+    # web processes x max + worker processes x max + beat stays under PostgreSQL's
+    # max_connections (100 by default, 3 reserved): e.g. 2 web + 2 workers at 20 = 80.
+    DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
+        "min_size": int(os.environ.get("DATABASE_POOL_MIN_SIZE", "2")),
+        "max_size": int(os.environ.get("DATABASE_POOL_MAX_SIZE", "20")),
+        "timeout": float(os.environ.get("DATABASE_POOL_TIMEOUT", "30")),
+    }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --- Auth -------------------------------------------------------------------------------
@@ -194,6 +205,8 @@ ADKWEB_MAX_TURN_ATTEMPTS = 3
 # how often they re-read the database when the channel layer is silent.
 ADKWEB_API_RUN_TIMEOUT = float(os.environ.get("ADKWEB_API_RUN_TIMEOUT", "120"))
 ADKWEB_API_POLL_SECONDS = float(os.environ.get("ADKWEB_API_POLL_SECONDS", "1.0"))
+# How long an API Idempotency-Key is remembered (a retry with it gets the original answer).
+ADKWEB_IDEMPOTENCY_KEY_HOURS = int(os.environ.get("ADKWEB_IDEMPOTENCY_KEY_HOURS", "24"))
 
 # --- Notifications (email, webhooks, one-tap approval links) -------------------------------
 EMAIL_HOST = os.environ.get("EMAIL_HOST", "")

@@ -243,3 +243,22 @@ class MemoryItem(models.Model):
 
     def __str__(self) -> str:
         return f"memory {self.event_id} of {self.user_id}"
+
+
+class IdempotencyKey(models.Model):
+    """A client's `Idempotency-Key` and the answer it got: a retry with that key gets the same answer."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    key = models.CharField(max_length=255)
+    endpoint = models.CharField(max_length=300, help_text="Method and path the key was used on.")
+    request_hash = models.CharField(max_length=64, help_text="SHA-256 of the endpoint and the request body.")
+    status_code = models.PositiveSmallIntegerField(default=0)
+    response = models.JSONField(null=True, blank=True)
+    turn = models.ForeignKey(Turn, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["user", "key"], name="unique_idempotency_key_per_user")]
+
+    def __str__(self) -> str:
+        return f"{self.key} ({self.endpoint})"

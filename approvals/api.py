@@ -7,6 +7,7 @@ Same rules as the inbox pages: the views parse and call `approvals.services`, wh
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Annotated, Any
 
 from django.http import HttpRequest, JsonResponse
@@ -15,6 +16,8 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr
 
 from adkweb.api import api_view, int_param, json_body, parse
 from adkweb.errors import Invalid, NotFound
+from agents_app import idempotency
+from agents_app.idempotency import Outcome
 
 from . import selectors, services
 from .models import PendingCall, Response
@@ -153,8 +156,9 @@ def pending_call(request: HttpRequest, ticket_id: int) -> JsonResponse:
     return JsonResponse(ticket_json(ticket, responses=selectors.ticket_responses(ticket=ticket)))
 
 
-def _created(response: Response) -> JsonResponse:
-    return JsonResponse(response_json(response), status=201)
+def _created(request: HttpRequest, submit: Callable[[], Response]) -> JsonResponse:
+    """201 with the recorded response; retried with the same Idempotency-Key, the first answer again."""
+    return idempotency.json_answer(idempotency.idempotent(request, lambda: Outcome(201, response_json(submit()))))
 
 
 @api_view("GET", "POST")
@@ -164,9 +168,10 @@ def responses(request: HttpRequest, ticket_id: int) -> JsonResponse:
         return JsonResponse([response_json(r) for r in selectors.ticket_responses(ticket=ticket)], safe=False)
     body = parse(ResponseBody, json_body(request))
     return _created(
-        services.response_submit(
+        request,
+        lambda: services.response_submit(
             ticket=ticket, actor=request.user, payload=body.response, final=body.final, comment=body.comment
-        )
+        ),
     )
 
 
@@ -181,7 +186,8 @@ def approve(request: HttpRequest, ticket_id: int) -> JsonResponse:
     ticket = _visible(request, ticket_id)
     body = parse(ApproveBody, _optional_body(request))
     return _created(
-        services.ticket_approve(ticket=ticket, actor=request.user, comment=body.comment, payload=body.payload)
+        request,
+        lambda: services.ticket_approve(ticket=ticket, actor=request.user, comment=body.comment, payload=body.payload),
     )
 
 
@@ -189,7 +195,9 @@ def approve(request: HttpRequest, ticket_id: int) -> JsonResponse:
 def reject(request: HttpRequest, ticket_id: int) -> JsonResponse:
     ticket = _visible(request, ticket_id)
     body = parse(RejectBody, _optional_body(request))
-    return _created(services.ticket_reject(ticket=ticket, actor=request.user, reason=body.reason or body.comment))
+    return _created(
+        request, lambda: services.ticket_reject(ticket=ticket, actor=request.user, reason=body.reason or body.comment)
+    )
 
 
 @api_view("POST")

@@ -7,6 +7,8 @@ from typing import Any
 
 from django import forms
 
+from adkweb.storable import unstorable
+
 from .models import PendingCall
 from .selectors import InboxFilters
 
@@ -58,6 +60,9 @@ def parse_json_object(text: str, *, label: str = "JSON") -> dict[str, Any]:
         raise forms.ValidationError(f"{label} is not valid JSON: it is nested too deeply.") from exc
     if not isinstance(value, dict):
         raise forms.ValidationError(f'{label} must be a JSON object, e.g. {{"status": "approved"}}.')
+    problem = unstorable(value)
+    if problem:
+        raise forms.ValidationError(f"{label} contains {problem}, which cannot be stored.")
     return value
 
 

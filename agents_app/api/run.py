@@ -22,6 +22,7 @@ from adkweb.errors import Invalid, NotFound
 from approvals import services as approvals
 
 from .. import selectors, services
+from ..idempotency import Outcome, idempotent
 from .schemas import RunAgentRequest, parse_body
 from .sessions import check_app, check_user
 from .watch import Step, TurnWatch, follow
@@ -60,15 +61,24 @@ def _queue(
     session = selectors.adk_session_get(app_name=body.app_name, user_id=body.user_id, session_id=body.session_id)
     if session is None or session.pk != session_pk:
         raise NotFound(f"Session not found: {body.session_id}")
-    if content is None:
-        turn = services.turn_create(
-            session=session, content=None, actor=request.user, state_delta=body.state_delta, streaming=streaming
-        )
-        return turn.pk
-    turn = approvals.message_submit(
-        session=session, content=content, actor=request.user, state_delta=body.state_delta, streaming=streaming
-    )
-    return turn.pk
+
+    def submit() -> Outcome:
+        if content is None:  # the agent runs again on the session's history
+            turn = services.turn_create(
+                session=session, content=None, actor=request.user, state_delta=body.state_delta, streaming=streaming
+            )
+        else:
+            turn = approvals.message_submit(
+                session=session, content=content, actor=request.user, state_delta=body.state_delta, streaming=streaming
+            )
+        return Outcome(200, turn_id=turn.pk)
+
+    # Retried with the same Idempotency-Key: follow the first request's turn instead of queueing another.
+    outcome = idempotent(request, submit)
+    request.idempotent_replayed = outcome.replayed  # type: ignore[attr-defined]
+    if outcome.turn_id is None:
+        raise NotFound("The turn this Idempotency-Key queued no longer exists (its session was deleted).")
+    return outcome.turn_id
 
 
 async def _start(request: HttpRequest, *, sse: bool) -> tuple[TurnWatch, int, bool]:
@@ -98,7 +108,13 @@ async def run(request: HttpRequest) -> HttpResponse:
                 return JsonResponse({"detail": step.data}, status=504)
     finally:
         await watch.stop()
-    return JsonResponse(events, safe=False)
+    return _marked(request, JsonResponse(events, safe=False))
+
+
+def _marked(request: HttpRequest, response: HttpResponse) -> HttpResponse:
+    if getattr(request, "idempotent_replayed", False):
+        response["Idempotent-Replayed"] = "true"
+    return response
 
 
 @api_view("POST")
@@ -107,7 +123,7 @@ async def run_sse(request: HttpRequest) -> HttpResponseBase:
     response = StreamingHttpResponse(_sse(watch, turn_id, partials=streaming), content_type="text/event-stream")
     response["Cache-Control"] = "no-cache"
     response["X-Accel-Buffering"] = "no"
-    return response
+    return _marked(request, response)
 
 
 async def _sse(watch: TurnWatch, turn_id: int, *, partials: bool) -> AsyncIterator[str]:

@@ -207,6 +207,45 @@ def api_json_cases(o: Objs) -> list[tuple[str, str, str, Any]]:
         ("run_sse", "/api/adk/run_sse", "newMessage is a string", {**run, "newMessage": "hi"}),
         ("run_sse", "/api/adk/run_sse", "unknown function response id", msg({"functionResponse": {**fr, "id": "x"}})),
     ]
+    return cases + unstorable_json_cases(o)
+
+
+NUL, SURROGATE, LOW_SURROGATE = "\u0000", "\ud800", "\udfff"  # PostgreSQL text and jsonb take neither
+
+
+def unstorable_json_cases(o: Objs) -> list[tuple[str, str, str, Any]]:
+    """Text that no database column can hold, in every text, JSON value and id the API stores."""
+    t = o.call
+    fr = {"id": t.call_id, "name": t.call_name, "response": {"status": "approved"}}
+    run = {"appName": "reimbursement_agent", "userId": "requester", "sessionId": "s-bad"}
+    text = {**run, "newMessage": {"role": "user", "parts": [{"text": "hi"}]}}
+    sessions = "/api/adk/apps/reimbursement_agent/users/requester/sessions"
+    responses, approve = f"/api/pending-calls/{t.pk}/responses", f"/api/pending-calls/{t.pk}/approve"
+    reject = f"/api/pending-calls/{t.pk}/reject"
+    cases = []
+    for bad, name in ((NUL, "NUL"), (SURROGATE, "a lone surrogate"), (LOW_SURROGATE, "a lone low surrogate")):
+        answer = {
+            **run,
+            "newMessage": {"role": "user", "parts": [{"functionResponse": {**fr, "response": {"s": bad}}}]},
+        }
+        cases += [
+            ("run", "/api/adk/run", f"{name} in the text", {**text, "newMessage": {"parts": [{"text": f"hi{bad}"}]}}),
+            ("run", "/api/adk/run", f"{name} in the session id", {**text, "sessionId": f"s-bad{bad}"}),
+            ("run", "/api/adk/run", f"{name} in the user id", {**text, "userId": f"requester{bad}"}),
+            ("run", "/api/adk/run", f"{name} in a stateDelta value", {**text, "stateDelta": {"k": bad}}),
+            ("run", "/api/adk/run", f"{name} in a stateDelta key", {**text, "stateDelta": {bad: 1}}),
+            ("run", "/api/adk/run", f"{name} in a function response", answer),
+            ("run_sse", "/api/adk/run_sse", f"{name} in the text", {**text, "newMessage": {"parts": [{"text": bad}]}}),
+            ("create session", sessions, f"{name} in the session id", {"sessionId": f"new{bad}"}),
+            ("create session", sessions, f"{name} in the state", {"state": {"k": [bad]}}),
+            ("create session (deprecated)", f"{sessions}/new-one", f"{name} in the state", {"k": bad}),
+            ("responses", responses, f"{name} in the response", {"response": {"status": f"approved{bad}"}}),
+            ("responses", responses, f"{name} in a response key", {"response": {bad: "approved"}}),
+            ("responses", responses, f"{name} in the comment", {"response": {"status": "x"}, "comment": bad}),
+            ("approve", approve, f"{name} in the comment", {"comment": f"ok{bad}"}),
+            ("approve", approve, f"{name} in the payload", {"payload": {"note": bad}}),
+            ("reject", reject, f"{name} in the reason", {"reason": f"no{bad}"}),
+        ]
     return cases
 
 
@@ -362,6 +401,23 @@ def page_cases(o: Objs) -> list[tuple[str, str, str, str, Any]]:
         ("approver", tk("custom"), "body with Infinity", "form", {"custom-body": '{"amount": Infinity}'}),
         ("approver", tk("custom"), "JSON request body", "application/json", json.dumps({"custom-body": "{}"})),
         ("approver", tk("custom"), "body over the upload limit", "form", {"custom-body": TOO_BIG}),
+        ("approver", tk("custom"), "NUL in the body", "form", {"custom-body": '{"status": "ok\\u0000"}'}),
+        ("approver", tk("custom"), "lone surrogate in the body", "form", {"custom-body": '{"status": "\\ud800"}'}),
+        ("approver", tk("custom"), "NUL in a body key", "form", {"custom-body": '{"\\u0000": 1}'}),
+        ("approver", tk("update"), "NUL in extra", "form", {"update-message": "m", "update-extra": '{"a": "\\u0000"}'}),
+        (
+            "approver",
+            tk("update"),
+            "surrogate in extra",
+            "form",
+            {"update-message": "m", "update-extra": '["\\udc00"]'},
+        ),
+        ("approver", tk("approve"), "NUL in the payload", "form", {"approve-payload": '{"a": "\\u0000"}'}),
+        ("approver", tk("reject"), "NUL in the reason", "form", {"reject-reason": "no\u0000"}),
+        ("approver", tk("approve"), "NUL in the comment", "form", {"approve-comment": "ok\u0000"}),
+        ("approver", tk("update"), "NUL in the message", "form", {"update-message": "m\u0000"}),
+        ("requester", msg, "NUL in the text (JSON escape is plain text here)", "form", {"text": "a\u0000b"}),
+        ("requester", tk("custom", i), "NUL in an input field", "form", {"custom-s_model": "m\u0000"}),
         ("requester", tk("custom", i), "input missing a required field", "form", {"custom-s_budget": "5"}),
         (
             "requester",
@@ -411,3 +467,44 @@ def test_login_with_bad_input_rerenders_the_form_with_an_error(db, body):
     assert r.status_code == 200 and "_auth_user_id" not in r.client.session
     if body.get("password") == "nope":
         assert 'class="alert error" role="alert"' in r.content.decode()
+
+
+# -- URLs: unstorable text in paths and query strings, pages out of range -------------------------
+def url_cases(o: Objs) -> list[tuple[str, str, str, bool]]:
+    """(who, method, path, api): each must be refused (API: 400 with a detail), never a 5xx."""
+    sessions = "/api/adk/apps/reimbursement_agent/users/requester/sessions"
+    return [
+        ("approver", "GET", "/api/pending-calls?page=99999999999999999999", True),
+        ("approver", "GET", "/api/pending-calls?page_size=99999999999999999999", True),
+        ("approver", "GET", "/api/pending-calls?agent=a%00b", True),
+        ("approver", "GET", "/api/pending-calls?tool=%00&status=open", True),
+        ("requester", "GET", f"{sessions}/s%00x", True),
+        ("requester", "GET", "/api/adk/apps/reimbursement_agent/users/requester%00/sessions", True),
+        ("requester", "GET", "/api/adk/apps/reimbursement%00agent/users/requester/sessions", True),
+        ("requester", "DELETE", f"{sessions}/s-bad%00", True),
+        ("requester", "POST", f"{sessions}/new%00one", True),
+        ("approver", "GET", "/?page=99999999999999999999", False),
+        ("approver", "GET", "/?agent=%00&tool=%00&kind=%00", False),
+        ("requester", "GET", "/sessions/?page=99999999999999999999", False),
+        ("requester", "GET", "/sessions/?agent=%00&status=%00", False),
+        ("approver", "GET", f"/tickets/{o.call.pk}/?after=%00", False),
+    ]
+
+
+def test_urls_with_unstorable_text_or_pages_out_of_range(objs):
+    failures: list[str] = []
+    for who, method, path, api in url_cases(objs):
+        c = _client(objs, who)
+        with transaction.atomic():
+            before = counts()
+            response = c.generic(method, path, "", content_type="application/json")
+            after = counts()
+            transaction.set_rollback(True)
+        where = f"{method} {path} as {who}"
+        if api:
+            failures += _refusal(where, response, before, after, api=True)
+            if response.status_code != 400:
+                failures.append(f"{where}: {response.status_code}, expected 400")
+        elif response.status_code >= 500 or before != after:
+            failures.append(f"{where}: {response.status_code}")
+    assert not failures, "\n".join(failures)

@@ -1,0 +1,57 @@
+"""Text that every database column can hold. PostgreSQL's text and jsonb refuse U+0000, and no
+UTF-8 encoder takes an unpaired surrogate (a JSON "\\ud800" escape makes one): input carrying
+either is refused with 400 before anything is stored, on SQLite as on PostgreSQL. (Model output
+is not input: the session service stores a NUL it produces as U+FFFD.)"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.utils.deprecation import MiddlewareMixin
+
+from .errors import Invalid
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def unstorable(value: Any) -> str | None:
+    """What is wrong with the first unstorable string in `value` (strings, and dict keys and values
+    and list items at any depth), or None."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if "\x00" in item:
+                return "a NUL character (U+0000)"
+            if _SURROGATE.search(item):
+                return "an unpaired surrogate (U+D800 to U+DFFF)"
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list | tuple):
+            stack.extend(item)
+    return None
+
+
+def check_storable(value: Any, where: str) -> None:
+    """Raise Invalid (400) naming `where` if `value` holds text no database can store."""
+    problem = unstorable(value)
+    if problem:
+        raise Invalid(f"{where} contains {problem}, which cannot be stored; remove it and send again.")
+
+
+class StorableUrlMiddleware(MiddlewareMixin):
+    """Refuse a URL (path or query string) carrying unstorable text before any view looks it up:
+    400 with a JSON detail under /api/, a plain message for pages. (Sync and async capable, so
+    async views and their streams stay async.)"""
+
+    def process_request(self, request: HttpRequest) -> HttpResponse | None:
+        problem = unstorable([request.path, *(x for k, v in request.GET.lists() for x in (k, *v))])
+        if problem is None:
+            return None
+        detail = f"The URL contains {problem}, which no conversation, ticket or filter can hold."
+        if request.path.startswith("/api/"):
+            return JsonResponse({"detail": detail}, status=400)
+        return HttpResponse(detail, status=400, content_type="text/plain; charset=utf-8")

@@ -1,0 +1,29 @@
+"""The bad-input and security sweeps on PostgreSQL: the same corpus and the same tests as
+tests/test_bad_input_sweep.py and tests/test_security_sweep.py (imported, not copied). Issue 8
+found 13 of 124 requests that were refused on SQLite but answered 500 on PostgreSQL (NUL
+characters, unpaired surrogates, page numbers out of range)."""
+
+# ruff: noqa: F401  (imported so that pytest collects them here again, on PostgreSQL)
+from tests.test_bad_input_sweep import (
+    _quiet_request_logs,
+    objs,
+    test_api_raw_garbage_bodies,
+    test_api_wrong_json_for_each_endpoint,
+    test_closed_ticket_is_409_and_changes_nothing,
+    test_login_with_bad_input_rerenders_the_form_with_an_error,
+    test_page_posts_with_bad_input,
+    test_urls_with_unstorable_text_or_pages_out_of_range,
+)
+from tests.test_security_sweep import (
+    test_anonymous_sockets_are_refused_through_the_real_stack_without_scope_user,
+    test_api_token_requests_need_no_csrf_but_a_session_cookie_does,
+    test_every_url_is_in_the_table,
+    test_every_websocket_route_is_in_the_table,
+    test_mallory_on_the_list_socket_gets_no_row_for_the_requesters_session,
+    test_token_in_header_passes_csrf_page_and_api,
+    test_tool_arguments_and_model_output_are_escaped_everywhere,
+    test_unsafe_requests_without_csrf_token_are_refused_everywhere,
+    test_url_role_sweep,
+    test_websocket_routes_refuse_anonymous_and_unauthorised_users,
+    world,
+)
