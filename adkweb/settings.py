@@ -159,6 +159,8 @@ CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# Reconnect to the broker every second after an outage (agents_app.broker.Consumer).
+CELERY_WORKER_CONSUMER = "agents_app.broker:Consumer"
 CELERY_BEAT_SCHEDULE = {
     "requeue-owed-turns": {"task": "agents_app.tasks.turns_requeue_owed", "schedule": 15.0},
     "sweep-owed-notifications": {"task": "notifications.tasks.notifications_sweep", "schedule": 15.0},
@@ -205,6 +207,9 @@ ADKWEB_MAX_TURN_ATTEMPTS = 3
 # how often they re-read the database when the channel layer is silent.
 ADKWEB_API_RUN_TIMEOUT = float(os.environ.get("ADKWEB_API_RUN_TIMEOUT", "120"))
 ADKWEB_API_POLL_SECONDS = float(os.environ.get("ADKWEB_API_POLL_SECONDS", "1.0"))
+# An enqueue the broker refused is retried this often by the process that committed the turn
+# (0: leave it to the sweeper alone).
+ADKWEB_ENQUEUE_RETRY_SECONDS = float(os.environ.get("ADKWEB_ENQUEUE_RETRY_SECONDS", "1"))
 # How long an API Idempotency-Key is remembered (a retry with it gets the original answer).
 ADKWEB_IDEMPOTENCY_KEY_HOURS = int(os.environ.get("ADKWEB_IDEMPOTENCY_KEY_HOURS", "24"))
 

@@ -158,6 +158,9 @@ def session_enqueue(*, session_pk: int) -> bool:
         return True
     except Exception:  # broker down: kombu raises OperationalError and friends
         logger.warning("Could not enqueue session %s; the sweeper will retry.", session_pk, exc_info=True)
+        from .broker import relay_owe
+
+        relay_owe(session_pk)
         return False
 
 

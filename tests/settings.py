@@ -12,6 +12,9 @@ from adkweb.settings import *  # noqa: E402,F403
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 ADKWEB_EMBEDDED_WORKER = False
 ADKWEB_REQUEUE_AFTER_SECONDS = 1
+# The durability scenarios show the sweeper delivering what the broker refused; the in-process
+# relay is shown by tests/integration/test_redis_outage.py (its web server runs with the default).
+ADKWEB_ENQUEUE_RETRY_SECONDS = 0
 
 if DATABASES["default"]["ENGINE"].endswith("sqlite3"):  # noqa: F405
     test_db = os.environ.get("ADKWEB_TEST_SQLITE", f"/tmp/adkweb-test-{os.getpid()}.sqlite3")

@@ -1,0 +1,67 @@
+"""Getting work through a broker outage quickly. The Turn row is the truth and the sweeper (beat)
+re-enqueues owed work, but at its own pace; these two make delivery follow the broker's return
+within a second or two:
+
+- `relay_owe`: an enqueue the broker refused (after the request that queued the turn committed)
+  is retried every ADKWEB_ENQUEUE_RETRY_SECONDS from a thread of the process, until it goes through.
+- `Consumer`: the worker reconnects to the broker every second (kombu backs off to 30 s between
+  tries by default, so a worker could sit idle for half a minute after Redis came back).
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import threading
+import time
+from typing import Any
+
+from celery.worker.consumer import Consumer as CeleryConsumer
+from django.conf import settings
+
+logger = logging.getLogger(__name__)
+_lock = threading.Lock()
+_owed: set[int] = set()
+_relay: threading.Thread | None = None
+
+
+def relay_owe(session_pk: int) -> None:
+    """Remember a session whose enqueue failed and keep trying it in the background."""
+    global _relay
+    every = settings.ADKWEB_ENQUEUE_RETRY_SECONDS
+    if not every:
+        return  # the sweeper alone delivers it
+    with _lock:
+        _owed.add(session_pk)
+        if _relay is None or not _relay.is_alive():
+            _relay = threading.Thread(target=_deliver, args=(every,), name="adkweb-enqueue-relay", daemon=True)
+            _relay.start()
+
+
+def _deliver(every: float) -> None:
+    from .tasks import session_drain
+
+    while True:
+        time.sleep(every)
+        with _lock:
+            pending = sorted(_owed)
+            if not pending:
+                return
+        for session_pk in pending:
+            try:
+                session_drain.delay(session_pk)
+            except Exception:
+                break  # still down: try again later
+            with _lock:
+                _owed.discard(session_pk)
+            logger.info("Enqueued session %s after a broker outage.", session_pk)
+
+
+class Consumer(CeleryConsumer):
+    """Celery's consumer, reconnecting to the broker every second instead of backing off to 30 s."""
+
+    def ensure_connected(self, conn: Any) -> Any:
+        conn.ensure_connection = functools.partial(
+            conn.ensure_connection, interval_start=0.5, interval_step=0.5, interval_max=1
+        )
+        return super().ensure_connected(conn)
