@@ -187,7 +187,8 @@ async def _turn_run(turn: Turn, *, resume: bool, lease: Lease | None) -> None:
                 **what,
             ):
                 if event.partial:
-                    await events.anotify_partial(session_pk=session.pk, event=partial_event_json(event), turn_id=turn.pk)
+                    partial = partial_event_json(event)
+                    await events.anotify_partial(session_pk=session.pk, event=partial, turn_id=turn.pk)
     except TimeoutError as exc:
         if limit.expired():
             raise TurnTimedOut(

@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('agents_app', '0004_role_permissions'),
+        ('agents_app', '0005_artifact'),
     ]
 
     operations = [
