@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from typing import Any
 
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
@@ -33,3 +34,27 @@ async def agroup_send(group: str, message: Mapping[str, object]) -> None:
             await layer.group_send(group, dict(message))
     except Exception:
         logger.warning("Could not publish %s to %s; pages catch up when they reconnect.", message.get("type"), group)
+
+
+LAYER_DOWN = 1011  # websocket close code "server error": clients (htmx's ws extension) reconnect later
+
+
+async def join(consumer: Any, group: str) -> bool:
+    """Join a group and accept the socket. If the channel layer is down, accept and close with
+    1011 (try again later) instead of failing the handshake with a 500; False then."""
+    try:
+        await consumer.channel_layer.group_add(group, consumer.channel_name)
+    except Exception:
+        logger.warning("Could not join %s: the channel layer is down; the socket is closed, to retry.", group)
+        await consumer.accept()
+        await consumer.close(code=LAYER_DOWN)
+        return False
+    await consumer.accept()
+    return True
+
+
+async def leave(consumer: Any, group: str) -> None:
+    try:
+        await consumer.channel_layer.group_discard(group, consumer.channel_name)
+    except Exception:  # the layer is down: its group memberships expire on their own
+        logger.warning("Could not leave %s: the channel layer is down.", group)

@@ -11,6 +11,7 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.template.loader import render_to_string
 
+from adkweb import live
 from adkweb.roles import can_retry_turns, can_view_session
 
 from . import selectors, timeline
@@ -46,11 +47,11 @@ class SessionListConsumer(AsyncWebsocketConsumer):
         self.filters = {"app_name": q.get("agent", ""), "status": q.get("status", "")}
         self.page = _int(q.get("page"), 1)
         self.shown: set[int] = await database_sync_to_async(self._page_pks)()
-        await self.channel_layer.group_add(SESSIONS_GROUP, self.channel_name)
-        await self.accept()
+        if not await live.join(self, SESSIONS_GROUP):
+            return
 
     async def disconnect(self, code: int) -> None:
-        await self.channel_layer.group_discard(SESSIONS_GROUP, self.channel_name)
+        await live.leave(self, SESSIONS_GROUP)
 
     def _page_pks(self) -> set[int]:
         page = selectors.session_page(user=self.user, page=self.page, **self.filters)
@@ -94,13 +95,13 @@ class SessionConsumer(AsyncWebsocketConsumer):
         self.streams: dict[str, int] = {}  # event id -> turn id of streaming cards this socket created
         self.finals: set[str] = set()
         self.group = session_group(self.session_pk)
-        await self.channel_layer.group_add(self.group, self.channel_name)
-        await self.accept()
+        if not await live.join(self, self.group):
+            return
         await self.send(text_data=await database_sync_to_async(self._catch_up)())
 
     async def disconnect(self, code: int) -> None:
         if hasattr(self, "group"):
-            await self.channel_layer.group_discard(self.group, self.channel_name)
+            await live.leave(self, self.group)
 
     def _may_view(self) -> bool:
         session = selectors.session_get(session_pk=self.session_pk)

@@ -12,6 +12,7 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 from django.http import QueryDict
 from django.template.loader import render_to_string
 
+from adkweb import live
 from adkweb.roles import is_approver
 from agents_app import selectors as conversations
 from agents_app.events import session_group
@@ -44,11 +45,11 @@ class InboxConsumer(AsyncWebsocketConsumer):
         self.nav_only = query.get("nav") == "1"
         self.filters = InboxFilterForm(query).filters()
         self.shown, self.at_edge = await self._page_state()
-        await self.channel_layer.group_add(APPROVALS_GROUP, self.channel_name)
-        await self.accept()
+        if not await live.join(self, APPROVALS_GROUP):
+            return
 
     async def disconnect(self, code: int) -> None:
-        await self.channel_layer.group_discard(APPROVALS_GROUP, self.channel_name)
+        await live.leave(self, APPROVALS_GROUP)
 
     @database_sync_to_async
     def _page_state(self) -> tuple[set[int], str | None]:
@@ -103,8 +104,8 @@ class TicketConsumer(AsyncWebsocketConsumer):
         query = QueryDict(self.scope.get("query_string", b"").decode())
         self.last_pk = int(query["after"]) if query.get("after", "").isdigit() else None
         self.group = session_group(ticket.session_id)
-        await self.channel_layer.group_add(self.group, self.channel_name)
-        await self.accept()
+        if not await live.join(self, self.group):
+            return
         if self.last_pk is not None:
             catch_up = await self._render_events_after(self.last_pk)
             if catch_up:
@@ -112,7 +113,7 @@ class TicketConsumer(AsyncWebsocketConsumer):
 
     async def disconnect(self, code: int) -> None:
         if hasattr(self, "group"):
-            await self.channel_layer.group_discard(self.group, self.channel_name)
+            await live.leave(self, self.group)
 
     async def ticket_changed(self, event: dict[str, Any]) -> None:
         await self.send(text_data=await self._render_ticket(event["ticket_id"]))

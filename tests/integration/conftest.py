@@ -109,3 +109,15 @@ def worker(transactional_db, celery_worker_process):
         timeout=30,
         what="turns to finish before teardown",
     )
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _close_connection_pools(django_db_setup):
+    """Close this process's PostgreSQL pool before the test database is dropped (a pooled idle
+    connection would keep it "accessed by other users")."""
+    yield
+    from django.db import connections
+
+    for conn in connections.all():
+        if hasattr(conn, "close_pool"):
+            conn.close_pool()

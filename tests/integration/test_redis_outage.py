@@ -56,12 +56,13 @@ def _browser(user) -> tuple[dict[str, str], dict[str, str]]:
     c.force_login(user)
     csrf = secrets.token_hex(16)
     cookies = {"sessionid": c.cookies["sessionid"].value, "csrftoken": csrf}
-    return cookies, {"X-CSRFToken": csrf, "HX-Request": "true", "Cookie": f"sessionid={cookies['sessionid']}"}
+    return cookies, {"X-CSRFToken": csrf, "HX-Request": "true"}
 
 
-def _ws_handshake(host: str, headers: dict[str, str], path: str) -> str:
+def _ws_handshake(host: str, cookies: dict[str, str], path: str) -> str:
     try:
-        with ws_connect(f"ws://{host}{path}", additional_headers={"Cookie": headers["Cookie"]}, open_timeout=10):
+        cookie = {"Cookie": f"sessionid={cookies['sessionid']}"}
+        with ws_connect(f"ws://{host}{path}", origin=f"http://{host}", additional_headers=cookie, open_timeout=10):
             return "open"
     except Exception as exc:  # InvalidStatus (e.g. 500) or a refused / closed handshake
         return f"{type(exc).__name__}: {exc}"
@@ -79,7 +80,7 @@ def test_decisions_during_a_redis_outage_are_kept_and_every_agent_resumes_within
     api = httpx.Client(base_url=f"http://{host}", headers={"Authorization": f"Token {token}"}, timeout=60)
     cookies, headers = _browser(demo["approver"])
     page = httpx.Client(base_url=f"http://{host}", cookies=cookies, headers=headers, timeout=60)
-    assert _ws_handshake(host, headers, f"/ws/tickets/{tickets[0].pk}/") == "open"
+    assert _ws_handshake(host, cookies, f"/ws/tickets/{tickets[0].pk}/") == "open"
 
     redis.stop()
     down_at = time.monotonic()
@@ -91,14 +92,14 @@ def test_decisions_during_a_redis_outage_are_kept_and_every_agent_resumes_within
             f"/tickets/{tickets[3].pk}/custom/", data={"custom-body": '{"status": "approved"}', "custom-final": "on"}
         ),
     ]
-    during = _ws_handshake(host, headers, f"/ws/tickets/{tickets[0].pk}/")
+    during = _ws_handshake(host, cookies, f"/ws/tickets/{tickets[0].pk}/")
     assert [a.status_code for a in answers] == [201, 201, 200, 200], [a.text[:300] for a in answers]
     assert "500" not in during, during
     time.sleep(max(0.0, OUTAGE - (time.monotonic() - down_at)))
     redis.start()
     up_at = time.time()
 
-    assert _ws_handshake(host, headers, f"/ws/tickets/{tickets[0].pk}/") == "open"
+    assert _ws_handshake(host, cookies, f"/ws/tickets/{tickets[0].pk}/") == "open"
     wait_for(
         lambda: (
             not Turn.objects.filter(status__in=["queued", "running"]).exists()
