@@ -14,6 +14,7 @@ import functools
 import logging
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from celery.worker.consumer import Consumer as CeleryConsumer
@@ -25,8 +26,8 @@ _owed: set[int] = set()
 _relay: threading.Thread | None = None
 
 
-def relay_owe(session_pk: int) -> None:
-    """Remember a session whose enqueue failed and keep trying it in the background."""
+def relay_owe(session_pk: int, send: Callable[[int], object]) -> None:
+    """Remember a session whose enqueue (`send(session_pk)`) failed and keep trying it in the background."""
     global _relay
     every = settings.ADKWEB_ENQUEUE_RETRY_SECONDS
     if not every:
@@ -34,13 +35,11 @@ def relay_owe(session_pk: int) -> None:
     with _lock:
         _owed.add(session_pk)
         if _relay is None or not _relay.is_alive():
-            _relay = threading.Thread(target=_deliver, args=(every,), name="adkweb-enqueue-relay", daemon=True)
+            _relay = threading.Thread(target=_deliver, args=(every, send), name="adkweb-enqueue-relay", daemon=True)
             _relay.start()
 
 
-def _deliver(every: float) -> None:
-    from .tasks import session_drain
-
+def _deliver(every: float, send: Callable[[int], object]) -> None:
     while True:
         time.sleep(every)
         with _lock:
@@ -49,7 +48,7 @@ def _deliver(every: float) -> None:
                 return
         for session_pk in pending:
             try:
-                session_drain.delay(session_pk)
+                send(session_pk)
             except Exception:
                 break  # still down: try again later
             with _lock:

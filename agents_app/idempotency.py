@@ -54,11 +54,11 @@ def idempotent(request: HttpRequest, work: Callable[[], Outcome]) -> Outcome:
     fingerprint = hashlib.sha256(endpoint.encode() + b"\n" + request.body).hexdigest()
     with transaction.atomic():
         expired = timezone.now() - timedelta(hours=settings.ADKWEB_IDEMPOTENCY_KEY_HOURS)
-        IdempotencyKey.objects.filter(user=request.user, key=key, created_at__lt=expired).delete()
+        IdempotencyKey.objects.filter(user_id=_owner(request), key=key, created_at__lt=expired).delete()
         try:
             with transaction.atomic():
                 record = IdempotencyKey.objects.create(
-                    user=request.user, key=key, endpoint=endpoint, request_hash=fingerprint
+                    user_id=_owner(request), key=key, endpoint=endpoint, request_hash=fingerprint
                 )
         except IntegrityError:  # recorded already (perhaps just now, by a concurrent retry)
             record = None
@@ -70,8 +70,15 @@ def idempotent(request: HttpRequest, work: Callable[[], Outcome]) -> Outcome:
     return _replay(request, key, endpoint, fingerprint)
 
 
+def _owner(request: HttpRequest) -> int:
+    pk = request.user.pk
+    if pk is None:  # api_view lets no anonymous request through; say so anyway
+        raise Invalid(f"{HEADER} needs an authenticated caller.")
+    return int(pk)
+
+
 def _replay(request: HttpRequest, key: str, endpoint: str, fingerprint: str) -> Outcome:
-    record = IdempotencyKey.objects.get(user=request.user, key=key)
+    record = IdempotencyKey.objects.get(user_id=_owner(request), key=key)
     if record.endpoint != endpoint or record.request_hash != fingerprint:
         raise Unprocessable(
             f"{HEADER} {key!r} was already used for a different request ({record.endpoint}, "

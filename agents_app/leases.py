@@ -15,7 +15,7 @@ import logging
 import threading
 import time
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import connection
@@ -43,7 +43,7 @@ class Lease:
         if self.lost:
             raise LeaseLost(f"The run lease of session {self.session_pk} was taken over by another worker.")
 
-    def expiry(self) -> object:
+    def expiry(self) -> datetime:
         return timezone.now() + timedelta(seconds=settings.ADKWEB_SESSION_LEASE_SECONDS)
 
 

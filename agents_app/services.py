@@ -151,17 +151,21 @@ def session_enqueue(*, session_pk: int) -> bool:
     """Tell a worker to drain this session's inbox. A broker failure is logged, not raised:
     the queued Turn row is the truth, and the sweeper re-enqueues owed work. Sent by task name
     (routed like `.delay`), so this module and agents_app.tasks, which calls it, import no cycle."""
-    from adkweb.celery import app
-
     try:
-        app.send_task(SESSION_DRAIN_TASK, args=(session_pk,))
+        _send_drain(session_pk)
         return True
     except Exception:  # broker down: kombu raises OperationalError and friends
         logger.warning("Could not enqueue session %s; the sweeper will retry.", session_pk, exc_info=True)
         from .broker import relay_owe
 
-        relay_owe(session_pk)
+        relay_owe(session_pk, _send_drain)  # and every second until the broker takes it
         return False
+
+
+def _send_drain(session_pk: int) -> None:
+    from adkweb.celery import app
+
+    app.send_task(SESSION_DRAIN_TASK, args=(session_pk,))
 
 
 def owed_sessions_enqueue() -> int:

@@ -39,12 +39,12 @@ def outage(transactional_db, layer_down, broker_down):
 
 @pytest.fixture
 def broker_down(monkeypatch):
-    from agents_app import tasks
+    from adkweb.celery import app
 
     def refuse(*args, **kwargs):
         raise ConnectionRefusedError(111, "Connection refused")
 
-    monkeypatch.setattr(tasks.session_drain, "delay", refuse)
+    monkeypatch.setattr(app, "send_task", refuse)
 
 
 def _approver(demo) -> Client:

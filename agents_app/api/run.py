@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, TypeVar
 
 from asgiref.sync import sync_to_async
 from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
@@ -26,6 +26,8 @@ from ..idempotency import Outcome, idempotent
 from .schemas import RunAgentRequest, parse_body
 from .sessions import check_app, check_user
 from .watch import Step, TurnWatch, follow
+
+R = TypeVar("R", bound=HttpResponseBase)
 
 
 def _prepare(request: HttpRequest) -> tuple[RunAgentRequest, int, types.Content | None]:
@@ -111,7 +113,7 @@ async def run(request: HttpRequest) -> HttpResponse:
     return _marked(request, JsonResponse(events, safe=False))
 
 
-def _marked(request: HttpRequest, response: HttpResponse) -> HttpResponse:
+def _marked(request: HttpRequest, response: R) -> R:
     if getattr(request, "idempotent_replayed", False):
         response["Idempotent-Replayed"] = "true"
     return response
