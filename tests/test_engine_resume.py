@@ -156,3 +156,14 @@ def test_a_worker_that_lost_its_lease_stores_nothing_more_and_stops(demo, crashy
     assert agent_texts(session) == ["done g"]
     (first_run, second_run) = crashy.executions()
     assert first_run == second_run  # same call, same idempotency key
+
+
+def test_a_turn_past_its_soft_time_limit_is_stopped_and_failed(demo, crashy_app, settings, monkeypatch):
+    settings.ADKWEB_TURN_SOFT_TIME_LIMIT = 1
+    monkeypatch.setenv("ADKWEB_TEST_SLOW_SECONDS", "2")
+    session = _start("slow h", demo)
+    runner.session_turns_run(session.pk)
+    turn = Turn.objects.get(session=session)
+    assert (turn.status, turn.error) == ("failed", "The turn ran longer than its time limit (1 s).")
+    assert agent_texts(session) == []  # stopped before the model was asked for a reply
+    assert AdkSession.objects.get(pk=session.pk).lease_owner == ""
