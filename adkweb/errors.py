@@ -53,12 +53,6 @@ class Conflict(Refused):
     status = 409
 
 
-class Unprocessable(Refused):
-    """Well-formed, but cannot be taken (e.g. an Idempotency-Key reused for another request)."""
-
-    status = 422
-
-
 class TooLarge(Refused):
     status = 413
 

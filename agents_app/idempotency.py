@@ -20,12 +20,18 @@ from django.db import IntegrityError, transaction
 from django.http import HttpRequest, JsonResponse
 from django.utils import timezone
 
-from adkweb.errors import Invalid, Unprocessable
+from adkweb.errors import Invalid, Refused
 
 from .models import IdempotencyKey
 
 HEADER = "Idempotency-Key"
 KEY_RE = re.compile(r"^[\x21-\x7e]{1,255}$")
+
+
+class KeyReused(Refused):
+    """The Idempotency-Key was used for a different request (HTTP 422, as the IETF draft says)."""
+
+    status = 422
 
 
 @dataclass(frozen=True)
@@ -80,7 +86,7 @@ def _owner(request: HttpRequest) -> int:
 def _replay(request: HttpRequest, key: str, endpoint: str, fingerprint: str) -> Outcome:
     record = IdempotencyKey.objects.get(user_id=_owner(request), key=key)
     if record.endpoint != endpoint or record.request_hash != fingerprint:
-        raise Unprocessable(
+        raise KeyReused(
             f"{HEADER} {key!r} was already used for a different request ({record.endpoint}, "
             f"{record.created_at:%Y-%m-%d %H:%M:%S} UTC); use a new key for a new request."
         )
