@@ -1,10 +1,10 @@
 """The bad-input and security sweeps on PostgreSQL: the same corpus and the same tests as
-tests/test_bad_input_sweep.py and tests/test_security_sweep.py (imported, not copied). Issue 8
+tests/adkweb/test_bad_input_sweep.py and tests/adkweb/test_security_sweep.py (imported, not copied). Issue 8
 found 13 of 124 requests that were refused on SQLite but answered 500 on PostgreSQL (NUL
 characters, unpaired surrogates, page numbers out of range)."""
 
 # ruff: noqa: F401  (imported so that pytest collects them here again, on PostgreSQL)
-from tests.test_bad_input_sweep import (
+from tests.adkweb.test_bad_input_sweep import (
     _quiet_request_logs,
     objs,
     test_api_raw_garbage_bodies,
@@ -14,7 +14,7 @@ from tests.test_bad_input_sweep import (
     test_page_posts_with_bad_input,
     test_urls_with_unstorable_text_or_pages_out_of_range,
 )
-from tests.test_security_sweep import (
+from tests.adkweb.test_security_sweep import (
     test_anonymous_sockets_are_refused_through_the_real_stack_without_scope_user,
     test_api_token_requests_need_no_csrf_but_a_session_cookie_does,
     test_every_url_is_in_the_table,

@@ -11,9 +11,8 @@ from django.test import Client
 from agents_app import services
 from agents_app.models import Turn
 from approvals.models import Response
+from tests.approvals_factories import ticket
 from tests.engine_scenarios import dialogue
-
-from .approvals_factories import ticket
 
 
 def _client(user) -> Client:

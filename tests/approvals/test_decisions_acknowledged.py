@@ -10,8 +10,7 @@ from django.test import Client
 
 from agents_app.models import Turn
 from approvals.models import PendingCall, Response
-
-from .approvals_factories import ticket
+from tests.approvals_factories import ticket
 
 
 class BrokenLayer:
@@ -29,7 +28,7 @@ class BrokenLayer:
 
 @pytest.fixture
 def layer_down(settings):
-    settings.CHANNEL_LAYERS = {"default": {"BACKEND": "tests.test_decisions_acknowledged.BrokenLayer"}}
+    settings.CHANNEL_LAYERS = {"default": {"BACKEND": "tests.approvals.test_decisions_acknowledged.BrokenLayer"}}
 
 
 @pytest.fixture
