@@ -132,8 +132,9 @@ def build_agent(app_name: str) -> Any:
 def build_app(app_name: str) -> Any:
     """The ADK `App` the runner runs for an app name: the single entry point for the runner.
 
-    A code-defined App runs as its author built it (plugins, its own ResumabilityConfig, ...).
-    An App around a code-defined or admin-configured agent runs resumable: a run cut short by a
+    A code-defined App runs as its author built it (plugins, its own ResumabilityConfig, ...), and
+    an agent from ADKWEB_AGENTS_DIR as `adk api_server` runs it (a plain App). adkweb's own agents
+    (admin-configured, or bare agents in ADKWEB_CODE_AGENTS) run resumable: a run cut short by a
     crash continues its invocation by id, stored tool calls and responses not repeated.
     """
     import warnings
@@ -143,6 +144,8 @@ def build_app(app_name: str) -> Any:
     obj = _code_or_config(app_name)
     if isinstance(obj, App):
         return obj
+    if app_name in code_apps.code_apps() and app_name not in code_apps.dotted_apps():
+        return App(name=app_name, root_agent=obj)  # from the agents folder: exactly as adk api_server
     with warnings.catch_warnings():  # ADK marks resumability experimental on every construction
         warnings.simplefilter("ignore")
         return App(name=app_name, root_agent=obj, resumability_config=ResumabilityConfig(is_resumable=True))
