@@ -4,6 +4,8 @@ found 13 of 124 requests that were refused on SQLite but answered 500 on Postgre
 characters, unpaired surrogates, page numbers out of range)."""
 
 # ruff: noqa: F401  (imported so that pytest collects them here again, on PostgreSQL)
+import pytest
+
 from tests.adkweb.test_bad_input_sweep import (
     _quiet_request_logs,
     objs,
@@ -27,3 +29,18 @@ from tests.adkweb.test_security_sweep import (
     test_websocket_routes_refuse_anonymous_and_unauthorised_users,
     world,
 )
+
+
+@pytest.fixture(autouse=True)
+def _own_layer():
+    """A Redis channel layer instance of this module's own: channels_redis serves one event loop
+    at a time per instance, and the live server of an earlier module may still hold the shared one."""
+    from channels.layers import channel_layers
+
+    shared = channel_layers.backends.get("default")
+    channel_layers.backends["default"] = channel_layers.make_backend("default")
+    yield
+    if shared is None:
+        channel_layers.backends.pop("default", None)
+    else:
+        channel_layers.backends["default"] = shared
