@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('agents_app', '0005_artifact'),
+        ('agents_app', '0006_memory_item'),
     ]
 
     operations = [

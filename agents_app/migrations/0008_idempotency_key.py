@@ -8,7 +8,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('agents_app', '0006_turn_invocation_id'),
+        ('agents_app', '0007_turn_invocation_id'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
