@@ -12,7 +12,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from adkweb.celery import app
-from agents_app import services, tasks
+from agents_app import leases, services, tasks
 from agents_app.models import AdkSession, Turn
 from approvals import services as approvals
 from approvals.models import PendingCall
@@ -45,10 +45,14 @@ def broker_down() -> Iterator[list[logging.LogRecord]]:
 
 def approval_survives_a_broker_outage(demo: dict, wait: Wait) -> None:
     session, call = _reimbursement_ticket(demo, wait)
-    # The drain that opened the ticket looks for more work until it releases the lease.
-    wait(lambda: AdkSession.objects.get(pk=session.pk).lease_owner == "", what="the session lease to be released")
+    # The drain that opened the ticket must not see the new turn: it looks for more work once more
+    # after releasing the lease and would run it itself, with no broker message needed. So wait for
+    # the release and hold the session's lease, as a busy worker would, while the approval is made.
+    settle(session, wait)
+    wait(lambda: leases.lease_acquire(session.pk, "scenario"), what="the drain to release the session")
     with broker_down() as logged:
         approvals.ticket_approve(ticket=call, actor=demo["approver"])
+    leases.lease_release(session.pk, "scenario")
     assert [r.getMessage() for r in logged] == [f"Could not enqueue session {session.pk}; the sweeper will retry."]
     call.refresh_from_db()
     assert call.status == PendingCall.Status.APPROVED  # the answer is committed...

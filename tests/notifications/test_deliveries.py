@@ -211,3 +211,23 @@ def test_resend_needs_a_csrf_token(emails):
     admin.get("/settings/notifications/")  # the csrftoken cookie, as a browser would have it
     assert admin.post(f"/notifications/deliveries/{failed.pk}/resend/").status_code == 403
     assert Delivery.objects.get(pk=failed.pk).status == "failed"
+
+
+def test_the_default_retry_schedule_is_six_tries_over_about_43_minutes(monkeypatch):
+    """Tests shorten the delays; the shipped defaults are the issue's: ~10 s, 30 s, 2 min, 10 min, 30 min."""
+    import importlib
+
+    import adkweb.settings
+
+    monkeypatch.delenv("ADKWEB_NOTIFY_RETRY_DELAYS", raising=False)
+    defaults = importlib.reload(adkweb.settings)
+    assert defaults.ADKWEB_NOTIFY_RETRY_DELAYS == [10.0, 30.0, 120.0, 600.0, 1800.0]
+    assert defaults.ADKWEB_APPROVAL_LINK_SECONDS == 24 * 3600
+
+
+def test_retry_delays_follow_the_schedule_with_ten_percent_jitter(settings):
+    from notifications.sending import retry_delay
+
+    settings.ADKWEB_NOTIFY_RETRY_DELAYS = [10.0, 30.0, 120.0, 600.0, 1800.0]
+    for attempt, base in enumerate([10, 30, 120, 600, 1800, 1800], start=1):
+        assert 0.9 * base <= retry_delay(attempt) <= 1.1 * base
