@@ -78,3 +78,15 @@ def test_message_is_accepted_when_the_channel_layer_and_broker_are_down(demo, ou
     r = c.post(f"/sessions/{call.session.pk}/messages/", {"text": "hello?"})
     assert r.status_code in (200, 302), r.content
     assert Turn.objects.filter(session=call.session, status="queued").count() == 1
+
+
+def test_a_run_is_not_failed_by_a_channel_layer_outage(demo, outage):
+    """Issue 8: a run in flight when Redis went away failed for good after its tool had run."""
+    from agents_app import runner, services
+    from tests.engine_scenarios import agent_texts
+
+    session = services.session_create(app_name="stock_agent", user_id="requester")
+    services.message_send(session=session, text="What is the price of GOOG?", actor=demo["requester"])
+    assert runner.session_turns_run(session.pk) == 1  # publishing every event and chunk fails meanwhile
+    assert list(Turn.objects.filter(session=session).values_list("status", "error")) == [("done", "")]
+    assert agent_texts(session) == ["The current price of GOOG is $178.42."]
