@@ -398,3 +398,9 @@ def test_adkweb_differs_artifact_uris_are_adks_artifact_references(adkweb, adk):
     assert uris["adk"][1]["canonicalUri"].startswith("memory://")
     sid, meta = uris["adkweb"]
     assert meta["canonicalUri"] == f"artifact://apps/cmp_stock/users/{USER}/sessions/{sid}/artifacts/a.txt/versions/0"
+
+
+def test_adkweb_differs_no_session_for_an_unknown_app(adkweb, adk):
+    assert adk.http.post(f"/apps/no_such_app/users/{USER}/sessions", json={}).status_code == 200
+    r = adkweb.http.post(f"/apps/no_such_app/users/{USER}/sessions", json={})
+    assert (r.status_code, r.json()) == (404, {"detail": "App not found: no_such_app"})
