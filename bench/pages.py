@@ -72,6 +72,9 @@ def setup(db: str, reseed: bool, n_tickets: int, n_events: int):  # noqa: ANN201
             pg_create(db)
             info = None
     call_command("migrate", verbosity=0, interactive=False)  # also brings a reused database up to date
+    from agents_app.demo.setup import demo_setup
+
+    demo_setup()  # idempotent: roles and demo users as the current code defines them
     if info is None:
         print(f"seeding {db}: {n_tickets} tickets, {n_events} events (once; later runs reuse it) ...", flush=True)
         info = pages_seed.seed(n_tickets, n_events)

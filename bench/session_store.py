@@ -85,8 +85,10 @@ async def timed(step: str, result: Result, calls: list[Callable[[], Awaitable[An
     return out
 
 
-async def run_workload(name: str, service: Any, n_sessions: int, n_events: int, n_lists: int) -> Result:
-    """Create sessions, append events, read them back in full and in part, list them."""
+async def run_workload(
+    name: str, service: Any, n_sessions: int, n_events: int, n_lists: int, app: str = "bench_app"
+) -> Result:
+    """Create sessions, append events, read them back in full and in part, list them (in app `app`)."""
     from google.adk.sessions.base_session_service import GetSessionConfig
 
     result = Result(name)
@@ -96,14 +98,14 @@ async def run_workload(name: str, service: Any, n_sessions: int, n_events: int, 
     sessions = await timed(
         "create_session",
         result,
-        [(lambda u=u: service.create_session(app_name=APP, user_id=u, state={"topic": "bench"})) for u in users],
+        [(lambda u=u: service.create_session(app_name=app, user_id=u, state={"topic": "bench"})) for u in users],
     )
     appends = [(lambda s=s, i=i: service.append_event(s, make_event(i))) for i in range(n_events) for s in sessions]
     await timed("append_event", result, appends)
     got = await timed(
         "get_session (all events)",
         result,
-        [(lambda s=s: service.get_session(app_name=APP, user_id=s.user_id, session_id=s.id)) for s in sessions],
+        [(lambda s=s: service.get_session(app_name=app, user_id=s.user_id, session_id=s.id)) for s in sessions],
     )
     assert all(len(g.events) == n_events for g in got), f"{name}: events missing"
     recent = GetSessionConfig(num_recent_events=10)
@@ -111,36 +113,34 @@ async def run_workload(name: str, service: Any, n_sessions: int, n_events: int, 
         "get_session (last 10)",
         result,
         [
-            (lambda s=s: service.get_session(app_name=APP, user_id=s.user_id, session_id=s.id, config=recent))
+            (lambda s=s: service.get_session(app_name=app, user_id=s.user_id, session_id=s.id, config=recent))
             for s in sessions
         ],
     )
     listed = await timed(
         "list_sessions (one user)",
         result,
-        [(lambda u=u: service.list_sessions(app_name=APP, user_id=u)) for u in (users * n_lists)[:n_lists]],
+        [(lambda u=u: service.list_sessions(app_name=app, user_id=u)) for u in (users * n_lists)[:n_lists]],
     )
     assert all(r.sessions for r in listed), f"{name}: nothing listed"
     await timed(
         "list_sessions (all users)",
         result,
-        [(lambda: service.list_sessions(app_name=APP, user_id=None)) for _ in range(n_lists)],
+        [(lambda: service.list_sessions(app_name=app, user_id=None)) for _ in range(n_lists)],
     )
     return result
 
 
-async def seed_flows(result: Result, service: Any, n_flows: int) -> None:
-    """The seed's flow through ADK's Runner on this store: create a session, the message (-> a
-    long-running call), the approval (-> reimburse): ms per flow (median and p95 over n_flows)."""
+async def seed_flows(results: list[Result], services: list[Any], n_flows: int) -> None:
+    """The seed's flow through ADK's Runner on each store, the stores taking turns flow by flow: create
+    a session, the message (-> a long-running call), the approval (-> reimburse): median and p95 per flow."""
     from google.adk.runners import Runner
     from google.genai import types
 
     sys.path.insert(0, str(ROOT / "bench" / "agents"))
     from bench_reimbursement.agent import root_agent
 
-    runner = Runner(app_name=APP, agent=root_agent, session_service=service)
-
-    async def one() -> float:
+    async def one(service: Any, runner: Any) -> float:
         started = time.perf_counter()
         session = await service.create_session(app_name=APP, user_id="seed")
         text = types.Content(role="user", parts=[types.Part(text=SEED_TEXT)])
@@ -153,11 +153,17 @@ async def seed_flows(result: Result, service: Any, n_flows: int) -> None:
         assert "reimbursed $200.00" in final, final
         return (time.perf_counter() - started) * 1000
 
-    await one()  # warm-up
-    ms = [await one() for _ in range(n_flows)]
-    ordered = sorted(ms)
-    result.ms_per_op["seed flow (median)"] = ordered[len(ordered) // 2]
-    result.ms_per_op["seed flow (p95)"] = ordered[min(len(ordered) - 1, int(len(ordered) * 0.95))]
+    runners = [Runner(app_name=APP, agent=root_agent, session_service=svc) for svc in services]
+    ms: list[list[float]] = [[] for _ in services]
+    for i in range(n_flows + 1):  # the first round is a warm-up
+        for k in [(i + j) % len(services) for j in range(len(services))]:
+            elapsed = await one(services[k], runners[k])
+            if i:
+                ms[k].append(elapsed)
+    for result, values in zip(results, ms, strict=True):
+        ordered = sorted(values)
+        result.ms_per_op["seed flow (median)"] = ordered[len(ordered) // 2]
+        result.ms_per_op["seed flow (p95)"] = ordered[min(len(ordered) - 1, int(len(ordered) * 0.95))]
 
 
 def print_table(results: list[Result], baselines: list[str], header: str) -> None:
@@ -179,7 +185,7 @@ def print_table(results: list[Result], baselines: list[str], header: str) -> Non
 
 
 async def main_async(args: argparse.Namespace, tmp: Path, adk_db_url: str) -> list[Result]:
-    """Run the same workload on each backend, one after another."""
+    """Run the same workload on each backend, interleaved."""
     from asgiref.sync import sync_to_async
     from django.db import connections
     from google.adk.sessions.in_memory_session_service import InMemorySessionService
@@ -197,11 +203,20 @@ async def main_async(args: argparse.Namespace, tmp: Path, adk_db_url: str) -> li
 
         backends.append(("adk database", DatabaseSessionService(db_url=adk_db_url)))
     backends.append(("adkweb django", DjangoSessionService()))
+    # Each repetition runs the workload on every backend, in a rotating order (in an app of its own, so
+    # lists do not grow); each step's figure is its median over the repetitions. Load from the rest of
+    # the machine then falls on all backends alike.
+    runs: list[list[Result]] = [[] for _ in backends]
+    for rep in range(args.repeat):
+        for k in [(rep + j) % len(backends) for j in range(len(backends))]:
+            name, service = backends[k]
+            runs[k].append(await run_workload(name, service, *workload, app=f"{APP}_{rep}"))
     results = []
-    for name, service in backends:
-        result = await run_workload(name, service, *workload)
-        await seed_flows(result, service, args.flows)
-        results.append(result)
+    for (name, _), reps in zip(backends, runs, strict=True):
+        steps = reps[0].ms_per_op
+        results.append(Result(name, {step: sorted(r.ms_per_op[step] for r in reps)[len(reps) // 2] for step in steps}))
+    await seed_flows(results, [service for _, service in backends], args.flows)
+    for _, service in backends:
         if hasattr(service, "close"):
             await service.close()
     await sync_to_async(connections.close_all)()
@@ -239,6 +254,7 @@ def main() -> None:
     parser.add_argument("--events", type=int, default=25, help="events appended to each session (default 25)")
     parser.add_argument("--lists", type=int, default=20, help="list_sessions calls per variant (default 20)")
     parser.add_argument("--flows", type=int, default=30, help="seed flows through the Runner per store (default 30)")
+    parser.add_argument("--repeat", type=int, default=3, help="repetitions of the workload, interleaved (default 3)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="adkweb-bench-") as tmpdir:
         tmp = Path(tmpdir)
@@ -253,7 +269,8 @@ def main() -> None:
             results = asyncio.run(main_async(args, tmp, adk_db_url))
             where = f"{connection.vendor} ({connection.settings_dict['NAME']})"
             header = (
-                f"{args.sessions} sessions x {args.events} events, {args.lists} lists, {args.flows} seed flows; "
+                f"{args.sessions} sessions x {args.events} events, {args.lists} lists (median of {args.repeat} "
+                f"interleaved repetitions), {args.flows} seed flows (interleaved); "
                 f"DjangoSessionService on {where}; ADK sqlite on a temp file"
                 + (f"; ADK DatabaseSessionService on {ADK_DB} (asyncpg)" if adk_db_url else "")
             )
