@@ -289,7 +289,9 @@ def worker_phase(name: str, sessions: list[Any], per_session: int, parallel: boo
         stages["queue"].append((t.started_at - t.created_at).total_seconds() * 1000)
         stages["run"].append((t.finished_at - t.started_at).total_seconds() * 1000)
         stages["publish"].append((s.observed - t.finished_at.timestamp()) * 1000)
-    stored = StoredEvent.objects.filter(session__in=[s.pk for s in sessions]).count()
+    # The worker runs a resumable ADK App, which also stores a content-less end-of-agent marker per turn.
+    rows = StoredEvent.objects.filter(session__in=[s.pk for s in sessions])
+    stored = rows.count() - rows.filter(data__actions__end_of_agent=True).count()
     if stored != EVENTS_PER_TURN * len(samples):
         raise RuntimeError(f"{name}: {stored} events stored for {len(samples)} turns")
     return Row(name, [s.ms for s in samples], wall, {k: pct(v, 0.5) for k, v in stages.items()})
