@@ -18,16 +18,19 @@ STAFF_OBSERVERS = "staff observers"
 DECIDE_TICKETS = "approvals.decide_tickets"  # declared on approvals.PendingCall
 VIEW_ALL_SESSIONS = "agents_app.view_all_sessions"  # declared on agents_app.AdkSession
 CONFIGURE_AGENTS = "agents_app.change_agentconfig"  # Django's own, on agents_app.AgentConfig
+MANAGE_POLICIES = "approvals.change_policy"  # Django's own, on approvals.Policy (approval policies)
 
 ROLE_PERMISSIONS: dict[str, tuple[str, ...]] = {
     APPROVERS: (DECIDE_TICKETS,),
     STAFF_OBSERVERS: (VIEW_ALL_SESSIONS,),
-    # With staff status, an agent admin edits agents in the Django admin, and nothing else.
+    # With staff status, an agent admin edits agents and approval policies in the Django admin (and
+    # on the Policies page), sees and revokes standing grants, and nothing else.
     AGENT_ADMINS: tuple(
-        f"agents_app.{action}_{model}"
-        for model in ("agentconfig", "agenttoollink")
+        f"{app}.{action}_{model}"
+        for app, model in (("agents_app", "agentconfig"), ("agents_app", "agenttoollink"), ("approvals", "policy"))
         for action in ("add", "change", "delete", "view")
-    ),
+    )
+    + ("approvals.view_standinggrant", "approvals.change_standinggrant"),
 }
 
 
@@ -42,6 +45,11 @@ def is_approver(user: Any) -> bool:
 
 def is_agent_admin(user: Any) -> bool:
     return _has(user, CONFIGURE_AGENTS)
+
+
+def is_policy_admin(user: Any) -> bool:
+    """Edits approval policies (agent admins) and revokes anyone's standing grants."""
+    return _has(user, MANAGE_POLICIES)
 
 
 def is_observer(user: Any) -> bool:

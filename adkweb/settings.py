@@ -154,16 +154,24 @@ CELERY_TASK_DEFAULT_QUEUE = "agents"
 # Notifications have a queue of their own: a slow SMTP server or webhook never delays an agent's turn.
 # A worker started without -Q consumes both (the embedded one does); see the Procfile.
 CELERY_TASK_QUEUES = (Queue("agents"), Queue("notifications"))
-CELERY_TASK_ROUTES = {"agents_app.tasks.*": {"queue": "agents"}, "notifications.tasks.*": {"queue": "notifications"}}
+CELERY_TASK_ROUTES = {
+    "agents_app.tasks.*": {"queue": "agents"},
+    "notifications.tasks.*": {"queue": "notifications"},
+    "approvals.tasks.*": {"queue": "agents"},
+}
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # Reconnect to the broker every second after an outage (agents_app.broker.Consumer).
 CELERY_WORKER_CONSUMER = "agents_app.broker:Consumer"
+# How often tickets' reminders, escalations and expiry are looked for (approval policies).
+ADKWEB_DEADLINE_SWEEP_SECONDS = float(os.environ.get("ADKWEB_DEADLINE_SWEEP_SECONDS", "10"))
+# What beat sends in services mode; in embedded mode the sweeper thread sends the same tasks.
 CELERY_BEAT_SCHEDULE = {
     "requeue-owed-turns": {"task": "agents_app.tasks.turns_requeue_owed", "schedule": 15.0},
     "sweep-owed-notifications": {"task": "notifications.tasks.notifications_sweep", "schedule": 15.0},
+    "ticket-deadlines": {"task": "approvals.tasks.deadlines_sweep", "schedule": ADKWEB_DEADLINE_SWEEP_SECONDS},
 }
 # Start a Celery worker thread (and the owed-work sweeper) inside the ASGI process.
 ADKWEB_EMBEDDED_WORKER = env_bool("ADKWEB_EMBEDDED_WORKER", EMBEDDED)

@@ -175,3 +175,26 @@ def app_info(app_name: str) -> AppInfo:
         agent_tools=[(link.child.name, link.skip_summarization) for link in config.agent_tools.select_related("child")],
         config_id=config.pk,
     )
+
+
+def tool_parameters(app_name: str, tool_name: str) -> dict[str, Any] | None:
+    """The JSON schema of a tool's parameters as the model sees them (its declaration), or None when
+    the tool is unknown or declares none. Registered tools are read from the registry; a code
+    agent's own tools from the built agent."""
+    decl: Any = None
+    try:
+        if tool_name in registry:
+            decl = registry.get(tool_name).build()._get_declaration()
+        else:
+            tools = {getattr(t, "name", ""): t for t in getattr(build_agent(app_name), "tools", []) or []}
+            tool = tools.get(tool_name)
+            decl = tool._get_declaration() if tool is not None and hasattr(tool, "_get_declaration") else None
+    except Exception:  # an agent or tool that cannot be built has no form: callers fall back
+        return None
+    if decl is None:
+        return None
+    if decl.parameters_json_schema is not None:
+        return dict(decl.parameters_json_schema)
+    if decl.parameters is not None:
+        return decl.parameters.model_dump(mode="json", exclude_none=True)
+    return None

@@ -1,11 +1,13 @@
 """Embedded mode: a real Celery worker (threads pool, memory broker) inside the serving process,
-plus a small sweeper thread standing in for `celery beat`."""
+plus a small sweeper thread standing in for `celery beat`: it sends every task of
+`CELERY_BEAT_SCHEDULE`, each at its own interval, to the in-process worker."""
 
 from __future__ import annotations
 
 import logging
 import threading
 import time
+from typing import Any
 
 logger = logging.getLogger(__name__)
 _lock = threading.Lock()
@@ -34,21 +36,24 @@ def start_embedded_worker(concurrency: int = 2, sweep_every: float = 5.0) -> Non
 
 
 def _sweep_forever(every: float) -> None:
-    from django.db import close_old_connections
+    from django.conf import settings
 
     from adkweb.celery import app
 
-    from .services import owed_sessions_enqueue
-
-    def notifications_sweep() -> None:  # by name: this app does not import notifications
-        app.send_task("notifications.tasks.notifications_sweep")
-
+    # At most `every` apart: one process, so no load to spare by waiting longer.
+    beat: dict[str, dict[str, Any]] = settings.CELERY_BEAT_SCHEDULE
+    schedule = {name: min(float(entry["schedule"]), every) for name, entry in beat.items()}
+    tasks = {name: str(entry["task"]) for name, entry in beat.items()}
+    tick = min([every, *schedule.values()])
+    next_at = {name: time.monotonic() + period for name, period in schedule.items()}
     while True:
-        time.sleep(every)
-        for sweep in (owed_sessions_enqueue, notifications_sweep):  # what beat sends in services mode
+        time.sleep(tick)
+        now = time.monotonic()
+        for name, due in next_at.items():
+            if now < due:
+                continue
+            next_at[name] = now + schedule[name]
             try:
-                sweep()
+                app.send_task(tasks[name])
             except Exception:
-                logger.warning("Sweeper pass %s failed", sweep.__name__, exc_info=True)
-            finally:
-                close_old_connections()
+                logger.warning("Sweeper could not send %s", tasks[name], exc_info=True)

@@ -1,21 +1,38 @@
+from typing import Any
+
 from django.contrib import admin
 
-from .models import PendingCall, Response
+from .models import PendingCall, Policy, Response, StandingGrant, TicketActivity
+from .policies import policy_bump_version
+from .policy_forms import PolicyForm
+from .rules import policy_json
 
 
 class ResponseInline(admin.TabularInline):
     model = Response
     extra = 0
     can_delete = False
-    readonly_fields = ["action", "payload", "final", "comment", "actor", "turn", "created_at"]
+    readonly_fields = ["action", "payload", "final", "comment", "actor", "source", "grant", "turn", "created_at"]
+    fields = tuple(readonly_fields)
 
     def has_add_permission(self, request, obj=None) -> bool:
         return False  # responses are sent from the ticket page or the API, which requeue the agent
 
 
+class ActivityInline(admin.TabularInline):
+    model = TicketActivity
+    extra = 0
+    can_delete = False
+    readonly_fields = ["kind", "actor", "message", "created_at"]
+    fields = tuple(readonly_fields)
+
+    def has_add_permission(self, request, obj=None) -> bool:
+        return False  # history is written by what happens to the ticket
+
+
 @admin.register(PendingCall)
 class PendingCallAdmin(admin.ModelAdmin):
-    list_display = ["id", "app_name", "tool_name", "kind", "requester", "status", "created_at"]
+    list_display = ["id", "app_name", "tool_name", "kind", "requester", "status", "policy_name", "created_at"]
     list_filter = ["status", "kind", "app_name"]
     search_fields = ["call_id", "tool_name", "requester"]
     readonly_fields = [
@@ -29,10 +46,60 @@ class PendingCallAdmin(admin.ModelAdmin):
         "call_name",
         "tool_name",
         "args",
+        "edited_args",
+        "edited_by",
         "initial_response",
         "status",
+        "policy",
+        "policy_name",
+        "policy_version",
+        "required_approvals",
+        "four_eyes",
+        "due_at",
+        "escalated_at",
         "created_at",
         "closed_at",
         "closed_by",
     ]
-    inlines = [ResponseInline]
+    exclude = ["approver_groups", "escalation_groups", "policy_rules"]
+    inlines = [ResponseInline, ActivityInline]
+
+
+@admin.register(Policy)
+class PolicyAdmin(admin.ModelAdmin):
+    """Agent admins edit policies here or on the Policies page; both use PolicyForm's checks."""
+
+    form = PolicyForm
+    list_display = [
+        "name",
+        "enabled",
+        "agent",
+        "tool",
+        "kind",
+        "condition",
+        "priority",
+        "required_approvals",
+        "version",
+    ]
+    list_filter = ["enabled", "agent", "kind"]
+    search_fields = ["name", "tool", "condition"]
+    readonly_fields = ["version", "updated_by", "updated_at"]
+
+    def save_model(self, request: Any, obj: Policy, form: Any, change: bool) -> None:
+        self._before = policy_json(Policy.objects.get(pk=obj.pk)) if change else None
+        obj.updated_by = request.user
+        super().save_model(request, obj, form, change)
+
+    def save_related(self, request: Any, form: Any, formsets: Any, change: bool) -> None:
+        super().save_related(request, form, formsets, change)
+        policy_bump_version(policy=form.instance, before=getattr(self, "_before", None))
+
+
+@admin.register(StandingGrant)
+class StandingGrantAdmin(admin.ModelAdmin):
+    list_display = ["id", "tool_name", "scope", "requester", "created_by", "expires_at", "revoked_at"]
+    list_filter = ["scope", "app_name", "tool_name"]
+    readonly_fields = [f.name for f in StandingGrant._meta.fields if f.name not in ("revoked_at", "revoked_by")]
+
+    def has_add_permission(self, request: Any) -> bool:
+        return False  # given with an approval (ticket page or API)

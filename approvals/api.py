@@ -2,24 +2,27 @@
 
 Same rules as the inbox pages: the views parse and call `approvals.services`, whose refusals
 (`adkweb.errors`) `api_view` answers as `{"detail": ...}`: 400 (bad body for the ticket's kind),
-403 (may not answer), 404 (missing or not visible), 409 (already closed).
+403 (may see it but not answer it: not in its groups' decision, the requester under four-eyes, an
+approval that already counts), 404 (missing, or not in the caller's sight), 409 (already closed, or
+a stale `argsHash`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from django.http import HttpRequest, JsonResponse
 from django.urls import reverse
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr
 
 from adkweb.api import api_view, int_param, json_body, parse
 from adkweb.errors import Invalid, NotFound
 from agents_app import idempotency
 from agents_app.idempotency import Outcome
 
-from . import selectors, services
+from . import edits, selectors, services
+from .grants import GrantSpec
 from .models import PendingCall, Response
 
 DEFAULT_PAGE_SIZE = 50
@@ -31,20 +34,33 @@ class _Body(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+Hash = Annotated[StrictStr, Field(min_length=64, max_length=64)]
+
+
+class GrantSpecBody(_Body):
+    scope: Literal["session", "user"]
+    minutes: StrictInt
+
+
 class ResponseBody(_Body):
     response: dict[str, Any]
     final: StrictBool = True
     comment: Text = ""
+    argsHash: Hash | None = None  # the API's own camelCase: the arguments the caller saw
 
 
 class ApproveBody(_Body):
     comment: Text = ""
     payload: dict[str, Any] | None = None  # confirmations: the payload the tool receives
+    argsHash: Hash | None = None
+    editedArgs: dict[str, Any] | None = None  # approve these arguments instead (the agent gets them)
+    grant: GrantSpecBody | None = None  # and allow the tool for a while (standing grant)
 
 
 class RejectBody(_Body):
     reason: Text = ""
     comment: Text = ""  # accepted as a synonym of reason
+    argsHash: Hash | None = None
 
 
 def _iso(value: Any) -> str | None:
@@ -86,10 +102,34 @@ def ticket_json(ticket: PendingCall, *, responses: list[Response] | None = None)
         "updated_at": _iso(ticket.updated_at),
         "closed_at": _iso(ticket.closed_at),
         "closed_by": _username(ticket.closed_by),
+        **policy_fields(ticket),
     }
     if responses is not None:
         data["responses"] = [response_json(r) for r in responses]
     return data
+
+
+def policy_fields(ticket: PendingCall) -> dict[str, Any]:
+    """What a ticket's policy made of it (camelCase, as the policies API)."""
+    policy = {"id": ticket.policy_id, "name": ticket.policy_name, "version": ticket.policy_version}
+    return {
+        "policy": policy if ticket.policy_name else None,
+        "requiredApprovals": ticket.required_approvals,
+        "approvals": [
+            {"who": _username(r.actor), "when": _iso(r.created_at), "source": r.source}
+            for r in selectors.ticket_approvals(ticket=ticket)
+        ],
+        "fourEyes": ticket.four_eyes,
+        "approverGroups": selectors.ticket_approver_groups(ticket=ticket),
+        "dueAt": _iso(ticket.due_at),
+        "remindAt": _iso(ticket.remind_at),
+        "escalateAt": _iso(ticket.escalate_at),
+        "escalatedAt": _iso(ticket.escalated_at),
+        "argsHash": ticket.args_hash,
+        "editedArgs": ticket.edited_args,
+        "editedBy": _username(ticket.edited_by),
+        "editedAt": _iso(ticket.edited_at),
+    }
 
 
 def response_json(response: Response) -> dict[str, Any]:
@@ -103,6 +143,10 @@ def response_json(response: Response) -> dict[str, Any]:
         "actor": _username(response.actor),
         "turn": response.turn_id,
         "created_at": _iso(response.created_at),
+        "source": response.source,
+        "grant": response.grant_id,
+        "argsHash": response.args_hash or None,
+        "editedArgs": response.edited_args,
     }
 
 
@@ -170,7 +214,12 @@ def responses(request: HttpRequest, ticket_id: int) -> JsonResponse:
     return _created(
         request,
         lambda: services.response_submit(
-            ticket=ticket, actor=request.user, payload=body.response, final=body.final, comment=body.comment
+            ticket=ticket,
+            actor=request.user,
+            payload=body.response,
+            final=body.final,
+            comment=body.comment,
+            args_hash=body.argsHash,
         ),
     )
 
@@ -185,9 +234,20 @@ def _optional_body(request: HttpRequest) -> Any:
 def approve(request: HttpRequest, ticket_id: int) -> JsonResponse:
     ticket = _visible(request, ticket_id)
     body = parse(ApproveBody, _optional_body(request))
+    grant = GrantSpec(scope=body.grant.scope, minutes=body.grant.minutes) if body.grant else None
+    if body.editedArgs is not None and edits.params(ticket) is None:
+        raise edits.InvalidEdit(f"The arguments of ticket #{ticket.pk} cannot be edited.")
     return _created(
         request,
-        lambda: services.ticket_approve(ticket=ticket, actor=request.user, comment=body.comment, payload=body.payload),
+        lambda: services.ticket_approve(
+            ticket=ticket,
+            actor=request.user,
+            comment=body.comment,
+            payload=body.payload,
+            args_hash=body.argsHash,
+            edited_args=body.editedArgs,
+            grant=grant,
+        ),
     )
 
 
@@ -195,8 +255,10 @@ def approve(request: HttpRequest, ticket_id: int) -> JsonResponse:
 def reject(request: HttpRequest, ticket_id: int) -> JsonResponse:
     ticket = _visible(request, ticket_id)
     body = parse(RejectBody, _optional_body(request))
+    reason = body.reason or body.comment
     return _created(
-        request, lambda: services.ticket_reject(ticket=ticket, actor=request.user, reason=body.reason or body.comment)
+        request,
+        lambda: services.ticket_reject(ticket=ticket, actor=request.user, reason=reason, args_hash=body.argsHash),
     )
 
 

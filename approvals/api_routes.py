@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict
 
 from adkweb.routes import Op, Route
 
-from . import api
+from . import api, policy_routes
 
 
 class _Out(BaseModel):
@@ -34,6 +34,26 @@ class TicketResponse(_Out):
     actor: str | None
     turn: int | None
     created_at: str | None
+    source: str
+    grant: int | None
+    argsHash: str | None
+    editedArgs: dict[str, Any] | None
+
+
+class TicketPolicy(_Out):
+    """The policy (and its version) that gave the ticket its rules."""
+
+    id: int | None
+    name: str
+    version: int | None
+
+
+class TicketApproval(_Out):
+    """One approval that counts toward the ticket's required approvals."""
+
+    who: str | None
+    when: str | None
+    source: str
 
 
 class Ticket(_Out):
@@ -60,6 +80,19 @@ class Ticket(_Out):
     updated_at: str | None
     closed_at: str | None
     closed_by: str | None
+    policy: TicketPolicy | None
+    requiredApprovals: int  # the API's own camelCase, as the policies API
+    approvals: list[TicketApproval]
+    fourEyes: bool
+    approverGroups: list[str]
+    dueAt: str | None
+    remindAt: str | None
+    escalateAt: str | None
+    escalatedAt: str | None
+    argsHash: str
+    editedArgs: dict[str, Any] | None
+    editedBy: str | None
+    editedAt: str | None
     responses: list[TicketResponse] | None = None
 
 
@@ -162,3 +195,4 @@ ROUTES = [
         ),
     ),
 ]
+ROUTES += policy_routes.ROUTES

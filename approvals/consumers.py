@@ -13,14 +13,13 @@ from django.http import QueryDict
 from django.template.loader import render_to_string
 
 from adkweb import live
-from adkweb.roles import is_approver
 from agents_app import selectors as conversations
 from agents_app.events import session_group
 
 from . import selectors
 from .events import APPROVALS_GROUP
 from .forms import InboxFilterForm
-from .permissions import can_view_ticket
+from .permissions import can_view_ticket, works_inbox
 
 TICKET_CARD = "agents_app/partials/ticket_card.html"
 LIVE = "approvals/partials/live.html"
@@ -37,7 +36,7 @@ class InboxConsumer(AsyncWebsocketConsumer):
 
     async def connect(self) -> None:
         user = self.scope.get("user")
-        if not await database_sync_to_async(is_approver)(user):
+        if not await database_sync_to_async(works_inbox)(user):
             await self.close(code=REFUSED)
             return
         self.user = user
@@ -71,7 +70,7 @@ class InboxConsumer(AsyncWebsocketConsumer):
     def _render_change(self, ticket_id: int) -> list[str]:
         """Frames to send. Table rows travel alone in their frame: an HTML fragment that starts with
         another element is parsed in body mode, where <tr>/<tbody> tags are dropped."""
-        frames = [_nav_count_html(selectors.open_ticket_count())]
+        frames = [_nav_count_html(selectors.open_ticket_count(user=self.user))]
         ticket = None if self.nav_only else selectors.ticket_get(ticket_id=ticket_id)
         if ticket is None:
             return frames
@@ -155,8 +154,8 @@ class TicketConsumer(AsyncWebsocketConsumer):
             ctx = {**ticket_context(ticket, self.user), "oob": True}
             parts = ["status", "history", "activity"] + ([] if ticket.is_open else ["actions"])
             html += "".join(render_to_string(f"approvals/ticket.html#{p}", ctx) for p in parts)
-        if is_approver(self.user):
-            html += _nav_count_html(selectors.open_ticket_count())
+        if works_inbox(self.user):
+            html += _nav_count_html(selectors.open_ticket_count(user=self.user))
         return html
 
     @database_sync_to_async

@@ -1,13 +1,20 @@
-"""Live updates for tickets: the approvals inbox group and its typed payload."""
+"""Live updates for tickets (the approvals inbox group and its typed payload), and a ticket's
+deadlines told to the notifications (`adkweb.notify`: ticket.reminder, ticket.escalated, ticket.expired)."""
 
 from __future__ import annotations
 
-from typing import Literal, TypedDict
+from typing import Any, Literal, TypedDict
+
+from django.db import transaction
 
 from adkweb.live import group_send
+from adkweb.notify import TICKET_ESCALATED, TICKET_EXPIRED, TICKET_REMINDER, notify
 from agents_app.events import session_group
 
 APPROVALS_GROUP = "approvals"
+# The deadline events, as the notifications app knows them (adkweb.notify).
+TICKET_REMINDED = TICKET_REMINDER
+DEADLINE_EVENTS = (TICKET_REMINDER, TICKET_ESCALATED, TICKET_EXPIRED)
 
 
 class TicketChangedMessage(TypedDict):
@@ -23,3 +30,18 @@ def notify_ticket_changed(*, ticket_id: int, session_pk: int, inbox: bool = True
     if inbox:
         group_send(APPROVALS_GROUP, msg)
     group_send(session_group(session_pk), msg)
+
+
+def after_commit_ticket_changed(ticket: Any) -> None:
+    """`notify_ticket_changed` once the current transaction commits (never raises into it)."""
+    ticket_id, session_pk = ticket.pk, ticket.session_id
+    transaction.on_commit(lambda: notify_ticket_changed(ticket_id=ticket_id, session_pk=session_pk), robust=True)
+
+
+def deadline_reached(event: str, *, ticket: Any, data: dict[str, Any]) -> None:
+    """A reminder, an escalation or an expiry was recorded for a ticket: tell the people concerned
+    (`adkweb.notify`, recorded in this transaction) and update its pages after commit."""
+    if event not in DEADLINE_EVENTS:
+        raise ValueError(f"Unknown deadline event {event!r}; use one of {', '.join(DEADLINE_EVENTS)}.")
+    notify(event, ticket=ticket, data=data)
+    after_commit_ticket_changed(ticket)

@@ -9,6 +9,8 @@ from django import forms
 
 from adkweb.storable import unstorable
 
+from .edits import Param
+from .grants import GrantSpec
 from .models import PendingCall
 from .selectors import InboxFilters
 
@@ -76,22 +78,94 @@ class JsonObjectField(forms.CharField):
         return parse_json_object(text, label=str(self.label or "JSON"))
 
 
-class ApproveForm(forms.Form):
+class _Decision(forms.Form):
+    """Every decision carries the hash of the arguments its decider saw (a changed ticket: 409)."""
+
+    args_hash = forms.CharField(required=False, max_length=64, min_length=64, widget=forms.HiddenInput)
+
+
+GRANT_UNITS = {"minutes": 1, "hours": 60}
+
+
+class ApproveForm(_Decision):
+    """Approve, optionally with edited arguments (fields from the tool's declaration) and a standing
+    grant ("also allow this tool for this conversation / this user for N minutes or hours")."""
+
     comment = forms.CharField(required=False, max_length=2000, widget=forms.TextInput)
     payload = JsonObjectField(required=False, label="Payload (JSON, optional)")
+    grant_scope = forms.ChoiceField(
+        required=False,
+        choices=[("", "no"), ("session", "this conversation"), ("user", "this user")],
+        label="Also allow this tool for",
+    )
+    grant_for = forms.IntegerField(required=False, min_value=1, max_value=720, initial=1, label="for")
+    grant_unit = forms.ChoiceField(required=False, choices=[(u, u) for u in GRANT_UNITS], initial="hours", label="")
+
+    def __init__(self, *args: Any, params: list[Param] | None = None, current: dict | None = None, **kw: Any) -> None:
+        super().__init__(*args, **kw)
+        self.params = params or []
+        self.current = current or {}
+        for p in self.params:
+            self.fields[f"e_{p.name}"] = _param_field(p, self.current.get(p.name))
+
+    @property
+    def edit_fields(self) -> list[forms.BoundField]:
+        return [self[f"e_{p.name}"] for p in self.params]
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        if data.get("grant_scope") and not data.get("grant_for"):
+            self.add_error("grant_for", "Say for how long.")
+        return data
+
+    def edited_args(self) -> dict[str, Any] | None:
+        """The arguments as edited, or None when the approver changed nothing."""
+        if not self.params or not any(self.add_prefix(f"e_{p.name}") in self.data for p in self.params):
+            return None  # the form was sent without its edit fields (an API-like post): no edit
+        edited = {}
+        for p in self.params:
+            value = self.cleaned_data.get(f"e_{p.name}")
+            if p.type == "number" and isinstance(value, float) and value.is_integer():
+                value = int(value)
+            if value not in (None, "") or p.type == "boolean":
+                edited[p.name] = value
+        return None if edited == self.current else edited
+
+    def grant(self) -> GrantSpec | None:
+        scope = self.cleaned_data.get("grant_scope")
+        if not scope:
+            return None
+        return GrantSpec(
+            scope, self.cleaned_data["grant_for"] * GRANT_UNITS[self.cleaned_data.get("grant_unit") or "hours"]
+        )
 
 
-class RejectForm(forms.Form):
+def _param_field(p: Param, value: Any) -> forms.Field:
+    # Not required here: a required argument left empty is refused by the service (edits.check).
+    opts: dict[str, Any] = dict(label=p.title or p.name, required=False, initial=value, help_text=p.description)
+    if p.enum:
+        by_text = {str(v): v for v in p.enum}
+        return forms.TypedChoiceField(choices=[(k, k) for k in by_text], coerce=by_text.__getitem__, **opts)
+    if p.type == "boolean":
+        return forms.BooleanField(**{**opts, "required": False})
+    if p.type == "integer":
+        return forms.IntegerField(**opts)
+    if p.type == "number":
+        return forms.FloatField(**opts)
+    return forms.CharField(max_length=2000, **opts)
+
+
+class RejectForm(_Decision):
     reason = forms.CharField(max_length=2000, widget=forms.TextInput, help_text="The agent receives this reason.")
 
 
-class UpdateForm(forms.Form):
+class UpdateForm(_Decision):
     message = forms.CharField(max_length=2000, widget=forms.TextInput)
     progress = forms.FloatField(required=False, min_value=0, max_value=100, label="Progress %")
     extra = JsonObjectField(required=False, label="Extra (JSON, optional)")
 
 
-class CustomResponseForm(forms.Form):
+class CustomResponseForm(_Decision):
     body = JsonObjectField(label="Response (JSON)")
     final = forms.BooleanField(required=False, initial=True, label="Final (closes the ticket)")
     comment = forms.CharField(required=False, max_length=2000, widget=forms.TextInput)
@@ -110,7 +184,7 @@ def schema_supported(schema: Any) -> bool:
     )
 
 
-class SchemaResponseForm(forms.Form):
+class SchemaResponseForm(_Decision):
     """A form built from a request_input response schema; `payload()` is the object to send."""
 
     final = forms.BooleanField(required=False, initial=True, label="Final (closes the ticket)")

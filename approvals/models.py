@@ -8,10 +8,15 @@ clients for nothing a person sees. `call_id` / `call_name` are the ADK function 
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.conf import settings
+from django.contrib.auth.models import Group
 from django.db import models
 
 from agents_app.models import AdkSession, StoredEvent, Turn
+
+from .hashing import args_hash
 
 
 class PendingCall(models.Model):
@@ -53,7 +58,28 @@ class PendingCall(models.Model):
     assigned_to = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="assigned_calls"
     )
-    due_at = models.DateTimeField(null=True, blank=True)
+    due_at = models.DateTimeField(null=True, blank=True, db_index=True)
+    # -- the rules a policy gave it when it opened (copied, so editing the policy changes no open ticket)
+    policy = models.ForeignKey("Policy", null=True, blank=True, on_delete=models.SET_NULL, related_name="tickets")
+    policy_name = models.CharField(max_length=128, blank=True)
+    policy_version = models.PositiveIntegerField(null=True, blank=True)
+    policy_rules = models.JSONField(null=True, blank=True, help_text="The policy as it was when the ticket opened.")
+    routed = models.BooleanField(default=False, help_text="Only its approver groups may see and decide it.")
+    approver_groups = models.ManyToManyField(Group, blank=True, related_name="+")
+    escalation_groups = models.ManyToManyField(Group, blank=True, related_name="+")
+    required_approvals = models.PositiveSmallIntegerField(default=1)
+    four_eyes = models.BooleanField(default=False)
+    allow_grants = models.BooleanField(default=True)
+    remind_at = models.DateTimeField(null=True, blank=True, db_index=True)
+    reminded_at = models.DateTimeField(null=True, blank=True)
+    escalate_at = models.DateTimeField(null=True, blank=True, db_index=True)
+    escalated_at = models.DateTimeField(null=True, blank=True)
+    # -- edit before approve: `args` stay as the agent sent them
+    edited_args = models.JSONField(null=True, blank=True, help_text="The arguments as an approver edited them.")
+    edited_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    edited_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
     updated_at = models.DateTimeField(auto_now=True)
     closed_at = models.DateTimeField(null=True, blank=True)
@@ -90,6 +116,23 @@ class PendingCall(models.Model):
     def response_schema(self) -> dict | None:
         return (self.args or {}).get("response_schema") if self.kind == self.Kind.INPUT else None
 
+    @property
+    def tool_args(self) -> dict[str, Any]:
+        """The arguments of the call being decided, as the agent sent them (a confirmation's are its
+        original call's)."""
+        args = self.original_call.get("args") if self.kind == self.Kind.CONFIRMATION else self.args
+        return dict(args or {})
+
+    @property
+    def current_args(self) -> dict[str, Any]:
+        """The arguments a decision is about now: the edited ones if an approver edited them."""
+        return dict(self.edited_args) if self.edited_args is not None else self.tool_args
+
+    @property
+    def args_hash(self) -> str:
+        """What a decider must have seen: the hash of `current_args` (approvals.hashing)."""
+        return args_hash(self.current_args)
+
 
 class Response(models.Model):
     """Append-only: one function response sent to a ticket, and who sent it."""
@@ -99,6 +142,13 @@ class Response(models.Model):
         REJECT = "reject", "reject"
         UPDATE = "update", "update"
         CUSTOM = "custom", "custom response"
+        EXPIRE = "expire", "expired"
+
+    class Source(models.TextChoices):
+        PERSON = "person", "a person"
+        POLICY = "policy", "a policy"
+        GRANT = "grant", "a standing grant"
+        EXPIRY = "expiry", "its due date"
 
     pending_call = models.ForeignKey(PendingCall, on_delete=models.CASCADE, related_name="responses")
     action = models.CharField(max_length=16, choices=Action.choices, default=Action.CUSTOM)
@@ -106,7 +156,14 @@ class Response(models.Model):
     final = models.BooleanField()
     comment = models.TextField(blank=True)
     actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    # None for an approval that counts toward a quorum but is not sent (the M-th one is).
     turn = models.ForeignKey(Turn, null=True, on_delete=models.SET_NULL, related_name="+")
+    source = models.CharField(max_length=8, choices=Source.choices, default=Source.PERSON)
+    grant = models.ForeignKey(
+        "StandingGrant", null=True, blank=True, on_delete=models.SET_NULL, related_name="responses"
+    )
+    args_hash = models.CharField(max_length=64, blank=True, help_text="Hash of the arguments the decider saw.")
+    edited_args = models.JSONField(null=True, blank=True, help_text="The arguments this approval changed them to.")
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -114,3 +171,116 @@ class Response(models.Model):
 
     def __str__(self) -> str:
         return f"{self.action} on ticket {self.pending_call_id} ({'final' if self.final else 'update'})"
+
+    @property
+    def is_pending_approval(self) -> bool:
+        """An approval recorded toward a quorum, not (yet) sent to the agent."""
+        return self.action == self.Action.APPROVE and not self.final
+
+
+class Policy(models.Model):
+    """Rules for the tickets it matches: who sees and decides them, how many must agree, by when,
+    and what happens otherwise. Edited by agent admins; each change of rules bumps `version`."""
+
+    class AutoDecision(models.TextChoices):
+        APPROVE = "approve", "approve at once"
+        REJECT = "reject", "reject at once"
+
+    name = models.CharField(max_length=128, unique=True)
+    agent = models.CharField(max_length=128, blank=True, help_text="The agent (app) it applies to; empty: any.")
+    tool = models.CharField(max_length=128, blank=True, help_text="The tool it applies to; empty: any.")
+    kind = models.CharField(
+        max_length=16, blank=True, choices=PendingCall.Kind.choices, help_text="The kind of pause; empty: any."
+    )
+    condition = models.TextField(
+        blank=True, max_length=1000, help_text='On the arguments, e.g. amount > 1000 and purpose != "travel".'
+    )
+    priority = models.IntegerField(default=0, help_text="Higher wins; among equals the most specific policy wins.")
+    approver_groups = models.ManyToManyField(Group, blank=True, related_name="approving_policies")
+    escalation_groups = models.ManyToManyField(Group, blank=True, related_name="escalating_policies")
+    required_approvals = models.PositiveSmallIntegerField(default=1)
+    four_eyes = models.BooleanField(default=False, help_text="The requester may never decide their own ticket.")
+    auto_decision = models.CharField(max_length=8, blank=True, choices=AutoDecision.choices)
+    auto_reason = models.CharField(max_length=500, blank=True)
+    auto_confirmations = models.BooleanField(
+        default=False, help_text="Let the auto decision apply to tool confirmations too (off: a person confirms)."
+    )
+    due_in_seconds = models.PositiveIntegerField(null=True, blank=True)
+    remind_before_seconds = models.PositiveIntegerField(null=True, blank=True)
+    escalate_after_seconds = models.PositiveIntegerField(null=True, blank=True)
+    allow_grants = models.BooleanField(default=True, help_text="Approvers may give standing grants for its tickets.")
+    enabled = models.BooleanField(default=True)
+    version = models.PositiveIntegerField(default=1, editable=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    updated_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+", editable=False
+    )
+
+    class Meta:
+        ordering = ["-priority", "name"]
+        verbose_name_plural = "policies"
+
+    def __str__(self) -> str:
+        return f"{self.name} (v{self.version})"
+
+
+class StandingGrant(models.Model):
+    """ "Also allow this tool for this conversation (or this user) until ...": while it lasts,
+    matching tickets are approved at once, in the name of whoever gave it."""
+
+    class Scope(models.TextChoices):
+        SESSION = "session", "this conversation"
+        USER = "user", "this user"
+
+    scope = models.CharField(max_length=8, choices=Scope.choices)
+    app_name = models.CharField(max_length=128)
+    tool_name = models.CharField(max_length=128)
+    kind = models.CharField(max_length=16, choices=PendingCall.Kind.choices)
+    requester = models.CharField(max_length=128, db_index=True)
+    session = models.ForeignKey(AdkSession, null=True, blank=True, on_delete=models.CASCADE, related_name="+")
+    # The rules it was given under: it approves only tickets that open under the same policy.
+    policy = models.ForeignKey(Policy, null=True, blank=True, on_delete=models.SET_NULL, related_name="grants")
+    ticket = models.ForeignKey(PendingCall, on_delete=models.CASCADE, related_name="grants_given")
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField(db_index=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+    revoked_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"grant #{self.pk}: {self.tool_name} for {self.get_scope_display()}"
+
+
+class TicketActivity(models.Model):
+    """Append-only history of what happened to a ticket besides its responses: the rules it got,
+    reminders, escalations, edits, grants."""
+
+    class Kind(models.TextChoices):
+        POLICY = "policy", "rules applied"
+        REMINDED = "reminded", "reminder"
+        ESCALATED = "escalated", "escalated"
+        EDITED = "edited", "arguments edited"
+        GRANTED = "granted", "standing grant given"
+        EXPIRED = "expired", "expired"
+
+    ticket = models.ForeignKey(PendingCall, on_delete=models.CASCADE, related_name="activities")
+    kind = models.CharField(max_length=16, choices=Kind.choices)
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    message = models.CharField(max_length=500)
+    detail = models.JSONField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["created_at", "id"]
+        verbose_name_plural = "ticket activities"
+
+    def __str__(self) -> str:
+        return f"{self.kind} on ticket {self.ticket_id}"

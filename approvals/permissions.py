@@ -1,26 +1,114 @@
-"""Who may see and answer a ticket (the roles themselves are project-wide: `adkweb.roles`)."""
+"""Who may see and decide a ticket: the one place it is decided (the roles themselves are
+project-wide: `adkweb.roles`). Pages, websockets, the API, the decision services and the
+notifications (`approvals.selectors.ticket_deciders`) all ask here.
+
+- A ticket routed by a policy to approver groups is seen and decided by members of those groups
+  (and, once escalated, of its escalation groups); other tickets by approvers (`decide_tickets`).
+- Superusers decide everything; staff observers see every ticket (read-only); the requester sees
+  their own, and answers their own questions (request for input, user choice).
+- Four-eyes: the requester never decides their own ticket, whatever else they are.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
+from django.contrib.auth.models import Group
+from django.db.models import Exists, OuterRef, Q
+
 from adkweb.roles import is_approver, is_observer
+
+QUESTION_KINDS = ("input", "choice")
+
+
+def _authenticated(user: Any) -> bool:
+    return bool(user and user.is_authenticated)
+
+
+def is_requester(user: Any, ticket: Any) -> bool:
+    return _authenticated(user) and ticket.requester == user.get_username()
+
+
+def in_ticket_groups(user: Any, ticket: Any) -> bool:
+    """A member of the ticket's approver groups, or of its escalation groups once it escalated."""
+    if not _authenticated(user):
+        return False
+    through = Q(pk__in=ticket.approver_groups.all())
+    if ticket.escalated_at is not None:
+        through |= Q(pk__in=ticket.escalation_groups.all())
+    return Group.objects.filter(through, user=user).exists()
+
+
+def routed_to(user: Any, ticket: Any) -> bool:
+    """Whether the ticket's routing reaches this person (who sees and may decide it, four-eyes aside)."""
+    if not _authenticated(user):
+        return False
+    if user.is_superuser:
+        return True
+    if not ticket.routed and is_approver(user):
+        return True
+    return in_ticket_groups(user, ticket)
 
 
 def can_view_ticket(user: Any, ticket: Any) -> bool:
-    if not user or not user.is_authenticated:
+    if not _authenticated(user):
         return False
-    return is_approver(user) or is_observer(user) or ticket.requester == user.get_username()
+    return is_requester(user, ticket) or is_observer(user) or routed_to(user, ticket)
+
+
+def decide_refusal(user: Any, ticket: Any) -> str | None:
+    """Why this person may not decide (answer) this ticket, or None if they may."""
+    if not _authenticated(user) or not user.is_active:
+        return "log in to answer tickets."
+    own = is_requester(user, ticket)
+    if own and ticket.four_eyes:
+        return "four-eyes: you requested this, so someone else must decide it."
+    if own and ticket.kind in QUESTION_KINDS:
+        return None  # the agent asks its own user
+    if routed_to(user, ticket):
+        return None
+    if ticket.routed:
+        names = ", ".join(ticket.approver_groups.order_by("name").values_list("name", flat=True))
+        return f"only members of {names or 'its approver groups'} decide this ticket."
+    return "only approvers answer this kind of ticket."
 
 
 def can_decide_ticket(user: Any, ticket: Any) -> bool:
-    """Approvers answer every ticket. Questions to the requester (request for input, user
-    choice) may also be answered by the requester who owns the conversation."""
+    """Approvers (or the ticket's groups) answer tickets; the requester answers their own questions
+    (request for input, user choice); four-eyes keeps the requester off their own ticket."""
+    return decide_refusal(user, ticket) is None
+
+
+def works_inbox(user: Any) -> bool:
+    """Approvers, and members of any group a policy or a ticket routes to, work the inbox."""
+    from .models import PendingCall, Policy
+
+    if not _authenticated(user):
+        return False
     if is_approver(user):
         return True
-    return bool(
-        user
-        and user.is_authenticated
-        and ticket.kind in ("input", "choice")
-        and ticket.requester == user.get_username()
+    groups = Group.objects.filter(user=user)
+    routed = Policy.objects.filter(Q(approver_groups__in=groups) | Q(escalation_groups__in=groups))
+    on_tickets = PendingCall.approver_groups.through.objects.filter(group__in=groups)
+    return routed.exists() or on_tickets.exists()
+
+
+def visible_q(user: Any) -> Q:
+    """The tickets this person may see, as a filter (the inbox, the API list, counts)."""
+    from .models import PendingCall
+
+    if not _authenticated(user):
+        return Q(pk__in=[])
+    if user.is_superuser or is_observer(user):
+        return Q()
+    groups = Group.objects.filter(user=user).values("pk")
+    approver_of = PendingCall.approver_groups.through.objects.filter(pendingcall=OuterRef("pk"), group__in=groups)
+    escalated_to = PendingCall.escalation_groups.through.objects.filter(pendingcall=OuterRef("pk"), group__in=groups)
+    q = (
+        Q(requester=user.get_username())
+        | Q(Exists(approver_of))
+        | (Q(escalated_at__isnull=False) & Q(Exists(escalated_to)))
     )
+    if is_approver(user):
+        q |= Q(routed=False)
+    return q

@@ -2,25 +2,27 @@
 
 from __future__ import annotations
 
-import hashlib
-import json
 from dataclasses import dataclass
 from typing import Any
 
 from django.core.paginator import Page, Paginator
 from django.db.models import Exists, OuterRef, Q, QuerySet
 
-from adkweb.roles import APPROVERS, DECIDE_TICKETS, is_approver, is_observer
+from adkweb.roles import APPROVERS, DECIDE_TICKETS, is_policy_admin
 
-from .models import PendingCall, Response
-from .permissions import can_decide_ticket, can_view_ticket
+from .hashing import args_hash
+from .models import PendingCall, Response, StandingGrant, TicketActivity
+from .permissions import can_view_ticket, decide_refusal, visible_q
+
+__all__ = ["args_hash"]  # one hash for decisions and one-tap links (approvals.hashing)
 
 INBOX_PAGE_SIZE = 25
 CLOSED_STATUSES = tuple(s for s in PendingCall.Status.values if s not in PendingCall.OPEN_STATUSES)
 
 
-def open_ticket_count() -> int:
-    return PendingCall.objects.filter(status__in=PendingCall.OPEN_STATUSES).count()
+def open_ticket_count(*, user: Any) -> int:
+    """Open tickets this person may see (the navigation's count)."""
+    return PendingCall.objects.filter(visible_q(user), status__in=PendingCall.OPEN_STATUSES).count()
 
 
 @dataclass(frozen=True)
@@ -48,8 +50,9 @@ def _status_q(status: str) -> Q:
 
 
 def ticket_queryset(*, filters: InboxFilters, user: Any) -> QuerySet[PendingCall]:
-    """Tickets matching an inbox's filters (index-friendly: status/created_at, app_name, tool_name, kind)."""
-    qs = PendingCall.objects.filter(_status_q(filters.status))
+    """Tickets this person may see that match an inbox's filters (index-friendly: status/created_at,
+    app_name, tool_name, kind)."""
+    qs = PendingCall.objects.filter(_status_q(filters.status)).filter(visible_q(user))
     if filters.agent:
         qs = qs.filter(app_name=filters.agent)
     if filters.tool:
@@ -92,11 +95,33 @@ def inbox_filter_choices() -> dict[str, list[str]]:
 
 
 def ticket_get(*, ticket_id: int) -> PendingCall | None:
-    return PendingCall.objects.select_related("session", "closed_by", "assigned_to").filter(pk=ticket_id).first()
+    related = ("session", "closed_by", "assigned_to", "edited_by", "policy")
+    return PendingCall.objects.select_related(*related).filter(pk=ticket_id).first()
 
 
 def ticket_responses(*, ticket: PendingCall) -> list[Response]:
-    return list(Response.objects.filter(pending_call=ticket).select_related("actor").order_by("created_at", "id"))
+    rows = Response.objects.filter(pending_call=ticket).select_related("actor", "grant__created_by")
+    return list(rows.order_by("created_at", "id"))
+
+
+def ticket_activities(*, ticket: PendingCall) -> list[TicketActivity]:
+    return list(TicketActivity.objects.filter(ticket=ticket).select_related("actor").order_by("created_at", "id"))
+
+
+def ticket_approvals(*, ticket: PendingCall) -> list[Response]:
+    """The approvals that count now toward the ticket's quorum: one per person, for the arguments
+    as they are now (an edit starts the count again), oldest first."""
+    rows = Response.objects.filter(
+        pending_call=ticket, action=Response.Action.APPROVE, args_hash=ticket.args_hash
+    ).select_related("actor")
+    seen: set[Any] = set()
+    out = []
+    for r in rows.order_by("created_at", "id"):
+        key = r.actor_id if r.actor_id is not None else ("row", r.pk)
+        if key not in seen:
+            seen.add(key)
+            out.append(r)
+    return out
 
 
 # -- the approvals HTTP API (approvals.api) --------------------------------------------------------
@@ -104,11 +129,8 @@ API_STATUS_FILTERS = ("open", "closed", "all", *PendingCall.Status.values)
 
 
 def tickets_visible(*, user: Any, filters: InboxFilters) -> QuerySet[PendingCall]:
-    """Tickets the user may see (approvers and observers: all; others: their own sessions'), filtered."""
-    qs = ticket_queryset(filters=filters, user=user).select_related("session")
-    if not (is_approver(user) or is_observer(user)):
-        qs = qs.filter(requester=user.get_username())
-    return qs
+    """Tickets the user may see (approvals.permissions.visible_q), filtered."""
+    return ticket_queryset(filters=filters, user=user).select_related("session", "edited_by", "policy")
 
 
 def ticket_visible_get(*, user: Any, ticket_id: int) -> PendingCall | None:
@@ -117,27 +139,53 @@ def ticket_visible_get(*, user: Any, ticket_id: int) -> PendingCall | None:
     return ticket if ticket is not None and can_view_ticket(user, ticket) else None
 
 
-# -- who decides a ticket (notifications ask whom to tell; policies extend these) ------------------
-def args_hash(args: Any) -> str:
-    """sha256 hex of a ticket's arguments as canonical JSON: binds a decision to what was shown."""
-    canonical = json.dumps(args, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(canonical.encode()).hexdigest()
-
-
+# -- who decides a ticket (notifications ask whom to tell) -----------------------------------------
 def ticket_approver_groups(*, ticket: PendingCall) -> list[str]:
-    """The groups a ticket is routed to. Until policies route tickets, every ticket goes to approvers."""
-    return [APPROVERS]
+    """The groups a ticket is routed to now: its approver groups (and escalation groups once it
+    escalated), or the approvers role for a ticket no policy routes."""
+    names = list(ticket.approver_groups.values_list("name", flat=True)) if ticket.routed else [APPROVERS]
+    if ticket.escalated_at is not None:
+        names += list(ticket.escalation_groups.values_list("name", flat=True))
+    return sorted(set(names))
 
 
 def can_decide(user: Any, ticket: PendingCall) -> bool:
-    """Whether this person may decide this ticket now (an active, eligible decider)."""
-    return bool(user and user.is_active and can_decide_ticket(user, ticket))
+    """Whether this person may decide this ticket now (approvals.permissions.decide_refusal)."""
+    return decide_refusal(user, ticket) is None
 
 
 def ticket_deciders(*, ticket: PendingCall) -> list[Any]:
-    """Everyone who may decide this ticket now: active people with the decide permission (through a
-    group such as approvers, directly, or as superusers)."""
+    """Everyone who may decide this ticket now, through its routing (its groups, or the approvers
+    permission, or superuser), less the requester under four-eyes and anyone whose approval already
+    counts toward its quorum: the people to tell about it."""
     from django.contrib.auth import get_user_model
 
-    people = get_user_model().objects.with_perm(DECIDE_TICKETS, backend="django.contrib.auth.backends.ModelBackend")
-    return [user for user in people.filter(is_active=True).order_by("pk") if can_decide(user, ticket)]
+    User = get_user_model()
+    groups = [*ticket.approver_groups.all()] if ticket.routed else []
+    if ticket.escalated_at is not None:
+        groups += list(ticket.escalation_groups.all())
+    people = User.objects.filter(groups__in=groups) | User.objects.filter(is_superuser=True)
+    if not ticket.routed:
+        people |= User.objects.with_perm(DECIDE_TICKETS, backend="django.contrib.auth.backends.ModelBackend")
+    counted = {r.actor_id for r in ticket_approvals(ticket=ticket) if r.actor_id is not None}
+    if ticket.required_approvals <= 1:
+        counted = set()
+    found = people.filter(is_active=True).exclude(pk__in=counted).distinct().order_by("pk")
+    return [user for user in found if can_decide(user, ticket)]
+
+
+# -- standing grants ---------------------------------------------------------------------------------
+def grants_visible(*, user: Any, active: bool | None = None) -> QuerySet[StandingGrant]:
+    """Grants of tickets this person may see (policy admins: every grant), newest first; `active`
+    True/False keeps only grants that still approve / that ended or were revoked."""
+    from django.utils import timezone
+
+    qs = StandingGrant.objects.select_related("created_by", "revoked_by", "session", "policy", "ticket")
+    if not is_policy_admin(user):
+        qs = qs.filter(ticket__in=PendingCall.objects.filter(visible_q(user)).values("pk"))
+    live = Q(revoked_at__isnull=True, expires_at__gt=timezone.now())
+    if active is True:
+        qs = qs.filter(live)
+    elif active is False:
+        qs = qs.exclude(live)
+    return qs.order_by("-created_at", "-id")

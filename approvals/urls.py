@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import views
+from . import policy_views, views
 
 app_name = "approvals"
 
@@ -9,4 +9,11 @@ urlpatterns = [
     path("tickets/<int:ticket_id>/", views.ticket_detail, name="ticket"),
     path("tickets/<int:ticket_id>/assign/", views.ticket_assign, name="ticket-assign"),
     path("tickets/<int:ticket_id>/<slug:action>/", views.ticket_act, name="ticket-act"),
+    path("policies/", policy_views.policy_list, name="policies"),
+    path("policies/new/", policy_views.policy_new, name="policy-new"),
+    path("policies/<int:policy_id>/", policy_views.policy_edit, name="policy"),
+    path("policies/<int:policy_id>/delete/", policy_views.policy_delete, name="policy-delete"),
+    path("policies/<int:policy_id>/dry-run/", policy_views.policy_dry_run, name="policy-dry-run"),
+    path("grants/", policy_views.grant_list, name="grants"),
+    path("grants/<int:grant_id>/revoke/", policy_views.grant_revoke, name="grant-revoke"),
 ]

@@ -15,12 +15,11 @@ from django.views.decorators.http import require_GET, require_POST
 
 from adkweb.errors import Invalid, Refused
 from adkweb.http import HtmxHttpRequest
-from adkweb.roles import is_approver
 from agents_app import selectors as conversations
 
-from . import forms, selectors, services
+from . import edits, forms, grants, selectors, services
 from .models import PendingCall
-from .permissions import can_decide_ticket, can_view_ticket
+from .permissions import can_view_ticket, decide_refusal, works_inbox
 
 
 # -- inbox --------------------------------------------------------------------------------------
@@ -28,7 +27,7 @@ from .permissions import can_decide_ticket, can_view_ticket
 @require_GET
 def inbox(request: HtmxHttpRequest) -> HttpResponse:
     """Open tickets for approvers; one view serves the page and its results fragment."""
-    if not is_approver(request.user):
+    if not works_inbox(request.user):
         messages.info(request, "The approvals inbox is for approvers; here are your conversations.")
         return redirect("/sessions/")
     form = forms.InboxFilterForm(request.GET)
@@ -60,26 +59,35 @@ def ticket_context(
     ticket: PendingCall, user: Any, bound: dict[str, Form] | None = None, **extra: Any
 ) -> dict[str, Any]:
     """Everything the ticket page and its partials show (also used by the ticket consumer)."""
-    answerable = ticket.is_open and can_decide_ticket(user, ticket)
+    refusal = decide_refusal(user, ticket)
+    answerable = ticket.is_open and refusal is None
     confirmation = ticket.kind == PendingCall.Kind.CONFIRMATION
+    approvals = selectors.ticket_approvals(ticket=ticket)
     ctx: dict[str, Any] = {
         "ticket": ticket,
         "responses": selectors.ticket_responses(ticket=ticket),
+        "activities": selectors.ticket_activities(ticket=ticket),
+        "approvals": approvals,
+        "approved_by_me": any(r.actor_id == getattr(user, "pk", None) for r in approvals),
+        "args_diff": edits.diff(ticket.tool_args, ticket.edited_args),
+        "refusal": refusal,
+        "grantable": grants.grant_refusal(ticket) is None,
         "can_answer": answerable,
         "activity": conversations.session_status(session_pk=ticket.session_id),
         "approve_ok": forms.fits_schema(ticket, services.approve_payload(ticket)),
         "reject_ok": forms.fits_schema(ticket, services.reject_payload(ticket, "reason")),
         "update_ok": not confirmation,
         "confirmation": confirmation,
-        "can_assign": ticket.is_open and is_approver(user),
+        "can_assign": answerable,
         "assigned_to_me": ticket.assigned_to_id == getattr(user, "pk", None),
         "viewer": user,  # the consumer renders partials without a request
     }
     if answerable:
+        seen = {"args_hash": ticket.args_hash}
         ctx.update(
-            approve_form=forms.ApproveForm(prefix="approve"),
-            reject_form=forms.RejectForm(prefix="reject"),
-            update_form=forms.UpdateForm(prefix="update"),
+            approve_form=_approve_form(ticket, None),
+            reject_form=forms.RejectForm(prefix="reject", initial=seen),
+            update_form=forms.UpdateForm(prefix="update", initial=seen),
             custom_form=forms.response_form_for(ticket),
         )
         ctx.update({f"{name}_form": form for name, form in (bound or {}).items()})
@@ -99,12 +107,30 @@ def ticket_detail(request: HtmxHttpRequest, ticket_id: int) -> HttpResponse:
     return render(request, "approvals/ticket.html", ctx)
 
 
+def _approve_form(ticket: PendingCall, data: Any) -> forms.ApproveForm:
+    params = edits.params(ticket) if ticket.is_open else None
+    initial = {"args_hash": ticket.args_hash}
+    return forms.ApproveForm(data, prefix="approve", initial=initial, params=params, current=ticket.current_args)
+
+
+def _seen(data: dict) -> str | None:
+    return data.get("args_hash") or None
+
+
 def _approve(ticket: PendingCall, user: Any, data: dict) -> None:
-    services.ticket_approve(ticket=ticket, actor=user, comment=data["comment"], payload=data.get("payload"))
+    services.ticket_approve(
+        ticket=ticket,
+        actor=user,
+        comment=data["comment"],
+        payload=data.get("payload"),
+        args_hash=_seen(data),
+        edited_args=data.get("edited_args"),
+        grant=data.get("grant"),
+    )
 
 
 def _reject(ticket: PendingCall, user: Any, data: dict) -> None:
-    services.ticket_reject(ticket=ticket, actor=user, reason=data["reason"])
+    services.ticket_reject(ticket=ticket, actor=user, reason=data["reason"], args_hash=_seen(data))
 
 
 def _update(ticket: PendingCall, user: Any, data: dict) -> None:
@@ -115,11 +141,13 @@ def _update(ticket: PendingCall, user: Any, data: dict) -> None:
 
 def _respond(ticket: PendingCall, user: Any, data: dict) -> None:
     payload = data["payload"] if "payload" in data else data["body"]
-    services.response_submit(ticket=ticket, actor=user, payload=payload, final=data["final"], comment=data["comment"])
+    services.response_submit(
+        ticket=ticket, actor=user, payload=payload, final=data["final"], comment=data["comment"], args_hash=_seen(data)
+    )
 
 
 ACTIONS: dict[str, tuple[Callable[[PendingCall, Any], Form], Callable[[PendingCall, Any, dict], None], str]] = {
-    "approve": (lambda c, d: forms.ApproveForm(d, prefix="approve"), _approve, "Approved"),
+    "approve": (_approve_form, _approve, "Approved"),
     "reject": (lambda c, d: forms.RejectForm(d, prefix="reject"), _reject, "Rejected"),
     "update": (lambda c, d: forms.UpdateForm(d, prefix="update"), _update, "Update sent"),
     "custom": (lambda c, d: forms.response_form_for(c, d), _respond, "Response sent"),
@@ -130,6 +158,8 @@ def _form_data(form: Form) -> dict:
     data = dict(form.cleaned_data)
     if isinstance(form, forms.SchemaResponseForm):
         data["payload"] = form.payload()
+    if isinstance(form, forms.ApproveForm):
+        data.update(edited_args=form.edited_args(), grant=form.grant())
     return data
 
 
@@ -141,8 +171,9 @@ def ticket_act(request: HtmxHttpRequest, ticket_id: int, action: str) -> HttpRes
     if action not in ACTIONS:
         raise Http404("No such action.")
     make_form, perform, done = ACTIONS[action]
-    if not can_decide_ticket(request.user, ticket):
-        return _ticket_reply(request, ticket, status=403, error="You may not answer this ticket: only approvers can.")
+    refusal = decide_refusal(request.user, ticket)
+    if refusal:
+        return _ticket_reply(request, ticket, status=403, error=f"You may not answer this ticket: {refusal}")
     form = make_form(ticket, request.POST)
     if not form.is_valid():
         return _ticket_reply(
@@ -154,11 +185,22 @@ def ticket_act(request: HtmxHttpRequest, ticket_id: int, action: str) -> HttpRes
         return _ticket_reply(request, ticket, status=exc.status, error=f"{exc} Nothing was sent.", bound={action: form})
     except Refused as exc:
         return _ticket_reply(request, ticket, status=exc.status, error=str(exc))
-    notice = f"{done}. The agent is resuming; its next steps appear below."
+    notice = _done_notice(ticket, done)
     if not request.htmx:
         messages.success(request, notice)
         return redirect(reverse("approvals:ticket", args=[ticket.pk]))
     return _ticket_reply(request, ticket, status=200, notice=notice)
+
+
+def _done_notice(ticket: PendingCall, done: str) -> str:
+    ticket = selectors.ticket_get(ticket_id=ticket.pk) or ticket
+    if ticket.is_open and done == "Approved":
+        count = len(selectors.ticket_approvals(ticket=ticket))
+        return (
+            f"Your approval is recorded: {count} of {ticket.required_approvals} approvals. "
+            "It reaches the agent with the last one."
+        )
+    return f"{done}. The agent is resuming; its next steps appear below."
 
 
 @login_required

@@ -18,7 +18,7 @@ from django.utils import timezone
 from adkweb.errors import Refused
 from approvals import services as approvals
 from approvals.models import PendingCall, Response
-from approvals.selectors import args_hash, can_decide
+from approvals.selectors import can_decide
 
 from .models import ApprovalLink
 
@@ -59,7 +59,7 @@ def link_create(*, ticket: PendingCall, user: Any) -> ApprovalLink:
         key=secrets.token_urlsafe(24),
         ticket=ticket,
         user=user,
-        args_hash=args_hash(ticket.args),
+        args_hash=ticket.args_hash,  # the arguments as shown now (an approver may have edited them)
         expires_at=timezone.now() + timedelta(seconds=settings.ADKWEB_APPROVAL_LINK_SECONDS),
     )
 
@@ -96,7 +96,7 @@ def link_check(*, token: str, viewer: Any) -> CheckedLink:
         raise LinkRefused("expired", link)
     if link.ticket.is_closed:
         raise LinkRefused("closed", link)
-    if args_hash(link.ticket.args) != link.args_hash:
+    if link.ticket.args_hash != link.args_hash:
         raise LinkRefused("changed", link)
     if not can_decide(link.user, link.ticket):
         raise LinkRefused("not_eligible", link)
@@ -111,9 +111,11 @@ def link_use(*, token: str, viewer: Any, reason: str = "") -> Response:
     if link.used_at is not None:
         raise LinkRefused("used", link)
     if checked.action == "approve":
-        response = approvals.ticket_approve(ticket=checked.ticket, actor=link.user)
+        response = approvals.ticket_approve(ticket=checked.ticket, actor=link.user, args_hash=link.args_hash)
     else:
-        response = approvals.ticket_reject(ticket=checked.ticket, actor=link.user, reason=reason)
+        response = approvals.ticket_reject(
+            ticket=checked.ticket, actor=link.user, reason=reason, args_hash=link.args_hash
+        )
     link.used_at, link.used_action, link.response = timezone.now(), checked.action, response
     link.save(update_fields=["used_at", "used_action", "response"])
     return response

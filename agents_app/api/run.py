@@ -58,8 +58,9 @@ def _check_invocation(session_pk: int, content: types.Content, invocation_id: st
 
 def _queue(
     request: HttpRequest, body: RunAgentRequest, session_pk: int, content: types.Content | None, streaming: bool
-) -> int:
-    """The Turn that carries the message: answers go through the approvals rules."""
+) -> int | None:
+    """The Turn that carries the message: answers go through the approvals rules (None: they were
+    approvals recorded toward a ticket's quorum, and the agent does not run yet)."""
     session = selectors.adk_session_get(app_name=body.app_name, user_id=body.user_id, session_id=body.session_id)
     if session is None or session.pk != session_pk:
         raise NotFound(f"Session not found: {body.session_id}")
@@ -70,20 +71,25 @@ def _queue(
                 session=session, content=None, actor=request.user, state_delta=body.state_delta, streaming=streaming
             )
         else:
-            turn = approvals.message_submit(
+            answered = approvals.message_submit(
                 session=session, content=content, actor=request.user, state_delta=body.state_delta, streaming=streaming
             )
+            if answered is None:  # approvals held toward a ticket's quorum: no run, no events
+                return Outcome(200, body=[])
+            turn = answered
         return Outcome(200, turn_id=turn.pk)
 
     # Retried with the same Idempotency-Key: follow the first request's turn instead of queueing another.
     outcome = idempotent(request, submit)
     request.idempotent_replayed = outcome.replayed  # type: ignore[attr-defined]
     if outcome.turn_id is None:
+        if outcome.body == []:
+            return None
         raise NotFound("The turn this Idempotency-Key queued no longer exists (its session was deleted).")
     return outcome.turn_id
 
 
-async def _start(request: HttpRequest, *, sse: bool) -> tuple[TurnWatch, int, bool]:
+async def _start(request: HttpRequest, *, sse: bool) -> tuple[TurnWatch, int | None, bool]:
     """Validate, join the session's group, queue the turn; returns (watch, turn id, streaming)."""
     body, session_pk, content = await sync_to_async(_prepare)(request)
     streaming = sse and body.streaming  # like ADK, /run ignores "streaming"
@@ -100,6 +106,9 @@ async def _start(request: HttpRequest, *, sse: bool) -> tuple[TurnWatch, int, bo
 async def run(request: HttpRequest) -> HttpResponse:
     watch, turn_id, _ = await _start(request, sse=False)
     events: list[dict] = []
+    if turn_id is None:  # an approval held for others: no run, no events
+        await watch.stop()
+        return JsonResponse(events, safe=False)
     try:
         async for step in follow(watch, turn_id, partials=False):
             if step.kind == "event":
@@ -128,7 +137,10 @@ async def run_sse(request: HttpRequest) -> HttpResponseBase:
     return _marked(request, response)
 
 
-async def _sse(watch: TurnWatch, turn_id: int, *, partials: bool) -> AsyncIterator[str]:
+async def _sse(watch: TurnWatch, turn_id: int | None, *, partials: bool) -> AsyncIterator[str]:
+    if turn_id is None:  # an approval held for others: no run, an empty stream
+        await watch.stop()
+        return
     try:
         async for step in follow(watch, turn_id, partials=partials):
             payload = step.data if step.kind == "event" else error_frame(step)

@@ -197,8 +197,14 @@ class DemoLlm(BaseLlm):
             return f"Done: I reimbursed {amount} for {purpose}."
         if name == "ask_for_approval":
             what = f"{_money(args.get('amount'))} for {args.get('purpose', 'your expenses')}"
-            if status in APPROVED:
-                return _new_call("reimburse", {"purpose": args.get("purpose", ""), "amount": args.get("amount", 0)})
+            if status in APPROVED:  # an approver may have edited the amount or purpose: theirs count
+                purpose, amount = (
+                    resp.get("purpose", args.get("purpose", "")),
+                    resp.get("amount", args.get("amount", 0)),
+                )
+                return _new_call("reimburse", {"purpose": purpose, "amount": amount})
+            if status == "expired":
+                return f"Sorry, your reimbursement request of {what} expired: nobody decided it in time."
             if status in REJECTED:
                 return f"Sorry, your reimbursement of {what} was rejected{': ' + str(note) if note else '.'}"
             if status == "pending":

@@ -7,13 +7,16 @@ from django.db import transaction
 
 from adkweb.roles import AGENT_ADMINS, APPROVERS, STAFF_OBSERVERS, roles_setup
 from agents_app.models import AgentConfig, AgentToolLink
+from approvals.demo import FINANCE, TREASURY, demo_groups_setup, demo_policies_setup
 
 from .model import DEMO_MODEL
 
 DEMO_USERS = [
     # username, password, groups, is_staff, is_superuser
     ("admin", "admin-demo", [AGENT_ADMINS, APPROVERS, STAFF_OBSERVERS], True, True),
-    ("approver", "approver-demo", [APPROVERS], False, False),
+    ("approver", "approver-demo", [APPROVERS, FINANCE, TREASURY], False, False),
+    # A second finance approver: reimbursements over $1000 need two of them.
+    ("approver2", "approver2-demo", [APPROVERS, FINANCE], False, False),
     ("requester", "requester-demo", [], False, False),
     ("observer", "observer-demo", [STAFF_OBSERVERS], False, False),
     # Staff status lets an agent admin into the Django admin; the group's permissions limit it to agents.
@@ -76,8 +79,9 @@ DEMO_AGENTS = [
 
 @transaction.atomic
 def demo_setup() -> None:
-    """Create or refresh the role groups (`setup_roles`), demo users and agents (idempotent)."""
-    groups = roles_setup()
+    """Create or refresh the role groups (`setup_roles`), demo teams, users, agents and approval
+    policies (idempotent)."""
+    groups = {**roles_setup(), **demo_groups_setup()}
     for username, password, group_names, is_staff, is_superuser in DEMO_USERS:
         user, created = User.objects.get_or_create(username=username)
         if created:
@@ -93,3 +97,4 @@ def demo_setup() -> None:
         child=AgentConfig.objects.get(name="summary_agent"),
         defaults={"skip_summarization": True},
     )
+    demo_policies_setup()

@@ -53,13 +53,18 @@ def get_stock_price(symbol: str) -> float | None:
 
 
 @registry.tool(require_confirmation=True)
-def transfer_money(amount: float, recipient: str) -> dict[str, Any]:
+def transfer_money(amount: float, recipient: str, tool_context: Any = None) -> dict[str, Any]:
     """Transfer money to a recipient. A person must confirm every transfer before it runs.
 
     Args:
         amount: The amount to transfer, in dollars.
         recipient: Who receives the money.
     """
+    # A confirmer who edited the transfer sends the values to use in the confirmation's payload.
+    confirmation = getattr(tool_context, "tool_confirmation", None)
+    edited = (confirmation.payload if confirmation is not None else None) or {}
+    amount = edited.get("amount", amount)
+    recipient = edited.get("recipient", recipient)
     return {
         "status": "transferred",
         "amount": amount,

@@ -40,3 +40,47 @@ def items_readable(value: Any) -> list[tuple[str, str]]:
     if not isinstance(value, dict):
         return []
     return [(k, readable(v, k)) for k, v in value.items()]
+
+
+@register.filter
+def args_diff_rows(ticket: Any) -> list[tuple[str, str, str, bool]]:
+    """(argument, original, edited, changed) for every argument of an edited ticket, readable."""
+    original, edited = ticket.tool_args, ticket.edited_args or {}
+    names = list(original) + [k for k in edited if k not in original]
+    rows = []
+    for k in names:
+        before = readable(original[k], k) if k in original else "(none)"
+        after = readable(edited[k], k) if k in edited else "(removed)"
+        rows.append((k, before, after, original.get(k) != edited.get(k) or (k in original) != (k in edited)))
+    return rows
+
+
+@register.filter
+def duration(seconds: int | None) -> str:
+    """3600 → "1 hour"; 5400 → "1h 30m"."""
+    from approvals.policy_forms import format_duration
+    from approvals.rules import humanize_seconds
+
+    if not seconds:
+        return ""
+    text = humanize_seconds(seconds)
+    return text if not text.endswith(("seconds", "second")) or seconds < 60 else format_duration(seconds)
+
+
+@register.filter
+def split_words(text: str) -> list[str]:
+    return text.split()
+
+
+@register.filter
+def field(form: Any, name: str) -> Any:
+    """A form's bound field by name (templates cannot index by a variable)."""
+    return form[name]
+
+
+@register.filter
+def approval_count(ticket: Any) -> int:
+    """How many approvals count now toward a quorum ticket (one query; only asked for those)."""
+    from approvals.selectors import ticket_approvals
+
+    return len(ticket_approvals(ticket=ticket))

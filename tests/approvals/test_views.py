@@ -150,7 +150,8 @@ def test_requester_sees_own_ticket_without_buttons_and_not_others(client, demo):
     theirs = ticket(session=session_for(user_id="observer"))
     c = login(client, demo["requester"])
     html = c.get(f"/tickets/{mine.pk}/").content.decode()
-    assert "Only approvers can answer this ticket" in html and ">Approve<" not in html
+    assert "You cannot answer this ticket: only approvers answer this kind of ticket." in html
+    assert ">Approve<" not in html
     assert c.get(f"/tickets/{theirs.pk}/").status_code == 404
     assert c.post(act(theirs, "approve"), {}).status_code == 404
 

@@ -1,0 +1,118 @@
+"""Reminders, escalations and expiry, from the database: `deadlines_sweep` finds what is due and
+records it, one ticket at a time under its row lock, so running it from several processes (Celery
+beat in services mode, the embedded sweeper in `make run`), late, or again after a restart does
+each thing exactly once. No timer lives in memory."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from . import events
+from .decisions import Answer, answers_submit
+from .models import PendingCall, Response, TicketActivity
+from .payloads import expire_payload, schema_problem
+
+logger = logging.getLogger(__name__)
+BATCH = 200
+
+
+def _locked_open(ticket_id: int) -> PendingCall | None:
+    ticket = PendingCall.objects.select_for_update(of=("self",)).filter(pk=ticket_id).first()
+    return ticket if ticket is not None and ticket.is_open else None
+
+
+@transaction.atomic
+def ticket_remind(*, ticket_id: int) -> bool:
+    """Record the reminder of an open ticket whose reminder time has come (once)."""
+    ticket = _locked_open(ticket_id)
+    if ticket is None or ticket.reminded_at is not None or not ticket.remind_at or ticket.remind_at > timezone.now():
+        return False
+    ticket.reminded_at = timezone.now()
+    ticket.save(update_fields=["reminded_at", "updated_at"])
+    due = timezone.localtime(ticket.due_at).strftime("%Y-%m-%d %H:%M %Z") if ticket.due_at else "soon"
+    TicketActivity.objects.create(
+        ticket=ticket, kind=TicketActivity.Kind.REMINDED, message=f"Reminder: this ticket expires at {due}."
+    )
+    events.deadline_reached(events.TICKET_REMINDED, ticket=ticket, data={"due_at": _iso(ticket.due_at)})
+    return True
+
+
+@transaction.atomic
+def ticket_escalate(*, ticket_id: int) -> bool:
+    """Open an undecided ticket to its escalation groups too, and say so in its history (once)."""
+    ticket = _locked_open(ticket_id)
+    if ticket is None or ticket.escalated_at is not None or not ticket.escalate_at:
+        return False
+    if ticket.escalate_at > timezone.now():
+        return False
+    names = sorted(ticket.escalation_groups.values_list("name", flat=True))
+    ticket.escalated_at = timezone.now()
+    ticket.save(update_fields=["escalated_at", "updated_at"])
+    TicketActivity.objects.create(
+        ticket=ticket,
+        kind=TicketActivity.Kind.ESCALATED,
+        message=f"Escalated to {', '.join(names)}: no decision yet.",
+        detail={"groups": names},
+    )
+    events.deadline_reached(events.TICKET_ESCALATED, ticket=ticket, data={"groups": names})
+    return True
+
+
+@transaction.atomic
+def ticket_expire(*, ticket_id: int) -> bool:
+    """Close an undecided ticket past its due time as expired, and tell the agent so with the
+    final FunctionResponse `{"status": "expired", ...}` (once; later answers get 409)."""
+    ticket = _locked_open(ticket_id)
+    if ticket is None or not ticket.due_at or ticket.due_at > timezone.now():
+        return False
+    reason = f"Nobody decided by {timezone.localtime(ticket.due_at).strftime('%Y-%m-%d %H:%M %Z')}."
+    answer = Answer(ticket, expire_payload(ticket, reason), True, reason, Response.Action.EXPIRE)
+    if schema_problem(ticket, answer.payload):
+        # A question whose schema has no way to say "expired": close it here, send nothing.
+        _close_unsent(ticket, answer)
+    else:
+        answers_submit(session=ticket.session, answers=[answer], actor=None, source=Response.Source.EXPIRY)
+    TicketActivity.objects.create(ticket=ticket, kind=TicketActivity.Kind.EXPIRED, message=f"Expired. {reason}")
+    events.deadline_reached(events.TICKET_EXPIRED, ticket=ticket, data={"due_at": _iso(ticket.due_at)})
+    return True
+
+
+def _close_unsent(ticket: PendingCall, answer: Answer) -> None:
+    Response.objects.create(
+        pending_call=ticket,
+        action=Response.Action.EXPIRE,
+        payload=answer.payload,
+        final=True,
+        comment=answer.comment + " Not sent: the agent's question has no answer meaning expired.",
+        source=Response.Source.EXPIRY,
+        args_hash=ticket.args_hash,
+    )
+    ticket.status, ticket.closed_at = PendingCall.Status.EXPIRED, timezone.now()
+    ticket.save()
+
+
+def _iso(value: Any) -> str | None:
+    return value.isoformat() if value else None
+
+
+def deadlines_sweep() -> dict[str, int]:
+    """Every reminder, escalation and expiry that is due now; returns how many of each."""
+    now = timezone.now()
+    open_ = PendingCall.objects.filter(status__in=PendingCall.OPEN_STATUSES)
+    done = {"reminded": 0, "escalated": 0, "expired": 0}
+    steps = (
+        ("expired", open_.filter(due_at__lte=now), ticket_expire),
+        ("reminded", open_.filter(remind_at__lte=now, reminded_at__isnull=True), ticket_remind),
+        ("escalated", open_.filter(escalate_at__lte=now, escalated_at__isnull=True), ticket_escalate),
+    )
+    for name, qs, step in steps:
+        for ticket_id in list(qs.order_by("pk").values_list("pk", flat=True)[:BATCH]):
+            try:
+                done[name] += step(ticket_id=ticket_id)
+            except Exception:  # one bad ticket must not stop the others
+                logger.warning("Deadline step %s failed for ticket %s", name, ticket_id, exc_info=True)
+    return done

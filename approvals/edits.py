@@ -1,0 +1,114 @@
+"""Edit before approve: which arguments of a ticket an approver may change, and checking an edit
+against the tool's declaration (types checked, required arguments kept, nothing unknown added)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from adkweb.errors import Invalid
+
+from .models import PendingCall
+
+EDITABLE_KINDS = (PendingCall.Kind.LONG_RUNNING, PendingCall.Kind.CONFIRMATION)
+SIMPLE_TYPES = ("string", "number", "integer", "boolean")
+
+
+class InvalidEdit(Invalid):
+    """Edited arguments that do not fit the tool's declaration (HTTP 400)."""
+
+
+@dataclass(frozen=True)
+class Param:
+    name: str
+    type: str  # string, number, integer, boolean
+    required: bool
+    title: str = ""
+    description: str = ""
+    enum: tuple[Any, ...] = ()
+
+
+def _json_type(value: Any) -> str | None:
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    return None
+
+
+def params(ticket: PendingCall) -> list[Param] | None:
+    """The editable parameters, from the tool's declaration (or, for a tool that declares none, the
+    arguments it was called with); None when this ticket's arguments cannot be edited."""
+    if ticket.kind not in EDITABLE_KINDS:
+        return None
+    from agents_app.agents import tool_parameters
+
+    schema = tool_parameters(ticket.app_name, ticket.tool_name)
+    args = ticket.tool_args
+    if not schema or not isinstance(schema.get("properties"), dict):
+        derived = [Param(k, t, True) for k, v in args.items() if (t := _json_type(v))]
+        return derived if derived and len(derived) == len(args) else None
+    required = set(schema.get("required") or [])
+    out = []
+    for name, prop in schema["properties"].items():
+        kind = str((prop or {}).get("type", "")).lower()
+        if kind not in SIMPLE_TYPES:
+            return None  # nested objects and lists: not edited in a form
+        out.append(
+            Param(
+                name=name,
+                type=kind,
+                required=name in required,
+                title=str(prop.get("title") or name.replace("_", " ").capitalize()),
+                description=str(prop.get("description") or ""),
+                enum=tuple(prop.get("enum") or ()),
+            )
+        )
+    return out or None
+
+
+def _fits(param: Param, value: Any) -> bool:
+    kind = _json_type(value)
+    if param.type == "number":
+        ok = kind in ("number", "integer") and math.isfinite(float(value))
+    else:
+        ok = kind == param.type
+    return ok and (not param.enum or value in param.enum)
+
+
+def check(ticket: PendingCall, edited: Any) -> dict[str, Any]:
+    """The edited arguments if they fit the declaration, else InvalidEdit saying what is wrong."""
+    fields = params(ticket)
+    if fields is None:
+        raise InvalidEdit(f"The arguments of a {ticket.get_kind_display()} ticket of this tool cannot be edited.")
+    if not isinstance(edited, dict):
+        raise InvalidEdit("Edited arguments must be a JSON object of argument names to values.")
+    known = {p.name: p for p in fields}
+    unknown = sorted(set(edited) - set(known))
+    if unknown:
+        raise InvalidEdit(f"{ticket.tool_name} has no argument named {', '.join(unknown)}.")
+    problems = []
+    for p in fields:
+        if p.name not in edited or edited[p.name] is None:
+            if p.required:
+                problems.append(f"{p.name} is required")
+            continue
+        if not _fits(p, edited[p.name]):
+            allowed = f"one of {', '.join(map(repr, p.enum))}" if p.enum else f"a {p.type}"
+            problems.append(f"{p.name} must be {allowed}")
+    if problems:
+        raise InvalidEdit("Edited arguments refused: " + "; ".join(problems) + ". Nothing was sent.")
+    return {k: v for k, v in edited.items() if v is not None}
+
+
+def diff(original: dict[str, Any], edited: dict[str, Any] | None) -> list[tuple[str, Any, Any]]:
+    """(name, before, after) for each argument an edit changed, in the original's order."""
+    if edited is None:
+        return []
+    names = list(original) + [k for k in edited if k not in original]
+    return [(k, original.get(k), edited.get(k)) for k in names if original.get(k) != edited.get(k)]

@@ -1,0 +1,128 @@
+"""What an answer to a ticket says to the agent, per kind of ticket, and whether a body fits it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from adkweb.errors import Invalid
+
+from .models import PendingCall, Response
+
+APPROVED_WORDS = {"approved", "approve", "accepted", "ok", "yes"}
+REJECTED_WORDS = {"rejected", "reject", "denied", "declined", "no"}
+EXPIRED = "expired"
+
+
+class InvalidResponse(Invalid):
+    """A response body that does not fit the ticket's kind (HTTP 400)."""
+
+
+def changes(ticket: PendingCall, edited: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The arguments an approver changed, as the agent receives them (a removed one is null)."""
+    edited = ticket.edited_args if edited is None else edited
+    if edited is None:
+        return {}
+    original = ticket.tool_args
+    out = {k: v for k, v in edited.items() if k not in original or original[k] != v}
+    out.update({k: None for k in original if k not in edited})
+    return out
+
+
+def approve_payload(
+    ticket: PendingCall, comment: str = "", payload: dict | None = None, edited: dict | None = None
+) -> dict[str, Any]:
+    """Approved; with the edited values when an approver edited the arguments."""
+    changed = changes(ticket, edited)
+    if ticket.kind == PendingCall.Kind.CONFIRMATION:
+        body: dict[str, Any] = {"confirmed": True}
+        merged = {**(payload or {}), **changed}
+        if merged:
+            body["payload"] = merged  # the tool reads it as tool_context.tool_confirmation.payload
+        return body
+    body = {"status": "approved", **changed}
+    if comment:
+        body["comment"] = comment
+    return body
+
+
+def reject_payload(ticket: PendingCall, reason: str = "") -> dict[str, Any]:
+    if ticket.kind == PendingCall.Kind.CONFIRMATION:
+        return {"confirmed": False, "payload": {"reason": reason}} if reason else {"confirmed": False}
+    body: dict[str, Any] = {"status": "rejected"}
+    if reason:
+        body["reason"] = reason
+    return body
+
+
+def update_payload(message: str, progress: float | None = None, extra: dict | None = None) -> dict[str, Any]:
+    body: dict[str, Any] = {"status": "in_progress", **(extra or {})}
+    if message:
+        body["message"] = message
+    if progress is not None:
+        body["progress"] = progress
+    return body
+
+
+def expire_payload(ticket: PendingCall, reason: str) -> dict[str, Any]:
+    """The final answer of a ticket nobody decided in time: a distinct outcome, `status: "expired"`."""
+    if ticket.kind == PendingCall.Kind.CONFIRMATION:
+        return {"confirmed": False, "payload": {"status": EXPIRED, "reason": reason}}
+    return {"status": EXPIRED, "reason": reason}
+
+
+def validate(ticket: PendingCall, payload: Any, final: bool) -> None:
+    """Refuse a body that does not fit the ticket's kind, before anything is stored or sent."""
+    if not isinstance(payload, dict):
+        raise InvalidResponse("The response must be a JSON object.")
+    if ticket.kind == PendingCall.Kind.CONFIRMATION:
+        if not final:
+            raise InvalidResponse("A confirmation takes one final answer (confirmed true or false), not updates.")
+        extra = set(payload) - {"confirmed", "payload", "hint"}
+        if extra or not isinstance(payload.get("confirmed"), bool):
+            raise InvalidResponse(
+                'A confirmation response is {"confirmed": true|false, "payload": {...}}'
+                + (
+                    f"; unexpected keys: {', '.join(sorted(extra))}."
+                    if extra
+                    else "; 'confirmed' must be true or false."
+                )
+            )
+    problem = schema_problem(ticket, payload)
+    if problem:
+        raise InvalidResponse(
+            f"This ticket asks for input matching its schema: {problem}. Send a response that fits it."
+        )
+
+
+def schema_problem(ticket: PendingCall, payload: dict[str, Any]) -> str | None:
+    """Why a body fails the ticket's response schema (ADK would fail the run after storing it)."""
+    schema = ticket.response_schema
+    if not isinstance(schema, dict) or schema.get("type") != "object":
+        return None
+    import jsonschema
+
+    try:
+        jsonschema.validate(payload, schema)
+    except jsonschema.ValidationError as exc:
+        return str(exc.message)
+    except jsonschema.SchemaError:
+        return None  # the model wrote an invalid schema; let ADK be the judge
+    return None
+
+
+def decision_of(action: str, ticket: PendingCall, payload: dict[str, Any]) -> str:
+    """What a final answer decides: approved, rejected, or just answered."""
+    if action == Response.Action.APPROVE:
+        return PendingCall.Status.APPROVED
+    if action == Response.Action.REJECT:
+        return PendingCall.Status.REJECTED
+    if action == Response.Action.EXPIRE:
+        return PendingCall.Status.EXPIRED
+    if ticket.kind == PendingCall.Kind.CONFIRMATION:
+        return PendingCall.Status.APPROVED if payload.get("confirmed") else PendingCall.Status.REJECTED
+    word = str(payload.get("status", "")).lower()
+    if word in APPROVED_WORDS:
+        return PendingCall.Status.APPROVED
+    if word in REJECTED_WORDS:
+        return PendingCall.Status.REJECTED
+    return PendingCall.Status.ANSWERED

@@ -1,0 +1,108 @@
+"""The policy form, shared by the Policies page and the Django admin: durations written as people
+write them ("1d", "4h 30m", "90s"), and the same checks as the API (`approvals.policies.problems`)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from django import forms
+
+from .models import Policy
+from .policies import problems
+
+DURATION = re.compile(r"^\s*(?:(\d+)\s*d)?\s*(?:(\d+)\s*h)?\s*(?:(\d+)\s*m)?\s*(?:(\d+)\s*s?)?\s*$", re.IGNORECASE)
+MAX_SECONDS = 366 * 24 * 3600
+
+
+def parse_duration(text: str) -> int | None:
+    """Seconds from "1d 4h 30m 15s" (any part may be left out; a bare number is seconds)."""
+    m = DURATION.match(text or "")
+    if not m or not any(m.groups()):
+        raise forms.ValidationError('Write a duration like "1d", "4h 30m", "90m" or "45s".')
+    days, hours, minutes, seconds = (int(g or 0) for g in m.groups())
+    total = days * 86400 + hours * 3600 + minutes * 60 + seconds
+    if not 1 <= total <= MAX_SECONDS:
+        raise forms.ValidationError("A duration goes from 1 second to 366 days.")
+    return total
+
+
+def format_duration(seconds: int | None) -> str:
+    if not seconds:
+        return ""
+    parts = []
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
+        if seconds >= size:
+            parts.append(f"{seconds // size}{unit}")
+            seconds %= size
+    return " ".join(parts)
+
+
+class DurationField(forms.Field):
+    """Seconds, written and shown as "1d 4h 30m"."""
+
+    widget = forms.TextInput
+
+    def prepare_value(self, value: Any) -> Any:
+        return format_duration(value) if isinstance(value, int) else value
+
+    def to_python(self, value: Any) -> int | None:
+        text = str(value or "").strip()
+        return parse_duration(text) if text else None
+
+
+class PolicyForm(forms.ModelForm):
+    due_in_seconds = DurationField(
+        required=False, label="Due in", help_text='e.g. "1d": undecided by then, the ticket expires.'
+    )
+    remind_before_seconds = DurationField(
+        required=False, label="Remind before due", help_text='e.g. "4h": a reminder is recorded (and sent).'
+    )
+    escalate_after_seconds = DurationField(
+        required=False, label="Escalate after", help_text="Then the escalation groups see and may decide it too."
+    )
+
+    class Meta:
+        model = Policy
+        fields = [
+            "name",
+            "enabled",
+            "agent",
+            "tool",
+            "kind",
+            "condition",
+            "priority",
+            "approver_groups",
+            "required_approvals",
+            "four_eyes",
+            "auto_decision",
+            "auto_reason",
+            "auto_confirmations",
+            "due_in_seconds",
+            "remind_before_seconds",
+            "escalate_after_seconds",
+            "escalation_groups",
+            "allow_grants",
+        ]
+        widgets = {
+            "condition": forms.Textarea(attrs={"rows": 2, "class": "mono", "spellcheck": "false"}),
+            "approver_groups": forms.CheckboxSelectMultiple,
+            "escalation_groups": forms.CheckboxSelectMultiple,
+        }
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        found = problems(
+            data,
+            approver_groups=list(data.get("approver_groups") or []),
+            escalation_groups=list(data.get("escalation_groups") or []),
+        )
+        for field, message in found.items():
+            if field in self.fields and field not in self.errors:
+                self.add_error(field, message)
+        return data
+
+    def values(self) -> dict[str, Any]:
+        """What `approvals.policies.policy_save` takes."""
+        data = self.cleaned_data
+        return {k: v for k, v in data.items() if k not in ("approver_groups", "escalation_groups")}

@@ -1,0 +1,164 @@
+"""Which policy applies to a ticket, and what it does when the ticket opens: route it, set its
+quorum and deadlines, record the rules (and the policy's version) on it, and decide it at once when
+the policy says so or a standing grant covers it.
+
+The policy that applies is the first enabled match by (priority, specificity): a higher priority
+wins; among equals a policy with a condition beats one without, then one naming the tool, the kind
+of pause, the agent; the oldest breaks a tie. A ticket no policy matches keeps the default rule
+(any approver, one decision).
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from django.db.models import Q
+
+from . import conditions, grants
+from .decisions import Answer, answers_submit
+from .models import PendingCall, Policy, Response, TicketActivity
+from .payloads import approve_payload, reject_payload, schema_problem
+
+
+def specificity(policy: Policy) -> tuple[int, ...]:
+    has = (policy.condition.strip(), policy.tool, policy.kind, policy.agent)
+    return (policy.priority, *(1 if x else 0 for x in has), -policy.pk)
+
+
+def candidates(*, app_name: str, tool_name: str, kind: str) -> list[Policy]:
+    """Enabled policies whose agent, tool and kind fit, best first (conditions not yet checked)."""
+    qs = Policy.objects.filter(
+        Q(agent="") | Q(agent=app_name), Q(tool="") | Q(tool=tool_name), Q(kind="") | Q(kind=kind), enabled=True
+    ).prefetch_related("approver_groups", "escalation_groups")
+    return sorted(qs, key=specificity, reverse=True)
+
+
+def matches(policy: Policy, *, app_name: str, tool_name: str, kind: str, args: dict[str, Any]) -> bool:
+    if policy.agent and policy.agent != app_name or policy.tool and policy.tool != tool_name:
+        return False
+    if policy.kind and policy.kind != kind:
+        return False
+    return conditions.evaluate(policy.condition, args)
+
+
+def policy_for(ticket: PendingCall) -> Policy | None:
+    """The policy that decides this ticket's rules, or None (the default rule)."""
+    for policy in candidates(app_name=ticket.app_name, tool_name=ticket.tool_name, kind=ticket.kind):
+        if conditions.evaluate(policy.condition, ticket.tool_args):
+            return policy
+    return None
+
+
+def policy_json(policy: Policy) -> dict[str, Any]:
+    """A policy as the API shows it (and as a ticket records it)."""
+    return {
+        "id": policy.pk,
+        "name": policy.name,
+        "agent": policy.agent or None,
+        "tool": policy.tool or None,
+        "kind": policy.kind or None,
+        "condition": policy.condition,
+        "priority": policy.priority,
+        "approverGroups": sorted(g.name for g in policy.approver_groups.all()),
+        "escalationGroups": sorted(g.name for g in policy.escalation_groups.all()),
+        "requiredApprovals": policy.required_approvals,
+        "fourEyes": policy.four_eyes,
+        "autoDecision": policy.auto_decision or None,
+        "autoReason": policy.auto_reason,
+        "autoConfirmations": policy.auto_confirmations,
+        "dueInSeconds": policy.due_in_seconds,
+        "remindBeforeSeconds": policy.remind_before_seconds,
+        "escalateAfterSeconds": policy.escalate_after_seconds,
+        "allowGrants": policy.allow_grants,
+        "enabled": policy.enabled,
+        "version": policy.version,
+    }
+
+
+def auto_decision(policy: Policy, kind: str) -> str | None:
+    """ "approve"/"reject" when the policy decides such a ticket itself; never a tool confirmation
+    unless the policy allows it, never a question to the user or a credential."""
+    if not policy.auto_decision:
+        return None
+    if kind == PendingCall.Kind.CONFIRMATION and not policy.auto_confirmations:
+        return None
+    if kind not in (PendingCall.Kind.LONG_RUNNING, PendingCall.Kind.CONFIRMATION):
+        return None
+    return policy.auto_decision
+
+
+def describe(policy: Policy) -> str:
+    """The rules in a sentence, for the ticket's history."""
+    groups = ", ".join(sorted(g.name for g in policy.approver_groups.all())) or "approvers"
+    parts = [f"{policy.required_approvals} approval{'s' if policy.required_approvals > 1 else ''} from {groups}"]
+    if policy.four_eyes:
+        parts.append("four-eyes")
+    if policy.due_in_seconds:
+        parts.append(f"due in {humanize_seconds(policy.due_in_seconds)}")
+    if policy.escalate_after_seconds:
+        to = ", ".join(sorted(g.name for g in policy.escalation_groups.all()))
+        parts.append(f"escalates to {to} after {humanize_seconds(policy.escalate_after_seconds)}")
+    if not policy.allow_grants:
+        parts.append("no standing grants")
+    return f"Policy {policy.name!r} v{policy.version}: " + "; ".join(parts) + "."
+
+
+def humanize_seconds(seconds: int) -> str:
+    for unit, size in (("day", 86400), ("hour", 3600), ("minute", 60)):
+        if seconds >= size and seconds % size == 0:
+            n = seconds // size
+            return f"{n} {unit}{'s' if n != 1 else ''}"
+    return f"{seconds} second{'s' if seconds != 1 else ''}"
+
+
+def apply(ticket: PendingCall, policy: Policy) -> None:
+    """Copy the policy's rules onto a ticket that just opened (same transaction)."""
+    opened = ticket.created_at
+    ticket.policy, ticket.policy_name, ticket.policy_version = policy, policy.name, policy.version
+    ticket.policy_rules = policy_json(policy)
+    groups, escalation = list(policy.approver_groups.all()), list(policy.escalation_groups.all())
+    ticket.routed = bool(groups)
+    ticket.required_approvals, ticket.four_eyes = policy.required_approvals, policy.four_eyes
+    ticket.allow_grants = policy.allow_grants
+    if policy.due_in_seconds:
+        ticket.due_at = opened + timedelta(seconds=policy.due_in_seconds)
+        if policy.remind_before_seconds and policy.remind_before_seconds < policy.due_in_seconds:
+            ticket.remind_at = ticket.due_at - timedelta(seconds=policy.remind_before_seconds)
+    if policy.escalate_after_seconds and escalation:
+        ticket.escalate_at = opened + timedelta(seconds=policy.escalate_after_seconds)
+    ticket.save()
+    ticket.approver_groups.set(groups)
+    ticket.escalation_groups.set(escalation)
+    TicketActivity.objects.create(
+        ticket=ticket,
+        kind=TicketActivity.Kind.POLICY,
+        message=describe(policy),
+        detail={"policy": policy.pk, "version": policy.version},
+    )
+
+
+def ticket_open_rules(ticket: PendingCall) -> None:
+    """Apply the matching policy to a new ticket, then let the policy or a standing grant decide
+    it at once where they may (the agent resumes with no person involved)."""
+    policy = policy_for(ticket)
+    if policy is not None:
+        apply(ticket, policy)
+    decision = auto_decision(policy, ticket.kind) if policy is not None else None
+    grant = None if decision else grants.grant_matching(ticket)
+    if decision is None and grant is None:
+        return
+    if decision == "reject":
+        reason = policy.auto_reason if policy is not None else ""
+        answer = Answer(ticket, reject_payload(ticket, reason), True, reason, Response.Action.REJECT)
+        source = Response.Source.POLICY
+    else:
+        by = f"policy {policy.name!r}" if decision else f"standing grant #{grant.pk} from {grant.created_by}"  # type: ignore[union-attr]
+        comment = f"Approved by {by}." + (
+            f" {policy.auto_reason}" if decision and policy and policy.auto_reason else ""
+        )
+        answer = Answer(ticket, approve_payload(ticket), True, comment, Response.Action.APPROVE)
+        source = Response.Source.POLICY if decision else Response.Source.GRANT
+    if schema_problem(ticket, answer.payload):
+        return  # an answer the question's schema refuses: leave it to a person
+    answers_submit(session=ticket.session, answers=[answer], actor=None, source=source, grant=grant)
