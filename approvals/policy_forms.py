@@ -90,6 +90,11 @@ class PolicyForm(forms.ModelForm):
             "escalation_groups": forms.CheckboxSelectMultiple,
         }
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["kind"].choices = [("", "any kind of pause"), *Policy._meta.get_field("kind").choices]  # type: ignore[attr-defined, misc]
+        self.fields["auto_decision"].choices = [("", "no: people decide"), *Policy.AutoDecision.choices]  # type: ignore[attr-defined]
+
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}
         found = problems(

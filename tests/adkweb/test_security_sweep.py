@@ -25,7 +25,7 @@ from django.urls import URLResolver, get_resolver
 
 from agents_app import services as agent_services
 from agents_app.models import AdkSession, StoredEvent, Turn
-from approvals.models import PendingCall, Response
+from approvals.models import PendingCall, Policy, Response, StandingGrant
 from tests.approvals_factories import ticket
 
 ROLES = ("anonymous", "requester", "mallory", "observer", "approver")
@@ -77,7 +77,30 @@ def world(demo) -> World:
         part=types.Part(inline_data=types.Blob(mime_type="image/png", data=b"\x89PNG")),
         custom_metadata=None,
     )
-    return World(users=users, session=session, call=call, failed_turn=failed, extras=notification_objects(users))
+    extras = {**notification_objects(users), **policy_objects(users, call)}
+    return World(users=users, session=session, call=call, failed_turn=failed, extras=extras)
+
+
+def policy_objects(users: dict[str, Any], call: PendingCall) -> dict[str, Any]:
+    """A policy (the demo's) and a standing grant the approver gave from the requester's ticket."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from approvals.models import Policy, StandingGrant
+
+    grant = StandingGrant.objects.create(
+        scope="session",
+        app_name=call.app_name,
+        tool_name=call.tool_name,
+        kind=call.kind,
+        requester=call.requester,
+        session=call.session,
+        ticket=call,
+        created_by=users["approver"],
+        expires_at=timezone.now() + timedelta(hours=1),
+    )
+    return {"policy": Policy.objects.get(name="Large reimbursements").pk, "grant": grant.pk}
 
 
 def notification_objects(users: dict[str, Any]) -> dict[str, Any]:
@@ -115,6 +138,8 @@ def state_counts() -> dict[str, Any]:
         "responses": Response.objects.count(),
         "events": StoredEvent.objects.count(),
         "ticket statuses": sorted(PendingCall.objects.values_list("pk", "status")),
+        "policies": sorted(Policy.objects.values_list("pk", "version")),
+        "grants": sorted(StandingGrant.objects.values_list("pk", "revoked_at")),
     }
 
 
@@ -625,6 +650,7 @@ def notification_targets(w: World) -> list[Target]:
             False,
             {"GET": PAGE_405, "POST": E(LOGIN, 404, 404, 404, 302)},
         ),
+        *policy_targets(w),
         Target(
             "webhooks",
             "notifications_api:webhooks",
@@ -647,6 +673,108 @@ def notification_targets(w: World) -> list[Target]:
             f"/api/webhooks/{x.get('endpoint', 0)}/deliveries",
             True,
             {"GET": api_refused, "POST": E(405, 405, 405, 405, 405)},
+        ),
+    ]
+
+
+def policy_targets(w: World) -> list[Target]:
+    """Approval policies (agent admins only: none of these roles) and standing grants."""
+    x, t = w.extras, w.call
+    admins_only = E(LOGIN, 403, 403, 403, 403)
+    api_admins_only = E(401, 403, 403, 403, 403)
+    policy = {"name": "Hardware", "tool": "ask_for_approval", "condition": "amount > 5"}
+    return [
+        Target("policies page", "approvals:policies", "/policies/", False, {"GET": admins_only, "POST": PAGE_405}),
+        Target(
+            "new policy",
+            "approvals:policy-new",
+            "/policies/new/",
+            False,
+            {"GET": admins_only, "POST": admins_only},
+            {"POST": {"name": "x", "required_approvals": "1", "priority": "0"}},
+        ),
+        Target(
+            "policy page",
+            "approvals:policy",
+            f"/policies/{x.get('policy', 0)}/",
+            False,
+            {"GET": admins_only, "POST": admins_only},
+            {"POST": {"name": "x", "required_approvals": "1", "priority": "0"}},
+        ),
+        Target("missing policy page", "approvals:policy", f"/policies/{MISSING}/", False, {"GET": admins_only}),
+        Target(
+            "policy delete",
+            "approvals:policy-delete",
+            f"/policies/{x.get('policy', 0)}/delete/",
+            False,
+            {"GET": PAGE_405, "POST": admins_only},
+        ),
+        Target(
+            "policy dry run",
+            "approvals:policy-dry-run",
+            f"/policies/{x.get('policy', 0)}/dry-run/?last=5",
+            False,
+            {"GET": admins_only, "POST": PAGE_405},
+        ),
+        Target("grants page", "approvals:grants", "/grants/", False, {"GET": E(LOGIN, 200, 200, 200, 200)}),
+        Target(
+            "grant revoke (the approver's grant on the requester's ticket)",
+            "approvals:grant-revoke",
+            f"/grants/{x.get('grant', 0)}/revoke/",
+            False,
+            {"GET": PAGE_405, "POST": E(LOGIN, 403, 404, 403, 302)},
+        ),
+        Target(
+            "missing grant revoke",
+            "approvals:grant-revoke",
+            f"/grants/{MISSING}/revoke/",
+            False,
+            {"POST": E(LOGIN, 404, 404, 404, 404)},
+        ),
+        Target(
+            "policies API",
+            "approvals_api:policies",
+            "/api/policies",
+            True,
+            {"GET": api_admins_only, "POST": api_admins_only, "DELETE": E(405, 405, 405, 405, 405)},
+            {"POST": ("json", policy)},
+        ),
+        Target(
+            "policy API",
+            "approvals_api:policy",
+            f"/api/policies/{x.get('policy', 0)}",
+            True,
+            {"GET": api_admins_only, "PATCH": api_admins_only, "PUT": api_admins_only, "DELETE": api_admins_only},
+            {"PATCH": ("json", {"priority": 3}), "PUT": ("json", policy)},
+        ),
+        Target(
+            "policy dry-run API",
+            "approvals_api:policy-dry-run",
+            f"/api/policies/{x.get('policy', 0)}/dry-run",
+            True,
+            {"GET": api_admins_only, "POST": E(405, 405, 405, 405, 405)},
+        ),
+        Target(
+            "grants API",
+            "approvals_api:grants",
+            "/api/grants",
+            True,
+            {"GET": E(401, 200, 200, 200, 200), "POST": E(401, 403, 404, 403, 201)},
+            {"POST": ("json", {"ticket": t.pk, "scope": "user", "minutes": 30})},
+        ),
+        Target(
+            "grant API",
+            "approvals_api:grant",
+            f"/api/grants/{x.get('grant', 0)}",
+            True,
+            {"GET": E(401, 200, 404, 200, 200), "DELETE": E(401, 403, 404, 403, 200)},
+        ),
+        Target(
+            "missing grant API",
+            "approvals_api:grant",
+            f"/api/grants/{MISSING}",
+            True,
+            {"GET": E(401, 404, 404, 404, 404), "DELETE": E(401, 404, 404, 404, 404)},
         ),
     ]
 
