@@ -35,7 +35,15 @@ def start_embedded_worker(concurrency: int = 2, sweep_every: float = 5.0) -> Non
     logger.info("Embedded Celery worker started (memory broker).")
 
 
-def _sweep_forever(every: float) -> None:
+def sweeper_start(every: float) -> threading.Event:
+    """The sweeper alone, in a thread (tests start it beside their own worker); set the event to stop it."""
+    stop = threading.Event()
+    threading.Thread(target=_sweep_forever, args=(every, stop), name="adkweb-sweeper", daemon=True).start()
+    return stop
+
+
+def _sweep_forever(every: float, stop: threading.Event | None = None) -> None:
+    """Send every beat task at its interval (at most `every` apart) until `stop` is set."""
     from django.conf import settings
 
     from adkweb.celery import app
@@ -46,8 +54,8 @@ def _sweep_forever(every: float) -> None:
     tasks = {name: str(entry["task"]) for name, entry in beat.items()}
     tick = min([every, *schedule.values()])
     next_at = {name: time.monotonic() + period for name, period in schedule.items()}
-    while True:
-        time.sleep(tick)
+    stop = stop or threading.Event()
+    while not stop.wait(tick):
         now = time.monotonic()
         for name, due in next_at.items():
             if now < due:

@@ -61,5 +61,16 @@ def worker(transactional_db, _celery_worker_thread):
 
 
 @pytest.fixture
+def sweeper(worker):
+    """What `celery beat` does in services mode: the embedded sweeper thread sending the beat
+    schedule's tasks (deadlines, owed turns) to the in-process worker, every half second."""
+    from agents_app.embedded import sweeper_start
+
+    stop = sweeper_start(0.5)
+    yield stop
+    stop.set()
+
+
+@pytest.fixture
 def wait() -> Callable[..., Any]:
     return wait_for

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from . import durability, flaky, tickets, turns
+from . import durability, flaky, policies, tickets, turns
 
 
 class EngineScenarios:
@@ -58,3 +58,25 @@ class EngineScenarios:
 
     def test_turn_of_a_dead_worker_is_retried(self, demo, worker, wait):
         durability.turn_of_a_dead_worker_is_retried(demo, wait)
+
+    # -- approval policies -----------------------------------------------------------------------
+    def test_two_of_n_approvals_then_the_agent_resumes(self, demo, worker, wait):
+        policies.two_of_n_approvals_then_the_agent_resumes(demo, wait)
+
+    def test_four_eyes_keeps_the_requester_off_their_own_transfer(self, demo, worker, wait):
+        policies.four_eyes_keeps_the_requester_off_their_own_transfer(demo, wait)
+
+    def test_auto_approve_resumes_the_agent_with_no_person(self, demo, worker, wait):
+        policies.auto_approve_resumes_the_agent_with_no_person(demo, wait)
+
+    def test_escalation_then_expiry_and_the_agent_is_told(self, demo, worker, sweeper, wait):
+        policies.escalation_then_expiry_and_the_agent_is_told(demo, wait)
+
+    def test_standing_grant_approves_the_next_ticket_at_once(self, demo, worker, wait):
+        policies.standing_grant_approves_the_next_ticket_at_once(demo, wait)
+
+    def test_edits_reach_the_tool(self, demo, worker, wait):
+        policies.edits_reach_the_tool(demo, wait)
+
+    def test_racing_for_the_last_approval_closes_once(self, demo, worker, wait):
+        policies.racing_for_the_last_approval_closes_once(demo, wait)

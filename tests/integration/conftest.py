@@ -97,6 +97,64 @@ def _wait_ready(proc: subprocess.Popen, log: Path, timeout: float = 60) -> None:
     raise RuntimeError(f"celery worker not ready: {log.read_text()[-3000:]}")
 
 
+def beat_start(schedule_dir: Path, every: float = 1.0) -> tuple[subprocess.Popen, Path]:
+    """A real `celery beat` subprocess on the test database, sending the deadline sweep every
+    `every` seconds (and the rest of the schedule at its own pace). Stop it with beat_stop."""
+    db = settings.DATABASES["default"]
+    url = f"postgres://{db['USER'] or 'postgres'}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
+    env = {
+        **os.environ,
+        "DATABASE_URL": url,
+        "REDIS_URL": settings.REDIS_URL,
+        "DJANGO_SETTINGS_MODULE": "adkweb.settings",
+        "ADKWEB_EMBEDDED_WORKER": "0",
+        "ADKWEB_DEADLINE_SWEEP_SECONDS": str(every),
+        "PYTHONPATH": str(ROOT),
+    }
+    log = schedule_dir / "beat.log"
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "adkweb",
+            "beat",
+            "--loglevel",
+            "INFO",
+            "--schedule",
+            str(schedule_dir / "beat-schedule"),
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=open(log, "w"),
+        stderr=subprocess.STDOUT,
+    )
+    deadline = time.monotonic() + 60
+    while "beat: Starting" not in log.read_text():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError(f"celery beat did not start: {log.read_text()[-3000:]}")
+        time.sleep(0.2)
+    return proc, log
+
+
+def beat_stop(proc: subprocess.Popen) -> None:
+    proc.terminate()
+    try:
+        proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
+@pytest.fixture
+def sweeper(worker, tmp_path):
+    """`celery beat` as services mode runs it (a subprocess), sending the deadline sweep every second."""
+    proc, log = beat_start(tmp_path)
+    yield proc
+    beat_stop(proc)
+    assert proc.returncode is not None, log.read_text()[-2000:]
+
+
 @pytest.fixture
 def worker(transactional_db, celery_worker_process):
     """Use in tests that run turns: committed data, the worker subprocess running."""

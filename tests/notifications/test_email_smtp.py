@@ -30,9 +30,9 @@ def test_ticket_email_arrives_with_both_parts_and_working_links(emails, smtp_ser
     session = agent_services.session_create(app_name="reimbursement_agent", user_id="requester")
     agent_services.message_send(session=session, text="Please reimburse 200$ for meals", streaming=False)
 
-    messages = wait(lambda: len(smtp_server.messages) >= 2 and smtp_server.messages, what="two emails")
+    messages = wait(lambda: len(smtp_server.messages) >= 3 and smtp_server.messages, what="three emails")
     call = PendingCall.objects.get(session=session)
-    assert sorted(m["To"] for m in messages) == ["admin@example.com", "approver@example.com"]
+    assert sorted(m["To"] for m in messages) == ["admin@example.com", "approver2@example.com", "approver@example.com"]
     message = next(m for m in messages if m["To"] == "approver@example.com")
     # Python folds a long non-ASCII subject after "Subject:"; unfolding leaves one leading space.
     assert message["Subject"].strip() == f"Approval needed: #{call.pk} ask_for_approval — meals · $200.00"
@@ -71,6 +71,7 @@ def test_ticket_email_arrives_with_both_parts_and_working_links(emails, smtp_ser
     wait(lambda: all(d.status == "delivered" for d in rows.all()), what="delivered rows")
     assert sorted(rows.values_list("target", "attempts")) == [
         ("admin@example.com", 1),
+        ("approver2@example.com", 1),
         ("approver@example.com", 1),
         ("requester@example.com", 1),
     ]
