@@ -152,7 +152,7 @@ class TicketConsumer(AsyncWebsocketConsumer):
         html: str = render_to_string(TICKET_CARD, {"ticket": ticket, "oob": "true"})
         if ticket_id == self.ticket_id:
             ctx = {**ticket_context(ticket, self.user), "oob": True}
-            parts = ["status", "history", "activity"] + ([] if ticket.is_open else ["actions"])
+            parts = ["status", "history", "activity", "args"] + ([] if ticket.is_open else ["actions"])
             html += "".join(render_to_string(f"approvals/ticket.html#{p}", ctx) for p in parts)
         if works_inbox(self.user):
             html += _nav_count_html(selectors.open_ticket_count(user=self.user))

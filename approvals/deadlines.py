@@ -77,7 +77,8 @@ def ticket_expire(*, ticket_id: int) -> bool:
     else:
         answers_submit(session=ticket.session, answers=[answer], actor=None, source=Response.Source.EXPIRY)
     TicketActivity.objects.create(ticket=ticket, kind=TicketActivity.Kind.EXPIRED, message=f"Expired. {reason}")
-    events.deadline_reached(events.TICKET_EXPIRED, ticket=ticket, data={"due_at": _iso(ticket.due_at)})
+    data = {"status": "expired", "by": None, "comment": reason, "due_at": _iso(ticket.due_at)}
+    events.deadline_reached(events.TICKET_EXPIRED, ticket=ticket, data=data)
     return True
 
 

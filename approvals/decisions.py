@@ -17,6 +17,7 @@ from adkweb.errors import Conflict, Forbidden
 from adkweb.notify import TICKET_DECIDED, notify
 from agents_app.models import AdkSession, Turn
 from agents_app.services import turn_create
+from agents_app.timeline import readable
 
 from . import edits, events, grants, payloads
 from .hashing import args_hash
@@ -150,7 +151,8 @@ def _apply_edit(ticket: PendingCall, edited: dict[str, Any], actor: Any) -> None
         ticket=ticket,
         kind=TicketActivity.Kind.EDITED,
         actor=actor,
-        message="Arguments edited: " + ", ".join(f"{k} {v['from']!r} → {v['to']!r}" for k, v in changed.items()),
+        message="Arguments edited: "
+        + ", ".join(f"{k} {readable(v['from'], k)} → {readable(v['to'], k)}" for k, v in changed.items()),
         detail={"before": before, "after": edited},
     )
 

@@ -10,6 +10,7 @@ from django.contrib.auth.decorators import login_required
 from django.forms import Form
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.template.loader import render_to_string
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
@@ -225,8 +226,9 @@ def _ticket_reply(
 ) -> HttpResponse:
     ticket = selectors.ticket_get(ticket_id=ticket.pk) or ticket
     ctx = ticket_context(ticket, request.user, bound, **extra)
-    if request.htmx:
-        return render(request, "approvals/ticket.html#panel", ctx, status=status)
+    if request.htmx:  # the panel, and the arguments out of band (an approval may have edited them)
+        args = render_to_string("approvals/ticket.html#args", {**ctx, "oob": True}, request=request)
+        return HttpResponse(render_to_string("approvals/ticket.html#panel", ctx, request=request) + args, status=status)
     ctx["last_event_pk"] = conversations.last_event_pk(session_pk=ticket.session_id)
     ctx["timeline"] = conversations.session_timeline(ticket.session)
     return render(request, "approvals/ticket.html", ctx, status=status)

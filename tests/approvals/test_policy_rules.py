@@ -181,7 +181,7 @@ def test_edit_before_approve_sends_the_approved_values_and_keeps_both(demo):
     }
     assert ticket.edited_by == demo["approver"] and response.edited_args == {"purpose": "meals", "amount": 150}
     (edit,) = TicketActivity.objects.filter(ticket=ticket, kind="edited")
-    assert edit.message == "Arguments edited: amount 200.0 → 150" and edit.actor == demo["approver"]
+    assert edit.message == "Arguments edited: amount $200.00 → $150.00" and edit.actor == demo["approver"]
 
 
 @pytest.mark.parametrize(
