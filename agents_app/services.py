@@ -98,9 +98,11 @@ def turn_create(
     actor: Any = None,
     state_delta: dict | None = None,
     streaming: bool = False,
+    invocation_id: str = "",
 ) -> Turn:
     """Queue work for a session; the worker is told to look after commit. No content: the agent
-    runs again on the session's history (ADK's run without a new message)."""
+    runs again on the session's history (ADK's run without a new message), or, with an
+    invocation id, continues that invocation (ADK's resume)."""
     parts = content.parts or [] if content is not None else []
     kind = Turn.Kind.FUNCTION_RESPONSE if any(p.function_response for p in parts) else Turn.Kind.MESSAGE
     turn = Turn.objects.create(
@@ -110,6 +112,7 @@ def turn_create(
         state_delta=state_delta or None,
         streaming=streaming,
         created_by=actor if actor is not None and actor.is_authenticated else None,
+        invocation_id=invocation_id if content is None else "",
     )
     session_pk = session.pk
     transaction.on_commit(lambda: session_enqueue(session_pk=session_pk), robust=True)

@@ -38,7 +38,7 @@ def _prepare(request: HttpRequest) -> tuple[RunAgentRequest, int, types.Content 
     row = selectors.adk_session_get(app_name=body.app_name, user_id=body.user_id, session_id=body.session_id)
     if row is None:
         raise NotFound(f"Session not found: {body.session_id}")
-    if body.new_message is None:  # as in ADK: the agent runs again on the session's history
+    if body.new_message is None:  # as in ADK: run again on the history, or continue invocationId
         return body, row.pk, None
     content = services.content_parse(body.new_message.model_dump(mode="json", exclude_none=True))
     _check_invocation(row.pk, content, body.invocation_id)
@@ -68,7 +68,12 @@ def _queue(
     def submit() -> Outcome:
         if content is None:  # the agent runs again on the session's history
             turn = services.turn_create(
-                session=session, content=None, actor=request.user, state_delta=body.state_delta, streaming=streaming
+                session=session,
+                content=None,
+                actor=request.user,
+                state_delta=body.state_delta,
+                streaming=streaming,
+                invocation_id=body.invocation_id or "",  # ADK's resume of that invocation
             )
         else:
             answered = approvals.message_submit(

@@ -279,7 +279,20 @@ def memory(api: Api) -> list:
     return [before, patched.status_code, patched.json(), after, missing]
 
 
+def resume_an_invocation(api: Api) -> list:
+    """invocationId and no newMessage: ADK continues that invocation on the stored history."""
+    sid = api.session("cmp_stock")
+    _, first = api.run("cmp_stock", sid, text("What is GOOG at?"))
+    status, resumed = api.run("cmp_stock", sid, None, invocationId=first[0]["invocationId"])
+    assert {e["invocationId"] for e in resumed} == {first[0]["invocationId"]}
+    # An id the session has never seen: ADK runs the agent under it (a new invocation of that id).
+    other = api.session("cmp_stock")
+    fresh = api.run("cmp_stock", other, None, invocationId="e-chosen-by-the-client")
+    return [first, status, resumed, fresh]
+
+
 SCENARIOS: dict[str, Callable[[Api], list]] = {
+    "invocationId without newMessage (resume)": resume_an_invocation,
     "memory (adkweb: ADKWEB_MEMORY_SERVICE=django)": memory,
     "streamed partial events (run_sse, streaming)": streamed_partials,
     "health, version, list-apps, app-info": server_info,
