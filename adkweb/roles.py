@@ -27,7 +27,12 @@ ROLE_PERMISSIONS: dict[str, tuple[str, ...]] = {
     # on the Policies page), sees and revokes standing grants, and nothing else.
     AGENT_ADMINS: tuple(
         f"{app}.{action}_{model}"
-        for app, model in (("agents_app", "agentconfig"), ("agents_app", "agenttoollink"), ("approvals", "policy"))
+        for app, model in (
+            ("agents_app", "agentconfig"),
+            ("agents_app", "agenttoollink"),
+            ("agents_app", "remoteapp"),
+            ("approvals", "policy"),
+        )
         for action in ("add", "change", "delete", "view")
     )
     + ("approvals.view_standinggrant", "approvals.change_standinggrant"),

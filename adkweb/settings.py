@@ -208,6 +208,11 @@ ADKWEB_LEASE_RENEW_SECONDS = float(
 # cannot hold a session forever.
 ADKWEB_TURN_SOFT_TIME_LIMIT = float(os.environ.get("ADKWEB_TURN_SOFT_TIME_LIMIT", "600"))
 ADKWEB_TURN_HARD_TIME_LIMIT = float(os.environ.get("ADKWEB_TURN_HARD_TIME_LIMIT", "660"))
+# Remote apps (agents served by other ADK servers): how long a worker waits to connect to the
+# remote server, and for the next bytes of its answer (a remote step slower than this fails the
+# turn with a clear error; the whole turn is bounded by ADKWEB_TURN_SOFT_TIME_LIMIT as well).
+ADKWEB_REMOTE_CONNECT_TIMEOUT = float(os.environ.get("ADKWEB_REMOTE_CONNECT_TIMEOUT", "5"))
+ADKWEB_REMOTE_READ_TIMEOUT = float(os.environ.get("ADKWEB_REMOTE_READ_TIMEOUT", "120"))
 # Queued turns older than this are re-enqueued by the sweeper (broker was down, message lost).
 ADKWEB_REQUEUE_AFTER_SECONDS = int(os.environ.get("ADKWEB_REQUEUE_AFTER_SECONDS", "10"))
 ADKWEB_MAX_TURN_ATTEMPTS = 3

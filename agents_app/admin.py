@@ -1,5 +1,5 @@
 """Django admin for agents: tools picked from the code registry, each tool's declaration shown
-exactly as ADK builds it (long-running ones marked)."""
+exactly as ADK builds it (long-running ones marked); remote apps with a write-only auth header."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from django import forms
 from django.contrib import admin
 from django.utils.html import format_html_join
 
-from .agents import AgentConfigError
-from .models import AgentConfig, AgentToolLink, Turn
+from .agents import AgentConfigError, local_app_exists
+from .models import AgentConfig, AgentToolLink, RemoteApp, Turn, validate_agent_name
 from .services import agent_config_check
 from .tools import registry
 
@@ -33,6 +33,12 @@ class AgentConfigForm(forms.ModelForm):
         help_texts = {
             "model": "demo-offline (the offline demo model, no LLM) or a Gemini model such as gemini-2.5-flash."
         }
+
+    def clean_name(self) -> str:
+        name = self.cleaned_data["name"]
+        if RemoteApp.objects.filter(name=name).exists():
+            raise forms.ValidationError(f"A remote app is named {name!r}; pick another name.")
+        return name
 
     def clean_generation_settings(self) -> dict:
         value = self.cleaned_data.get("generation_settings") or {}
@@ -110,3 +116,62 @@ class TurnAdmin(admin.ModelAdmin):
 
     def has_add_permission(self, request) -> bool:
         return False
+
+
+class RemoteAppForm(forms.ModelForm):
+    """The auth header's value is write-only: never rendered back, kept when left empty."""
+
+    new_auth_header_value = forms.CharField(
+        required=False,
+        max_length=4096,
+        label="Auth header value",
+        help_text="Secret, sent with every request to the remote server and never shown again. Leave empty to "
+        "keep the current value.",
+        widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "new-password"}),
+    )
+    clear_auth_header = forms.BooleanField(required=False, label="Remove the auth header value")
+
+    class Meta:
+        model = RemoteApp
+        fields = ["name", "description", "base_url", "remote_app_name", "auth_header_name", "enabled"]
+
+    def clean_name(self) -> str:
+        name = self.cleaned_data["name"]
+        validate_agent_name(name)
+        if local_app_exists(name):
+            raise forms.ValidationError(f"An agent named {name!r} already runs here; pick another name.")
+        return name
+
+    def clean_base_url(self) -> str:
+        return self.cleaned_data["base_url"].strip().rstrip("/")
+
+
+@admin.register(RemoteApp)
+class RemoteAppAdmin(admin.ModelAdmin):
+    form = RemoteAppForm
+    list_display = ["name", "remote_app_name", "base_url", "auth", "enabled", "updated_at"]
+    list_filter = ["enabled"]
+    search_fields = ["name", "description", "remote_app_name", "base_url"]
+    readonly_fields = ["auth"]
+    fields = [
+        "name",
+        "description",
+        "base_url",
+        "remote_app_name",
+        "auth_header_name",
+        "auth",
+        "new_auth_header_value",
+        "clear_auth_header",
+        "enabled",
+    ]
+
+    @admin.display(description="auth header")
+    def auth(self, obj: RemoteApp) -> str:
+        return obj.auth_label if obj.pk else "none"
+
+    def save_model(self, request, obj: RemoteApp, form, change: bool) -> None:
+        if form.cleaned_data.get("clear_auth_header"):
+            obj.auth_header_value = ""
+        elif form.cleaned_data.get("new_auth_header_value"):
+            obj.auth_header_value = form.cleaned_data["new_auth_header_value"]
+        super().save_model(request, obj, form, change)

@@ -1,9 +1,10 @@
-"""Reads for the agents page: every app (code-defined and admin-configured) as a card, with each
-tool's declaration as the model sees it."""
+"""Reads for the agents page: every app (code-defined, admin-configured and remote) as a card, with
+each tool's declaration as the model sees it (a remote app's tools live on its server)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from .timeline import pretty_json
 
@@ -52,10 +53,12 @@ class AgentCard:
     instruction: str
     tools: list[ToolView]
     agent_tools: list[tuple[str, bool]]
-    source: str = "configured"
+    source: str = "configured"  # or "code", or "remote"
     config_id: int | None = None
     enabled: bool = True
     error: str = ""
+    server: str = ""  # a remote app's server and app name
+    auth: str = ""  # a remote app's auth header: its name, never its value
 
     @property
     def is_demo_model(self) -> bool:
@@ -131,7 +134,7 @@ def _code_agent_card(name: str, dotted: str) -> AgentCard:
 def agent_cards() -> list[AgentCard]:
     """Every agent, code-defined and admin-configured (disabled ones too), with tool declarations."""
     from .agents import code_agents
-    from .models import AgentConfig
+    from .models import AgentConfig, RemoteApp
 
     cache: dict[str, ToolView] = {}
     cards = [_code_agent_card(name, dotted) for name, dotted in sorted(code_agents().items())]
@@ -151,4 +154,25 @@ def agent_cards() -> list[AgentCard]:
                 enabled=config.enabled,
             )
         )
+    cards.extend(_remote_card(remote) for remote in RemoteApp.objects.order_by("name"))
     return cards
+
+
+def _remote_card(remote: Any) -> AgentCard:
+    from .agents import local_app_exists
+
+    shadowed = local_app_exists(remote.name)
+    return AgentCard(
+        name=remote.name,
+        description=remote.description,
+        model="",
+        instruction="",
+        tools=[],
+        agent_tools=[],
+        source="remote",
+        config_id=remote.pk,
+        enabled=remote.enabled and not shadowed,
+        error=f"An agent named {remote.name!r} runs here too; that one is used." if shadowed else "",
+        server=remote.server_label,
+        auth=remote.auth_label,
+    )

@@ -1,6 +1,8 @@
 """Build ADK agents: admin-configured AgentConfig rows and code-defined agents from settings.
 
-Both kinds are "apps" to the rest of the system: the app name is the root agent's name.
+Those are "apps" to the rest of the system (the app name is the root agent's name), and so are
+remote apps (`RemoteApp` rows: agents served by other ADK servers), which are listed here but run
+by `agents_app.remote`, never built.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from django.conf import settings
 from adkweb.errors import NotFound
 
 from . import code_apps
-from .models import AgentConfig
+from .models import AgentConfig, RemoteApp
 from .tools import registry
 
 REJECTED_ERROR = "This tool call is rejected."
@@ -47,10 +49,24 @@ def code_agents() -> dict[str, str]:
 
 
 def app_names() -> list[str]:
-    """Every enabled app: admin-configured and code-defined."""
+    """Every enabled app: admin-configured, code-defined and remote."""
     names = set(AgentConfig.objects.filter(enabled=True).values_list("name", flat=True))
     names.update(code_agents())
+    names.update(RemoteApp.objects.filter(enabled=True).values_list("name", flat=True))
     return sorted(names)
+
+
+def local_app_exists(app_name: str) -> bool:
+    """An app of that name runs here (code-defined or admin-configured, enabled or not)."""
+    return app_name in code_agents() or AgentConfig.objects.filter(name=app_name).exists()
+
+
+def remote_app(app_name: str) -> RemoteApp | None:
+    """The enabled remote app of that name, unless a local app has the name (local apps win)."""
+    remote = RemoteApp.objects.filter(name=app_name, enabled=True).first()
+    if remote is None or local_app_exists(app_name):
+        return None
+    return remote
 
 
 def resolve_model(name: str) -> Any:
@@ -120,6 +136,8 @@ def _code_or_config(app_name: str) -> Any:
         return obj
     config = AgentConfig.objects.filter(name=app_name, enabled=True).first()
     if config is None:
+        if remote_app(app_name) is not None:
+            raise AgentConfigError(f"{app_name!r} is served by a remote ADK server: it runs there, not here.")
         raise AgentNotFound(f"No enabled agent named {app_name!r}.")
     return _build_config(config, frozenset())
 

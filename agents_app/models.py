@@ -262,3 +262,6 @@ class IdempotencyKey(models.Model):
 
     def __str__(self) -> str:
         return f"{self.key} ({self.endpoint})"
+
+
+from .remote_models import RemoteApp, RemoteSession  # noqa: E402,F401  (remote apps: models of this app, kept apart)

@@ -20,6 +20,7 @@ import asyncio
 import logging
 import traceback
 import uuid
+from collections.abc import Coroutine
 from dataclasses import dataclass
 from typing import Any
 
@@ -165,6 +166,12 @@ async def _turn_run(turn: Turn, *, resume: bool, lease: Lease | None) -> None:
     from .session_service import DjangoSessionService, current_turn_id
 
     session = await AdkSession.objects.aget(pk=turn.session_id)
+    remote = await sync_to_async(_remote_app)(session.app_name)
+    if remote is not None:  # served by another ADK server: agents_app.remote runs the turn there
+        from .remote.run import remote_turn_run
+
+        await _within_time_limit(remote_turn_run(turn, session=session, app=remote, lease=lease))
+        return
     app = await sync_to_async(app_for_run)(session.app_name)
     if lease is not None:
         app = app.model_copy(update={"plugins": [*app.plugins, _lease_guard(lease)]})
@@ -198,6 +205,25 @@ async def _turn_run(turn: Turn, *, resume: bool, lease: Lease | None) -> None:
     finally:
         current_turn_id.reset(tokens[0])
         current_lease.reset(tokens[1])
+
+
+def _remote_app(app_name: str) -> Any:
+    from .agents import remote_app
+
+    return remote_app(app_name)
+
+
+async def _within_time_limit(run: Coroutine[Any, Any, None]) -> None:
+    limit = asyncio.timeout(settings.ADKWEB_TURN_SOFT_TIME_LIMIT)
+    try:
+        async with limit:
+            await run
+    except TimeoutError as exc:
+        if limit.expired():
+            raise TurnTimedOut(
+                f"The turn ran longer than its time limit ({settings.ADKWEB_TURN_SOFT_TIME_LIMIT} s)."
+            ) from exc
+        raise
 
 
 def _lease_guard(lease: Lease) -> Any:

@@ -14,7 +14,8 @@ or, in a test module, the session-scoped fixture:
 The server listens on 127.0.0.1 and a free port, keeps sessions in memory (ADK's default), has no
 authentication, and imports the agents folder with the repository root on PYTHONPATH (so agents
 can use `agents_app.demo`). Its output goes to a log file (`server.log_path`) that a failing test
-can read. It is stopped (SIGTERM, then SIGKILL) when the block or the test session ends.
+can read. It is stopped (SIGTERM, then SIGKILL) when the block or the test session ends; `start()`
+after `stop()` brings it back on the same port (a remote server that was down and is up again).
 """
 
 from __future__ import annotations
@@ -46,10 +47,12 @@ def _free_port() -> int:
 class AdkApiServer:
     """`python -m google.adk.cli api_server --port P AGENTS_DIR`, waited for until /health answers."""
 
-    def __init__(self, agents_dir: Path | str = AGENTS_DIR, *, extra_args: list[str] | None = None) -> None:
+    def __init__(
+        self, agents_dir: Path | str = AGENTS_DIR, *, extra_args: list[str] | None = None, port: int = 0
+    ) -> None:
         self.agents_dir = str(agents_dir)
         self.extra_args = list(extra_args or [])
-        self.port = 0
+        self.port = port  # 0: a free one, chosen by start() and kept for a later start() (down, then up)
         self.process: subprocess.Popen | None = None
         self.log_path = ""
 
@@ -58,7 +61,7 @@ class AdkApiServer:
         return f"http://127.0.0.1:{self.port}"
 
     def start(self, timeout: float = 60.0) -> AdkApiServer:
-        self.port = _free_port()
+        self.port = self.port or _free_port()
         log = tempfile.NamedTemporaryFile(prefix="adk-api-server-", suffix=".log", delete=False)
         self.log_path = log.name
         env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}

@@ -23,7 +23,13 @@ def _root_agent(app_name: str) -> Any:
 
 
 def _summary(app_name: str) -> AppInfo | None:
-    """list-apps?detailed=true's entry for one app; None when it cannot be built (ADK skips those)."""
+    """list-apps?detailed=true's entry for one app; None when it cannot be built (ADK skips those).
+    A remote app is described from its configuration (its server is not asked while listing)."""
+    remote = agents.remote_app(app_name)
+    if remote is not None:
+        return AppInfo(
+            name=app_name, root_agent_name=remote.remote_app_name, description=remote.description, language="python"
+        )
     try:
         root = agents.build_agent(app_name)
     except (agents.AgentConfigError, agents.AgentNotFound, code_apps.CodeAppError):
