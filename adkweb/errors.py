@@ -57,6 +57,12 @@ class TooLarge(Refused):
     status = 413
 
 
+class BadGateway(Refused):
+    """A server adkweb relies on for this request (e.g. a remote app's ADK server) failed or is away."""
+
+    status = 502
+
+
 class Unprocessable(Refused):
     """A body that fails the request schema, as FastAPI (so ADK's server) reports it: `detail` is a
     list of `{"type", "loc", "msg", "input"}` items, `loc` starting with "body"."""

@@ -21,6 +21,7 @@ ERRORS = {
     409: "Conflict",
     413: "Body too large",
     422: "The body does not fit the request schema",
+    502: "A server adkweb relies on (a remote app's ADK server) failed or is away",
 }
 
 

@@ -15,6 +15,7 @@ from google.genai import types
 
 from adkweb.errors import Conflict, Forbidden
 from adkweb.notify import TICKET_DECIDED, notify
+from agents_app.agents import remote_app
 from agents_app.models import AdkSession, Turn
 from agents_app.services import turn_create
 from agents_app.timeline import readable
@@ -138,8 +139,11 @@ def _function_response(plan: _Plan) -> types.FunctionResponse:
         if not changed or ticket.kind == PendingCall.Kind.CONFIRMATION:
             return answer.sent
         return answer.sent.model_copy(update={"response": {**(answer.sent.response or {}), **changed}})
+    # A remote app's model backend is not ours to know (its server cannot drop the field for Vertex AI):
+    # send it what ADK's own client sends, no `will_continue` at all.
+    quiet = answer.final or remote_app(ticket.app_name) is not None
     return types.FunctionResponse(
-        id=ticket.call_id, name=ticket.call_name, response=answer.payload, will_continue=None if answer.final else True
+        id=ticket.call_id, name=ticket.call_name, response=answer.payload, will_continue=None if quiet else True
     )
 
 

@@ -68,8 +68,11 @@ class AdkApiServer:
         for name in ("DJANGO_SETTINGS_MODULE", "GOOGLE_API_KEY", "GEMINI_API_KEY", "GOOGLE_GENAI_USE_VERTEXAI"):
             env.pop(name, None)  # the ADK server knows nothing of Django, and never calls a real model
         command = [sys.executable, "-m", "google.adk.cli", "api_server", "--host", "127.0.0.1"]
-        # In-memory sessions and artifacts: nothing written into the agents folder, nothing kept.
-        command += ["--port", str(self.port), "--no_use_local_storage", *self.extra_args, self.agents_dir]
+        # In-memory sessions and artifacts unless the extra arguments name services: nothing written into
+        # the agents folder, nothing kept.
+        services = any(a.startswith(("--session_service_uri", "--artifact_service_uri")) for a in self.extra_args)
+        local = [] if services else ["--no_use_local_storage"]
+        command += ["--port", str(self.port), *local, *self.extra_args, self.agents_dir]
         self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=str(REPO))
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:

@@ -9,7 +9,7 @@ from asgiref.sync import async_to_sync
 from django.http import HttpRequest, JsonResponse
 
 from adkweb.api import api_view
-from adkweb.errors import Invalid, NotFound
+from adkweb.errors import BadGateway, Invalid, NotFound
 
 from .. import agents, code_apps
 from .schemas import AppInfo, Health, ListAppsResponse, Version
@@ -60,6 +60,9 @@ def app_info(request: HttpRequest, app_name: str) -> JsonResponse:
     from google.adk.agents import LlmAgent
     from google.adk.utils.agent_info import get_agents_dict
 
+    remote = agents.remote_app(app_name)
+    if remote is not None:
+        return JsonResponse({**_remote_app_info(remote), "name": app_name})
     root = _root_agent(app_name)
     if not isinstance(root, LlmAgent):
         raise Invalid("Root agent is not an LlmAgent")
@@ -71,6 +74,20 @@ def app_info(request: HttpRequest, app_name: str) -> JsonResponse:
         agents=async_to_sync(get_agents_dict)(root),
     )
     return JsonResponse(info.model_dump(mode="json", by_alias=True, exclude_none=True))
+
+
+def _remote_app_info(remote: Any) -> dict[str, Any]:
+    """A remote app's info, as its own server gives it (502 with the reason if it cannot)."""
+    from ..remote.client import RemoteClient, RemoteError
+
+    async def fetch() -> dict[str, Any]:
+        async with RemoteClient(remote) as client:
+            return await client.app_info()
+
+    try:
+        return async_to_sync(fetch)()
+    except RemoteError as exc:
+        raise BadGateway(str(exc)) from exc
 
 
 @api_view("GET", public=True)

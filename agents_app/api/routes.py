@@ -52,7 +52,14 @@ ROUTES = [
         "apps/<str:app_name>/app-info",
         apps.app_info,
         "app-info",
-        (Op("GET", "An app's agents: instructions, tool declarations, sub-agents", response=AppInfo),),
+        (
+            Op(
+                "GET",
+                "An app's agents: instructions, tool declarations, sub-agents (a remote app: its server's answer)",
+                response=AppInfo,
+                errors=(400, 401, 403, 404, 502),
+            ),
+        ),
     ),
     Route(
         USER_SESSIONS,

@@ -88,6 +88,7 @@ def memory(request: HttpRequest, app_name: str, user_id: str) -> JsonResponse:
 
     check_user(request, user_id, write=True)
     body = parse_body(UpdateMemoryRequest, request)
+    not_for_remote_apps(app_name, "memory")
     session = session_or_404(app_name, user_id, body.session_id)
     async_to_sync(memory_service().add_session_to_memory)(session)
     return JsonResponse(None, safe=False)
@@ -101,11 +102,20 @@ def _idle_session(app_name: str, user_id: str, session_id: str, what: str) -> No
         raise Conflict(f"The agent is working in this session; {what} once its turn has finished.")
 
 
+def not_for_remote_apps(app_name: str, what: str) -> None:
+    if agents.remote_app(app_name) is not None:
+        raise Invalid(
+            f"{app_name!r} runs on a remote ADK server, which keeps its {what}: adkweb does not change it "
+            "there (send stateDelta with /run or /run_sse to change the session's state)."
+        )
+
+
 def _update(app_name: str, user_id: str, session_id: str, state_delta: dict[str, Any]) -> Any:
     """ADK's PATCH: a user event carrying the state delta (temp: keys are not kept), no agent run."""
     from google.adk.events.event import Event
     from google.adk.events.event_actions import EventActions
 
+    not_for_remote_apps(app_name, "session state")
     _idle_session(app_name, user_id, session_id, "change its state")
     session = session_or_404(app_name, user_id, session_id)
     event = Event(invocation_id=f"p-{uuid.uuid4()}", author="user", actions=EventActions(state_delta=state_delta))

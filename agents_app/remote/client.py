@@ -95,6 +95,12 @@ class RemoteClient:
         self._check(response, "creating the session")
         return True
 
+    async def app_info(self) -> dict[str, Any]:
+        """The remote app's `/apps/{app}/app-info` (agents, instructions, tool declarations)."""
+        response = await self._request("GET", f"apps/{_path(self.app.remote_app_name)}/app-info")
+        self._check(response, "reading the app's info")
+        return self._json(response, dict)
+
     # -- runs --------------------------------------------------------------------------------
     async def run_sse(self, body: dict[str, Any]) -> AsyncIterator[dict[str, Any]]:
         """Each `data:` frame of `/run_sse` as JSON; an error frame raises RemoteRunError."""

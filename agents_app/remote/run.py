@@ -43,6 +43,7 @@ from ..session_service import DjangoSessionService, current_turn_id
 from .client import RemoteClient, RemoteError, RemoteRefused, RemoteRunError
 
 NOT_TWICE = "adkweb does not send a message twice: send a new one to go on."
+ABORTED = "INVOCATION_ABORTED"  # what ADK seals a run with when its client goes away
 
 
 class RemoteSessionLost(RemoteError):
@@ -67,6 +68,7 @@ class RemoteTurn:
         self.service = DjangoSessionService()
         self.session: Any = None
         self.stored_ids: set[str] = set()
+        self.streamed = 0  # events the run streamed (partial ones left out)
 
     async def run(self) -> None:
         self.session = await self.service.get_session(
@@ -102,6 +104,11 @@ class RemoteTurn:
         except RemoteError:
             await self.reconcile_quietly()  # what the remote kept is stored: a retry never sends it twice
             raise
+        if resuming and not self.streamed:
+            raise RemoteError(
+                f"{self.client.label} had received this turn, but its run stopped when adkweb's worker did "
+                f"and resuming it produced nothing; {NOT_TWICE}"
+            )
         if not complete:
             await self.reconcile()  # no event told us the invocation: read what the remote stored
         await sync_to_async(_settle)(self.link, self.turn.pk)
@@ -143,6 +150,7 @@ class RemoteTurn:
             if frame.get("partial"):
                 await events.anotify_partial(session_pk=self.row.pk, event=frame, turn_id=self.turn.pk)
                 continue
+            self.streamed += 1
             await self._store(_event(frame, self.client.label))
         return user_stored
 
@@ -235,6 +243,8 @@ def _outcome(turn_id: int) -> tuple[str, str, str]:
     if last is None:
         return "none", "", ""
     event = Event.model_validate(last[1])
+    if event.error_code == ABORTED:
+        return "open", event.invocation_id, ""  # the remote stopped its run when our stream broke: resume it
     if last[0] != "user" and event.error_code and not event.content:
         return "failed", event.invocation_id, f"{event.error_code}: {event.error_message or ''}".strip()
     if last[0] != "user" and (event.actions.end_of_agent or event.is_final_response()):
