@@ -88,7 +88,9 @@ class RemoteTurn:
         resuming = outcome == "open"  # it reached the remote, whose run stopped short: never send it again
         if resuming and not invocation_id:
             raise RemoteError(f"{self.client.label} received this turn but names no invocation to resume; {NOT_TWICE}")
-        body = self._body(invocation_id if resuming else "")
+        if not resuming and not self.turn.content and self.turn.invocation_id:
+            invocation_id = self.turn.invocation_id  # a client asked to continue that invocation (no message)
+        body = self._body(invocation_id if resuming or not self.turn.content else "")
         await self.ensure_remote_session()
         await sync_to_async(_unsettle)(self.link, self.turn.pk, self.lease)
         try:

@@ -149,6 +149,8 @@ REMOTE_SCENARIOS = [
     "temp: state handoff",
     "intermediate then final answer",
     "streamed partial events (run_sse, streaming)",
+    "invocationId without newMessage (resume)",
+    "run without newMessage",
 ]
 
 
