@@ -61,15 +61,19 @@ class PendingCall(models.Model):
     due_at = models.DateTimeField(null=True, blank=True, db_index=True)
     # -- the rules a policy gave it when it opened (copied, so editing the policy changes no open ticket)
     policy = models.ForeignKey("Policy", null=True, blank=True, on_delete=models.SET_NULL, related_name="tickets")
-    policy_name = models.CharField(max_length=128, blank=True)
+    policy_name = models.CharField(max_length=128, blank=True, db_default="")
     policy_version = models.PositiveIntegerField(null=True, blank=True)
     policy_rules = models.JSONField(null=True, blank=True, help_text="The policy as it was when the ticket opened.")
-    routed = models.BooleanField(default=False, help_text="Only its approver groups may see and decide it.")
+    routed = models.BooleanField(
+        default=False, db_default=False, help_text="Only its approver groups may see and decide it."
+    )
     approver_groups = models.ManyToManyField(Group, blank=True, related_name="+")
     escalation_groups = models.ManyToManyField(Group, blank=True, related_name="+")
-    required_approvals = models.PositiveSmallIntegerField(default=1)
-    four_eyes = models.BooleanField(default=False)
-    allow_grants = models.BooleanField(default=True)
+    # Database defaults too: a writer that predates policies (a web process still on the last
+    # release during a rolling deploy) inserts tickets with the default rule.
+    required_approvals = models.PositiveSmallIntegerField(default=1, db_default=1)
+    four_eyes = models.BooleanField(default=False, db_default=False)
+    allow_grants = models.BooleanField(default=True, db_default=True)
     remind_at = models.DateTimeField(null=True, blank=True, db_index=True)
     reminded_at = models.DateTimeField(null=True, blank=True)
     escalate_at = models.DateTimeField(null=True, blank=True, db_index=True)
@@ -158,11 +162,13 @@ class Response(models.Model):
     actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
     # None for an approval that counts toward a quorum but is not sent (the M-th one is).
     turn = models.ForeignKey(Turn, null=True, on_delete=models.SET_NULL, related_name="+")
-    source = models.CharField(max_length=8, choices=Source.choices, default=Source.PERSON)
+    source = models.CharField(max_length=8, choices=Source.choices, default=Source.PERSON, db_default="person")
     grant = models.ForeignKey(
         "StandingGrant", null=True, blank=True, on_delete=models.SET_NULL, related_name="responses"
     )
-    args_hash = models.CharField(max_length=64, blank=True, help_text="Hash of the arguments the decider saw.")
+    args_hash = models.CharField(
+        max_length=64, blank=True, db_default="", help_text="Hash of the arguments the decider saw."
+    )
     edited_args = models.JSONField(null=True, blank=True, help_text="The arguments this approval changed them to.")
     created_at = models.DateTimeField(auto_now_add=True)
 

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.core.paginator import Page, Paginator
-from django.db.models import Exists, OuterRef, Q, QuerySet
+from django.db.models import Exists, OuterRef, Prefetch, Q, QuerySet
 
 from adkweb.roles import APPROVERS, DECIDE_TICKETS, is_policy_admin
 
@@ -70,7 +70,18 @@ def ticket_queryset(*, filters: InboxFilters, user: Any) -> QuerySet[PendingCall
             match |= Q(pk=int(term.lstrip("#")))
         qs = qs.filter(match)
     order = ("created_at", "id") if filters.sort == "oldest" else ("-created_at", "-id")
-    return qs.select_related("closed_by", "assigned_to").order_by(*order)
+    return with_rules(qs.select_related("closed_by", "assigned_to").order_by(*order))
+
+
+def with_rules(qs: QuerySet[PendingCall]) -> QuerySet[PendingCall]:
+    """Prefetch what a page of tickets shows of their rules (groups, approvals): three queries a
+    page instead of a few per row."""
+    approvals = (
+        Response.objects.filter(action=Response.Action.APPROVE).select_related("actor").order_by("created_at", "id")
+    )
+    return qs.prefetch_related(
+        "approver_groups", "escalation_groups", Prefetch("responses", queryset=approvals, to_attr="approve_rows")
+    )
 
 
 def inbox_page(*, filters: InboxFilters, user: Any) -> Page:
@@ -111,12 +122,14 @@ def ticket_activities(*, ticket: PendingCall) -> list[TicketActivity]:
 def ticket_approvals(*, ticket: PendingCall) -> list[Response]:
     """The approvals that count now toward the ticket's quorum: one per person, for the arguments
     as they are now (an edit starts the count again), oldest first."""
-    rows = Response.objects.filter(
-        pending_call=ticket, action=Response.Action.APPROVE, args_hash=ticket.args_hash
-    ).select_related("actor")
+    current = ticket.args_hash
+    rows: Any = getattr(ticket, "approve_rows", None)  # prefetched by with_rules
+    if rows is None:
+        rows = Response.objects.filter(pending_call=ticket, action=Response.Action.APPROVE).select_related("actor")
+        rows = rows.order_by("created_at", "id")
     seen: set[Any] = set()
     out = []
-    for r in rows.order_by("created_at", "id"):
+    for r in (r for r in rows if r.args_hash == current):
         key = r.actor_id if r.actor_id is not None else ("row", r.pk)
         if key not in seen:
             seen.add(key)
@@ -143,9 +156,9 @@ def ticket_visible_get(*, user: Any, ticket_id: int) -> PendingCall | None:
 def ticket_approver_groups(*, ticket: PendingCall) -> list[str]:
     """The groups a ticket is routed to now: its approver groups (and escalation groups once it
     escalated), or the approvers role for a ticket no policy routes."""
-    names = list(ticket.approver_groups.values_list("name", flat=True)) if ticket.routed else [APPROVERS]
+    names = [g.name for g in ticket.approver_groups.all()] if ticket.routed else [APPROVERS]
     if ticket.escalated_at is not None:
-        names += list(ticket.escalation_groups.values_list("name", flat=True))
+        names += [g.name for g in ticket.escalation_groups.all()]
     return sorted(set(names))
 
 

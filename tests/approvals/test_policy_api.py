@@ -209,3 +209,20 @@ def test_grants_api_give_list_revoke(api, demo):
     assert api(demo["approver"]).get("/api/grants?active=1").json() == []
     assert api(person("mallory")).get(f"/api/grants/{grant.id}").status_code == 404
     assert StandingGrant.objects.count() == 1
+
+
+def test_listing_tickets_with_rules_costs_the_same_queries_for_3_or_12(api, demo):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    c = api(demo["approver2"])
+
+    def count(n: int) -> int:
+        for _ in range(n):
+            services.ticket_approve(ticket=open_ticket(args=BIG), actor=demo["approver"])
+        with CaptureQueriesContext(connection) as queries:
+            body = c.get("/api/pending-calls?page_size=200").json()
+        assert all(t["approvals"][0]["who"] == "approver" for t in body["results"])
+        return len(queries)
+
+    assert count(3) == count(9)  # 3 then 12 tickets: no query per row
