@@ -70,17 +70,14 @@ def ticket_queryset(*, filters: InboxFilters, user: Any) -> QuerySet[PendingCall
             match |= Q(pk=int(term.lstrip("#")))
         qs = qs.filter(match)
     order = ("created_at", "id") if filters.sort == "oldest" else ("-created_at", "-id")
-    return with_rules(qs.select_related("closed_by", "assigned_to").order_by(*order))
+    return with_approvals(qs.select_related("closed_by", "assigned_to").order_by(*order))
 
 
-def with_rules(qs: QuerySet[PendingCall]) -> QuerySet[PendingCall]:
-    """Prefetch what a page of tickets shows of their rules (groups, approvals): three queries a
-    page instead of a few per row."""
-    approvals = (
-        Response.objects.filter(action=Response.Action.APPROVE).select_related("actor").order_by("created_at", "id")
-    )
+def with_approvals(qs: QuerySet[PendingCall]) -> QuerySet[PendingCall]:
+    """Prefetch the approvals of a page of tickets ("1 of 2 approvals"): one query a page."""
+    approvals = Response.objects.filter(action=Response.Action.APPROVE).select_related("actor")
     return qs.prefetch_related(
-        "approver_groups", "escalation_groups", Prefetch("responses", queryset=approvals, to_attr="approve_rows")
+        Prefetch("responses", queryset=approvals.order_by("created_at", "id"), to_attr="approve_rows")
     )
 
 
@@ -143,7 +140,8 @@ API_STATUS_FILTERS = ("open", "closed", "all", *PendingCall.Status.values)
 
 def tickets_visible(*, user: Any, filters: InboxFilters) -> QuerySet[PendingCall]:
     """Tickets the user may see (approvals.permissions.visible_q), filtered."""
-    return ticket_queryset(filters=filters, user=user).select_related("session", "edited_by", "policy")
+    qs = ticket_queryset(filters=filters, user=user).select_related("session", "edited_by", "policy")
+    return qs.prefetch_related("approver_groups", "escalation_groups")  # the API shows who decides each
 
 
 def ticket_visible_get(*, user: Any, ticket_id: int) -> PendingCall | None:
