@@ -163,10 +163,22 @@ class TableWriter:
 
         self.fields = list(model._meta.concrete_fields)
         self.json = [isinstance(f, models.JSONField) for f in self.fields]
-        self.defaults = [f.get_default() if f.has_default() else None for f in self.fields]
+        self.defaults = [self._default(f) for f in self.fields]
         cols = ", ".join(connection.ops.quote_name(f.column) for f in self.fields)
         self.sql = f"COPY {model._meta.db_table} ({cols}) FROM STDIN"
         self.count = 0
+
+    @staticmethod
+    def _default(field: Any) -> Any:
+        """The field's Python default, else its database default (COPY does not apply those), else None."""
+        from django.db.models import NOT_PROVIDED
+
+        if field.has_default():
+            return field.get_default()
+        db_default = getattr(field, "db_default", NOT_PROVIDED)
+        if db_default is not NOT_PROVIDED:
+            return getattr(db_default, "value", db_default)
+        return None
 
     def __enter__(self) -> TableWriter:
         from django.db import connection
