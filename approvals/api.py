@@ -181,7 +181,7 @@ def pending_calls(request: HttpRequest) -> JsonResponse:
     page = int_param(request, "page", 1)
     size = int_param(request, "page_size", DEFAULT_PAGE_SIZE, high=MAX_PAGE_SIZE)
     count = qs.count()
-    rows = list(qs[(page - 1) * size : page * size])
+    rows = selectors.approvals_attach(list(qs[(page - 1) * size : page * size]))
     return JsonResponse(
         {
             "count": count,

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.core.paginator import Page, Paginator
-from django.db.models import Exists, OuterRef, Prefetch, Q, QuerySet
+from django.db.models import Exists, OuterRef, Q, QuerySet
 
 from adkweb.roles import APPROVERS, DECIDE_TICKETS, is_policy_admin
 
@@ -70,21 +70,28 @@ def ticket_queryset(*, filters: InboxFilters, user: Any) -> QuerySet[PendingCall
             match |= Q(pk=int(term.lstrip("#")))
         qs = qs.filter(match)
     order = ("created_at", "id") if filters.sort == "oldest" else ("-created_at", "-id")
-    return with_approvals(qs.select_related("closed_by", "assigned_to").order_by(*order))
+    return qs.select_related("closed_by", "assigned_to").order_by(*order)
 
 
-def with_approvals(qs: QuerySet[PendingCall]) -> QuerySet[PendingCall]:
-    """Prefetch the approvals of a page of tickets ("1 of 2 approvals"): one query a page."""
-    approvals = Response.objects.filter(action=Response.Action.APPROVE).select_related("actor")
-    return qs.prefetch_related(
-        Prefetch("responses", queryset=approvals.order_by("created_at", "id"), to_attr="approve_rows")
-    )
+def approvals_attach(tickets: list[PendingCall]) -> list[PendingCall]:
+    """Load the approvals of the quorum tickets among `tickets` in one query ("1 of 2 approvals"),
+    none when there are none: `ticket_approvals` then reads them from the ticket."""
+    quorum = {t.pk: t for t in tickets if t.required_approvals > 1}
+    for t in tickets:
+        t.approve_rows = []  # type: ignore[attr-defined]
+    if quorum:
+        rows = Response.objects.filter(pending_call_id__in=quorum, action=Response.Action.APPROVE)
+        for r in rows.select_related("actor").order_by("created_at", "id"):
+            quorum[r.pending_call_id].approve_rows.append(r)  # type: ignore[attr-defined]
+    return tickets
 
 
 def inbox_page(*, filters: InboxFilters, user: Any) -> Page:
     """One page of the inbox."""
     paginator = Paginator(ticket_queryset(filters=filters, user=user), INBOX_PAGE_SIZE)
-    return paginator.get_page(filters.page)
+    page = paginator.get_page(filters.page)
+    page.object_list = approvals_attach(list(page.object_list))
+    return page
 
 
 def ticket_matches(*, ticket_id: int, filters: InboxFilters, user: Any) -> bool:
