@@ -1,11 +1,25 @@
 """The bad-input and security sweeps on PostgreSQL: the same corpus and the same tests as
-tests/adkweb/test_bad_input_sweep.py and tests/adkweb/test_security_sweep.py (imported, not copied). Issue 8
+tests/adkweb/test_bad_input_sweep.py and tests/adkweb/security/ (imported, not copied). Issue 8
 found 13 of 124 requests that were refused on SQLite but answered 500 on PostgreSQL (NUL
 characters, unpaired surrogates, page numbers out of range)."""
 
 # ruff: noqa: F401  (imported so that pytest collects them here again, on PostgreSQL)
 import pytest
 
+from tests.adkweb.security.conftest import world
+from tests.adkweb.security.test_csrf import (
+    test_api_token_requests_need_no_csrf_but_a_session_cookie_does,
+    test_token_in_header_passes_csrf_page_and_api,
+    test_unsafe_requests_without_csrf_token_are_refused_everywhere,
+)
+from tests.adkweb.security.test_escaping import test_tool_arguments_and_model_output_are_escaped_everywhere
+from tests.adkweb.security.test_url_roles import test_every_url_is_in_the_table, test_url_role_sweep
+from tests.adkweb.security.test_websockets import (
+    test_anonymous_sockets_are_refused_through_the_real_stack_without_scope_user,
+    test_every_websocket_route_is_in_the_table,
+    test_mallory_on_the_list_socket_gets_no_row_for_the_requesters_session,
+    test_websocket_routes_refuse_anonymous_and_unauthorised_users,
+)
 from tests.adkweb.test_bad_input_sweep import (
     _quiet_request_logs,
     objs,
@@ -15,19 +29,6 @@ from tests.adkweb.test_bad_input_sweep import (
     test_login_with_bad_input_rerenders_the_form_with_an_error,
     test_page_posts_with_bad_input,
     test_urls_with_unstorable_text_or_pages_out_of_range,
-)
-from tests.adkweb.test_security_sweep import (
-    test_anonymous_sockets_are_refused_through_the_real_stack_without_scope_user,
-    test_api_token_requests_need_no_csrf_but_a_session_cookie_does,
-    test_every_url_is_in_the_table,
-    test_every_websocket_route_is_in_the_table,
-    test_mallory_on_the_list_socket_gets_no_row_for_the_requesters_session,
-    test_token_in_header_passes_csrf_page_and_api,
-    test_tool_arguments_and_model_output_are_escaped_everywhere,
-    test_unsafe_requests_without_csrf_token_are_refused_everywhere,
-    test_url_role_sweep,
-    test_websocket_routes_refuse_anonymous_and_unauthorised_users,
-    world,
 )
 
 
