@@ -7,7 +7,7 @@ from agents_app import services
 from agents_app.models import RemoteApp
 from approvals import services as approvals
 from approvals.models import PendingCall
-from tests.agents_app.test_remote_apps import assert_mirrored, remote_events, user_texts
+from tests.agents_app.remote_helpers import assert_mirrored, remote_events, user_texts
 from tests.engine_scenarios import agent_texts, calls, failed_turns, settle, ticket_opened
 
 pytest_plugins = ["tests.adk_api_server"]
