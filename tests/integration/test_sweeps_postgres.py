@@ -1,11 +1,22 @@
 """The bad-input and security sweeps on PostgreSQL: the same corpus and the same tests as
-tests/adkweb/test_bad_input_sweep.py and tests/adkweb/security/ (imported, not copied). Issue 8
+tests/adkweb/bad_input/ and tests/adkweb/security/ (imported, not copied). Issue 8
 found 13 of 124 requests that were refused on SQLite but answered 500 on PostgreSQL (NUL
 characters, unpaired surrogates, page numbers out of range)."""
 
 # ruff: noqa: F401  (imported so that pytest collects them here again, on PostgreSQL)
 import pytest
 
+from tests.adkweb.bad_input.conftest import _quiet_request_logs, objs
+from tests.adkweb.bad_input.test_api import (
+    test_api_raw_garbage_bodies,
+    test_api_wrong_json_for_each_endpoint,
+    test_closed_ticket_is_409_and_changes_nothing,
+)
+from tests.adkweb.bad_input.test_pages import (
+    test_login_with_bad_input_rerenders_the_form_with_an_error,
+    test_page_posts_with_bad_input,
+    test_urls_with_unstorable_text_or_pages_out_of_range,
+)
 from tests.adkweb.security.conftest import world
 from tests.adkweb.security.test_csrf import (
     test_api_token_requests_need_no_csrf_but_a_session_cookie_does,
@@ -19,16 +30,6 @@ from tests.adkweb.security.test_websockets import (
     test_every_websocket_route_is_in_the_table,
     test_mallory_on_the_list_socket_gets_no_row_for_the_requesters_session,
     test_websocket_routes_refuse_anonymous_and_unauthorised_users,
-)
-from tests.adkweb.test_bad_input_sweep import (
-    _quiet_request_logs,
-    objs,
-    test_api_raw_garbage_bodies,
-    test_api_wrong_json_for_each_endpoint,
-    test_closed_ticket_is_409_and_changes_nothing,
-    test_login_with_bad_input_rerenders_the_form_with_an_error,
-    test_page_posts_with_bad_input,
-    test_urls_with_unstorable_text_or_pages_out_of_range,
 )
 
 
