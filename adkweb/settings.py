@@ -2,13 +2,15 @@
 
 Embedded mode (no DATABASE_URL / REDIS_URL): SQLite, in-memory channel layer, Celery on the
 memory broker with a worker thread inside the serving process, the offline demo model.
-Services mode: DATABASE_URL (PostgreSQL) and REDIS_URL (broker + channel layer).
+Services mode: DATABASE_URL (PostgreSQL) and REDIS_URL (broker + channel layer). Outside the
+embedded demo, DEBUG is off unless DJANGO_DEBUG says otherwise and DJANGO_SECRET_KEY is required.
 """
 
 import os
 from pathlib import Path
 
 import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
 from kombu import Queue
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -16,16 +18,49 @@ BASE_DIR = Path(__file__).resolve().parent.parent
 
 def env_bool(name: str, default: bool) -> bool:
     value = os.environ.get(name)
-    if value is None:
+    if value is None or not value.strip():
         return default
     return value.strip().lower() in {"1", "true", "yes", "on"}
 
 
+def env_list(name: str, default: str) -> list[str]:
+    return [item.strip() for item in os.environ.get(name, default).split(",") if item.strip()]
+
+
+# --- Mode ---------------------------------------------------------------------------------
+DATABASE_URL = os.environ.get("DATABASE_URL", "")
+REDIS_URL = os.environ.get("REDIS_URL", "")
+EMBEDDED = not REDIS_URL
+# The embedded demo (`make run`, the tests) is no Redis and SQLite. Anything else (Redis, or a
+# database server) is a deployment: DEBUG is off unless asked for and a secret key is required.
+DEPLOYED = bool(REDIS_URL) or bool(DATABASE_URL and not DATABASE_URL.startswith("sqlite"))
+
 # --- Core -------------------------------------------------------------------------------
-SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "dev-only-insecure-key-change-me")
-DEBUG = env_bool("DJANGO_DEBUG", True)
-ALLOWED_HOSTS = [h for h in os.environ.get("DJANGO_ALLOWED_HOSTS", "127.0.0.1,localhost,testserver").split(",") if h]
-CSRF_TRUSTED_ORIGINS = [o for o in os.environ.get("DJANGO_CSRF_TRUSTED_ORIGINS", "").split(",") if o]
+SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "")
+if not SECRET_KEY:
+    if DEPLOYED:
+        raise ImproperlyConfigured(
+            "DJANGO_SECRET_KEY is not set. Outside the embedded demo (DATABASE_URL or REDIS_URL is set) adkweb "
+            "needs a secret key of its own: set DJANGO_SECRET_KEY to a long random value, e.g. the output of "
+            "`python -c 'import secrets; print(secrets.token_urlsafe(50))'`, and keep it secret."
+        )
+    SECRET_KEY = "dev-only-insecure-key-for-the-embedded-demo"  # signs nothing that leaves this machine
+DEBUG = env_bool("DJANGO_DEBUG", not DEPLOYED)
+ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", "127.0.0.1,localhost,testserver")
+CSRF_TRUSTED_ORIGINS = env_list("DJANGO_CSRF_TRUSTED_ORIGINS", "")
+
+# --- HTTPS (behind a TLS-terminating proxy; the README's deployment guide sets these) ------
+# Trust the proxy's X-Forwarded-Proto: https (only if the proxy always sets it; see the guide).
+if env_bool("DJANGO_SECURE_PROXY_SSL_HEADER", False):
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+SECURE_SSL_REDIRECT = env_bool("DJANGO_SECURE_SSL_REDIRECT", False)
+# Paths answered over plain HTTP even with the redirect on: the probes, for a load balancer's checks.
+SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$"]
+SECURE_HSTS_SECONDS = int(os.environ.get("DJANGO_SECURE_HSTS_SECONDS", "0"))
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("DJANGO_SECURE_HSTS_INCLUDE_SUBDOMAINS", False)
+SECURE_HSTS_PRELOAD = env_bool("DJANGO_SECURE_HSTS_PRELOAD", False)
+# Cookies sent over HTTPS only (session, CSRF): on wherever adkweb is reached over HTTPS.
+SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = env_bool("DJANGO_SECURE_COOKIES", False)
 
 INSTALLED_APPS = [
     "daphne",
@@ -81,7 +116,7 @@ TEMPLATES = [
 # --- Database ---------------------------------------------------------------------------
 DATABASES = {
     "default": dj_database_url.parse(
-        os.environ.get("DATABASE_URL") or f"sqlite:///{BASE_DIR / 'db.sqlite3'}",
+        DATABASE_URL or f"sqlite:///{BASE_DIR / 'db.sqlite3'}",
         conn_max_age=0,
     )
 }
@@ -126,9 +161,6 @@ MEDIA_ROOT = os.environ.get("ADKWEB_MEDIA_ROOT", str(BASE_DIR / "media"))
 MEDIA_URL = "media/"  # not served: artifacts are downloaded through permission-checked views
 
 # --- Redis, Channels, Celery ------------------------------------------------------------
-REDIS_URL = os.environ.get("REDIS_URL", "")
-EMBEDDED = not REDIS_URL
-
 if REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {
@@ -262,6 +294,6 @@ LOGGING = {
     },
 }
 # Show the demo logins on the login page (embedded demo only; never where real users log in).
-ADKWEB_SHOW_DEMO_LOGINS = env_bool("ADKWEB_SHOW_DEMO_LOGINS", EMBEDDED and DEBUG)
+ADKWEB_SHOW_DEMO_LOGINS = env_bool("ADKWEB_SHOW_DEMO_LOGINS", not DEPLOYED and DEBUG)
 # Serve /static/ from the app itself (no separate web server needed for this small, vendored set).
 ADKWEB_SERVE_STATIC = env_bool("ADKWEB_SERVE_STATIC", True)

@@ -80,6 +80,10 @@ def redis_flush(url: str = REDIS_URL) -> None:
     client.close()
 
 
+# Services-mode processes need a secret key (adkweb.settings refuses to start without one).
+BENCH_SECRET_KEY = "bench-only-secret-key-not-for-any-deployment-0123456789"
+
+
 def adkweb_env(database_url: str, redis_url: str = "", **extra: str) -> dict[str, str]:
     """The environment of an adkweb process: services mode with a Redis URL, embedded mode without."""
     env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "REDIS_URL", "DJANGO_SETTINGS_MODULE"}}
@@ -87,6 +91,7 @@ def adkweb_env(database_url: str, redis_url: str = "", **extra: str) -> dict[str
         DATABASE_URL=database_url,
         DJANGO_SETTINGS_MODULE="adkweb.settings",
         DJANGO_DEBUG="false",
+        DJANGO_SECRET_KEY=BENCH_SECRET_KEY,
         DJANGO_ALLOWED_HOSTS="127.0.0.1,localhost",
         LOG_LEVEL="WARNING",
         PYTHONPATH=os.pathsep.join([str(ROOT), str(BENCH / "agents")]),

@@ -49,6 +49,7 @@ def setup(db: str, reseed: bool, n_tickets: int, n_events: int):  # noqa: ANN201
         DATABASE_URL=pg_url(db),
         DJANGO_SETTINGS_MODULE="adkweb.settings",
         DJANGO_DEBUG="false",
+        DJANGO_SECRET_KEY="bench-only-secret-key-not-for-any-deployment-0123456789",
         DJANGO_ALLOWED_HOSTS="testserver,127.0.0.1",
         ADKWEB_EMBEDDED_WORKER="0",
         LOG_LEVEL="WARNING",

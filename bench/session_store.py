@@ -42,6 +42,7 @@ def django_setup(tmp: Path) -> Callable[[], None]:
     sys.path.insert(0, str(ROOT))
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "adkweb.settings")
     os.environ["ADKWEB_EMBEDDED_WORKER"] = "0"
+    os.environ.setdefault("DJANGO_SECRET_KEY", "bench-only-secret-key-not-for-any-deployment-0123456789")
     if not os.environ.get("DATABASE_URL"):
         os.environ["DATABASE_URL"] = f"sqlite:///{tmp / 'django.sqlite3'}"
     import django

@@ -73,6 +73,7 @@ def django_setup(tmp: Path, migrate: bool = True) -> Callable[[], None]:
     sys.path.insert(0, str(ROOT))
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "adkweb.settings")
     os.environ["ADKWEB_EMBEDDED_WORKER"] = "0"  # this script starts its own worker
+    os.environ.setdefault("DJANGO_SECRET_KEY", "bench-only-secret-key-not-for-any-deployment-0123456789")
     os.environ.setdefault("LOG_LEVEL", "WARNING")
     if not os.environ.get("DATABASE_URL"):
         os.environ["DATABASE_URL"] = f"sqlite:///{tmp / 'django.sqlite3'}"
