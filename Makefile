@@ -10,7 +10,7 @@ BENCH_STAMP := $(VENV)/.bench-installed
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/adkweb
 TEST_REDIS_URL ?= redis://127.0.0.1:6379/13
 
-.PHONY: install run test test-unit test-integration test-browser lint types contracts services-run bench bench-install clean
+.PHONY: install run test test-unit test-integration test-browser lint types contracts services-run services-demo bench bench-install clean
 
 # What the app needs to run (requirements.txt), then what tests and checks add (requirements-dev.txt).
 $(RUN_STAMP): requirements.txt
@@ -60,11 +60,18 @@ types: $(STAMP)
 contracts: $(STAMP)
 	$(VENV)/bin/lint-imports
 
-# Services mode: PostgreSQL + Redis, web, worker and beat as separate processes (see Procfile).
+# Services mode: PostgreSQL + Redis, web, worker and beat as separate processes (see Procfile), with the
+# environment of .env (DATABASE_URL, REDIS_URL, DJANGO_SECRET_KEY: see .env.example). Roles, no users:
+# `honcho run .venv/bin/python manage.py createsuperuser` makes the first one. `make services-demo`
+# adds the demo users (published passwords) and agents, for a local trial only.
 services-run: $(RUN_STAMP)
-	$(PY) manage.py migrate --noinput
-	$(PY) manage.py demo_setup
+	$(VENV)/bin/honcho run $(PY) manage.py migrate --noinput
+	$(VENV)/bin/honcho run $(PY) manage.py setup_roles
 	$(VENV)/bin/honcho start
+
+services-demo: $(RUN_STAMP)
+	$(VENV)/bin/honcho run $(PY) manage.py migrate --noinput
+	$(VENV)/bin/honcho run $(PY) manage.py demo_setup --allow-deployed
 
 # Benchmarks (bench/README.md). PostgreSQL and Redis as for the integration tests; the benches create and
 # drop databases named adkweb_bench_* (and test_adkweb_bench_*) on BENCH_PG and flush BENCH_REDIS_URL's DB.

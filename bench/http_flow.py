@@ -86,7 +86,7 @@ def adkweb_target(key: str, database_url: str, redis_url: str) -> Target:
     if redis_url:
         env.update(ADKWEB_EMBEDDED_WORKER="false", CHANNELS_PREFIX="adkweb-bench-http")
     manage(env, "migrate", "--noinput")
-    manage(env, "demo_setup")
+    manage(env, "demo_setup", "--allow-deployed")  # a local bench, reachable by nobody else
     key_ = manage(env, "create_api_token", USER).strip()
     port = free_port()
     servers = [Server(f"{key}-web", [str(BIN / "daphne"), "-p", str(port), "adkweb.asgi:application"], env, port)]

@@ -38,3 +38,21 @@ def test_superusers_have_every_role_and_staff_observe(db):
     staff = User.objects.create_user("sam", password="pw-sam-1", is_staff=True)
     assert roles.is_approver(admin) and roles.is_agent_admin(admin) and roles.is_observer(admin)
     assert roles.is_observer(staff) and not roles.is_approver(staff) and not roles.is_agent_admin(staff)
+
+
+def test_demo_setup_is_for_the_demo_only(db, settings):
+    from django.core.management.base import CommandError
+
+    settings.DEPLOYED = True  # DATABASE_URL or REDIS_URL set
+    try:
+        call_command("demo_setup", stdout=io.StringIO())
+    except CommandError as exc:
+        assert "for the demo only" in str(exc) and "setup_roles" in str(exc) and "createsuperuser" in str(exc)
+    else:
+        raise AssertionError("demo_setup ran outside the embedded demo")
+    assert not User.objects.exists()
+    out = io.StringIO()
+    call_command("demo_setup", "--allow-deployed", stdout=out)  # a local trial, on purpose
+    assert User.objects.filter(username="approver").exists() and "demo only" in out.getvalue()
+    settings.DEPLOYED = False
+    call_command("demo_setup", stdout=io.StringIO())  # the embedded demo: as `make run` runs it
