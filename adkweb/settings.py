@@ -134,6 +134,10 @@ if DATABASES["default"]["ENGINE"].endswith("postgresql") and env_bool("DATABASE_
         "max_size": int(os.environ.get("DATABASE_POOL_MAX_SIZE", "20")),
         "timeout": float(os.environ.get("DATABASE_POOL_TIMEOUT", "30")),
     }
+if DATABASES["default"]["ENGINE"].endswith("postgresql") and not env_bool("DATABASE_JIT", False):
+    # PostgreSQL's JIT compiles "expensive" plans: on this app's short, index-bound queries it only
+    # adds 40-600 ms of compiling (bench/README.md, pages.py). Off for our connections.
+    DATABASES["default"].setdefault("OPTIONS", {})["options"] = "-c jit=off"
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --- Auth -------------------------------------------------------------------------------

@@ -7,6 +7,7 @@ by `agents_app.remote`, never built.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -54,6 +55,41 @@ def app_names() -> list[str]:
     names.update(code_agents())
     names.update(RemoteApp.objects.filter(enabled=True).values_list("name", flat=True))
     return sorted(names)
+
+
+def tool_names() -> list[str]:
+    """Every tool an agent may call here: the code registry's, those admin-configured agents name,
+    and those of code-defined agents (their agent trees); remote apps' tools live on their servers."""
+    names = set(registry.names())
+    for tools in AgentConfig.objects.values_list("tools", flat=True):
+        names.update(t for t in tools or [] if isinstance(t, str))
+    for app_name in code_agents():
+        names.update(_code_tool_names(app_name))
+    return sorted(names)
+
+
+@functools.cache  # code is code: an app's tools change with a deploy, which restarts the process
+def _code_tool_names(app_name: str) -> frozenset[str]:
+    try:
+        agent = code_apps.root_agent(code_apps.load(app_name))
+    except Exception:  # a code app that does not load: the agents page says why
+        return frozenset()
+    names: set[str] = set()
+    todo, seen = [agent], set()
+    while todo:
+        node = todo.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        for tool in getattr(node, "tools", None) or []:
+            if hasattr(tool, "agent") and hasattr(tool, "skip_summarization"):  # ADK AgentTool
+                todo.append(tool.agent)
+            else:
+                name = getattr(tool, "name", None) or getattr(tool, "__name__", None)
+                if isinstance(name, str):
+                    names.add(name)
+        todo.extend(getattr(node, "sub_agents", None) or [])
+    return frozenset(names)
 
 
 def local_app_exists(app_name: str) -> bool:

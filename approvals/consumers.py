@@ -75,7 +75,7 @@ class InboxConsumer(AsyncWebsocketConsumer):
         if ticket is None:
             return frames
         matches = selectors.ticket_matches(ticket_id=ticket_id, filters=self.filters, user=self.user)
-        total = selectors.ticket_queryset(filters=self.filters, user=self.user).count()
+        total = selectors.inbox_count(filters=self.filters, user=self.user)
         frames.append(render_to_string("approvals/inbox.html#total", {"total": total, "oob": True}))
         if ticket_id in self.shown:
             # A decided ticket changes in place (greyed, "approved by …") rather than vanishing under the cursor.

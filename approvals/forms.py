@@ -26,7 +26,9 @@ class InboxFilterForm(forms.Form):
     mine = forms.BooleanField(required=False)
     q = forms.CharField(required=False, max_length=200, label="Search")
     sort = forms.ChoiceField(required=False, choices=SORT_CHOICES)
-    page = forms.IntegerField(required=False, min_value=1)
+    page = forms.IntegerField(required=False, min_value=1, max_value=10_000_000)
+    after = forms.CharField(required=False, max_length=64)  # keyset cursors of the pager's links
+    before = forms.CharField(required=False, max_length=64)
 
     def filters(self) -> InboxFilters:
         """Filters from valid fields; an invalid field falls back to its default rather than erroring."""
@@ -41,6 +43,8 @@ class InboxFilterForm(forms.Form):
             q=(data.get("q") or "").strip(),
             sort=data.get("sort") or "newest",
             page=data.get("page") or 1,
+            after=data.get("after") or "",
+            before=data.get("before") or "",
         )
 
 

@@ -94,7 +94,18 @@ class PendingCall(models.Model):
     class Meta:
         ordering = ["-created_at", "-id"]
         constraints = [models.UniqueConstraint(fields=["session", "call_id"], name="unique_call_per_session")]
-        indexes = [models.Index(fields=["status", "-created_at"])]
+        # The inbox's orderings (newest/oldest: created_at, id) with its common filters; its keyset
+        # pages (adkweb.paging) walk these. Search has trigram indexes on PostgreSQL (migration 0005).
+        indexes = [
+            models.Index(fields=["status", "-created_at"]),
+            models.Index(fields=["-created_at", "-id"], name="ticket_newest"),
+            models.Index(
+                fields=["-created_at", "-id"],
+                condition=models.Q(status__in=["pending", "in_progress"]),
+                name="ticket_open_newest",
+            ),
+            models.Index(fields=["app_name", "-created_at", "-id"], name="ticket_agent_newest"),
+        ]
         permissions = [("decide_tickets", "Can answer every ticket (approvers)")]
 
     def __str__(self) -> str:

@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from django.core.paginator import Page, Paginator
 from django.db.models import Exists, OuterRef, Q, QuerySet
 
+from adkweb.paging import KeysetPage, capped_count, keyset_page
 from adkweb.roles import APPROVERS, DECIDE_TICKETS, is_policy_admin
 
 from .hashing import args_hash
@@ -17,12 +17,15 @@ from .permissions import can_view_ticket, decide_refusal, visible_q
 __all__ = ["args_hash"]  # one hash for decisions and one-tap links (approvals.hashing)
 
 INBOX_PAGE_SIZE = 25
+# Tickets of these kinds are named after ADK's own call (approvals.services.KIND_BY_CALL_NAME).
+QUESTION_CALL_NAMES = ("adk_request_input", "get_user_choice", "adk_request_credential")
 CLOSED_STATUSES = tuple(s for s in PendingCall.Status.values if s not in PendingCall.OPEN_STATUSES)
 
 
 def open_ticket_count(*, user: Any) -> int:
-    """Open tickets this person may see (the navigation's count)."""
-    return PendingCall.objects.filter(visible_q(user), status__in=PendingCall.OPEN_STATUSES).count()
+    """Open tickets this person may see (the navigation's count), counted up to COUNT_CAP + 1
+    (adkweb.paging: more reads "1,000+")."""
+    return capped_count(PendingCall.objects.filter(visible_q(user), status__in=PendingCall.OPEN_STATUSES))
 
 
 @dataclass(frozen=True)
@@ -37,6 +40,8 @@ class InboxFilters:
     q: str = ""
     sort: str = "newest"
     page: int = 1
+    after: str = ""  # keyset cursors (adkweb.paging): the pager's links carry them
+    before: str = ""
 
 
 def _status_q(status: str) -> Q:
@@ -86,27 +91,42 @@ def approvals_attach(tickets: list[PendingCall]) -> list[PendingCall]:
     return tickets
 
 
-def inbox_page(*, filters: InboxFilters, user: Any) -> Page:
-    """One page of the inbox."""
-    paginator = Paginator(ticket_queryset(filters=filters, user=user), INBOX_PAGE_SIZE)
-    page = paginator.get_page(filters.page)
-    page.object_list = approvals_attach(list(page.object_list))
+def inbox_page(*, filters: InboxFilters, user: Any) -> KeysetPage:
+    """One page of the inbox (by keyset when the pager's link carries a cursor), with a capped count:
+    a constant number of queries (count, rows, and the approvals of quorum tickets if any)."""
+    page = keyset_page(
+        ticket_queryset(filters=filters, user=user),
+        sort_field="created_at",
+        descending=filters.sort != "oldest",
+        per_page=INBOX_PAGE_SIZE,
+        page=filters.page,
+        after=filters.after,
+        before=filters.before,
+    )
+    page.object_list = approvals_attach(page.object_list)
     return page
+
+
+def inbox_count(*, filters: InboxFilters, user: Any) -> int:
+    """How many tickets match an inbox's filters, up to COUNT_CAP + 1 (adkweb.paging)."""
+    return capped_count(ticket_queryset(filters=filters, user=user))
 
 
 def ticket_matches(*, ticket_id: int, filters: InboxFilters, user: Any) -> bool:
     return ticket_queryset(filters=filters, user=user).filter(pk=ticket_id).exists()
 
 
-def inbox_filter_choices() -> dict[str, list[str]]:
-    """Agents and tools that have tickets, for the filter menus (small: distinct on indexed columns)."""
-    from agents_app.agents import app_names
+def inbox_filter_choices(*, filters: InboxFilters | None = None) -> dict[str, list[str]]:
+    """Agents and tools for the filter menus, from the agents' configuration (no scan of the
+    tickets): every app, and every tool an agent is configured with or the code registry holds;
+    the values of the filters in use stay in the menus too."""
+    from agents_app.agents import app_names, tool_names
 
-    seen = PendingCall.objects.order_by().values_list("app_name", flat=True).distinct()
-    return {
-        "agents": sorted(set(app_names()) | set(seen)),
-        "tools": sorted(t for t in PendingCall.objects.order_by().values_list("tool_name", flat=True).distinct() if t),
-    }
+    agents, tools = set(app_names()), set(tool_names()) | set(QUESTION_CALL_NAMES)
+    if filters is not None:
+        agents.update(v for v in [filters.agent] if v)
+        tools.update(v for v in [filters.tool] if v)
+    return {"agents": sorted(agents), "tools": sorted(tools)}
 
 
 def ticket_get(*, ticket_id: int) -> PendingCall | None:

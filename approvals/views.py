@@ -41,8 +41,8 @@ def inbox(request: HtmxHttpRequest) -> HttpResponse:
         "form": form,
         "filters": filters,
         "page": page,
-        "total": page.paginator.count,
-        "choices": selectors.inbox_filter_choices(),
+        "total": page.total,
+        "choices": selectors.inbox_filter_choices(filters=filters),
         "ws_query": request.GET.urlencode(),
     }
     return render(request, template, context)

@@ -28,13 +28,28 @@ from benchlib import ROOT, pct, pg_create, pg_drop, pg_exists, pg_url  # noqa: E
 DB = "adkweb_bench_pages"
 
 
+def deep_page_url(page: int) -> str:
+    """The URL of the inbox's "Next" link on page `page` - 1 (all statuses, newest first, as the
+    approver): it carries the keyset cursor of that page's last row (adkweb.paging)."""
+    from django.contrib.auth.models import User
+
+    from adkweb.paging import cursor_of
+    from approvals.selectors import INBOX_PAGE_SIZE, InboxFilters, ticket_queryset
+
+    approver = User.objects.get(username="approver")
+    qs = ticket_queryset(filters=InboxFilters(status="all"), user=approver)
+    last = qs[(page - 1) * INBOX_PAGE_SIZE - 1]
+    return f"/?status=all&page={page}&after={cursor_of(last, 'created_at')}"
+
+
 def pages(info) -> list[tuple[str, str]]:  # noqa: ANN001 - pages_seed.SeedInfo
     return [
         ("inbox (default: open, newest)", "/"),
         ("inbox filtered (closed, ticket_agent)", "/?status=closed&agent=ticket_agent"),
         ("inbox searched (q=hotel, all)", "/?q=hotel&status=all"),
         ("inbox mine (all statuses)", "/?mine=1&status=all"),
-        ("inbox deep page (all, page 2000)", "/?status=all&page=2000"),
+        ("inbox deep page (all, page 2000, its Next link)", deep_page_url(2000)),
+        ("inbox deep page by number (?page=2000: offset)", "/?status=all&page=2000"),
         ("inbox htmx fragment (default)", "/#htmx"),
         ("ticket page (small conversation)", f"/tickets/{info.open_ticket_pk}/"),
         ("ticket page (2,000-event conversation)", f"/tickets/{info.big_ticket_pk}/"),

@@ -6,9 +6,24 @@ from typing import Any
 
 from django import template
 
+from adkweb import paging
 from agents_app import timeline
 
 register = template.Library()
+
+
+@register.filter
+def count_label(count: int, noun: str) -> str:
+    """ "3 tickets", "1,000+ tickets" (counts are capped: adkweb.paging)."""
+    return paging.count_label(count, noun)
+
+
+@register.filter
+def count_badge(count: int | None) -> str:
+    """The nav badge: the open-ticket count, "1,000+" past the cap."""
+    if count is None:
+        return ""
+    return f"{paging.COUNT_CAP:,}+" if count > paging.COUNT_CAP else str(count)
 
 
 @register.filter

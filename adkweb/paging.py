@@ -1,0 +1,158 @@
+"""Paging lists that grow without bound (the inbox, conversations) at a constant cost per page.
+
+- Counts are capped: a list counts at most COUNT_CAP + 1 matching rows (one `COUNT` over a
+  `LIMIT`ed subquery), and shows "1,000+" beyond: an exact count of 100,000 tickets is a scan.
+- Pages are read by keyset: "Next"/"Previous" links carry the sort key of the page's last/first
+  row (`after=` / `before=`), so a deep page costs what the first one does; a bare `page=N`
+  (an old link, a bookmark) still works by offset.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from django.db.models import Q, QuerySet
+
+COUNT_CAP = 1000
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def capped_count(qs: QuerySet) -> int:
+    """How many rows match, counting no further than COUNT_CAP + 1 (more reads "1,000+")."""
+    return qs.order_by()[: COUNT_CAP + 1].count()
+
+
+def count_label(count: int, noun: str) -> str:
+    """ "3 tickets", "1 ticket", "1,000+ tickets"."""
+    cap = COUNT_CAP
+    if count > cap:
+        return f"{cap:,}+ {noun}s"
+    return f"{count:,} {noun}{'' if count == 1 else 's'}"
+
+
+# -- keys: (sort value, pk) of a row, as text in a URL ---------------------------------------------
+def _encode(value: Any) -> str:
+    if isinstance(value, datetime):
+        return str((value - _EPOCH) // timedelta(microseconds=1))
+    return repr(float(value))
+
+
+def _decode(text: str, kind: type) -> Any:
+    if kind is datetime:
+        return _EPOCH + timedelta(microseconds=int(text))
+    return float(text)
+
+
+def cursor_of(row: Any, field_name: str) -> str:
+    return f"{_encode(getattr(row, field_name))}_{row.pk}"
+
+
+def cursor_parse(text: str, kind: type) -> tuple[Any, int] | None:
+    """(value, pk) from a cursor, or None if it is not one (the list then starts from `page`)."""
+    try:
+        value, pk = text.split("_", 1)
+        out = (_decode(value, kind), int(pk))
+    except (ValueError, OverflowError):
+        return None
+    return out if out[1] > 0 else None
+
+
+def beyond(field_name: str, key: tuple[Any, int], descending: bool) -> Q:
+    """Rows after `key` in the order (field, pk) (descending or not), written so that the index on
+    (field, pk) bounds the scan: `field <= v AND (field < v OR pk < id)`."""
+    value, pk = key
+    if descending:
+        return Q(**{f"{field_name}__lte": value}) & (Q(**{f"{field_name}__lt": value}) | Q(pk__lt=pk))
+    return Q(**{f"{field_name}__gte": value}) & (Q(**{f"{field_name}__gt": value}) | Q(pk__gt=pk))
+
+
+@dataclass
+class KeysetPage:
+    """One page of a list, with what its pager needs (a Django `Page`'s names where they apply)."""
+
+    object_list: list[Any]
+    number: int
+    total: int  # capped: > COUNT_CAP means "more than COUNT_CAP"
+    per_page: int
+    sort_field: str
+    more_after: bool
+    more_before: bool
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self.object_list)
+
+    def __len__(self) -> int:
+        return len(self.object_list)
+
+    def has_next(self) -> bool:
+        return self.more_after
+
+    def has_previous(self) -> bool:
+        return self.more_before
+
+    def has_other_pages(self) -> bool:
+        return self.more_after or self.more_before
+
+    def next_page_number(self) -> int:
+        return self.number + 1
+
+    def previous_page_number(self) -> int:
+        return max(1, self.number - 1)
+
+    @property
+    def total_capped(self) -> bool:
+        return self.total > COUNT_CAP
+
+    @property
+    def num_pages(self) -> int | None:
+        """None when the count is capped (the pager then shows "Page N" alone)."""
+        if self.total_capped:
+            return None
+        return max(1, -(-self.total // self.per_page))
+
+    @property
+    def next_cursor(self) -> str:
+        return cursor_of(self.object_list[-1], self.sort_field) if self.object_list else ""
+
+    @property
+    def previous_cursor(self) -> str:
+        return cursor_of(self.object_list[0], self.sort_field) if self.object_list else ""
+
+
+def keyset_page(
+    qs: QuerySet,
+    *,
+    sort_field: str,
+    descending: bool,
+    per_page: int,
+    page: int = 1,
+    after: str = "",
+    before: str = "",
+    kind: type = datetime,
+) -> KeysetPage:
+    """A page of `qs` ordered by (sort_field, pk): after/before a cursor when one is given, else
+    the `page`-th by offset. Two queries: the capped count and the rows (one more than a page)."""
+    total = capped_count(qs)
+    order = (f"-{sort_field}", "-pk") if descending else (sort_field, "pk")
+    reverse = (sort_field, "pk") if descending else (f"-{sort_field}", "-pk")
+    page = max(1, page)
+    key_after, key_before = cursor_parse(after, kind) if after else None, cursor_parse(before, kind) if before else None
+    if key_before is not None and page > 1:
+        rows = list(qs.filter(beyond(sort_field, key_before, not descending)).order_by(*reverse)[: per_page + 1])
+        if len(rows) > per_page:  # there are rows before this page too
+            return KeysetPage(rows[:per_page][::-1], page, total, per_page, sort_field, True, True)
+        page, key_after = 1, None  # back at the start: the first page, full
+    if key_after is not None:
+        rows = list(qs.filter(beyond(sort_field, key_after, descending)).order_by(*order)[: per_page + 1])
+        number = max(page, 2)
+    else:
+        if page > 1 and total <= COUNT_CAP:  # as Django's get_page: past the end shows the last page
+            page = min(page, max(1, -(-total // per_page)))
+        start = (page - 1) * per_page
+        rows = list(qs.order_by(*order)[start : start + per_page + 1])
+        number = page
+    return KeysetPage(rows[:per_page], number, total, per_page, sort_field, len(rows) > per_page, number > 1)
