@@ -20,9 +20,12 @@ COUNT_CAP = 1000
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
-def capped_count(qs: QuerySet) -> int:
-    """How many rows match, counting no further than COUNT_CAP + 1 (more reads "1,000+")."""
-    return qs.order_by()[: COUNT_CAP + 1].count()
+def capped_count(qs: QuerySet, *, ordered: bool = False) -> int:
+    """How many rows match, counting no further than COUNT_CAP + 1 (more reads "1,000+").
+    `ordered` keeps the queryset's order: where an index matches both the filter and the order
+    (the conversations' status and recency), PostgreSQL then reads the first COUNT_CAP + 1 entries
+    of that index; elsewhere (search, several filters) an unordered count stops sooner."""
+    return (qs if ordered else qs.order_by())[: COUNT_CAP + 1].count()
 
 
 def count_label(count: int, noun: str) -> str:
@@ -133,11 +136,12 @@ def keyset_page(
     after: str = "",
     before: str = "",
     kind: type = datetime,
+    count_ordered: bool = False,
 ) -> KeysetPage:
     """A page of `qs` ordered by (sort_field, pk): after/before a cursor when one is given, else
     the `page`-th by offset. Two queries: the capped count and the rows (one more than a page)."""
-    total = capped_count(qs)
     order = (f"-{sort_field}", "-pk") if descending else (sort_field, "pk")
+    total = capped_count(qs.order_by(*order), ordered=count_ordered)
     reverse = (sort_field, "pk") if descending else (f"-{sort_field}", "-pk")
     page = max(1, page)
     key_after, key_before = cursor_parse(after, kind) if after else None, cursor_parse(before, kind) if before else None

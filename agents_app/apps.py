@@ -12,4 +12,9 @@ class AgentsAppConfig(AppConfig):
 
         for module in settings.ADKWEB_TOOL_MODULES:
             import_module(module)
-        from . import admin_tokens  # noqa: F401  (API tokens in the admin)
+        from . import (
+            admin_tokens,  # noqa: F401  (API tokens in the admin)
+            session_status,
+        )
+
+        session_status.connect()  # sessions' stored status follows their turns and tickets

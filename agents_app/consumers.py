@@ -64,7 +64,7 @@ class SessionListConsumer(AsyncWebsocketConsumer):
             return None  # not this user's to see
         matches = all(
             not want or want == have
-            for want, have in ((self.filters["app_name"], row.app_name), (self.filters["status"], row.status))  # type: ignore[attr-defined]
+            for want, have in ((self.filters["app_name"], row.app_name), (self.filters["status"], row.status))
         )
         if row.pk in self.shown:
             if not matches:

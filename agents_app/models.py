@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
@@ -72,10 +73,17 @@ class AdkSession(models.Model):
     # The per-session run lease: one agent run at a time, across every worker.
     lease_owner = models.CharField(max_length=64, blank=True, default="")
     lease_expires_at = models.DateTimeField(null=True, blank=True)
+    # running / waiting / failed / idle, from its turns and tickets: kept by agents_app.session_status.
+    status = models.CharField(max_length=16, default="idle", db_default="idle", editable=False)
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["app_name", "user_id", "session_id"], name="unique_adk_session")]
-        indexes = [models.Index(fields=["app_name", "update_time"])]
+        # The conversation lists' orderings (newest activity first), with and without a status filter.
+        indexes = [
+            models.Index(fields=["app_name", "update_time"]),
+            models.Index(fields=["-update_time", "-id"], name="session_recent"),
+            models.Index(fields=["status", "-update_time", "-id"], name="session_status_recent"),
+        ]
         permissions = [("view_all_sessions", "Can watch every conversation (staff observers)")]
 
     def __str__(self) -> str:
@@ -160,6 +168,14 @@ class Turn(models.Model):
 
     def __str__(self) -> str:
         return f"turn {self.pk} ({self.kind}, {self.status})"
+
+    _loaded_status: str | None = None  # the status as read from the database (agents_app.session_status)
+
+    @classmethod
+    def from_db(cls, db: Any, field_names: Any, values: Any, **kwargs: Any) -> Turn:
+        turn = super().from_db(db, field_names, values, **kwargs)
+        turn._loaded_status = turn.__dict__.get("status")  # agents_app.session_status: what changed
+        return turn
 
 
 class ApiToken(models.Model):

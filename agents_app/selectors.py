@@ -5,12 +5,14 @@ API follows of a turn. Agent cards are in agent_cards.py; what a timeline looks 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
-from django.db.models import Case, CharField, Exists, OuterRef, Q, QuerySet, Subquery, Value, When
+from django.db.models import Exists, OuterRef, Q, QuerySet
 
+from adkweb.paging import KeysetPage, keyset_page
 from adkweb.roles import is_approver, is_observer
 
 from . import timeline
@@ -49,11 +51,70 @@ def _error_view(turn: Turn) -> TurnError:
     return timeline.turn_error_view(turn, stored_nothing=turn.stored_nothing)  # type: ignore[attr-defined]  # annotated
 
 
-def session_timeline(session: AdkSession) -> list[Any]:
-    """Every stored event (as EventView) and every failed turn's error, oldest first (3 queries)."""
-    events = StoredEvent.objects.filter(session=session).order_by("id")
-    errors = [_error_view(t) for t in _failed_turns(session.pk)]
-    return timeline.timeline_entries(events, errors, tickets_by_call_id(session.pk))
+TIMELINE_LATEST = 100  # events a conversation shows at first; "Load earlier events" brings more
+
+
+@dataclass
+class Timeline:
+    """A window of a conversation, oldest first: its latest events (EventViews) with the failed turns'
+    errors of that stretch of time; `earlier_pk` is the oldest shown event's pk when there are
+    earlier events to load (else 0)."""
+
+    entries: list[Any]
+    earlier_pk: int = 0
+    session_pk: int = 0
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self.entries)
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    def __getitem__(self, index: Any) -> Any:
+        return self.entries[index]
+
+    @property
+    def last_pk(self) -> int:
+        return max((e.pk for e in self.entries if getattr(e, "pk", None)), default=0)
+
+
+def session_timeline(
+    session: AdkSession,
+    *,
+    before_pk: int = 0,
+    limit: int | None = None,
+    invocation_ids: Iterable[str] | None = None,
+) -> Timeline:
+    """The latest `limit` stored events of a conversation (before `before_pk` if given; of these ADK
+    invocations only if given), as EventViews, with the errors of the turns that failed in that
+    stretch, oldest first. At most 4 queries, whatever the conversation's length."""
+    events = StoredEvent.objects.filter(session=session)
+    if invocation_ids is not None:
+        events = events.filter(invocation_id__in=[i for i in invocation_ids if i])
+    if before_pk:
+        events = events.filter(pk__lt=before_pk)
+    limit = limit or TIMELINE_LATEST
+    rows = list(events.order_by("-id")[: limit + 1])
+    more = len(rows) > limit
+    rows = rows[:limit][::-1]
+    failed = _failed_turns(session.pk)
+    if rows and (more or invocation_ids is not None):  # errors older than the window belong to earlier pages
+        failed = failed.filter(finished_at__gte=_when(rows[0].timestamp))
+    elif not rows and (before_pk or invocation_ids is not None):
+        failed = failed.none()
+    if before_pk:
+        later = StoredEvent.objects.filter(pk=before_pk, session=session).values_list("timestamp", flat=True).first()
+        if later is not None:
+            failed = failed.filter(finished_at__lt=_when(later))
+    errors = [_error_view(t) for t in failed]
+    call_ids = set().union(*(timeline.long_running_ids(e) for e in rows)) if rows else set()
+    tickets = tickets_by_call_id(session.pk, call_ids=call_ids) if call_ids else {}
+    earlier = rows[0].pk if more and rows and invocation_ids is None else 0  # tickets link to the rest instead
+    return Timeline(timeline.timeline_entries(rows, errors, tickets), earlier, session.pk)
+
+
+def _when(timestamp: float) -> datetime:
+    return datetime.fromtimestamp(timestamp, tz=UTC)
 
 
 def stored_event_view(stored: StoredEvent, tickets: Mapping[str, Any] | None = None) -> EventView:
@@ -121,26 +182,9 @@ def turn_state(*, turn_id: int) -> tuple[str, str]:
 
 # -- conversation lists ------------------------------------------------------------------------
 def sessions_with_status(qs: QuerySet | None = None) -> QuerySet:
-    """Sessions annotated with `status` (running / waiting / failed / idle) in one query."""
-    from approvals.models import PendingCall
-
-    qs = qs if qs is not None else AdkSession.objects.all()
-    last_turn = Turn.objects.filter(session=OuterRef("pk")).order_by("-created_at", "-id").values("status")[:1]
-    return qs.annotate(
-        has_active_turn=Exists(Turn.objects.filter(session=OuterRef("pk"), status__in=ACTIVE_TURN_STATUSES)),
-        has_open_ticket=Exists(
-            PendingCall.objects.filter(session=OuterRef("pk"), status__in=PendingCall.OPEN_STATUSES)
-        ),
-        last_turn_status=Subquery(last_turn),
-    ).annotate(
-        status=Case(
-            When(has_active_turn=True, then=Value("running")),
-            When(has_open_ticket=True, then=Value("waiting")),
-            When(last_turn_status=Turn.Status.FAILED, then=Value("failed")),
-            default=Value("idle"),
-            output_field=CharField(),
-        )
-    )
+    """Sessions with their `status` (running / waiting / failed / idle): a stored column, kept by
+    agents_app.session_status, so lists filter and sort on an index."""
+    return qs if qs is not None else AdkSession.objects.all()
 
 
 def sessions_visible_to(user: Any) -> QuerySet:
@@ -152,8 +196,9 @@ def sessions_visible_to(user: Any) -> QuerySet:
 
 
 def session_list(*, user: Any, app_name: str = "", status: str = "") -> QuerySet:
-    """The conversations a user may see, newest activity first, optionally filtered."""
-    qs = sessions_with_status(sessions_visible_to(user))
+    """The conversations a user may see, newest activity first, optionally filtered (the order and
+    the filters match the indexes session_recent / session_status_recent)."""
+    qs = sessions_visible_to(user).defer("state")
     if app_name:
         qs = qs.filter(app_name=app_name)
     if status in SESSION_STATUSES:
@@ -164,28 +209,41 @@ def session_list(*, user: Any, app_name: str = "", status: str = "") -> QuerySet
 SESSIONS_PER_PAGE = 25
 
 
-def session_page(*, user: Any, app_name: str = "", status: str = "", page: Any = 1) -> Any:
-    """One page (django Page) of the conversation list."""
-    from django.core.paginator import Paginator
-
-    return Paginator(session_list(user=user, app_name=app_name, status=status), SESSIONS_PER_PAGE).get_page(page)
+def session_page(
+    *, user: Any, app_name: str = "", status: str = "", page: Any = 1, after: str = "", before: str = ""
+) -> KeysetPage:
+    """One page of the conversation list (capped count; by keyset when the pager's link carries one)."""
+    try:
+        number = max(1, int(page or 1))
+    except (TypeError, ValueError):
+        number = 1
+    return keyset_page(
+        session_list(user=user, app_name=app_name, status=status),
+        sort_field="update_time",
+        descending=True,
+        per_page=SESSIONS_PER_PAGE,
+        page=number,
+        after=after,
+        before=before,
+        kind=float,
+        count_ordered=True,  # status + recency: the session_status_recent index answers the count
+    )
 
 
 def session_list_agents(*, user: Any) -> list[str]:
-    """Agent names to filter the list by: enabled agents plus any seen in visible sessions."""
+    """Agent names to filter the list by: every app (the configuration; no scan of the sessions)."""
     from .agents import app_names
 
-    seen = sessions_visible_to(user).order_by().values_list("app_name", flat=True).distinct()
-    return sorted(set(app_names()) | set(seen))
+    return app_names()
 
 
 def session_row(*, user: Any, session_pk: int) -> AdkSession | None:
-    """One annotated session for the list, or None if the user may not see it."""
-    return sessions_with_status(sessions_visible_to(user)).filter(pk=session_pk).first()
+    """One session for the list, or None if the user may not see it."""
+    return sessions_visible_to(user).defer("state").filter(pk=session_pk).first()
 
 
 def session_status(*, session_pk: int) -> str:
-    row = sessions_with_status(AdkSession.objects.filter(pk=session_pk)).values_list("status", flat=True).first()
+    row = AdkSession.objects.filter(pk=session_pk).values_list("status", flat=True).first()
     return row or "idle"
 
 

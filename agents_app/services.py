@@ -119,6 +119,13 @@ def turn_create(
     return turn
 
 
+def session_lock(session_pk: int) -> None:
+    """Lock a session row for the rest of the transaction (FOR NO KEY UPDATE: rows that reference it
+    may still be inserted). Writers that touch a session's tickets or turns and its row take the
+    row first (agents_app.session_status)."""
+    list(AdkSession.objects.select_for_update(no_key=True).filter(pk=session_pk).values_list("pk"))
+
+
 def message_send(*, session: AdkSession, text: str, actor: Any = None, streaming: bool = True) -> Turn:
     """A user's chat message to the agent."""
     text = (text or "").strip()

@@ -33,7 +33,8 @@ def _is_owner(request: HttpRequest, session: AdkSession) -> bool:
 def session_list(request: HtmxHttpRequest) -> HttpResponse:
     form = SessionFilterForm(request.GET, agents=selectors.session_list_agents(user=request.user))
     filters = form.filters()
-    page = selectors.session_page(user=request.user, page=request.GET.get("page"), **filters)
+    cursors = {k: request.GET.get(k, "")[:64] for k in ("after", "before")}  # the pager's keyset (adkweb.paging)
+    page = selectors.session_page(user=request.user, page=request.GET.get("page"), **cursors, **filters)
     query = {"agent": filters["app_name"], "status": filters["status"]}
     template = "agents_app/session_list.html" + ("#session-list" if request.htmx else "")
     return render(request, template, {"form": form, "page": page, "query": query})
@@ -60,6 +61,21 @@ def _detail_context(request: HttpRequest, session: AdkSession, form: MessageForm
 def session_detail(request: HttpRequest, pk: int) -> HttpResponse:
     session = _visible_session(request, pk)
     return render(request, "agents_app/session_detail.html", _detail_context(request, session, MessageForm()))
+
+
+@login_required
+@require_GET
+def session_events(request: HttpRequest, pk: int) -> HttpResponse:
+    """ "Load earlier events": the events before `before` (an event pk), in place of the button."""
+    session = _visible_session(request, pk)
+    raw = request.GET.get("before", "")
+    if not raw.isdigit() or not 0 < int(raw) < 2**63:
+        return HttpResponse("before must be the pk of an event of this conversation.", status=400)
+    ctx = {
+        "timeline": selectors.session_timeline(session, before_pk=int(raw)),
+        "can_retry": can_retry_turns(request.user, session),
+    }
+    return render(request, "agents_app/partials/earlier.html", ctx)
 
 
 @login_required

@@ -11,6 +11,8 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
+from agents_app.services import session_lock as lock_session
+
 from . import events
 from .decisions import Answer, answers_submit
 from .models import PendingCall, Response, TicketActivity
@@ -66,6 +68,9 @@ def ticket_escalate(*, ticket_id: int) -> bool:
 def ticket_expire(*, ticket_id: int) -> bool:
     """Close an undecided ticket past its due time as expired, and tell the agent so with the
     final FunctionResponse `{"status": "expired", ...}` (once; later answers get 409)."""
+    session_pk = PendingCall.objects.filter(pk=ticket_id).values_list("session_id", flat=True).first()
+    if session_pk is not None:
+        lock_session(session_pk)  # before the ticket: the order every writer of both takes
     ticket = _locked_open(ticket_id)
     if ticket is None or not ticket.due_at or ticket.due_at > timezone.now():
         return False

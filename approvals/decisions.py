@@ -17,6 +17,7 @@ from adkweb.errors import Conflict, Forbidden
 from adkweb.notify import TICKET_DECIDED, notify
 from agents_app.agents import remote_app
 from agents_app.models import AdkSession, Turn
+from agents_app.services import session_lock as lock_session
 from agents_app.services import turn_create
 from agents_app.timeline import readable
 
@@ -207,6 +208,9 @@ def answers_submit(
     reach the agent now (None when every answer is an approval still waiting for others)."""
     if not answers:
         raise InvalidResponse("No responses given.")
+    # The session row first, then its tickets: the order the session store's append (which may
+    # touch a ticket) takes them, and the stored status (agents_app.session_status) needs it.
+    lock_session(session.pk)
     locked = {
         c.pk: c
         for c in PendingCall.objects.select_for_update(of=("self",))

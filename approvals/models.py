@@ -111,6 +111,14 @@ class PendingCall(models.Model):
     def __str__(self) -> str:
         return f"#{self.pk} {self.tool_name or self.call_name} ({self.status})"
 
+    _loaded_status: str | None = None  # the status as read from the database (agents_app.session_status)
+
+    @classmethod
+    def from_db(cls, db: Any, field_names: Any, values: Any, **kwargs: Any) -> PendingCall:
+        ticket = super().from_db(db, field_names, values, **kwargs)
+        ticket._loaded_status = ticket.__dict__.get("status")  # agents_app.session_status: what changed
+        return ticket
+
     @property
     def is_open(self) -> bool:
         return self.status in self.OPEN_STATUSES
@@ -185,6 +193,8 @@ class Response(models.Model):
 
     class Meta:
         ordering = ["created_at", "id"]
+        # The inbox's "mine": the tickets a person responded to, read from the index alone.
+        indexes = [models.Index(fields=["actor", "pending_call"], name="response_actor_ticket")]
 
     def __str__(self) -> str:
         return f"{self.action} on ticket {self.pending_call_id} ({'final' if self.final else 'update'})"

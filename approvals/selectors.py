@@ -134,6 +134,20 @@ def ticket_get(*, ticket_id: int) -> PendingCall | None:
     return PendingCall.objects.select_related(*related).filter(pk=ticket_id).first()
 
 
+def ticket_timeline(*, ticket: PendingCall) -> Any:
+    """The part of the conversation a ticket page shows: the events of the ADK invocation that
+    opened the ticket and of the turns that carried its responses (its latest
+    agents_app.selectors.TIMELINE_LATEST; the conversation page has the whole). Two queries more
+    than the events themselves, whatever the conversation's length."""
+    from agents_app import selectors as conversations
+
+    turns = Response.objects.filter(pending_call=ticket, turn__isnull=False).values_list(
+        "turn__invocation_id", flat=True
+    )
+    ids = {i for i in [ticket.invocation_id, *turns] if i}
+    return conversations.session_timeline(ticket.session, invocation_ids=ids if ids else None)
+
+
 def ticket_responses(*, ticket: PendingCall) -> list[Response]:
     rows = Response.objects.filter(pending_call=ticket).select_related("actor", "grant__created_by")
     return list(rows.order_by("created_at", "id"))

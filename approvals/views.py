@@ -102,9 +102,7 @@ def ticket_detail(request: HtmxHttpRequest, ticket_id: int) -> HttpResponse:
     ticket = _visible_call(request, ticket_id)
     # The socket catches up from this pk: read it before the timeline (a duplicate beats a gap).
     after = conversations.last_event_pk(session_pk=ticket.session_id)
-    ctx = ticket_context(
-        ticket, request.user, last_event_pk=after, timeline=conversations.session_timeline(ticket.session)
-    )
+    ctx = ticket_context(ticket, request.user, last_event_pk=after, timeline=selectors.ticket_timeline(ticket=ticket))
     return render(request, "approvals/ticket.html", ctx)
 
 
@@ -230,5 +228,5 @@ def _ticket_reply(
         args = render_to_string("approvals/ticket.html#args", {**ctx, "oob": True}, request=request)
         return HttpResponse(render_to_string("approvals/ticket.html#panel", ctx, request=request) + args, status=status)
     ctx["last_event_pk"] = conversations.last_event_pk(session_pk=ticket.session_id)
-    ctx["timeline"] = conversations.session_timeline(ticket.session)
+    ctx["timeline"] = selectors.ticket_timeline(ticket=ticket)
     return render(request, "approvals/ticket.html", ctx, status=status)

@@ -74,3 +74,25 @@ def sweeper(worker):
 @pytest.fixture
 def wait() -> Callable[..., Any]:
     return wait_for
+
+
+@pytest.fixture(autouse=True)
+def _session_status_stays_right(request):
+    """After every test that touches the database: each session's stored status (agents_app.
+    session_status) is what its turns and tickets say, whatever the test did through the app."""
+    names = [n for n in ("transactional_db", "db") if n in request.fixturenames]
+    if not names or request.node.get_closest_marker("status_not_checked"):
+        yield
+        return
+    request.getfixturevalue(names[0])
+    yield
+    from agents_app.models import AdkSession, Turn
+    from agents_app.session_status import status_expression
+    from approvals.models import PendingCall
+
+    wrong = list(
+        AdkSession.objects.annotate(now=status_expression(Turn, PendingCall))
+        .exclude(status=status_expression(Turn, PendingCall))
+        .values_list("pk", "status", "now")
+    )
+    assert not wrong, f"sessions whose stored status is wrong (pk, stored, actual): {wrong}"

@@ -50,5 +50,9 @@ class Migration(migrations.Migration):
             model_name='pendingcall',
             index=models.Index(fields=['app_name', '-created_at', '-id'], name='ticket_agent_newest'),
         ),
+        migrations.AddIndex(
+            model_name="response",
+            index=models.Index(fields=["actor", "pending_call"], name="response_actor_ticket"),
+        ),
         migrations.RunPython(trigram_indexes, trigram_indexes_drop, elidable=False),
     ]

@@ -100,6 +100,20 @@ def page_targets(w: World) -> list[Target]:
             {"GET": E(LOGIN, 404, 404, 404, 404)},
         ),
         Target(
+            "conversation's earlier events",
+            "agents_app:session-events",
+            f"/sessions/{s.pk}/events/?before={2**31}",
+            False,
+            {"GET": E(LOGIN, 200, 404, 200, 200), "POST": PAGE_405},
+        ),
+        Target(
+            "missing conversation's earlier events",
+            "agents_app:session-events",
+            f"/sessions/{MISSING}/events/?before=1",
+            False,
+            {"GET": E(LOGIN, 404, 404, 404, 404)},
+        ),
+        Target(
             "message post",
             "agents_app:message-post",
             f"/sessions/{s.pk}/messages/",

@@ -1,0 +1,131 @@
+"""A conversation's status, stored on its session row (`AdkSession.status`, indexed) so that lists
+filter and sort on it without recomputing it per row:
+
+    running  a turn is queued or running
+    waiting  otherwise, a ticket is open (a person owes an answer)
+    failed   otherwise, its last turn failed
+    idle     otherwise
+
+It is kept right where it can change: whenever a turn or a ticket of the session is created,
+deleted, or changes status in a way that matters (a turn into or out of queued/running, a ticket
+opening or closing: decided, expired, cancelled), `session_status_sync` recomputes it in the same
+transaction. It is wired to the models' saves (`connect`, from AgentsAppConfig.ready), so every
+service that writes turns or tickets through the ORM (runner, decisions, expiry, retries, the
+session store's ticket hook) keeps it, and none can forget to. Bulk `update()`s bypass saves: the
+only one on turns (a requeue, running -> queued) changes nothing here.
+
+Concurrency: the sync first locks the session row (FOR NO KEY UPDATE: inserts of turns, events and
+tickets that reference it are not blocked), then computes the status in a new statement, which
+sees every transaction committed before the lock was granted. So the last transaction to touch a
+session's turns or tickets also writes its status last, from everything committed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import transaction
+from django.db.models import Case, CharField, Exists, OuterRef, Subquery, Value, When
+from django.db.models.lookups import Exact
+
+ACTIVE_TURN_STATUSES = ("queued", "running")
+OPEN_TICKET_STATUSES = ("pending", "in_progress")
+STATUSES = ("running", "waiting", "failed", "idle")
+
+
+def status_expression(turn_model: Any, ticket_model: Any) -> Case:
+    """The status of a session row (OuterRef "pk"), from its turns and tickets. Models are passed in
+    so that the data migration can use its historical ones."""
+    turns = turn_model.objects.filter(session=OuterRef("pk"))
+    last_turn = turns.order_by("-created_at", "-id").values("status")[:1]
+    open_tickets = ticket_model.objects.filter(session=OuterRef("pk"), status__in=OPEN_TICKET_STATUSES)
+    return Case(
+        When(Exists(turns.filter(status__in=ACTIVE_TURN_STATUSES)), then=Value("running")),
+        When(Exists(open_tickets), then=Value("waiting")),
+        When(Exact(Subquery(last_turn), "failed"), then=Value("failed")),
+        default=Value("idle"),
+        output_field=CharField(),
+    )
+
+
+def _models() -> tuple[Any, Any, Any]:
+    from approvals.models import PendingCall
+
+    from .models import AdkSession, Turn
+
+    return AdkSession, Turn, PendingCall
+
+
+def session_status_sync(session_pk: int) -> str | None:
+    """Recompute one session's stored status (in the caller's transaction, or its own); returns it,
+    or None if the session is gone. Three statements: lock, compute, and write only if it changed."""
+    AdkSession, Turn, PendingCall = _models()
+    with transaction.atomic():
+        if not list(AdkSession.objects.select_for_update(no_key=True).filter(pk=session_pk).values_list("pk")):
+            return None  # deleted (e.g. its turns are being deleted with it)
+        row = (
+            AdkSession.objects.filter(pk=session_pk)
+            .annotate(now=status_expression(Turn, PendingCall))
+            .values_list("status", "now")
+            .first()
+        )
+        if row is None:
+            return None
+        stored, now = row
+        if stored != now:
+            AdkSession.objects.filter(pk=session_pk).update(status=now)
+        return now
+
+
+def sessions_status_refresh(session_model: Any, turn_model: Any, ticket_model: Any) -> int:
+    """Recompute every session's stored status (the data migration; bulk loads such as the bench's
+    seed); returns how many rows changed."""
+    expr = status_expression(turn_model, ticket_model)
+    return session_model.objects.exclude(status=expr).update(status=expr)
+
+
+# -- wired to the models' saves and deletes ---------------------------------------------------
+def _active(status: str | None) -> bool:
+    return status in ACTIVE_TURN_STATUSES
+
+
+def _open(status: str | None) -> bool:
+    return status in OPEN_TICKET_STATUSES
+
+
+def _turn_saved(sender: Any, instance: Any, created: bool, update_fields: Any = None, **kw: Any) -> None:
+    if update_fields is not None and "status" not in update_fields:
+        return
+    before = getattr(instance, "_loaded_status", None)
+    # queued <-> running (a claim, a requeue) leaves the session running: nothing to recompute.
+    if not created and _active(before) and _active(instance.status):
+        return
+    if not created and before == instance.status:
+        return
+    session_status_sync(instance.session_id)
+    instance._loaded_status = instance.status
+
+
+def _ticket_saved(sender: Any, instance: Any, created: bool, update_fields: Any = None, **kw: Any) -> None:
+    if update_fields is not None and "status" not in update_fields:
+        return
+    before = getattr(instance, "_loaded_status", None)
+    # Still open (an update sent, an assignment, an edit) or still closed: the session's status holds.
+    if not created and before is not None and _open(before) == _open(instance.status):
+        return
+    session_status_sync(instance.session_id)
+    instance._loaded_status = instance.status
+
+
+def _deleted(sender: Any, instance: Any, **kw: Any) -> None:
+    session_status_sync(instance.session_id)
+
+
+def connect() -> None:
+    from django.db.models.signals import post_delete, post_save
+
+    _, Turn, PendingCall = _models()
+    post_save.connect(_turn_saved, sender=Turn, dispatch_uid="session_status_turn_saved")
+    post_save.connect(_ticket_saved, sender=PendingCall, dispatch_uid="session_status_ticket_saved")
+    post_delete.connect(_deleted, sender=Turn, dispatch_uid="session_status_turn_deleted")
+    post_delete.connect(_deleted, sender=PendingCall, dispatch_uid="session_status_ticket_deleted")
