@@ -21,6 +21,10 @@ BIN = Path(sys.executable).parent
 # The PostgreSQL server and the Redis DB the benches use (never `adkweb` or Redis DB 13: CI's).
 PG_SERVER = os.environ.get("BENCH_PG", "postgres://postgres@127.0.0.1:5432")
 REDIS_URL = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/5")
+# Database names start with this (BENCH_DB_PREFIX, e.g. "adkweb_bench_alice"): two people's runs on one
+# server must not drop each other's databases.
+DB_PREFIX = os.environ.get("BENCH_DB_PREFIX", "adkweb_bench")
+assert DB_PREFIX.startswith("adkweb_bench"), "BENCH_DB_PREFIX must start with adkweb_bench"
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 

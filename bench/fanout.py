@@ -35,9 +35,22 @@ import uuid
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from benchlib import BIN, REDIS_URL, ROOT, Server, adkweb_env, free_port, pct, pg_create, pg_drop, redis_flush, rss_mb  # noqa: E402
+from benchlib import (  # noqa: E402
+    BIN,
+    DB_PREFIX,
+    REDIS_URL,
+    ROOT,
+    Server,
+    adkweb_env,
+    free_port,
+    pct,
+    pg_create,
+    pg_drop,
+    redis_flush,
+    rss_mb,
+)
 
-DB = "adkweb_bench_fanout"
+DB = f"{DB_PREFIX}_fanout"
 EVENT_FRAME = re.compile(r'hx-swap-oob="beforeend:#conversation-events"')
 
 

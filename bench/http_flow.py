@@ -34,6 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from benchlib import (  # noqa: E402
     BENCH,
     BIN,
+    DB_PREFIX,
     REDIS_URL,
     Server,
     adkweb_env,
@@ -51,7 +52,7 @@ APP = "bench_reimbursement"
 USER = "approver"  # adkweb: the session's owner must be the caller, and an approver to answer the ticket
 TEXT = "Please reimburse 200$ for meals"
 STEPS = ("create", "run: message", "run: approval", "flow")
-ADK_DB, WEB_DB = "adkweb_bench_http_adk", "adkweb_bench_http_web"
+ADK_DB, WEB_DB = f"{DB_PREFIX}_http_adk", f"{DB_PREFIX}_http_web"
 LABELS = {
     "adk-pg": "ADK api_server + PostgreSQL",
     "adk-sqlite": "ADK api_server + SQLite",
