@@ -14,7 +14,10 @@ class AgentsAppConfig(AppConfig):
             import_module(module)
         from . import (
             admin_tokens,  # noqa: F401  (API tokens in the admin)
+            events,
+            fanout,
             session_status,
         )
 
         session_status.connect()  # sessions' stored status follows their turns and tickets
+        events.register_fanout(fanout)  # the conversation pages' fragments, rendered once per audience

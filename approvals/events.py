@@ -9,7 +9,7 @@ from django.db import transaction
 
 from adkweb.live import group_send
 from adkweb.notify import TICKET_ESCALATED, TICKET_EXPIRED, TICKET_REMINDER, notify
-from agents_app.events import session_group
+from agents_app.events import notify_ticket_card, session_group
 
 APPROVALS_GROUP = "approvals"
 # The deadline events, as the notifications app knows them (adkweb.notify).
@@ -30,6 +30,7 @@ def notify_ticket_changed(*, ticket_id: int, session_pk: int, inbox: bool = True
     if inbox:
         group_send(APPROVALS_GROUP, msg)
     group_send(session_group(session_pk), msg)
+    notify_ticket_card(session_pk=session_pk, ticket_id=ticket_id)
 
 
 def after_commit_ticket_changed(ticket: Any) -> None:

@@ -10,11 +10,12 @@ from channels.testing import WebsocketCommunicator
 from google.adk.events.event import Event
 from google.genai import types
 
-from agents_app import services
-from agents_app.events import SESSIONS_GROUP, session_group
+from agents_app import events, services
+from agents_app.events import SESSIONS_GROUP
 from agents_app.models import StoredEvent, Turn
 from agents_app.routing import websocket_urlpatterns
 from agents_app.session_service import event_to_json
+from approvals import events as approval_events
 from approvals.models import PendingCall
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -40,6 +41,27 @@ def _text_event(session, text: str = "Hello", author: str = "reimbursement_agent
 
 async def _send(group: str, **message) -> None:
     await get_channel_layer().group_send(group, message)
+
+
+async def _publish(**message) -> None:
+    """What the worker or a view publishes after commit (agents_app.events): ids to `session-<pk>`,
+    the fragments rendered once per audience to the audience groups."""
+    kind = message.pop("type")
+    if kind == "session.partial":
+        event = {
+            "id": message["event_id"],
+            "author": message["author"],
+            "content": {"parts": [{"text": message["text"]}]},
+        }
+        await events.anotify_partial(session_pk=message["session_pk"], event=event, turn_id=message["turn_id"])
+        return
+    publish = {
+        "session.event": events.notify_session_event,
+        "session.status": events.notify_session_status,
+        "turn.finished": events.notify_turn_finished,
+        "ticket.changed": approval_events.notify_ticket_changed,
+    }[kind]
+    await sync_to_async(publish)(**message)
 
 
 @pytest.fixture
@@ -75,11 +97,11 @@ async def test_stored_event_is_appended_once(demo, session):
     comm, _ = await _connect(f"/ws/sessions/{session.pk}/?after=0", demo["observer"])
     await comm.receive_from()  # status
     stored = await sync_to_async(_text_event)(session, "Hi <there>")
-    await _send(session_group(session.pk), type="session.event", session_pk=session.pk, event_pk=stored.pk)
+    await _publish(type="session.event", session_pk=session.pk, event_pk=stored.pk)
     html = await comm.receive_from()
     assert html.startswith('<div hx-swap-oob="beforeend:#conversation-events">')
     assert f'id="event-{stored.event_id}"' in html and "Hi &lt;there&gt;" in html
-    await _send(session_group(session.pk), type="session.event", session_pk=session.pk, event_pk=stored.pk)
+    await _publish(type="session.event", session_pk=session.pk, event_pk=stored.pk)
     assert await comm.receive_nothing(timeout=0.2)
     await comm.disconnect()
 
@@ -101,9 +123,7 @@ async def test_page_that_missed_events_gets_the_list_again_on_connect(demo, sess
 async def test_streaming_chunks_then_final_event_replaces_them(demo, session):
     comm, _ = await _connect(f"/ws/sessions/{session.pk}/", demo["requester"])
     await comm.receive_from()
-    group = session_group(session.pk)
-    await _send(
-        group,
+    await _publish(
         type="session.partial",
         session_pk=session.pk,
         event_id="ev-1",
@@ -114,8 +134,7 @@ async def test_streaming_chunks_then_final_event_replaces_them(demo, session):
     first = await comm.receive_from()
     assert first.startswith('<div hx-swap-oob="beforeend:#conversation-events">')
     assert 'id="event-ev-1"' in first and 'id="event-ev-1-stream"' in first and "Hello &lt;b&gt;" in first
-    await _send(
-        group,
+    await _publish(
         type="session.partial",
         session_pk=session.pk,
         event_id="ev-1",
@@ -125,14 +144,12 @@ async def test_streaming_chunks_then_final_event_replaces_them(demo, session):
     )
     assert (await comm.receive_from()).strip() == '<span hx-swap-oob="beforeend:#event-ev-1-stream">world </span>'
     stored = await sync_to_async(_text_event)(session, "Hello <b>world", event_id="ev-1")
-    await _send(group, type="session.event", session_pk=session.pk, event_pk=stored.pk)
+    await _publish(type="session.event", session_pk=session.pk, event_pk=stored.pk)
     final = (await comm.receive_from()).strip()
     assert final.startswith('<article id="event-ev-1"') and 'hx-swap-oob="true"' in final
     assert "event-streaming" not in final and "Hello &lt;b&gt;world" in final
     # a late chunk of a finished event is ignored
-    await _send(
-        group, type="session.partial", session_pk=session.pk, event_id="ev-1", author="x", text="late", turn_id=1
-    )
+    await _publish(type="session.partial", session_pk=session.pk, event_id="ev-1", author="x", text="late", turn_id=1)
     assert await comm.receive_nothing(timeout=0.2)
     await comm.disconnect()
 
@@ -140,21 +157,20 @@ async def test_streaming_chunks_then_final_event_replaces_them(demo, session):
 async def test_status_and_failed_turn_and_stale_stream(demo, session):
     comm, _ = await _connect(f"/ws/sessions/{session.pk}/", demo["requester"])
     await comm.receive_from()
-    group = session_group(session.pk)
     turn = await sync_to_async(Turn.objects.create)(session=session, kind="message", content={}, status="running")
-    await _send(group, type="session.status", session_pk=session.pk)
+    await _publish(type="session.status", session_pk=session.pk)
     assert "running" in await comm.receive_from()
-    await _send(
-        group, type="session.partial", session_pk=session.pk, event_id="ev-9", author="a", text="par", turn_id=turn.pk
+    await _publish(
+        type="session.partial", session_pk=session.pk, event_id="ev-9", author="a", text="par", turn_id=turn.pk
     )
     await comm.receive_from()
     turn.status, turn.error = "failed", "RuntimeError: the model <exploded>"
     await sync_to_async(turn.save)()
-    await _send(group, type="turn.finished", session_pk=session.pk, turn_id=turn.pk, status="failed")
+    await _publish(type="turn.finished", session_pk=session.pk, turn_id=turn.pk, status="failed")
     html = await comm.receive_from()
     assert '<div id="event-ev-9" hx-swap-oob="delete"></div>' in html
     assert f'id="turn-{turn.pk}-error"' in html and "RuntimeError: the model &lt;exploded&gt;" in html
-    await _send(group, type="turn.finished", session_pk=session.pk, turn_id=turn.pk + 1, status="done")
+    await _publish(type="turn.finished", session_pk=session.pk, turn_id=turn.pk + 1, status="done")
     assert await comm.receive_nothing(timeout=0.2)
     await comm.disconnect()
 
@@ -189,17 +205,16 @@ def _ticket_event(session):
 async def test_ticket_card_is_updated_when_the_ticket_changes(demo, session):
     comm, _ = await _connect(f"/ws/sessions/{session.pk}/", demo["requester"])
     await comm.receive_from()
-    group = session_group(session.pk)
     stored, ticket = await sync_to_async(_ticket_event)(session)
-    await _send(group, type="ticket.changed", ticket_id=ticket.pk, session_pk=session.pk)
+    await _publish(type="ticket.changed", ticket_id=ticket.pk, session_pk=session.pk)
     assert await comm.receive_nothing(timeout=0.2)  # its event is not on the page yet: it brings the card
-    await _send(group, type="session.event", session_pk=session.pk, event_pk=stored.pk)
+    await _publish(type="session.event", session_pk=session.pk, event_pk=stored.pk)
     html = await comm.receive_from()
     assert f'href="/tickets/{ticket.pk}/"' in html and "waiting for a human" in html
     ticket.status = "approved"
     ticket.closed_by = demo["approver"]
     await sync_to_async(ticket.save)()
-    await _send(group, type="ticket.changed", ticket_id=ticket.pk, session_pk=session.pk)
+    await _publish(type="ticket.changed", ticket_id=ticket.pk, session_pk=session.pk)
     html = (await comm.receive_from()).strip()
     assert html.startswith(f'<div id="conv-ticket-{ticket.pk}"') and 'hx-swap-oob="true"' in html
     assert "approved" in html and "by approver" in html
@@ -271,7 +286,7 @@ async def test_an_event_that_saved_an_artifact_refreshes_the_artifact_list(demo,
     stored = await sync_to_async(StoredEvent.objects.create)(
         session=session, event_id=ev.id, author=ev.author, timestamp=ev.timestamp, data=event_to_json(ev)
     )
-    await _send(session_group(session.pk), type="session.event", session_pk=session.pk, event_pk=stored.pk)
+    await _publish(type="session.event", session_pk=session.pk, event_pk=stored.pk)
     html = await comm.receive_from()
     assert '<section id="conversation-artifacts"' in html and 'hx-swap-oob="true"' in html
     assert f"/sessions/{session.pk}/artifacts/chart.png?inline=1" in html

@@ -1,0 +1,174 @@
+"""A conversation page's live fragments: rendered once per event per audience, after commit, by the
+process that made the change, and carried in the group message. A page's socket forwards them
+without touching the database, so a new event reaches 1,000 watchers as fast as Redis and the
+websockets carry it (issue 12; before, every socket re-read and re-rendered every message).
+
+Audiences. Who may watch a conversation at all is `adkweb.roles.can_view_session`, checked when
+the socket connects. What a fragment shows may differ by who watches, so each audience has a group
+of its own, `session-<pk>.<audience>`, and a page's socket joins its viewer's audience group only:
+a fragment rendered for one audience never reaches another, and a rule that narrows what someone
+sees is enforced by group membership (give that audience its own render context below). Today:
+
+  owner     the conversation's user; retries a failed turn that stored nothing
+  approver  approvers (not the owner); retry too (`can_retry_turns`)
+  observer  staff observers and Django staff: read-only, no Retry button
+
+Audiences with equal render contexts share one render (owner and approver today). The ids-only
+messages on `session-<pk>` (agents_app.events) go on as before: the API's turn watchers and the
+ticket page read the database on them.
+
+Message types (consumer methods live_*): live.event, live.partial, live.status, live.turn_finished,
+live.turn_retried, live.ticket. Sends never raise (adkweb.live).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from django.template.loader import render_to_string
+
+from adkweb.live import agroup_send, group_send
+from adkweb.roles import can_view_session, is_approver
+
+DETAIL = "agents_app/session_detail.html"
+EVENT = "agents_app/partials/event.html"
+LIVE = "agents_app/partials/live.html"
+TICKET_CARD = "agents_app/partials/ticket_card.html"
+
+# Audience -> what its fragments are rendered with (see the module docstring).
+AUDIENCES: dict[str, dict[str, Any]] = {
+    "owner": {"can_retry": True},
+    "approver": {"can_retry": True},
+    "observer": {"can_retry": False},
+}
+
+
+def audience_of(user: Any, session: Any) -> str | None:
+    """The audience this person watches the conversation as; None if they may not watch it."""
+    if not can_view_session(user, session):
+        return None
+    if session.user_id == user.get_username():
+        return "owner"
+    if is_approver(user):
+        return "approver"
+    return "observer"
+
+
+def audience_group(session_pk: int, audience: str) -> str:
+    return f"session-{session_pk}.{audience}"
+
+
+def _per_audience(session_pk: int, payload: Callable[[dict[str, Any]], dict[str, Any] | None]) -> None:
+    """Render `payload(context)` once per distinct context and send it to each audience's group."""
+    rendered: dict[tuple, dict[str, Any] | None] = {}
+    for audience, context in AUDIENCES.items():
+        key = tuple(sorted(context.items()))
+        if key not in rendered:
+            rendered[key] = payload(context)
+        message = rendered[key]
+        if message is not None:
+            group_send(audience_group(session_pk, audience), message)
+
+
+def _to_all(session_pk: int, message: dict[str, Any]) -> None:
+    for audience in AUDIENCES:
+        group_send(audience_group(session_pk, audience), message)
+
+
+def publish_event(*, session_pk: int, event_pk: int) -> None:
+    """A stored event: appended to every page (or replacing its streaming card), with the artifact
+    list when the event saved artifacts."""
+    from . import selectors
+
+    view = selectors.session_event_view(session_pk=session_pk, event_pk=event_pk)
+    if view is None:
+        return  # deleted meanwhile
+    artifacts = ""
+    if ((view.raw_data or {}).get("actions") or {}).get("artifact_delta"):
+        session = selectors.session_get(session_pk=session_pk)
+        if session is not None:
+            ctx = {"session": session, "artifacts": selectors.session_artifacts(session=session), "oob": "true"}
+            artifacts = render_to_string(DETAIL + "#artifacts", ctx)
+    ticket_ids = sorted({item.ticket.pk for item in view.items if getattr(item, "ticket", None) is not None})
+
+    def payload(context: dict[str, Any]) -> dict[str, Any]:
+        append = render_to_string(LIVE + "#appended", {"event": view, **context})
+        # A page that showed this event streaming replaces that card in place.
+        replace = "" if view.is_user else render_to_string(EVENT, {"event": view, "oob": "true", **context})
+        return {
+            "type": "live.event",
+            "event_pk": event_pk,
+            "event_id": view.event_id,
+            "ticket_ids": ticket_ids,
+            "append": append + artifacts,
+            "replace": replace + artifacts if replace else "",
+        }
+
+    _per_audience(session_pk, payload)
+
+
+async def apublish_partial(
+    *, session_pk: int, event_id: str, author: str, text: str, turn_id: int, event: dict
+) -> None:
+    """A streaming chunk: the first one a page sees makes a streaming card, the next ones append."""
+    from . import timeline
+
+    if not text:
+        return  # pages show text only
+    card = render_to_string(
+        LIVE + "#appended",
+        {"event": timeline.streaming_view(event_id=event_id, author=author, text=text, event=event)},
+    )
+    chunk = render_to_string(
+        "agents_app/partials/stream_chunk.html", {"dom_id": timeline.event_dom_id(event_id), "text": text}
+    )
+    message = {"type": "live.partial", "event_id": event_id, "turn_id": turn_id, "card": card, "chunk": chunk}
+    for audience in AUDIENCES:
+        await agroup_send(audience_group(session_pk, audience), message)
+
+
+def status_html(status: str) -> str:
+    return render_to_string(DETAIL + "#status", {"status": status, "oob": "true"})
+
+
+def publish_status(*, session_pk: int) -> None:
+    from . import selectors
+
+    _to_all(session_pk, {"type": "live.status", "html": status_html(selectors.session_status(session_pk=session_pk))})
+
+
+def publish_turn_finished(*, session_pk: int, turn_id: int, status: str) -> None:
+    """A turn ended: pages drop its stale streaming cards; a failed turn shows its error line."""
+    from . import selectors
+
+    error = selectors.failed_turn_view(turn_id=turn_id, session_pk=session_pk) if status == "failed" else None
+
+    def payload(context: dict[str, Any]) -> dict[str, Any]:
+        html = render_to_string(LIVE + "#appended", {"event": error, **context}) if error is not None else ""
+        return {"type": "live.turn_finished", "turn_id": turn_id, "error": html}
+
+    _per_audience(session_pk, payload)
+
+
+def publish_turn_retried(*, session_pk: int, turn_id: int) -> None:
+    """A failed turn runs again: its error line goes."""
+    from . import timeline
+
+    html = render_to_string(LIVE + "#gone", {"dom_id": timeline.turn_error_dom_id(turn_id)})
+    _to_all(session_pk, {"type": "live.turn_retried", "turn_id": turn_id, "html": html})
+
+
+def publish_ticket(*, session_pk: int, ticket_id: int) -> None:
+    """A ticket changed: its card in the conversation (pages that show it replace it)."""
+    from . import selectors
+
+    ticket = selectors.session_ticket_get(session_pk=session_pk, ticket_id=ticket_id)
+    if ticket is None:
+        return
+
+    def payload(context: dict[str, Any]) -> dict[str, Any]:
+        html = render_to_string(TICKET_CARD, {"ticket": ticket, "oob": "true", **context})
+        return {"type": "live.ticket", "ticket_id": ticket_id, "html": html}
+
+    _per_audience(session_pk, payload)

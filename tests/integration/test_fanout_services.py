@@ -1,0 +1,93 @@
+"""Fan-out across processes: 50 sockets on one conversation (owner, approvers and observers mixed)
+each get every event the worker process stores exactly once, in the order it was stored, through
+the Redis channel layer (the fragments rendered once per audience by the publisher)."""
+
+from __future__ import annotations
+
+import re
+import time
+
+import pytest
+from asgiref.sync import sync_to_async
+from channels.routing import URLRouter
+from channels.testing import WebsocketCommunicator
+from django.test import Client
+
+from adkweb.routing import websocket_urlpatterns
+from agents_app import services
+from agents_app.models import StoredEvent, Turn
+from approvals.models import PendingCall
+from tests.conftest import wait_for
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+app = URLRouter(websocket_urlpatterns)
+SOCKETS = 50
+MESSAGE = "Please reimburse 200$ for meals"
+ARTICLE = re.compile(r'<article id="event-([^"]+)" class="([^"]*)"')
+
+
+@pytest.fixture
+def own_layer():
+    """A Redis channel layer instance of this test's own (see test_live_services.own_layer)."""
+    from channels.layers import channel_layers
+
+    shared = channel_layers.backends.get("default")
+    channel_layers.backends["default"] = channel_layers.make_backend("default")
+    yield channel_layers.backends["default"]
+    if shared is None:
+        channel_layers.backends.pop("default", None)
+    else:
+        channel_layers.backends["default"] = shared
+
+
+def _final_ids(frames: list[str]) -> list[str]:
+    """Event ids of the stored (not streaming) event cards in these frames, in arrival order."""
+    return [m.group(1) for f in frames for m in ARTICLE.finditer(f) if "event-streaming" not in m.group(2)]
+
+
+def _settled(session_pk: int) -> list[str] | None:
+    """The conversation's stored event ids once its turn is done and its ticket open."""
+    if Turn.objects.filter(session_id=session_pk, status__in=["queued", "running"]).exists():
+        return None
+    if not PendingCall.objects.filter(session_id=session_pk, status="pending").exists():
+        return None
+    return list(StoredEvent.objects.filter(session_id=session_pk).order_by("id").values_list("event_id", flat=True))
+
+
+async def test_fifty_sockets_get_every_event_exactly_once_in_order(demo, worker, own_layer):
+    session = await sync_to_async(services.session_create)(app_name="reimbursement_agent", user_id="requester")
+    viewers = [demo["requester"], demo["approver"], demo["observer"], demo["admin"]]
+    sockets = []
+    for i in range(SOCKETS):
+        comm = WebsocketCommunicator(app, f"/ws/sessions/{session.pk}/?after=0")
+        comm.scope["user"] = viewers[i % len(viewers)]
+        assert (await comm.connect())[0], i
+        assert 'id="session-status"' in await comm.receive_from()
+        sockets.append(comm)
+
+    requester = Client()
+    await sync_to_async(requester.force_login)(demo["requester"])
+    r = await sync_to_async(requester.post)(
+        f"/sessions/{session.pk}/messages/", {"text": MESSAGE}, HTTP_HX_REQUEST="true"
+    )
+    assert r.status_code == 200
+    stored = await sync_to_async(wait_for)(lambda: _settled(session.pk), timeout=30, what="the turn and its ticket")
+    assert len(stored) >= 3, stored  # the message, the call that waits for a human, its pending response
+
+    try:
+        for i, comm in enumerate(sockets):
+            frames: list[str] = []
+            deadline = time.monotonic() + 30
+            while set(_final_ids(frames)) != set(stored) and time.monotonic() < deadline:
+                try:
+                    frames.append(await comm.receive_from(timeout=max(deadline - time.monotonic(), 0.01)))
+                except TimeoutError:
+                    break
+            while not await comm.receive_nothing(timeout=0.3):  # anything after the last event, too
+                frames.append(await comm.receive_from())
+            assert _final_ids(frames) == stored, f"socket {i} ({comm.scope['user']}): {_final_ids(frames)} != {stored}"
+            assert "waiting for a human" in "".join(frames), i
+    finally:
+        for comm in sockets:
+            await comm.disconnect()
