@@ -5,6 +5,7 @@ approvals/partials/live.html)."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from channels.db import database_sync_to_async
@@ -13,11 +14,12 @@ from django.http import QueryDict
 from django.template.loader import render_to_string
 
 from adkweb import live
+from adkweb.paging import COUNT_CAP
 from agents_app import selectors as conversations
 from agents_app.events import session_group
 
-from . import selectors
-from .events import APPROVALS_GROUP
+from . import fanout, selectors
+from .fanout import APPROVALS_GROUP
 from .forms import InboxFilterForm
 from .permissions import can_view_ticket, works_inbox
 
@@ -32,7 +34,10 @@ def _nav_count_html(count: int) -> str:
 
 class InboxConsumer(AsyncWebsocketConsumer):
     """`/ws/approvals/?<inbox filters>`: pushes new, changed and decided rows and the nav count.
-    With `?nav=1` only the count (every other page of an approver)."""
+    With `?nav=1` only the count (every other page of an approver). It forwards the rows
+    approvals.fanout rendered once per change and places them from the facts carried with them;
+    the database is read when it connects, and for a search or a change whose previous facts are
+    unknown."""
 
     async def connect(self) -> None:
         user = self.scope.get("user")
@@ -43,50 +48,96 @@ class InboxConsumer(AsyncWebsocketConsumer):
         query = QueryDict(self.scope.get("query_string", b"").decode())
         self.nav_only = query.get("nav") == "1"
         self.filters = InboxFilterForm(query).filters()
-        self.shown, self.at_edge = await self._page_state()
+        # Joined first, counted next: a change published meanwhile is not lost.
         if not await live.join(self, APPROVALS_GROUP):
             return
+        await self._read_state()
 
     async def disconnect(self, code: int) -> None:
         await live.leave(self, APPROVALS_GROUP)
 
     @database_sync_to_async
-    def _page_state(self) -> tuple[set[int], str | None]:
-        """Ids on the client's page, and where a new matching ticket goes (or None: not this page)."""
+    def _read_state(self) -> None:
+        """Who the viewer is, the ids on the client's page, where a new matching ticket goes (or
+        None: not this page), and the counts."""
+        self.viewer = fanout.Viewer.of(self.user)
+        self.shown: set[int] = set()
+        self.at_edge: str | None = None
+        self._recount()
         if self.nav_only:
-            return set(), None
+            return
         page = selectors.inbox_page(filters=self.filters, user=self.user)
         if self.filters.sort == "newest":
-            edge = "afterbegin" if page.number == 1 else None
+            self.at_edge = "afterbegin" if page.number == 1 else None
         else:
-            edge = "beforeend" if not page.has_next() else None
-        return {c.pk for c in page}, edge
+            self.at_edge = "beforeend" if not page.has_next() else None
+        self.shown = {c.pk for c in page}
 
-    async def ticket_changed(self, event: dict[str, Any]) -> None:
-        for frame in await self._render_change(event["ticket_id"]):
-            await self.send(text_data=frame)
+    def _recount(self) -> None:
+        self.counted_at = time.monotonic()
+        self.open_count = selectors.open_ticket_count(user=self.user)
+        self.total = None if self.nav_only else selectors.inbox_count(filters=self.filters, user=self.user)
 
     @database_sync_to_async
-    def _render_change(self, ticket_id: int) -> list[str]:
+    def _recount_async(self) -> None:
+        self._recount()
+
+    @database_sync_to_async
+    def _db_matches(self, ticket_id: int) -> tuple[bool, int]:
+        matches = selectors.ticket_matches(ticket_id=ticket_id, filters=self.filters, user=self.user)
+        return matches, selectors.inbox_count(filters=self.filters, user=self.user)
+
+    def _moved(self, facts: dict, before: dict | None) -> bool:
+        """Move the counts by what this change did to them; False when only the database can tell:
+        the previous facts are unknown, the first count may include the change already, or a
+        count shown as "1,000+" (capped) goes down."""
+        if before is None or time.monotonic() - self.counted_at < fanout.RECOUNT_SECONDS:
+            return False
+        viewer = self.viewer
+        opened = fanout.counts_open(facts, viewer) - fanout.counts_open(before, viewer)
+        added = 0
+        if self.total is not None and not self.filters.q:
+            added = bool(fanout.matches(facts, self.filters, viewer)) - bool(
+                fanout.matches(before, self.filters, viewer)
+            )
+        if (opened < 0 and self.open_count > COUNT_CAP) or (added < 0 and (self.total or 0) > COUNT_CAP):
+            return False
+        self.open_count = min(self.open_count + opened, COUNT_CAP + 1)
+        if self.total is not None:
+            self.total = min(self.total + added, COUNT_CAP + 1)
+        return True
+
+    async def inbox_ticket(self, message: dict[str, Any]) -> None:
         """Frames to send. Table rows travel alone in their frame: an HTML fragment that starts with
         another element is parsed in body mode, where <tr>/<tbody> tags are dropped."""
-        frames = [_nav_count_html(selectors.open_ticket_count(user=self.user))]
-        ticket = None if self.nav_only else selectors.ticket_get(ticket_id=ticket_id)
-        if ticket is None:
-            return frames
-        matches = selectors.ticket_matches(ticket_id=ticket_id, filters=self.filters, user=self.user)
-        total = selectors.inbox_count(filters=self.filters, user=self.user)
-        frames.append(render_to_string("approvals/inbox.html#total", {"total": total, "oob": True}))
-        if ticket_id in self.shown:
+        facts, ticket_id = message["facts"], message["ticket_id"]
+        viewer = self.viewer
+        if not self._moved(facts, message["before"]):
+            await self._recount_async()
+        frames = [fanout.nav_count_html(self.open_count)]
+        if self.nav_only:
+            await self._send_all(frames)
+            return
+        matches = fanout.matches(facts, self.filters, viewer)
+        if matches is None:  # a search: the database matches it
+            matches, self.total = await self._db_matches(ticket_id)
+        frames.append(fanout.total_html(self.total or 0))
+        if not viewer.sees(facts):
+            pass  # not this person's to see: their counts only
+        elif ticket_id in self.shown:
             # A decided ticket changes in place (greyed, "approved by …") rather than vanishing under the cursor.
-            frames.append(render_to_string("approvals/inbox.html#row", {"ticket": ticket, "oob": "outerHTML"}).strip())
+            frames.append(message["row"])
         elif matches and self.at_edge:
             self.shown.add(ticket_id)
-            frames.append(render_to_string(LIVE + "#rows-added", {"ticket": ticket, "edge": self.at_edge}))
+            frames.append(message["added"][self.at_edge])
             frames.append(render_to_string(LIVE + "#empty-gone"))
         elif matches:
             frames.append(render_to_string(LIVE + "#notice-elsewhere"))
-        return frames
+        await self._send_all(frames)
+
+    async def _send_all(self, frames: list[str]) -> None:
+        for frame in frames:
+            await self.send(text_data=frame)
 
 
 class TicketConsumer(AsyncWebsocketConsumer):

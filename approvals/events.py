@@ -3,6 +3,7 @@ deadlines told to the notifications (`adkweb.notify`: ticket.reminder, ticket.es
 
 from __future__ import annotations
 
+import logging
 from typing import Any, Literal, TypedDict
 
 from django.db import transaction
@@ -11,7 +12,9 @@ from adkweb.live import group_send
 from adkweb.notify import TICKET_ESCALATED, TICKET_EXPIRED, TICKET_REMINDER, notify
 from agents_app.events import notify_ticket_card, session_group
 
-APPROVALS_GROUP = "approvals"
+from . import fanout
+
+logger = logging.getLogger(__name__)
 # The deadline events, as the notifications app knows them (adkweb.notify).
 TICKET_REMINDED = TICKET_REMINDER
 DEADLINE_EVENTS = (TICKET_REMINDER, TICKET_ESCALATED, TICKET_EXPIRED)
@@ -23,20 +26,26 @@ class TicketChangedMessage(TypedDict):
     session_pk: int
 
 
-def notify_ticket_changed(*, ticket_id: int, session_pk: int, inbox: bool = True) -> None:
+def notify_ticket_changed(*, ticket_id: int, session_pk: int, inbox: bool = True, opened: bool = False) -> None:
     """A ticket was opened, answered or closed: inboxes, the ticket page and its conversation update.
-    `inbox=False`: only its pages (e.g. its notification status changed; the inbox row did not)."""
+    `inbox=False`: only its pages (e.g. its notification status changed; the inbox row did not).
+    `opened`: the ticket was just created. Inboxes get its row rendered once (approvals.fanout)."""
     msg = TicketChangedMessage(type="ticket.changed", ticket_id=ticket_id, session_pk=session_pk)
     if inbox:
-        group_send(APPROVALS_GROUP, msg)
+        try:
+            fanout.publish_ticket(ticket_id=ticket_id, opened=opened)
+        except Exception:  # never into the caller: it runs after commit
+            logger.warning("Could not publish ticket %s to the inboxes.", ticket_id, exc_info=True)
     group_send(session_group(session_pk), msg)
     notify_ticket_card(session_pk=session_pk, ticket_id=ticket_id)
 
 
-def after_commit_ticket_changed(ticket: Any) -> None:
+def after_commit_ticket_changed(ticket: Any, *, opened: bool = False) -> None:
     """`notify_ticket_changed` once the current transaction commits (never raises into it)."""
     ticket_id, session_pk = ticket.pk, ticket.session_id
-    transaction.on_commit(lambda: notify_ticket_changed(ticket_id=ticket_id, session_pk=session_pk), robust=True)
+    transaction.on_commit(
+        lambda: notify_ticket_changed(ticket_id=ticket_id, session_pk=session_pk, opened=opened), robust=True
+    )
 
 
 def deadline_reached(event: str, *, ticket: Any, data: dict[str, Any]) -> None:

@@ -67,7 +67,7 @@ def tickets_record_event(session: AdkSession, stored: StoredEvent, event: Any) -
             ),
         )
         if created:
-            _announce(ticket)
+            _announce(ticket, opened=True)
             rules.ticket_open_rules(ticket)
             if ticket.is_open:  # a ticket a policy or a grant decided at once concerns no decider
                 notify(TICKET_OPENED, ticket=ticket, data={})
@@ -91,8 +91,8 @@ def tickets_record_event(session: AdkSession, stored: StoredEvent, event: Any) -
         _announce(ticket)
 
 
-def _announce(ticket: PendingCall) -> None:
-    events.after_commit_ticket_changed(ticket)
+def _announce(ticket: PendingCall, *, opened: bool = False) -> None:
+    events.after_commit_ticket_changed(ticket, opened=opened)
 
 
 def response_submit(

@@ -13,6 +13,7 @@ from django.contrib.auth.models import AnonymousUser
 
 from agents_app.models import StoredEvent
 from approvals.consumers import REFUSED
+from approvals.events import notify_ticket_changed
 from approvals.routing import websocket_urlpatterns
 from tests.approvals_factories import session_for, ticket
 
@@ -27,10 +28,9 @@ async def connect(path: str, user) -> tuple[WebsocketCommunicator, bool]:
     return communicator, connected
 
 
-async def changed(call) -> None:
-    await get_channel_layer().group_send(
-        "approvals", {"type": "ticket.changed", "ticket_id": call.pk, "session_pk": call.session_id}
-    )
+async def changed(call, opened: bool = False) -> None:
+    """What a decision or the session store publishes after commit (approvals.events)."""
+    await database_sync_to_async(notify_ticket_changed)(ticket_id=call.pk, session_pk=call.session_id, opened=opened)
 
 
 async def session_send(session_pk: int, message: dict) -> None:

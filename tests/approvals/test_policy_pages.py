@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import pytest
 from channels.db import database_sync_to_async
-from channels.layers import get_channel_layer
 from django.test import Client
 
 from approvals import services
 from approvals.consumers import REFUSED
+from approvals.events import notify_ticket_changed
 from approvals.models import Policy, StandingGrant
 from tests.approvals.policy_helpers import open_ticket, person
 from tests.approvals.test_consumers import connect
@@ -166,9 +166,7 @@ async def test_sockets_keep_a_routed_ticket_from_an_outsider(demo):
     inbox, connected = await connect("/ws/approvals/", olga)
     assert connected
     insider, _ = await connect("/ws/approvals/", demo["approver2"])
-    await get_channel_layer().group_send(
-        "approvals", {"type": "ticket.changed", "ticket_id": ticket.pk, "session_pk": ticket.session_id}
-    )
+    await database_sync_to_async(notify_ticket_changed)(ticket_id=ticket.pk, session_pk=ticket.session_id)
     seen = await insider.receive_from(timeout=5)
     frames = [seen] + [await insider.receive_from(timeout=5) for _ in range(2)]
     assert any(f"pending-call-{ticket.pk}" in f for f in frames)

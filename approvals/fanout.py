@@ -1,0 +1,198 @@
+"""The inbox's live fragments: a changed ticket's row rendered once, after commit, by the process that
+changed it, and carried to every inbox socket with the facts a socket needs to place it: who may see
+it, which filters it matches, whether it is open. An inbox socket then updates its rows, its total
+and the navigation count without touching the database (issue 12; before, each socket ran four
+queries and two renders per change).
+
+Counts move by the difference between a ticket's facts before and after the change. The facts last
+published for each ticket are kept in Redis (in this process's memory in embedded mode) and swapped
+atomically as the next change is published, so publishes that race still add up. When the previous
+facts are unknown (the ticket changed before this was deployed, or Redis lost them), `before` is
+null and the sockets count again from the database. A socket also counts again from the database
+for what it receives in its first RECOUNT_SECONDS: its first count may already include a change
+committed just before it and published just after. A search (`q`) is still matched by the database
+(it searches PostgreSQL's text of the arguments).
+
+Visibility mirrors `approvals.permissions.visible_q`, with the viewer's roles and groups read when
+the socket connects (authorisation at connect, as for every socket: a changed role applies on the
+next connection, e.g. the next page).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+from django.conf import settings
+from django.template.loader import render_to_string
+
+from adkweb.live import group_send
+from adkweb.roles import is_approver, is_observer
+
+from .models import PendingCall
+
+logger = logging.getLogger(__name__)
+
+APPROVALS_GROUP = "approvals"
+LIVE = "approvals/partials/live.html"
+FACTS_TTL = 30 * 24 * 3600  # seconds a ticket's last published facts are kept
+CLOSED = tuple(s for s in PendingCall.Status.values if s not in PendingCall.OPEN_STATUSES)
+RECOUNT_SECONDS = 1.0
+NEW = {"exists": False}  # the facts "before" a ticket that was just opened
+
+
+def ticket_facts(
+    ticket: PendingCall, approver_groups: list[int], escalation_groups: list[int], responders: list[int]
+) -> dict:
+    return {
+        "exists": True,
+        "status": ticket.status,
+        "open": ticket.is_open,
+        "app_name": ticket.app_name,
+        "tool_name": ticket.tool_name,
+        "kind": ticket.kind,
+        "requester": ticket.requester,
+        "routed": ticket.routed,
+        "groups": approver_groups,
+        "escalated": ticket.escalated_at is not None,
+        "escalation_groups": escalation_groups,
+        "assigned_to": ticket.assigned_to_id,
+        "closed_by": ticket.closed_by_id,
+        "responders": responders,
+    }
+
+
+@dataclass(frozen=True)
+class Viewer:
+    """What visibility needs of a person, read once when their socket connects."""
+
+    pk: int
+    username: str
+    sees_all: bool
+    approver: bool
+    groups: frozenset[int]
+
+    @classmethod
+    def of(cls, user: Any) -> Viewer:
+        return cls(
+            pk=user.pk,
+            username=user.get_username(),
+            sees_all=bool(user.is_superuser or is_observer(user)),
+            approver=is_approver(user),
+            groups=frozenset(user.groups.values_list("pk", flat=True)),
+        )
+
+    def sees(self, facts: dict) -> bool:
+        if not facts.get("exists"):
+            return False
+        if self.sees_all or facts["requester"] == self.username:
+            return True
+        if self.approver and not facts["routed"]:
+            return True
+        if self.groups.intersection(facts["groups"]):
+            return True
+        return bool(facts["escalated"] and self.groups.intersection(facts["escalation_groups"]))
+
+
+def matches(facts: dict, filters: Any, viewer: Viewer) -> bool | None:
+    """Whether the ticket is in this inbox view (visible and matching); None if only the database
+    can tell (a search)."""
+    if filters.q:
+        return None
+    if not viewer.sees(facts):
+        return False
+    status = filters.status
+    if status == "closed":
+        ok = facts["status"] in CLOSED
+    elif status == "all":
+        ok = True
+    elif status in PendingCall.Status.values:
+        ok = facts["status"] == status
+    else:
+        ok = facts["open"]
+    if filters.agent and facts["app_name"] != filters.agent:
+        ok = False
+    if filters.tool and facts["tool_name"] != filters.tool:
+        ok = False
+    if filters.kind and facts["kind"] != filters.kind:
+        ok = False
+    if filters.mine and viewer.pk not in (facts["assigned_to"], facts["closed_by"], *facts["responders"]):
+        ok = False
+    return ok
+
+
+def counts_open(facts: dict, viewer: Viewer) -> bool:
+    return bool(facts.get("exists") and facts["open"] and viewer.sees(facts))
+
+
+@lru_cache(maxsize=512)
+def nav_count_html(count: int) -> str:
+    return render_to_string(LIVE + "#nav-count", {"count": count, "oob": True})
+
+
+@lru_cache(maxsize=512)
+def total_html(total: int) -> str:
+    return render_to_string("approvals/inbox.html#total", {"total": total, "oob": True})
+
+
+# -- the facts last published, per ticket -----------------------------------------------------------
+_memory: dict[str, str] = {}
+_memory_lock = threading.Lock()
+_redis: Any = None
+
+
+def _swap(key: str, facts: dict) -> dict | None:
+    """Store these facts as the ticket's last published; return the ones they replace (None: unknown)."""
+    value = json.dumps(facts)
+    if not settings.REDIS_URL:
+        with _memory_lock:
+            old = _memory.get(key)
+            _memory[key] = value
+    else:
+        global _redis
+        if _redis is None:
+            import redis
+
+            _redis = redis.Redis.from_url(settings.REDIS_URL, socket_timeout=5)
+        old = _redis.set(key, value, ex=FACTS_TTL, get=True)
+    return None if old is None else json.loads(old)
+
+
+def publish_ticket(*, ticket_id: int, opened: bool = False) -> None:
+    """A ticket changed (`opened`: it was just created): its row and facts to every inbox socket."""
+    from . import selectors
+
+    ticket = selectors.ticket_get(ticket_id=ticket_id)
+    if ticket is None:
+        return
+    selectors.approvals_attach([ticket])
+    facts = ticket_facts(
+        ticket,
+        sorted(ticket.approver_groups.values_list("pk", flat=True)),
+        sorted(ticket.escalation_groups.values_list("pk", flat=True)),
+        sorted({pk for pk in ticket.responses.values_list("actor_id", flat=True) if pk is not None}),
+    )
+    key = f"adkweb:ticket-facts:{ticket.pk}:{ticket.created_at.timestamp()}"  # a reused id is another key
+    try:
+        before = _swap(key, facts)
+    except Exception:  # Redis is down: sockets count from the database
+        logger.warning("Could not swap the published facts of ticket %s.", ticket_id, exc_info=True)
+        before = None
+    if before is None and opened:
+        before = NEW
+    message = {
+        "type": "inbox.ticket",
+        "ticket_id": ticket.pk,
+        "facts": facts,
+        "before": before,
+        "row": render_to_string("approvals/inbox.html#row", {"ticket": ticket, "oob": "outerHTML"}).strip(),
+        "added": {
+            edge: render_to_string(LIVE + "#rows-added", {"ticket": ticket, "edge": edge})
+            for edge in ("afterbegin", "beforeend")
+        },
+    }
+    group_send(APPROVALS_GROUP, message)
