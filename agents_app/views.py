@@ -31,7 +31,8 @@ def _is_owner(request: HttpRequest, session: AdkSession) -> bool:
 @login_required
 @require_GET
 def session_list(request: HtmxHttpRequest) -> HttpResponse:
-    form = SessionFilterForm(request.GET, agents=selectors.session_list_agents(user=request.user))
+    agents = selectors.session_list_agents(user=request.user, chosen=request.GET.get("agent", ""))
+    form = SessionFilterForm(request.GET, agents=agents)
     filters = form.filters()
     cursors = {k: request.GET.get(k, "")[:64] for k in ("after", "before")}  # the pager's keyset (adkweb.paging)
     page = selectors.session_page(user=request.user, page=request.GET.get("page"), **cursors, **filters)
