@@ -51,7 +51,7 @@ def _error_view(turn: Turn) -> TurnError:
     return timeline.turn_error_view(turn, stored_nothing=turn.stored_nothing)  # type: ignore[attr-defined]  # annotated
 
 
-TIMELINE_LATEST = 100  # events a conversation shows at first; "Load earlier events" brings more
+TIMELINE_LATEST = 50  # events a conversation shows at first; "Load earlier events" brings more
 
 
 @dataclass
