@@ -57,15 +57,29 @@ def app_names() -> list[str]:
     return sorted(names)
 
 
-def tool_names() -> list[str]:
-    """Every tool an agent may call here: the code registry's, those admin-configured agents name,
-    and those of code-defined agents (their agent trees); remote apps' tools live on their servers."""
-    names = set(registry.names())
-    for tools in AgentConfig.objects.values_list("tools", flat=True):
-        names.update(t for t in tools or [] if isinstance(t, str))
+@dataclass(frozen=True)
+class Menus:
+    """What filter menus offer, from the configuration (two queries): `apps` as app_names() gives
+    them, `all_apps` with the disabled configured agents too, and `tools`: every tool an agent may
+    call here (the code registry's, those admin-configured agents name, those of code-defined
+    agents' trees; remote apps' tools live on their servers)."""
+
+    apps: list[str]
+    all_apps: list[str]
+    tools: list[str]
+
+
+def menus() -> Menus:
+    enabled, every, tools = set(code_agents()), set(code_agents()), set(registry.names())
+    for name, on, names in AgentConfig.objects.values_list("name", "enabled", "tools"):
+        every.add(name)
+        if on:
+            enabled.add(name)
+        tools.update(t for t in names or [] if isinstance(t, str))
+    remote = set(RemoteApp.objects.filter(enabled=True).values_list("name", flat=True))
     for app_name in code_agents():
-        names.update(_code_tool_names(app_name))
-    return sorted(names)
+        tools.update(_code_tool_names(app_name))
+    return Menus(sorted(enabled | remote), sorted(every | remote), sorted(tools))
 
 
 @functools.cache  # code is code: an app's tools change with a deploy, which restarts the process

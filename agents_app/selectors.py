@@ -233,11 +233,9 @@ def session_page(
 def session_list_agents(*, user: Any, chosen: str = "") -> list[str]:
     """Agent names to filter the list by, from the configuration (no scan of the sessions): every
     app, configured agents that are disabled now, and the one the filter names (a removed agent)."""
-    from .agents import app_names
-    from .models import AgentConfig
+    from .agents import menus
 
-    names = set(app_names()) | set(AgentConfig.objects.values_list("name", flat=True))
-    return sorted(names | ({chosen[:128]} if chosen else set()))
+    return sorted(set(menus().all_apps) | ({chosen[:128]} if chosen else set()))
 
 
 def session_row(*, user: Any, session_pk: int) -> AdkSession | None:

@@ -15,7 +15,6 @@ def nav(request: HttpRequest) -> dict[str, Any]:
     if not user or not user.is_authenticated:
         return {"demo_logins": settings.ADKWEB_SHOW_DEMO_LOGINS}
     from .permissions import works_inbox
-    from .selectors import open_ticket_count
 
     approver = works_inbox(user)
     return {
@@ -23,5 +22,13 @@ def nav(request: HttpRequest) -> dict[str, Any]:
         "nav_is_agent_admin": is_agent_admin(user),
         "nav_is_policy_admin": is_policy_admin(user),
         "nav_is_observer": is_observer(user),
-        "nav_open_tickets": open_ticket_count(user=user) if approver else None,
+        "nav_open_tickets": _open_count(request, user) if approver else None,
     }
+
+
+def _open_count(request: HttpRequest, user: Any) -> int:
+    """The badge's count; the inbox view leaves it on the request when its own count is the same."""
+    from .selectors import open_ticket_count
+
+    known = getattr(request, "open_ticket_count", None)
+    return known if known is not None else open_ticket_count(user=user)

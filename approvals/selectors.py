@@ -107,6 +107,12 @@ def inbox_page(*, filters: InboxFilters, user: Any) -> KeysetPage:
     return page
 
 
+def counts_open_tickets(filters: InboxFilters) -> bool:
+    """Whether an inbox with these filters counts what the nav badge counts (every open ticket the
+    person may see)."""
+    return filters.status == "open" and not (filters.agent or filters.tool or filters.kind or filters.mine or filters.q)
+
+
 def inbox_count(*, filters: InboxFilters, user: Any) -> int:
     """How many tickets match an inbox's filters, up to COUNT_CAP + 1 (adkweb.paging)."""
     return capped_count(ticket_queryset(filters=filters, user=user))
@@ -120,9 +126,10 @@ def inbox_filter_choices(*, filters: InboxFilters | None = None) -> dict[str, li
     """Agents and tools for the filter menus, from the agents' configuration (no scan of the
     tickets): every app, and every tool an agent is configured with or the code registry holds;
     the values of the filters in use stay in the menus too."""
-    from agents_app.agents import app_names, tool_names
+    from agents_app.agents import menus
 
-    agents, tools = set(app_names()), set(tool_names()) | set(QUESTION_CALL_NAMES)
+    configured = menus()
+    agents, tools = set(configured.apps), set(configured.tools) | set(QUESTION_CALL_NAMES)
     if filters is not None:
         agents.update(v for v in [filters.agent] if v)
         tools.update(v for v in [filters.tool] if v)

@@ -37,6 +37,8 @@ def inbox(request: HtmxHttpRequest) -> HttpResponse:
     if request.htmx and request.htmx.target == "inbox-results":
         template += "#results"
     page = selectors.inbox_page(filters=filters, user=request.user)
+    if selectors.counts_open_tickets(filters):  # the nav badge's count is this one: no second query
+        request.open_ticket_count = page.total  # type: ignore[attr-defined]  # read by context_processors.nav
     context = {
         "form": form,
         "filters": filters,
