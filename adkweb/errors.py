@@ -57,6 +57,12 @@ class TooLarge(Refused):
     status = 413
 
 
+class TooManyRequests(Refused):
+    """The caller has asked for too much at once (e.g. too many agent turns queued): try again later."""
+
+    status = 429
+
+
 class BadGateway(Refused):
     """A server adkweb relies on for this request (e.g. a remote app's ADK server) failed or is away."""
 

@@ -21,12 +21,13 @@ ERRORS = {
     409: "Conflict",
     413: "Body too large",
     422: "The body does not fit the request schema",
+    429: "Too many requests (the caller's turns queued or running are at the cap; or too many bad logins)",
     502: "A server adkweb relies on (a remote app's ADK server) failed or is away",
 }
 
 
 class Refusal(BaseModel):
-    """Any refusal but a schema failure: 400, 401, 403, 404, 409, 413 (and 500/504 for a failed or slow run)."""
+    """Any refusal but a schema failure: 400, 401, 403, 404, 409, 413, 429 (and 500/504 for a failed or slow run)."""
 
     detail: str
 

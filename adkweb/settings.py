@@ -7,6 +7,7 @@ embedded demo, DEBUG is off unless DJANGO_DEBUG says otherwise and DJANGO_SECRET
 """
 
 import os
+from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
@@ -73,6 +74,7 @@ INSTALLED_APPS = [
     "django_htmx",
     "template_partials",
     "channels",
+    "axes",  # login throttling (below)
     "adkweb",  # shared plumbing: roles (setup_roles), errors, API and page helpers
     "agents_app",
     "approvals",
@@ -90,6 +92,7 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     "adkweb.http.RefusalMiddleware",
+    "axes.middleware.AxesMiddleware",  # last: turns a locked-out login into the 429 page
 ]
 
 ROOT_URLCONF = "adkweb.urls"
@@ -142,12 +145,24 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --- Auth -------------------------------------------------------------------------------
 AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",  # first: refuses a locked-out login before any password check
     "django.contrib.auth.backends.ModelBackend",
     "agents_app.tokens.TokenBackend",  # API keys: `Authorization: Token <key>` (adkweb.api)
 ]
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
 ]
+# Login throttling (django-axes): after ADKWEB_LOGIN_FAILURE_LIMIT failed logins for one username
+# from one address (the login page, the admin's, or API tokens: no username) that pair is refused
+# with HTTP 429 for ADKWEB_LOGIN_COOLOFF_MINUTES; a success resets the count. Behind a proxy run
+# daphne with --proxy-headers so the address is the client's (see the deployment guide).
+AXES_ENABLED = env_bool("ADKWEB_LOGIN_THROTTLE", True)
+AXES_FAILURE_LIMIT = int(os.environ.get("ADKWEB_LOGIN_FAILURE_LIMIT", "5"))
+AXES_COOLOFF_TIME = timedelta(minutes=float(os.environ.get("ADKWEB_LOGIN_COOLOFF_MINUTES", "15")))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_CALLABLE = "adkweb.throttle.lockout_response"
+AXES_VERBOSE = False
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "/"
 LOGOUT_REDIRECT_URL = "login"
@@ -259,6 +274,9 @@ ADKWEB_API_POLL_SECONDS = float(os.environ.get("ADKWEB_API_POLL_SECONDS", "1.0")
 # An enqueue the broker refused is retried this often by the process that committed the turn
 # (0: leave it to the sweeper alone).
 ADKWEB_ENQUEUE_RETRY_SECONDS = float(os.environ.get("ADKWEB_ENQUEUE_RETRY_SECONDS", "1"))
+# Turns one person may have queued or running at once (each may cost model calls): a message or
+# /run beyond it is refused with 429 until one finishes. Answers to tickets are never capped. 0: no cap.
+ADKWEB_MAX_QUEUED_TURNS_PER_USER = int(os.environ.get("ADKWEB_MAX_QUEUED_TURNS_PER_USER", "10"))
 # How long an API Idempotency-Key is remembered (a retry with it gets the original answer).
 ADKWEB_IDEMPOTENCY_KEY_HOURS = int(os.environ.get("ADKWEB_IDEMPOTENCY_KEY_HOURS", "24"))
 

@@ -7,13 +7,14 @@ from datetime import timedelta
 from typing import Any, cast
 
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 from google.genai import types
 from pydantic import ValidationError as PydanticValidationError
 
-from adkweb.errors import Conflict, Invalid
+from adkweb.errors import Conflict, Invalid, TooManyRequests
 
 from . import agents
 from .models import AdkSession, Turn
@@ -32,6 +33,10 @@ class InvalidMessage(Invalid):
 
 class TurnNotRetryable(Conflict):
     """Only a failed turn that stored nothing can run again (HTTP 409)."""
+
+
+class TooManyTurns(TooManyRequests):
+    """A person has ADKWEB_MAX_QUEUED_TURNS_PER_USER turns queued or running already (HTTP 429)."""
 
 
 def content_parse(raw: Any) -> types.Content:
@@ -105,6 +110,8 @@ def turn_create(
     invocation id, continues that invocation (ADK's resume)."""
     parts = content.parts or [] if content is not None else []
     kind = Turn.Kind.FUNCTION_RESPONSE if any(p.function_response for p in parts) else Turn.Kind.MESSAGE
+    if kind == Turn.Kind.MESSAGE and actor is not None and actor.is_authenticated:
+        turn_quota_check(actor)  # new agent work a person asks for; answers to tickets are never capped
     turn = Turn.objects.create(
         session=session,
         kind=kind,
@@ -124,6 +131,22 @@ def session_lock(session_pk: int) -> None:
     may still be inserted). Writers that touch a session's tickets or turns and its row take the
     row first (agents_app.session_status)."""
     list(AdkSession.objects.select_for_update(no_key=True).filter(pk=session_pk).values_list("pk"))
+
+
+def turn_quota_check(user: Any) -> None:
+    """Refuse a new turn while the person has the cap of turns queued or running (each may cost model
+    calls). Their user row is locked (FOR NO KEY UPDATE) for the count, so concurrent requests cannot both pass the last
+    slot. Call inside the transaction that creates the turn."""
+    cap = settings.ADKWEB_MAX_QUEUED_TURNS_PER_USER
+    if cap <= 0:
+        return
+    get_user_model().objects.select_for_update(no_key=True).filter(pk=user.pk).exists()  # rows may still reference it
+    active = Turn.objects.filter(created_by=user, status__in=[Turn.Status.QUEUED, Turn.Status.RUNNING]).count()
+    if active >= cap:
+        raise TooManyTurns(
+            f"You have {active} agent turns queued or running, the most one person may have at once ({cap}). "
+            "Wait for one to finish, then send again."
+        )
 
 
 def message_send(*, session: AdkSession, text: str, actor: Any = None, streaming: bool = True) -> Turn:

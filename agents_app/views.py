@@ -86,15 +86,23 @@ def message_post(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     if not _is_owner(request, session):
         return HttpResponseForbidden("Only the person who started this conversation can write in it.")
     form = MessageForm(request.POST)
+    status = 400
     if form.is_valid():
-        services.message_send(session=session, text=form.cleaned_data["text"], actor=request.user)
-        if not request.htmx:
-            return redirect("agents_app:session-detail", pk=session.pk)
-        form = MessageForm()
-    if request.htmx:  # base.html lets htmx swap 400s: the form comes back with its error
+        try:
+            services.message_send(session=session, text=form.cleaned_data["text"], actor=request.user)
+        except services.TooManyTurns as exc:  # 429: the form comes back with the text and why
+            form.add_error(None, exc.detail)
+            status = exc.status
+        else:
+            if not request.htmx:
+                return redirect("agents_app:session-detail", pk=session.pk)
+            form = MessageForm()
+    if request.htmx:  # base.html lets htmx swap 400s, 409s and 429s: the form comes back with its error
         ctx = {"session": session, "form": form, "sent": not form.is_bound, "is_owner": True}
-        return render(request, "agents_app/session_detail.html#message-form", ctx, status=400 if form.is_bound else 200)
-    return render(request, "agents_app/session_detail.html", _detail_context(request, session, form), status=400)
+        return render(
+            request, "agents_app/session_detail.html#message-form", ctx, status=status if form.is_bound else 200
+        )
+    return render(request, "agents_app/session_detail.html", _detail_context(request, session, form), status=status)
 
 
 @login_required
@@ -125,8 +133,9 @@ def session_new(request: HttpRequest) -> HttpResponse:
             session = services.conversation_start(
                 app_name=form.cleaned_data["agent"], user=request.user, text=form.cleaned_data["text"]
             )
-        except Refused as exc:  # e.g. the agent was disabled meanwhile
+        except Refused as exc:  # e.g. the agent was disabled meanwhile, or too many turns queued (429)
             form.add_error(None, str(exc))
+            return render(request, "agents_app/session_new.html", {"form": form}, status=exc.status)
         else:
             return redirect("agents_app:session-detail", pk=session.pk)
     return render(request, "agents_app/session_new.html", {"form": form}, status=400)

@@ -12,6 +12,9 @@ os.environ.setdefault("ADKWEB_MEDIA_ROOT", "/tmp/adkweb-test-media")
 from adkweb.settings import *  # noqa: E402,F403
 
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+# Login throttling off: the suite logs in (and fails to) many times; tests/adkweb/test_throttling.py
+# turns it on.
+AXES_ENABLED = False
 ADKWEB_EMBEDDED_WORKER = False
 ADKWEB_REQUEUE_AFTER_SECONDS = 1
 # The durability scenarios show the sweeper delivering what the broker refused; the in-process

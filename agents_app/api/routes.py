@@ -27,7 +27,7 @@ USER_SESSIONS = "apps/<str:app_name>/users/<str:user_id>/sessions"
 SESSION = USER_SESSIONS + "/<str:session_id>"
 ARTIFACTS = SESSION + "/artifacts"
 ARTIFACT = ARTIFACTS + "/<path:name>"
-RUN_ERRORS = (401, 403, 404, 409, 413, 422, 400)
+RUN_ERRORS = (401, 403, 404, 409, 413, 422, 429, 400)
 
 ROUTES = [
     Route("health", apps.health, "health", (Op("GET", "Liveness (no authentication)", response=Health, errors=()),)),
