@@ -67,6 +67,7 @@ contracts: $(STAMP)
 services-run: $(RUN_STAMP)
 	$(VENV)/bin/honcho run $(PY) manage.py migrate --noinput
 	$(VENV)/bin/honcho run $(PY) manage.py setup_roles
+	$(VENV)/bin/honcho run $(PY) manage.py collectstatic --noinput
 	$(VENV)/bin/honcho start
 
 services-demo: $(RUN_STAMP)

@@ -71,6 +71,7 @@ INSTALLED_APPS = [
     "django.contrib.sessions",
     "django.contrib.messages",
     "django.contrib.staticfiles",
+    "servestatic",  # its system checks (the serving is its middleware's)
     "django_htmx",
     "template_partials",
     "channels",
@@ -83,6 +84,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "servestatic.middleware.ServeStaticMiddleware",  # /static/ before anything else reads the request
     "adkweb.storable.StorableUrlMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -174,7 +176,23 @@ USE_I18N = True
 USE_TZ = True
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
-STATIC_ROOT = BASE_DIR / "staticfiles"
+STATIC_ROOT = Path(os.environ.get("ADKWEB_STATIC_ROOT") or BASE_DIR / "staticfiles")
+# Static files are served by ServeStatic's middleware (async: right under daphne), the admin's included.
+# Outside the embedded demo they come from `manage.py collectstatic`: compressed copies with hashed
+# names (cached for a year, immutable) listed in a manifest, which {% static %} reads. The embedded
+# demo and the tests serve the source folders as they are (no collectstatic needed).
+ADKWEB_STATIC_MANIFEST = env_bool("ADKWEB_STATIC_MANIFEST", DEPLOYED)
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {
+        "BACKEND": "servestatic.storage.CompressedManifestStaticFilesStorage"
+        if ADKWEB_STATIC_MANIFEST
+        else "django.contrib.staticfiles.storage.StaticFilesStorage"
+    },
+}
+SERVESTATIC_USE_FINDERS = not ADKWEB_STATIC_MANIFEST
+SERVESTATIC_AUTOREFRESH = DEBUG and not ADKWEB_STATIC_MANIFEST  # `make run`: edited files show at once
+SERVESTATIC_MAX_AGE = int(os.environ.get("ADKWEB_STATIC_MAX_AGE", "3600"))  # unhashed names; hashed: a year
 # Uploaded and agent-made files (ADK artifacts) in Django's default storage; set STORAGES for S3 etc.
 MEDIA_ROOT = os.environ.get("ADKWEB_MEDIA_ROOT", str(BASE_DIR / "media"))
 MEDIA_URL = "media/"  # not served: artifacts are downloaded through permission-checked views
@@ -317,5 +335,3 @@ LOGGING = {
 }
 # Show the demo logins on the login page (embedded demo only; never where real users log in).
 ADKWEB_SHOW_DEMO_LOGINS = env_bool("ADKWEB_SHOW_DEMO_LOGINS", not DEPLOYED and DEBUG)
-# Serve /static/ from the app itself (no separate web server needed for this small, vendored set).
-ADKWEB_SERVE_STATIC = env_bool("ADKWEB_SERVE_STATIC", True)

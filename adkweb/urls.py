@@ -1,10 +1,6 @@
-from django.conf import settings
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
-from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
-from django.http.response import HttpResponseBase
-from django.urls import include, path, re_path
-from django.views.static import serve
+from django.urls import include, path
 
 from . import api_docs
 
@@ -21,19 +17,3 @@ urlpatterns = [
     path("", include("notifications.urls")),
     path("", include("agents_app.urls")),
 ]
-
-
-def static_file(request: HttpRequest, path: str) -> HttpResponseBase:
-    """/static/ from the app: the files are small and vendored, so send them whole (a FileResponse
-    would be a sync stream, which Django's ASGI handler warns about on every request)."""
-    response = serve(request, path, document_root=str(settings.BASE_DIR / "static"))
-    if not isinstance(response, StreamingHttpResponse):
-        return response
-    try:
-        return HttpResponse(response.getvalue(), status=response.status_code, headers=dict(response.headers))
-    finally:
-        response.close()
-
-
-if settings.ADKWEB_SERVE_STATIC:
-    urlpatterns.append(re_path(r"^static/(?P<path>.*)$", static_file))

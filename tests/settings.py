@@ -4,6 +4,9 @@ no worker started by importing asgi (tests start their own), and fast password h
 import os
 
 os.environ.setdefault("ADKWEB_EMBEDDED_WORKER", "0")
+# Static files from the source folders, in the tests and the servers they start (no collectstatic);
+# tests/integration/test_static_services.py runs collectstatic and the manifest storage.
+os.environ.setdefault("ADKWEB_STATIC_MANIFEST", "0")
 # A key for the test run (services-mode runs need one): the processes the tests start inherit it.
 os.environ.setdefault("DJANGO_SECRET_KEY", "test-only-secret-key-not-for-any-deployment-0123456789")
 # Artifacts' files: one place for the test process and the worker subprocesses it starts.

@@ -132,13 +132,17 @@ def test_agent_admin_role_edits_agents_in_the_admin_and_nothing_else(client, dem
     assert client.get(f"/admin/agents_app/agentconfig/{config.pk}/change/").status_code == 302
 
 
-def test_static_files_are_served_by_the_app_with_their_type(client):
-    css = client.get("/static/css/app.css")
-    assert css.status_code == 200 and css["Content-Type"].startswith("text/css") and b".topbar" in css.content
-    assert client.get("/static/vendor/htmx-2.0.11.min.js")["Content-Type"] in {
-        "text/javascript",
-        "application/javascript",
-    }
-    assert client.get("/static/nope.css").status_code == 404
-    escape = client.get("/static/../adkweb/settings.py")
+async def test_static_files_are_served_by_the_app_with_their_type(async_client):
+    """ServeStatic's middleware (async, as under daphne), from the source folders here
+    (tests/integration/test_static_services.py: collectstatic's hashed files under a real daphne)."""
+    css = await async_client.get("/static/css/app.css")
+    body = b"".join([chunk async for chunk in css.streaming_content])
+    assert css.status_code == 200 and css["Content-Type"].startswith("text/css") and b".topbar" in body
+    assert css["Cache-Control"] == "max-age=3600, public"
+    admin_css = await async_client.get("/static/admin/css/base.css")  # the admin's own files too
+    assert admin_css.status_code == 200 and admin_css["Content-Type"].startswith("text/css")
+    js = await async_client.get("/static/vendor/htmx-2.0.11.min.js")
+    assert js["Content-Type"].split(";")[0] in {"text/javascript", "application/javascript"}
+    assert (await async_client.get("/static/nope.css")).status_code == 404
+    escape = await async_client.get("/static/../adkweb/settings.py")
     assert escape.status_code in (400, 404) and b"SECRET_KEY" not in escape.content
