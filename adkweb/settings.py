@@ -55,8 +55,6 @@ CSRF_TRUSTED_ORIGINS = env_list("DJANGO_CSRF_TRUSTED_ORIGINS", "")
 if env_bool("DJANGO_SECURE_PROXY_SSL_HEADER", False):
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 SECURE_SSL_REDIRECT = env_bool("DJANGO_SECURE_SSL_REDIRECT", False)
-# Paths answered over plain HTTP even with the redirect on: the probes, for a load balancer's checks.
-SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$"]
 SECURE_HSTS_SECONDS = int(os.environ.get("DJANGO_SECURE_HSTS_SECONDS", "0"))
 SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("DJANGO_SECURE_HSTS_INCLUDE_SUBDOMAINS", False)
 SECURE_HSTS_PRELOAD = env_bool("DJANGO_SECURE_HSTS_PRELOAD", False)
@@ -83,6 +81,7 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "adkweb.health.ProbeMiddleware",  # /healthz and /readyz, before host checks and HTTPS redirects
     "django.middleware.security.SecurityMiddleware",
     "servestatic.middleware.ServeStaticMiddleware",  # /static/ before anything else reads the request
     "adkweb.storable.StorableUrlMiddleware",
@@ -220,6 +219,8 @@ else:
     CELERY_BROKER_TRANSPORT_OPTIONS = {"polling_interval": 0.005}
 
 CELERY_TASK_DEFAULT_QUEUE = "agents"
+# Workers and beat log with LOGGING's format (time, level, logger, ids), not Celery's own.
+CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 # Notifications have a queue of their own: a slow SMTP server or webhook never delays an agent's turn.
 # A worker started without -Q consumes both (the embedded one does); see the Procfile.
 CELERY_TASK_QUEUES = (Queue("agents"), Queue("notifications"))
@@ -298,6 +299,14 @@ ADKWEB_MAX_QUEUED_TURNS_PER_USER = int(os.environ.get("ADKWEB_MAX_QUEUED_TURNS_P
 # How long an API Idempotency-Key is remembered (a retry with it gets the original answer).
 ADKWEB_IDEMPOTENCY_KEY_HOURS = int(os.environ.get("ADKWEB_IDEMPOTENCY_KEY_HOURS", "24"))
 
+# --- Operations: probes and metrics ------------------------------------------------------
+# /readyz gives each check (database, broker, channel layer) this long before calling it down.
+ADKWEB_READYZ_TIMEOUT = float(os.environ.get("ADKWEB_READYZ_TIMEOUT", "3"))
+# /metrics (Prometheus): readable with `Authorization: Bearer <this token>` (unset: staff logins only).
+ADKWEB_METRICS_TOKEN = os.environ.get("ADKWEB_METRICS_TOKEN", "")
+# The database-derived metrics are read at most this often, however many scrapers ask.
+ADKWEB_METRICS_CACHE_SECONDS = float(os.environ.get("ADKWEB_METRICS_CACHE_SECONDS", "5"))
+
 # --- Notifications (email, webhooks, one-tap approval links) -------------------------------
 EMAIL_HOST = os.environ.get("EMAIL_HOST", "")
 EMAIL_PORT = int(os.environ.get("EMAIL_PORT", "25"))
@@ -321,10 +330,16 @@ ADKWEB_NOTIFY_RETRY_DELAYS = [
 ]
 ADKWEB_WEBHOOK_TIMEOUT = float(os.environ.get("ADKWEB_WEBHOOK_TIMEOUT", "10"))
 
+# Every line: time, level, logger name, and the turn/session/ticket ids it is about (adkweb.log_context).
+# Celery's workers and beat log through this too (CELERY_WORKER_HIJACK_ROOT_LOGGER below).
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "filters": {"ids": {"()": "adkweb.log_context.IdsFilter"}},
+    "formatters": {
+        "adkweb": {"format": "%(asctime)s %(levelname)s %(name)s%(ids)s: %(message)s"},
+    },
+    "handlers": {"console": {"class": "logging.StreamHandler", "filters": ["ids"], "formatter": "adkweb"}},
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
     "loggers": {
         "google_adk": {"level": "WARNING"},

@@ -12,12 +12,16 @@ class AgentsAppConfig(AppConfig):
 
         for module in settings.ADKWEB_TOOL_MODULES:
             import_module(module)
+        from adkweb.metrics import register_source
+
         from . import (
             admin_tokens,  # noqa: F401  (API tokens in the admin)
             events,
             fanout,
             session_status,
         )
+        from .metrics import turn_metrics
 
         session_status.connect()  # sessions' stored status follows their turns and tickets
         events.register_fanout(fanout)  # the conversation pages' fragments, rendered once per audience
+        register_source("turns", turn_metrics)  # /metrics (adkweb.metrics)

@@ -29,6 +29,7 @@ from django.conf import settings
 from django.db import connections, transaction
 from django.utils import timezone
 
+from adkweb.log_context import log_ids
 from adkweb.notify import TURN_FAILED, notify
 
 from . import events
@@ -243,6 +244,11 @@ def _lease_guard(lease: Lease) -> Any:
 def turn_execute(turn: Turn, lease: Lease) -> bool:
     """Run, resume or close one claimed turn; False when the drain must stop (lease lost, or an
     outage of the database or broker: the sweeper brings the turn back later, to be resumed)."""
+    with log_ids(turn=turn.pk, session=turn.session_id):  # on every line logged meanwhile
+        return _turn_execute(turn, lease)
+
+
+def _turn_execute(turn: Turn, lease: Lease) -> bool:
     from google.adk.errors._stale_session_error import StaleSessionError
 
     try:

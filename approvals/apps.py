@@ -11,3 +11,9 @@ class ApprovalsConfig(AppConfig):
         from .services import tickets_record_event
 
         register_event_hook(tickets_record_event)
+
+        from adkweb.metrics import register_source
+
+        from .metrics import ticket_metrics
+
+        register_source("tickets", ticket_metrics)

@@ -11,6 +11,7 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
+from adkweb.log_context import log_ids
 from agents_app.services import session_lock as lock_session
 
 from . import events
@@ -118,7 +119,9 @@ def deadlines_sweep() -> dict[str, int]:
     for name, qs, step in steps:
         for ticket_id in list(qs.order_by("pk").values_list("pk", flat=True)[:BATCH]):
             try:
-                done[name] += step(ticket_id=ticket_id)
+                with log_ids(ticket=ticket_id):
+                    done[name] += step(ticket_id=ticket_id)
             except Exception:  # one bad ticket must not stop the others
-                logger.warning("Deadline step %s failed for ticket %s", name, ticket_id, exc_info=True)
+                with log_ids(ticket=ticket_id):
+                    logger.warning("Deadline step %s failed for ticket %s", name, ticket_id, exc_info=True)
     return done

@@ -8,6 +8,7 @@ from django.db import transaction
 from django.utils import timezone
 from google.genai import types
 
+from adkweb.log_context import log_ids
 from adkweb.notify import TICKET_OPENED, notify
 from agents_app.models import AdkSession, StoredEvent, Turn
 from agents_app.services import InvalidMessage, turn_create
@@ -107,7 +108,8 @@ def response_submit(
 ) -> Response:
     """Record one response to a ticket and queue the turn that carries it to the agent."""
     answer = Answer(ticket, payload, final, comment, action, seen_hash=args_hash)
-    return answers_submit(session=ticket.session, answers=[answer], actor=actor)[1][0]
+    with log_ids(ticket=ticket.pk):
+        return answers_submit(session=ticket.session, answers=[answer], actor=actor)[1][0]
 
 
 def ticket_approve(

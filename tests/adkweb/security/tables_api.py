@@ -105,6 +105,13 @@ def api_targets(w: World) -> list[Target]:
             "API docs page", "api-docs", "/api/docs/", False, {"GET": E(LOGIN, 200, 200, 200, 200), "POST": PAGE_405}
         ),
         Target(
+            "Prometheus metrics (staff or the scrape token; tests/adkweb/test_metrics.py)",
+            "metrics",
+            "/metrics",
+            False,
+            {"GET": E(401, 403, 403, 403, 403), "POST": E(405, 405, 405, 405, 405)},
+        ),
+        Target(
             "app-info",
             "adk_api:app-info",
             "/api/adk/apps/reimbursement_agent/app-info",
