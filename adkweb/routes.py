@@ -21,7 +21,7 @@ ERRORS = {
     409: "Conflict",
     413: "Body too large",
     422: "The body does not fit the request schema",
-    429: "Too many requests (the caller's turns queued or running are at the cap; or too many bad logins)",
+    429: "Too many requests (the caller's turns queued or running are at the cap)",
     502: "A server adkweb relies on (a remote app's ADK server) failed or is away",
 }
 

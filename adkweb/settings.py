@@ -154,15 +154,17 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
 ]
 # Login throttling (django-axes): after ADKWEB_LOGIN_FAILURE_LIMIT failed logins for one username
-# from one address (the login page, the admin's, or API tokens: no username) that pair is refused
-# with HTTP 429 for ADKWEB_LOGIN_COOLOFF_MINUTES; a success resets the count. Behind a proxy run
-# daphne with --proxy-headers so the address is the client's (see the deployment guide).
+# from one address (the login page or the admin's) that pair is refused with HTTP 429 for
+# ADKWEB_LOGIN_COOLOFF_MINUTES; a success resets the count. API tokens are not passwords and are not
+# counted (adkweb.throttle.not_a_password). Behind a proxy run daphne with --proxy-headers so the
+# address is the client's (see the deployment guide).
 AXES_ENABLED = env_bool("ADKWEB_LOGIN_THROTTLE", True)
 AXES_FAILURE_LIMIT = int(os.environ.get("ADKWEB_LOGIN_FAILURE_LIMIT", "5"))
 AXES_COOLOFF_TIME = timedelta(minutes=float(os.environ.get("ADKWEB_LOGIN_COOLOFF_MINUTES", "15")))
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True
 AXES_LOCKOUT_CALLABLE = "adkweb.throttle.lockout_response"
+AXES_WHITELIST_CALLABLE = "adkweb.throttle.not_a_password"
 AXES_VERBOSE = False
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "/"

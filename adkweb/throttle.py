@@ -1,5 +1,6 @@
-"""What a throttled caller is told: a locked-out login (django-axes' AXES_LOCKOUT_CALLABLE) answers
-429 with Retry-After, as a page for people and as `{"detail": ...}` under /api/."""
+"""Login throttling's edges (django-axes): what a locked-out caller is told (AXES_LOCKOUT_CALLABLE: 429
+with Retry-After, a page for people, `{"detail": ...}` under /api/), and what is not a password
+(AXES_WHITELIST_CALLABLE: API tokens)."""
 
 from __future__ import annotations
 
@@ -27,3 +28,9 @@ def lockout_response(request: HttpRequest, original_response: Any = None, creden
     if seconds:
         response["Retry-After"] = str(seconds)
     return response
+
+
+def not_a_password(request: HttpRequest, credentials: Any = None) -> bool:
+    """API tokens are not throttled: 160 random bits are not guessed a few tries at a time, and counting
+    a misconfigured client's stale token would lock every token user behind the same address."""
+    return isinstance(credentials, dict) and "api_token" in credentials

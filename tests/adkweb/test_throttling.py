@@ -74,22 +74,26 @@ def test_the_admin_login_is_throttled_too(throttled):
     assert _login(attacker, "right-pw-1", path="/admin/login/").status_code == 429
 
 
-def test_guessed_api_tokens_from_one_address_get_a_json_429(throttled):
+def test_api_tokens_are_not_passwords_a_stale_one_locks_nobody_out(throttled):
+    """Tokens are 160 random bits (not guessed a few tries at a time): failures are refused with 401 and
+    never counted, so a client stuck on a revoked token cannot lock out others behind its address."""
     _, key = token_create(user=throttled, name="t")
-    guesser = Client(REMOTE_ADDR="203.0.113.9")
-    for _ in range(4):
-        r = guesser.get("/api/pending-calls", HTTP_AUTHORIZATION="Token not-a-real-key")
-        assert r.status_code == 401
-    locked = guesser.get("/api/pending-calls", HTTP_AUTHORIZATION="Token not-a-real-key")
-    assert locked.status_code == 429 and locked["Retry-After"] == "900"
-    assert "Too many failed logins" in locked.json()["detail"]
-    # The page logins of that address are a different pair (a username): not locked.
-    assert _login(guesser, "right-pw-1").status_code == 302
-    # A real token from elsewhere works.
-    assert (
-        Client(REMOTE_ADDR="198.51.100.3").get("/api/pending-calls", HTTP_AUTHORIZATION=f"Token {key}").status_code
-        == 200
-    )
+    stale = Client(REMOTE_ADDR="203.0.113.9")
+    for _ in range(8):
+        r = stale.get("/api/pending-calls", HTTP_AUTHORIZATION="Token not-a-real-key")
+        assert r.status_code == 401 and r.json()["detail"] == "Invalid or revoked API token."
+    assert not AccessAttempt.objects.exists()
+    assert stale.get("/api/pending-calls", HTTP_AUTHORIZATION=f"Token {key}").status_code == 200
+    assert _login(stale, "right-pw-1").status_code == 302  # nor the address's page logins
+
+
+def test_a_json_429_under_the_api_path(throttled, rf):
+    """The lockout answer for an /api/ path is the API's `{"detail"}` shape."""
+    from adkweb.throttle import lockout_response
+
+    r = lockout_response(rf.get("/api/pending-calls"))
+    assert r.status_code == 429 and r["Retry-After"] == "900"
+    assert r["Content-Type"] == "application/json" and b"Too many failed logins" in r.content
 
 
 def test_throttling_is_on_by_default_outside_the_tests():
