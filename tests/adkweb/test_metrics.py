@@ -98,7 +98,8 @@ def test_turns_by_status_and_duration_and_the_oldest_queued(demo):
 def test_open_tickets_the_oldest_and_decisions_by_outcome(demo):
     old, new, closed = ticket(), ticket(), ticket()
     PendingCall.objects.filter(pk=old.pk).update(created_at=timezone.now() - timedelta(hours=2))
-    PendingCall.objects.filter(pk=closed.pk).update(status="approved")
+    closed.status = PendingCall.Status.APPROVED
+    closed.save(update_fields=["status"])  # a save: the session's stored status follows
     for action, source in (("approve", "person"), ("approve", "person"), ("reject", "policy"), ("update", "person")):
         Response.objects.create(pending_call=closed, action=action, source=source, payload={}, final=False)
     got = samples(staff())
