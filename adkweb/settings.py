@@ -9,6 +9,7 @@ embedded demo, DEBUG is off unless DJANGO_DEBUG says otherwise and DJANGO_SECRET
 import os
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
@@ -334,7 +335,7 @@ ADKWEB_WEBHOOK_TIMEOUT = float(os.environ.get("ADKWEB_WEBHOOK_TIMEOUT", "10"))
 
 # Every line: time, level, logger name, and the turn/session/ticket ids it is about (adkweb.log_context).
 # Celery's workers and beat log through this too (CELERY_WORKER_HIJACK_ROOT_LOGGER below).
-LOGGING = {
+LOGGING: dict[str, Any] = {
     "version": 1,
     "disable_existing_loggers": False,
     "filters": {"ids": {"()": "adkweb.log_context.IdsFilter"}},
@@ -350,5 +351,7 @@ LOGGING = {
         "django.channels.server": {"propagate": False},
     },
 }
+if ADKWEB_EMBEDDED_WORKER:  # the in-process worker stays quiet (no line per task every few seconds)
+    LOGGING["loggers"]["celery"] = {"level": "WARNING"}
 # Show the demo logins on the login page (embedded demo only; never where real users log in).
 ADKWEB_SHOW_DEMO_LOGINS = env_bool("ADKWEB_SHOW_DEMO_LOGINS", not DEPLOYED and DEBUG)
