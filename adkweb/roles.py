@@ -62,6 +62,12 @@ def is_observer(user: Any) -> bool:
     return bool(user and user.is_authenticated and (user.is_staff or _has(user, VIEW_ALL_SESSIONS)))
 
 
+def can_audit(user: Any) -> bool:
+    """The audit trail (every decision, archived conversations' tickets): approvers, staff
+    observers, agent admins and superusers; not requesters."""
+    return is_approver(user) or is_observer(user) or is_agent_admin(user)
+
+
 def can_view_session(user: Any, session: Any) -> bool:
     if not user or not user.is_authenticated:
         return False

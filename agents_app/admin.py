@@ -10,8 +10,8 @@ from django.contrib import admin
 from django.utils.html import format_html_join
 
 from .agents import AgentConfigError, local_app_exists
-from .models import AgentConfig, AgentToolLink, RemoteApp, Turn, validate_agent_name
-from .services import agent_config_check
+from .models import AdkSession, AgentConfig, AgentToolLink, RemoteApp, Turn, validate_agent_name
+from .services import agent_config_check, session_archive
 from .tools import registry
 
 
@@ -116,6 +116,43 @@ class TurnAdmin(admin.ModelAdmin):
 
     def has_add_permission(self, request) -> bool:
         return False
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False  # part of the record: what ran, when, with which configuration
+
+
+@admin.register(AdkSession)
+class AdkSessionAdmin(admin.ModelAdmin):
+    """Live conversations, read-only. Deleting one archives it (session_archive): it leaves ADK's API,
+    the pages and this list, while its events, turns, tickets and responses stay for the audit trail."""
+
+    list_display = ["id", "app_name", "user_id", "session_id", "revision", "update_time"]
+    list_filter = ["app_name"]
+    search_fields = ["app_name", "user_id", "session_id"]
+    readonly_fields = [f.name for f in AdkSession._meta.fields if f.name not in ("archived_at", "archived_by")]
+    exclude = ["archived_at", "archived_by"]
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+    def get_deleted_objects(self, objs, request):  # type: ignore[no-untyped-def]
+        """Nothing is deleted: the confirmation lists the sessions to archive (busy ones refuse)."""
+        busy = {s.pk for s in objs if s.turns.filter(status__in=(Turn.Status.QUEUED, Turn.Status.RUNNING)).exists()}
+        listed = [f"{s} (archived: its events, turns, tickets and responses are kept)" for s in objs]
+        protected = [
+            f"{s}: the agent is working in it; delete it once its turn has finished" for s in objs if s.pk in busy
+        ]
+        return listed, {"sessions": len(listed)}, set(), protected
+
+    def delete_model(self, request, obj: AdkSession) -> None:
+        session_archive(session=obj, actor=request.user)
+
+    def delete_queryset(self, request, queryset) -> None:
+        for session in list(queryset):
+            session_archive(session=session, actor=request.user)
 
 
 class RemoteAppForm(forms.ModelForm):

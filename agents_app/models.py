@@ -60,8 +60,20 @@ class AgentToolLink(models.Model):
             raise ValidationError("An agent cannot use itself as a tool.")
 
 
+class ActiveSessions(models.Manager["AdkSession"]):
+    """Sessions not archived: what ADK's API, the pages and the admin see."""
+
+    def get_queryset(self) -> models.QuerySet[AdkSession]:
+        return super().get_queryset().filter(archived_at__isnull=True)
+
+
 class AdkSession(models.Model):
-    """An ADK session: identity, session-scoped state and the store's revision counter."""
+    """An ADK session: identity, session-scoped state and the store's revision counter.
+
+    Never deleted: "deleting" one archives it (`archived_at`), so it is gone from ADK's API and
+    the pages while its events, turns, tickets and responses stay for the audit trail. `objects`
+    sees live sessions only; `all_objects` every one (related access, e.g. `ticket.session`, too).
+    """
 
     app_name = models.CharField(max_length=128)
     user_id = models.CharField(max_length=128)
@@ -75,14 +87,28 @@ class AdkSession(models.Model):
     lease_expires_at = models.DateTimeField(null=True, blank=True)
     # running / waiting / failed / idle, from its turns and tickets: kept by agents_app.session_status.
     status = models.CharField(max_length=16, default="idle", db_default="idle", editable=False)
+    archived_at = models.DateTimeField(null=True, blank=True, db_index=True)
+    archived_by = models.CharField(max_length=150, blank=True, default="", help_text="Who deleted it (username).")
+
+    objects = ActiveSessions()
+    all_objects = models.Manager()  # noqa: DJ012  (a manager, after the default one)
 
     class Meta:
-        constraints = [models.UniqueConstraint(fields=["app_name", "user_id", "session_id"], name="unique_adk_session")]
+        base_manager_name = "all_objects"
+        constraints = [
+            # One live session per ADK identity: ADK may create a session again with a deleted one's id.
+            models.UniqueConstraint(
+                fields=["app_name", "user_id", "session_id"],
+                condition=models.Q(archived_at__isnull=True),
+                name="unique_live_adk_session",
+            )
+        ]
         # The conversation lists' orderings (newest activity first), with and without a status filter.
         indexes = [
             models.Index(fields=["app_name", "update_time"]),
             models.Index(fields=["-update_time", "-id"], name="session_recent"),
             models.Index(fields=["status", "-update_time", "-id"], name="session_status_recent"),
+            models.Index(fields=["app_name", "user_id", "session_id"], name="adk_session_identity"),
         ]
         permissions = [("view_all_sessions", "Can watch every conversation (staff observers)")]
 
@@ -115,7 +141,7 @@ class UserState(models.Model):
 class StoredEvent(models.Model):
     """One persisted ADK event: the full JSON plus denormalised columns for queries."""
 
-    session = models.ForeignKey(AdkSession, on_delete=models.CASCADE, related_name="events")
+    session = models.ForeignKey(AdkSession, on_delete=models.PROTECT, related_name="events")
     event_id = models.CharField(max_length=128)
     invocation_id = models.CharField(max_length=128, blank=True, db_index=True)
     author = models.CharField(max_length=128, blank=True)
@@ -147,7 +173,7 @@ class Turn(models.Model):
         DONE = "done", "done"
         FAILED = "failed", "failed"
 
-    session = models.ForeignKey(AdkSession, on_delete=models.CASCADE, related_name="turns")
+    session = models.ForeignKey(AdkSession, on_delete=models.PROTECT, related_name="turns")
     kind = models.CharField(max_length=32, choices=Kind.choices)
     content = models.JSONField(help_text="google.genai.types.Content as JSON.")
     state_delta = models.JSONField(null=True, blank=True)

@@ -180,6 +180,40 @@ def turn_retry(*, turn: Turn) -> Turn:
     return turn
 
 
+class SessionBusy(Conflict):
+    """The agent is working in the session (HTTP 409)."""
+
+
+@transaction.atomic
+def session_archive(*, session: AdkSession, actor: Any = None, what: str = "delete it") -> AdkSession:
+    """ "Delete" a session: archive it. ADK's API answers 404 for it from now on and the pages and
+    lists no longer show it, but nothing is erased: its events, turns, tickets and responses stay
+    for the audit trail. Its open tickets are cancelled (nobody will answer them); refused (409)
+    while the agent works in it."""
+    from approvals.services import tickets_cancel_archived
+
+    row = AdkSession.objects.select_for_update().filter(pk=session.pk).first()
+    if row is None:
+        from adkweb.errors import NotFound
+
+        raise NotFound(f"Session not found: {session.session_id}")
+    if Turn.objects.filter(session=row, status__in=(Turn.Status.QUEUED, Turn.Status.RUNNING)).exists():
+        raise SessionBusy(f"The agent is working in this session; {what} once its turn has finished.")
+    by = actor.get_username() if actor is not None and getattr(actor, "is_authenticated", False) else ""
+    row.archived_at, row.archived_by = timezone.now(), by
+    row.save(update_fields=["archived_at", "archived_by"])
+    tickets_cancel_archived(session=row, by=by)
+    session_pk = row.pk
+    transaction.on_commit(lambda: _notify_archived(session_pk), robust=True)
+    return row
+
+
+def _notify_archived(session_pk: int) -> None:
+    from .events import notify_session_status
+
+    notify_session_status(session_pk=session_pk)
+
+
 def session_enqueue(*, session_pk: int) -> bool:
     """Tell a worker to drain this session's inbox. A broker failure is logged, not raised:
     the queued Turn row is the truth, and the sweeper re-enqueues owed work. Sent by task name

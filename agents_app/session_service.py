@@ -221,8 +221,13 @@ class DjangoSessionService(BaseSessionService):
     async def delete_session(self, *, app_name: str, user_id: str, session_id: str) -> None:
         await sync_to_async(self.delete_session_sync)(app_name=app_name, user_id=user_id, session_id=session_id)
 
-    def delete_session_sync(self, *, app_name: str, user_id: str, session_id: str) -> None:
-        AdkSession.objects.filter(app_name=app_name, user_id=user_id, session_id=session_id).delete()
+    def delete_session_sync(self, *, app_name: str, user_id: str, session_id: str, actor: Any = None) -> None:
+        """ADK's delete: the session is archived (gone from every read here), never erased."""
+        from .services import session_archive
+
+        row = AdkSession.objects.filter(app_name=app_name, user_id=user_id, session_id=session_id).first()
+        if row is not None:
+            session_archive(session=row, actor=actor)
 
     async def get_user_state(self, *, app_name: str, user_id: str) -> dict[str, Any]:
         return await sync_to_async(_user_state)(app_name, user_id)

@@ -12,11 +12,29 @@ class ResponseInline(admin.TabularInline):
     model = Response
     extra = 0
     can_delete = False
-    readonly_fields = ["action", "payload", "final", "comment", "actor", "source", "grant", "turn", "created_at"]
+    readonly_fields = [
+        "action",
+        "payload",
+        "final",
+        "comment",
+        "actor_username",
+        "actor_name",
+        "source",
+        "grant",
+        "turn",
+        "args_hash",
+        "created_at",
+    ]
     fields = tuple(readonly_fields)
 
     def has_add_permission(self, request, obj=None) -> bool:
         return False  # responses are sent from the ticket page or the API, which requeue the agent
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False  # append-only
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False
 
 
 class ActivityInline(admin.TabularInline):
@@ -28,6 +46,12 @@ class ActivityInline(admin.TabularInline):
 
     def has_add_permission(self, request, obj=None) -> bool:
         return False  # history is written by what happens to the ticket
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False
 
 
 @admin.register(PendingCall)
@@ -63,6 +87,16 @@ class PendingCallAdmin(admin.ModelAdmin):
     ]
     exclude = ["approver_groups", "escalation_groups", "policy_rules"]
     inlines = [ResponseInline, ActivityInline]
+
+    # The record: read-only. Tickets are opened by agents and decided on the ticket page or the API.
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False
 
 
 @admin.register(Policy)

@@ -116,7 +116,7 @@ def policy_fields(ticket: PendingCall) -> dict[str, Any]:
         "policy": policy if ticket.policy_name else None,
         "requiredApprovals": ticket.required_approvals,
         "approvals": [
-            {"who": _username(r.actor), "when": _iso(r.created_at), "source": r.source}
+            {"who": r.actor_username or None, "when": _iso(r.created_at), "source": r.source}
             for r in selectors.ticket_approvals(ticket=ticket)
         ],
         "fourEyes": ticket.four_eyes,
@@ -140,7 +140,8 @@ def response_json(response: Response) -> dict[str, Any]:
         "response": response.payload,
         "final": response.final,
         "comment": response.comment,
-        "actor": _username(response.actor),
+        "actor": response.actor_username or None,
+        "actorName": response.actor_name or None,
         "turn": response.turn_id,
         "created_at": _iso(response.created_at),
         "source": response.source,

@@ -18,6 +18,7 @@ from . import events
 from .decisions import Answer, answers_submit
 from .models import PendingCall, Response, TicketActivity
 from .payloads import expire_payload, schema_problem
+from .record import response_append
 
 logger = logging.getLogger(__name__)
 BATCH = 200
@@ -89,7 +90,7 @@ def ticket_expire(*, ticket_id: int) -> bool:
 
 
 def _close_unsent(ticket: PendingCall, answer: Answer) -> None:
-    Response.objects.create(
+    response_append(
         pending_call=ticket,
         action=Response.Action.EXPIRE,
         payload=answer.payload,

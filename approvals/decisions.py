@@ -26,6 +26,7 @@ from .hashing import args_hash
 from .models import PendingCall, Response, StandingGrant, TicketActivity
 from .payloads import InvalidResponse
 from .permissions import decide_refusal
+from .record import response_append
 
 
 class TicketClosed(Conflict):
@@ -166,7 +167,7 @@ def _record(plan: _Plan, turn: Turn | None, actor: Any, source: str, grant: Stan
     answer, ticket = plan.answer, plan.answer.ticket
     person = actor if actor is not None and actor.is_authenticated else None
     final = answer.final and not plan.held
-    response = Response.objects.create(
+    response = response_append(
         pending_call=ticket,
         action=answer.action,
         payload=answer.payload,

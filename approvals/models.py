@@ -40,7 +40,7 @@ class PendingCall(models.Model):
 
     OPEN_STATUSES = (Status.PENDING, Status.IN_PROGRESS)
 
-    session = models.ForeignKey(AdkSession, on_delete=models.CASCADE, related_name="pending_calls")
+    session = models.ForeignKey(AdkSession, on_delete=models.PROTECT, related_name="pending_calls")
     event = models.ForeignKey(StoredEvent, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     app_name = models.CharField(max_length=128, db_index=True)
     requester = models.CharField(max_length=128, db_index=True, help_text="The ADK user id of the session.")
@@ -173,12 +173,16 @@ class Response(models.Model):
         GRANT = "grant", "a standing grant"
         EXPIRY = "expiry", "its due date"
 
-    pending_call = models.ForeignKey(PendingCall, on_delete=models.CASCADE, related_name="responses")
+    pending_call = models.ForeignKey(PendingCall, on_delete=models.PROTECT, related_name="responses")
     action = models.CharField(max_length=16, choices=Action.choices, default=Action.CUSTOM)
     payload = models.JSONField()
     final = models.BooleanField()
     comment = models.TextField(blank=True)
+    # The person, as they were when they decided: the record, kept when the user is renamed or
+    # deleted (then `actor` becomes null; the snapshot stays).
     actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    actor_username = models.CharField(max_length=150, blank=True, db_default="")
+    actor_name = models.CharField(max_length=300, blank=True, db_default="", help_text="Display name then.")
     # None for an approval that counts toward a quorum but is not sent (the M-th one is).
     turn = models.ForeignKey(Turn, null=True, on_delete=models.SET_NULL, related_name="+")
     source = models.CharField(max_length=8, choices=Source.choices, default=Source.PERSON, db_default="person")
@@ -198,6 +202,14 @@ class Response(models.Model):
 
     def __str__(self) -> str:
         return f"{self.action} on ticket {self.pending_call_id} ({'final' if self.final else 'update'})"
+
+    @property
+    def decided_by(self) -> str:
+        """Who decided, as recorded: "Ann Lee (ann)", "ann", or what decided (a policy, its due date)."""
+        if self.actor_username:
+            name = self.actor_name
+            return f"{name} ({self.actor_username})" if name and name != self.actor_username else self.actor_username
+        return self.get_source_display()
 
     @property
     def is_pending_approval(self) -> bool:
@@ -265,10 +277,10 @@ class StandingGrant(models.Model):
     tool_name = models.CharField(max_length=128)
     kind = models.CharField(max_length=16, choices=PendingCall.Kind.choices)
     requester = models.CharField(max_length=128, db_index=True)
-    session = models.ForeignKey(AdkSession, null=True, blank=True, on_delete=models.CASCADE, related_name="+")
+    session = models.ForeignKey(AdkSession, null=True, blank=True, on_delete=models.PROTECT, related_name="+")
     # The rules it was given under: it approves only tickets that open under the same policy.
     policy = models.ForeignKey(Policy, null=True, blank=True, on_delete=models.SET_NULL, related_name="grants")
-    ticket = models.ForeignKey(PendingCall, on_delete=models.CASCADE, related_name="grants_given")
+    ticket = models.ForeignKey(PendingCall, on_delete=models.PROTECT, related_name="grants_given")
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
     created_at = models.DateTimeField(auto_now_add=True)
     expires_at = models.DateTimeField(db_index=True)
@@ -295,8 +307,9 @@ class TicketActivity(models.Model):
         EDITED = "edited", "arguments edited"
         GRANTED = "granted", "standing grant given"
         EXPIRED = "expired", "expired"
+        CANCELLED = "cancelled", "cancelled (conversation deleted)"
 
-    ticket = models.ForeignKey(PendingCall, on_delete=models.CASCADE, related_name="activities")
+    ticket = models.ForeignKey(PendingCall, on_delete=models.PROTECT, related_name="activities")
     kind = models.CharField(max_length=16, choices=Kind.choices)
     actor = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"

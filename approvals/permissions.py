@@ -16,7 +16,7 @@ from typing import Any
 from django.contrib.auth.models import Group
 from django.db.models import Exists, OuterRef, Q
 
-from adkweb.roles import is_approver, is_observer
+from adkweb.roles import can_audit, is_approver, is_observer
 
 QUESTION_KINDS = ("input", "choice")
 
@@ -53,6 +53,8 @@ def routed_to(user: Any, ticket: Any) -> bool:
 def can_view_ticket(user: Any, ticket: Any) -> bool:
     if not _authenticated(user):
         return False
+    if ticket.session.archived_at is not None:  # its conversation was deleted: the audit trail only
+        return can_audit(user)
     return is_requester(user, ticket) or is_observer(user) or routed_to(user, ticket)
 
 
@@ -99,8 +101,9 @@ def visible_q(user: Any) -> Q:
 
     if not _authenticated(user):
         return Q(pk__in=[])
+    live = Q(session__archived_at__isnull=True)  # a deleted conversation's tickets: the audit page only
     if user.is_superuser or is_observer(user):
-        return Q()
+        return live
     groups = Group.objects.filter(user=user).values("pk")
     approver_of = PendingCall.approver_groups.through.objects.filter(pendingcall=OuterRef("pk"), group__in=groups)
     escalated_to = PendingCall.escalation_groups.through.objects.filter(pendingcall=OuterRef("pk"), group__in=groups)
@@ -111,4 +114,4 @@ def visible_q(user: Any) -> Q:
     )
     if is_approver(user):
         q |= Q(routed=False)
-    return q
+    return live & q

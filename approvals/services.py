@@ -16,7 +16,7 @@ from agents_app.services import InvalidMessage, turn_create
 from . import events, rules
 from .decisions import AlreadyCounted, Answer, NotAllowed, StaleArguments, TicketClosed, answers_submit
 from .grants import GrantSpec
-from .models import PendingCall, Response
+from .models import PendingCall, Response, TicketActivity
 from .payloads import InvalidResponse, approve_payload, reject_payload, update_payload
 from .permissions import decide_refusal
 
@@ -90,6 +90,26 @@ def tickets_record_event(session: AdkSession, stored: StoredEvent, event: Any) -
             continue
         ticket.save()
         _announce(ticket)
+
+
+def tickets_cancel_archived(*, session: AdkSession, by: str) -> int:
+    """A deleted (archived) conversation's open tickets: cancelled, with the reason in their
+    history; nobody will answer them. Nothing is deleted."""
+    who = f" by {by}" if by else ""
+    count = 0
+    for ticket in PendingCall.objects.select_for_update(of=("self",)).filter(
+        session=session, status__in=PendingCall.OPEN_STATUSES
+    ):
+        ticket.status, ticket.closed_at = PendingCall.Status.CANCELLED, timezone.now()
+        ticket.save(update_fields=["status", "closed_at", "updated_at"])
+        TicketActivity.objects.create(
+            ticket=ticket,
+            kind=TicketActivity.Kind.CANCELLED,
+            message=f"Cancelled: its conversation was deleted{who} (archived; kept for the audit trail).",
+        )
+        _announce(ticket)
+        count += 1
+    return count
 
 
 def _announce(ticket: PendingCall, *, opened: bool = False) -> None:

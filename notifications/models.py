@@ -152,7 +152,7 @@ class ApprovalLink(models.Model):
     """A signed one-tap link's server side: bound to a ticket, a person and the arguments shown; single use."""
 
     key = models.CharField(max_length=43, unique=True, editable=False)
-    ticket = models.ForeignKey(PendingCall, on_delete=models.CASCADE, related_name="+")
+    ticket = models.ForeignKey(PendingCall, on_delete=models.PROTECT, related_name="+")
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
     args_hash = models.CharField(max_length=64)
     created_at = models.DateTimeField(auto_now_add=True)

@@ -77,7 +77,9 @@ def session(request: HttpRequest, app_name: str, user_id: str, session_id: str) 
             raise not_an_object(state)
         return _create(app_name, user_id, session_id, state, None)
     _idle_session(app_name, user_id, session_id, "delete it")
-    DjangoSessionService().delete_session_sync(app_name=app_name, user_id=user_id, session_id=session_id)
+    DjangoSessionService().delete_session_sync(
+        app_name=app_name, user_id=user_id, session_id=session_id, actor=request.user
+    )
     return JsonResponse(None, safe=False)
 
 
