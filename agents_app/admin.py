@@ -138,7 +138,7 @@ class AdkSessionAdmin(admin.ModelAdmin):
     def has_change_permission(self, request, obj=None) -> bool:
         return False
 
-    def get_deleted_objects(self, objs, request):  # type: ignore[no-untyped-def]
+    def get_deleted_objects(self, objs, request):
         """Nothing is deleted: the confirmation lists the sessions to archive (busy ones refuse)."""
         busy = {s.pk for s in objs if s.turns.filter(status__in=(Turn.Status.QUEUED, Turn.Status.RUNNING)).exists()}
         listed = [f"{s} (archived: its events, turns, tickets and responses are kept)" for s in objs]
