@@ -18,9 +18,10 @@ from adkweb.errors import Conflict, Invalid, TooManyRequests
 
 from . import agents
 from .models import AdkSession, Turn
-from .session_service import DjangoSessionService
+from .session_service import DjangoSessionService, SessionBusy, session_archive
 
 logger = logging.getLogger(__name__)
+__all__ = ["SessionBusy", "session_archive"]  # the store's, used from here by pages and the admin
 
 
 SESSION_DRAIN_TASK = "agents_app.tasks.session_drain"
@@ -178,40 +179,6 @@ def turn_retry(*, turn: Turn) -> Turn:
     transaction.on_commit(lambda: notify_turn_retried(session_pk=session_pk, turn_id=turn_id), robust=True)
     transaction.on_commit(lambda: notify_session_status(session_pk=session_pk), robust=True)
     return turn
-
-
-class SessionBusy(Conflict):
-    """The agent is working in the session (HTTP 409)."""
-
-
-@transaction.atomic
-def session_archive(*, session: AdkSession, actor: Any = None, what: str = "delete it") -> AdkSession:
-    """ "Delete" a session: archive it. ADK's API answers 404 for it from now on and the pages and
-    lists no longer show it, but nothing is erased: its events, turns, tickets and responses stay
-    for the audit trail. Its open tickets are cancelled (nobody will answer them); refused (409)
-    while the agent works in it."""
-    from approvals.services import tickets_cancel_archived
-
-    row = AdkSession.objects.select_for_update().filter(pk=session.pk).first()
-    if row is None:
-        from adkweb.errors import NotFound
-
-        raise NotFound(f"Session not found: {session.session_id}")
-    if Turn.objects.filter(session=row, status__in=(Turn.Status.QUEUED, Turn.Status.RUNNING)).exists():
-        raise SessionBusy(f"The agent is working in this session; {what} once its turn has finished.")
-    by = actor.get_username() if actor is not None and getattr(actor, "is_authenticated", False) else ""
-    row.archived_at, row.archived_by = timezone.now(), by
-    row.save(update_fields=["archived_at", "archived_by"])
-    tickets_cancel_archived(session=row, by=by)
-    session_pk = row.pk
-    transaction.on_commit(lambda: _notify_archived(session_pk), robust=True)
-    return row
-
-
-def _notify_archived(session_pk: int) -> None:
-    from .events import notify_session_status
-
-    notify_session_status(session_pk=session_pk)
 
 
 def session_enqueue(*, session_pk: int) -> bool:

@@ -15,6 +15,7 @@ from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.db import IntegrityError, transaction
+from django.utils import timezone
 from google.adk.errors._stale_session_error import StaleSessionError
 from google.adk.errors.already_exists_error import AlreadyExistsError
 from google.adk.errors.session_not_found_error import SessionNotFoundError
@@ -28,7 +29,9 @@ from google.adk.sessions.base_session_service import (
 from google.adk.sessions.session import Session
 from google.adk.sessions.state import State
 
-from .events import notify_session_event
+from adkweb.errors import Conflict, NotFound
+
+from .events import notify_session_event, notify_session_status
 from .leases import Lease, LeaseLost, current_lease
 from .models import AdkSession, AppState, StoredEvent, Turn, UserState
 
@@ -223,8 +226,6 @@ class DjangoSessionService(BaseSessionService):
 
     def delete_session_sync(self, *, app_name: str, user_id: str, session_id: str, actor: Any = None) -> None:
         """ADK's delete: the session is archived (gone from every read here), never erased."""
-        from .services import session_archive
-
         row = AdkSession.objects.filter(app_name=app_name, user_id=user_id, session_id=session_id).first()
         if row is not None:
             session_archive(session=row, actor=actor)
@@ -293,3 +294,33 @@ class DjangoSessionService(BaseSessionService):
         transaction.on_commit(lambda: notify_session_event(session_pk=session_pk, event_pk=event_pk), robust=True)
         session.last_update_time = row.update_time
         session._storage_update_marker = str(row.revision)
+
+
+class SessionBusy(Conflict):
+    """The agent is working in the session (HTTP 409)."""
+
+
+@transaction.atomic
+def session_archive(*, session: AdkSession, actor: Any = None, what: str = "delete it") -> AdkSession:
+    """ "Delete" a session: archive it. ADK's API answers 404 for it from now on and the pages and
+    lists no longer show it, but nothing is erased: its events, turns, tickets and responses stay
+    for the audit trail. Its open tickets are cancelled (nobody will answer them); refused (409)
+    while the agent works in it."""
+    from approvals.services import tickets_cancel_archived
+
+    row = AdkSession.objects.select_for_update().filter(pk=session.pk).first()
+    if row is None:
+        raise NotFound(f"Session not found: {session.session_id}")
+    if Turn.objects.filter(session=row, status__in=(Turn.Status.QUEUED, Turn.Status.RUNNING)).exists():
+        raise SessionBusy(f"The agent is working in this session; {what} once its turn has finished.")
+    by = actor.get_username() if actor is not None and getattr(actor, "is_authenticated", False) else ""
+    row.archived_at, row.archived_by = timezone.now(), by
+    row.save(update_fields=["archived_at", "archived_by"])
+    tickets_cancel_archived(session=row, by=by)
+    session_pk = row.pk
+    transaction.on_commit(lambda: _notify_archived(session_pk), robust=True)
+    return row
+
+
+def _notify_archived(session_pk: int) -> None:
+    notify_session_status(session_pk=session_pk)
