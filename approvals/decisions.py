@@ -21,7 +21,7 @@ from agents_app.services import session_lock as lock_session
 from agents_app.services import turn_create
 from agents_app.timeline import readable
 
-from . import edits, events, grants, payloads
+from . import chain, edits, events, grants, payloads
 from .hashing import args_hash
 from .models import PendingCall, Response, StandingGrant, TicketActivity
 from .payloads import InvalidResponse
@@ -168,6 +168,7 @@ def _record(plan: _Plan, turn: Turn | None, actor: Any, source: str, grant: Stan
     person = actor if actor is not None and actor.is_authenticated else None
     final = answer.final and not plan.held
     response = response_append(
+        link=False,  # answers_submit chains its rows last
         pending_call=ticket,
         action=answer.action,
         payload=answer.payload,
@@ -233,4 +234,6 @@ def answers_submit(
         content = types.Content(role="user", parts=parts)
         who = actor if source == Response.Source.PERSON else None
         turn = turn_create(session=session, content=content, actor=who, state_delta=state_delta, streaming=streaming)
-    return turn, [_record(plan, turn, actor, source, grant) for plan in plans]
+    responses = [_record(plan, turn, actor, source, grant) for plan in plans]
+    chain.link(responses)  # last: the chain's lock is held to commit, and waits for nothing else
+    return turn, responses

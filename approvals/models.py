@@ -194,6 +194,10 @@ class Response(models.Model):
     )
     edited_args = models.JSONField(null=True, blank=True, help_text="The arguments this approval changed them to.")
     created_at = models.DateTimeField(auto_now_add=True)
+    # Tamper evidence (approvals.chain): the decision's place in the one chain of every decision, and
+    # SHA-256 over the previous decision's hash and this one (who, when, what was shown, what was sent).
+    chain_seq = models.PositiveBigIntegerField(null=True, blank=True, unique=True, editable=False)
+    chain_hash = models.CharField(max_length=64, blank=True, db_default="", editable=False)
 
     class Meta:
         ordering = ["created_at", "id"]
@@ -324,3 +328,15 @@ class TicketActivity(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind} on ticket {self.ticket_id}"
+
+
+class DecisionChain(models.Model):
+    """The head of the decision chain (one row): locked while a decision is linked, so concurrent
+    decisions still form one chain; its length and last hash also show a truncated tail."""
+
+    length = models.PositiveBigIntegerField(default=0)
+    last_hash = models.CharField(max_length=64, default="")
+    last_response = models.ForeignKey(Response, null=True, blank=True, on_delete=models.PROTECT, related_name="+")
+
+    def __str__(self) -> str:
+        return f"decision chain ({self.length} decisions)"

@@ -1,0 +1,119 @@
+"""The decision chain: every Response, in the order decisions were stored, hashed over the one
+before it. Changing, removing or inserting a decision after the fact breaks the chain from that
+row on, and `manage.py audit_verify` names the first broken row.
+
+Each link hashes: the previous link's hash, the row's place and id, its ticket, who decided (the
+username and display name snapshot, the source, the grant), when, what the decider was shown
+(the arguments hash) and what was sent (action, final, payload, comment, edited arguments).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from datetime import UTC
+from typing import Any
+
+GENESIS = "0" * 64
+
+
+def decision_fields(row: Any) -> dict[str, Any]:
+    """What a link covers, from a Response row (or a migration's historical one)."""
+    return {
+        "seq": row.chain_seq,
+        "id": row.pk,
+        "ticket": row.pending_call_id,
+        "who": {
+            "username": row.actor_username,
+            "name": row.actor_name,
+            "source": row.source,
+            "grant": row.grant_id,
+        },
+        "when": row.created_at.astimezone(UTC).isoformat(timespec="microseconds"),
+        "shown": row.args_hash,
+        "sent": {
+            "action": row.action,
+            "final": row.final,
+            "payload": row.payload,
+            "comment": row.comment,
+            "edited_args": row.edited_args,
+        },
+    }
+
+
+def link_hash(previous: str, fields: dict[str, Any]) -> str:
+    canonical = json.dumps(fields, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return hashlib.sha256(f"{previous}\n{canonical}".encode()).hexdigest()
+
+
+def link(responses: Iterable[Any]) -> None:
+    """Append these just-stored decisions to the chain, in this order (inside their transaction).
+    The head row is locked last and held to commit: concurrent decisions queue here, briefly."""
+    from .models import DecisionChain, Response
+
+    rows = [r for r in responses if r.chain_seq is None]
+    if not rows:
+        return
+    DecisionChain.objects.bulk_create([DecisionChain(pk=1)], ignore_conflicts=True)
+    head = DecisionChain.objects.select_for_update().get(pk=1)
+    stored = Response.objects.in_bulk([r.pk for r in rows])  # hash what the database holds, as it reads back
+    for row in rows:
+        row.chain_seq = head.length + 1
+        fields = decision_fields(stored[row.pk])
+        fields["seq"] = row.chain_seq
+        row.chain_hash = link_hash(head.last_hash or GENESIS, fields)
+        Response.objects.filter(pk=row.pk).update(chain_seq=row.chain_seq, chain_hash=row.chain_hash)
+        head.length, head.last_hash, head.last_response_id = row.chain_seq, row.chain_hash, row.pk
+    head.save()
+
+
+@dataclass
+class Break:
+    response_id: int | None
+    seq: int | None
+    ticket_id: int | None
+    reason: str
+
+    def __str__(self) -> str:
+        where = f"response #{self.response_id}" if self.response_id else "the chain's head"
+        pos = f" (chain position {self.seq}, ticket #{self.ticket_id})" if self.seq else ""
+        return f"{where}{pos}: {self.reason}"
+
+
+def verify(rows: Iterable[Any], head: Any | None) -> Iterator[Break]:
+    """Every break in the chain, first first. `rows`: Responses ordered by chain_seq, nulls last."""
+    previous, expected, last_id = GENESIS, 1, None
+    for row in rows:
+        if row.chain_seq is None:
+            yield Break(row.pk, None, row.pending_call_id, "not in the chain (stored without its link)")
+            continue
+        if row.chain_seq != expected:
+            missing = (
+                f"position {expected}" if row.chain_seq == expected + 1 else f"positions {expected}–{row.chain_seq - 1}"
+            )
+            yield Break(
+                row.pk, row.chain_seq, row.pending_call_id, f"the decision(s) at {missing} before it are missing"
+            )
+        if link_hash(previous, decision_fields(row)) != row.chain_hash:
+            yield Break(
+                row.pk,
+                row.chain_seq,
+                row.pending_call_id,
+                "its hash does not match its content and the link before it (changed after it was written)",
+            )
+        previous, expected, last_id = row.chain_hash, row.chain_seq + 1, row.pk
+    length = expected - 1
+    if head is None:
+        if length:
+            yield Break(None, None, None, f"missing, though {length} decisions are chained")
+        return
+    if head.length != length or (length and (head.last_hash != previous or head.last_response_id != last_id)):
+        yield Break(
+            None,
+            None,
+            None,
+            f"it records {head.length} decisions ending with response #{head.last_response_id}; "
+            f"the table holds {length} ending with #{last_id} (decisions removed from the end?)",
+        )
