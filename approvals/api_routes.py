@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from adkweb.routes import Op, Route
 
@@ -31,7 +31,10 @@ class TicketResponse(_Out):
     response: dict[str, Any]
     final: bool
     comment: str
-    actor: str | None
+    actor: str | None = Field(
+        description="The decider's username when they decided (kept if the user is renamed or deleted)."
+    )
+    actorName: str | None = Field(description="The decider's display name when they decided.")
     turn: int | None
     created_at: str | None
     source: str
