@@ -7,7 +7,7 @@ from typing import Any
 from django.conf import settings
 from django.http import HttpRequest
 
-from adkweb.roles import is_agent_admin, is_observer, is_policy_admin
+from adkweb.roles import can_audit, is_agent_admin, is_observer, is_policy_admin
 
 
 def nav(request: HttpRequest) -> dict[str, Any]:
@@ -22,6 +22,7 @@ def nav(request: HttpRequest) -> dict[str, Any]:
         "nav_is_agent_admin": is_agent_admin(user),
         "nav_is_policy_admin": is_policy_admin(user),
         "nav_is_observer": is_observer(user),
+        "nav_can_audit": can_audit(user),
         "nav_open_tickets": _open_count(request, user) if approver else None,
     }
 

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import policy_views, views
+from . import audit_views, policy_views, views
 
 app_name = "approvals"
 
@@ -16,4 +16,7 @@ urlpatterns = [
     path("policies/<int:policy_id>/dry-run/", policy_views.policy_dry_run, name="policy-dry-run"),
     path("grants/", policy_views.grant_list, name="grants"),
     path("grants/<int:grant_id>/revoke/", policy_views.grant_revoke, name="grant-revoke"),
+    path("audit/", audit_views.audit_list, name="audit"),
+    path("audit/export.csv", audit_views.audit_export, {"fmt": "csv"}, name="audit-csv"),
+    path("audit/export.jsonl", audit_views.audit_export, {"fmt": "jsonl"}, name="audit-jsonl"),
 ]

@@ -141,6 +141,10 @@ def url_cases(o: Objs) -> list[tuple[str, str, str, bool]]:
         ("requester", "GET", "/sessions/?page=99999999999999999999", False),
         ("requester", "GET", "/sessions/?agent=%00&status=%00", False),
         ("approver", "GET", f"/tickets/{o.call.pk}/?after=%00", False),
+        ("approver", "GET", "/audit/?page=99999999999999999999", False),
+        ("approver", "GET", "/audit/?person=%00&agent=%00&tool=%00", False),
+        ("approver", "GET", "/audit/export.csv?since=%ED%A0%80&until=2026-13-40", False),
+        ("approver", "GET", "/audit/export.jsonl?outcome=%00", False),
     ]
 
 

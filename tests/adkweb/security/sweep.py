@@ -186,8 +186,8 @@ def _status_matches(response: Any, expected: Any) -> bool:
 
 
 def _content(response: Any) -> str:
-    if getattr(response, "streaming", False):
-        return b"".join(response.streaming_content).decode(errors="replace")
+    if getattr(response, "streaming", False):  # iterating the response also drains an async stream
+        return b"".join(response).decode(errors="replace")
     return response.content.decode(errors="replace")
 
 

@@ -45,6 +45,18 @@ def policy_targets(w: World) -> list[Target]:
             {"GET": admins_only, "POST": PAGE_405},
         ),
         Target("grants page", "approvals:grants", "/grants/", False, {"GET": E(LOGIN, 200, 200, 200, 200)}),
+        # The audit trail: approvers, staff observers and agent admins; never requesters.
+        Target(
+            "audit page", "approvals:audit", "/audit/", False, {"GET": E(LOGIN, 403, 403, 200, 200), "POST": PAGE_405}
+        ),
+        Target("audit CSV", "approvals:audit-csv", "/audit/export.csv", False, {"GET": E(LOGIN, 403, 403, 200, 200)}),
+        Target(
+            "audit JSON Lines",
+            "approvals:audit-jsonl",
+            "/audit/export.jsonl",
+            False,
+            {"GET": E(LOGIN, 403, 403, 200, 200)},
+        ),
         Target(
             "grant revoke (the approver's grant on the requester's ticket)",
             "approvals:grant-revoke",

@@ -1,0 +1,60 @@
+"""The audit page (approvers, staff observers, agent admins; not requesters): every decision with
+filters, linking to its ticket and conversation, and its CSV and JSON Lines exports (streamed)."""
+
+from __future__ import annotations
+
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
+from django.shortcuts import render
+from django.utils import timezone
+from django.views.decorators.http import require_GET
+
+from adkweb.errors import Forbidden, Invalid
+from adkweb.roles import can_audit
+
+from . import audit
+
+
+def _filters(request: HttpRequest) -> tuple[audit.AuditFilterForm, audit.AuditFilters]:
+    if not can_audit(request.user):
+        raise Forbidden("The audit trail is for approvers, staff observers and agent admins.")
+    form = audit.AuditFilterForm(request.GET)
+    if not form.is_valid():
+        problems = "; ".join(f"{'' if k == '__all__' else k + ': '}{' '.join(v)}" for k, v in form.errors.items())
+        raise Invalid(f"Bad filter: {problems}")
+    return form, audit.AuditFilters.from_form(form)
+
+
+@login_required
+@require_GET
+def audit_list(request: HttpRequest) -> HttpResponse:
+    form, filters = _filters(request)
+    page = audit.audit_page(filters)
+    query = request.GET.copy()
+    query.pop("page", None)
+    context = {
+        "form": form,
+        "filters": filters,
+        "page": page,
+        "choices": audit.filter_choices(),
+        "query": query.urlencode(),
+        "outcomes": audit.Response.Action.choices,
+    }
+    return render(request, "approvals/audit.html", context)
+
+
+@login_required
+@require_GET
+def audit_export(request: HttpRequest, fmt: str) -> StreamingHttpResponse:
+    """CSV or JSON Lines of every matching decision, streamed as it is read."""
+    _, filters = _filters(request)
+    rows = audit.export_rows(filters)
+    stamp = timezone.now().strftime("%Y%m%d-%H%M%S")
+    if fmt == "csv":
+        response = StreamingHttpResponse(audit.csv_lines(rows), content_type="text/csv; charset=utf-8")
+    else:
+        response = StreamingHttpResponse(audit.jsonl_lines(rows), content_type="application/x-ndjson; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="adkweb-decisions-{stamp}.{fmt}"'
+    response["X-Content-Type-Options"] = "nosniff"
+    response["Cache-Control"] = "no-store"
+    return response
