@@ -20,7 +20,9 @@ def _filters(request: HttpRequest) -> tuple[audit.AuditFilterForm, audit.AuditFi
         raise Forbidden("The audit trail is for approvers, staff observers and agent admins.")
     form = audit.AuditFilterForm(request.GET)
     if not form.is_valid():
-        problems = "; ".join(f"{'' if k == '__all__' else k + ': '}{' '.join(v)}" for k, v in form.errors.items())
+        problems = "; ".join(
+            f"{'' if k == '__all__' else k + ': '}{' '.join(str(e) for e in v)}" for k, v in form.errors.items()
+        )
         raise Invalid(f"Bad filter: {problems}")
     return form, audit.AuditFilters.from_form(form)
 
