@@ -35,7 +35,7 @@ ROLE_PERMISSIONS: dict[str, tuple[str, ...]] = {
         )
         for action in ("add", "change", "delete", "view")
     )
-    + ("approvals.view_standinggrant", "approvals.change_standinggrant"),
+    + ("approvals.view_standinggrant", "approvals.change_standinggrant", "agents_app.view_agentconfigversion"),
 }
 
 

@@ -10,7 +10,8 @@ from django.contrib import admin
 from django.utils.html import format_html_join
 
 from .agents import AgentConfigError, local_app_exists
-from .models import AdkSession, AgentConfig, AgentToolLink, RemoteApp, Turn, validate_agent_name
+from .config_history import agent_config_record
+from .models import AdkSession, AgentConfig, AgentConfigVersion, AgentToolLink, RemoteApp, Turn, validate_agent_name
 from .services import agent_config_check, session_archive
 from .tools import registry
 
@@ -68,8 +69,18 @@ class AgentConfigAdmin(admin.ModelAdmin):
     list_display = ["name", "model_label", "enabled", "version", "tool_list", "updated_at"]
     list_filter = ["enabled", "model"]
     search_fields = ["name", "description", "instruction"]
-    readonly_fields = ["version", "tool_declarations"]
+    readonly_fields = ["version", "history", "tool_declarations"]
     inlines = [AgentToolLinkInline]
+
+    @admin.display(description="History")
+    def history(self, obj: AgentConfig) -> str:
+        rows = [
+            (v.pk, v.version, v.changed_by_username or "setup", v.created_at.strftime("%Y-%m-%d %H:%M"))
+            for v in AgentConfigVersion.objects.filter(agent=obj).order_by("-version")[:20]
+        ]
+        if not rows:
+            return "No versions yet."
+        return format_html_join(", ", '<a href="../../agentconfigversion/{}/change/">v{}</a> ({}, {})', rows)
 
     @admin.display(description="model", ordering="model")
     def model_label(self, obj: AgentConfig) -> str:
@@ -95,17 +106,35 @@ class AgentConfigAdmin(admin.ModelAdmin):
             return "No tools selected."
         return format_html_join("", '<div class="tool-decl"><strong>{}</strong> <em>({})</em><pre>{}</pre></div>', rows)
 
-    def save_model(self, request, obj: AgentConfig, form, change: bool) -> None:
-        if change:
-            obj.version += 1
-        super().save_model(request, obj, form, change)
-
     def save_related(self, request, form, formsets, change: bool) -> None:
         super().save_related(request, form, formsets, change)
+        agent_config_record(config=form.instance, actor=request.user)  # a version if anything changed
         try:
             agent_config_check(config=form.instance)
         except AgentConfigError as exc:
             self.message_user(request, f"Saved, but this agent cannot run yet: {exc}", level="error")
+
+
+@admin.register(AgentConfigVersion)
+class AgentConfigVersionAdmin(admin.ModelAdmin):
+    """Agents' configuration history: read-only (written when an agent is saved)."""
+
+    list_display = ["agent_name", "version", "changed_by_username", "created_at"]
+    list_filter = ["agent_name"]
+    fields = readonly_fields = ("agent", "agent_name", "version", "config_json", "changed_by_username", "created_at")
+
+    @admin.display(description="configuration")
+    def config_json(self, obj: AgentConfigVersion) -> str:
+        return format_html_join("", "<pre>{}</pre>", [(json.dumps(obj.config, indent=2, ensure_ascii=False),)])
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False
 
 
 @admin.register(Turn)

@@ -42,6 +42,31 @@ class AgentConfig(models.Model):
         return self.name
 
 
+class AgentConfigVersion(models.Model):
+    """One version of an agent's configuration as it was saved (model, instruction, tools, settings,
+    agents used as tools), with who saved it and when: kept forever, so a past turn's configuration
+    can always be read (Turn.config_version)."""
+
+    agent = models.ForeignKey(
+        AgentConfig, null=True, blank=True, on_delete=models.SET_NULL, related_name="versions", editable=False
+    )
+    agent_name = models.CharField(max_length=100, db_index=True, editable=False, help_text="The agent's name then.")
+    version = models.PositiveIntegerField(editable=False)
+    config = models.JSONField(editable=False)
+    changed_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+", editable=False
+    )
+    changed_by_username = models.CharField(max_length=150, blank=True, editable=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["agent_name", "-version"]
+        constraints = [models.UniqueConstraint(fields=["agent", "version"], name="unique_agent_config_version")]
+
+    def __str__(self) -> str:
+        return f"{self.agent_name} v{self.version}"
+
+
 class AgentToolLink(models.Model):
     """Another agent used as a tool (ADK AgentTool) by `parent`."""
 
@@ -184,6 +209,10 @@ class Turn(models.Model):
     invocation_id = models.CharField(max_length=128, blank=True, default="")
     error = models.TextField(blank=True)
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    # The agent configuration its run was built from (admin-configured agents; None for code agents).
+    config_version = models.ForeignKey(
+        AgentConfigVersion, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)

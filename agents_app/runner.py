@@ -33,6 +33,7 @@ from adkweb.log_context import log_ids
 from adkweb.notify import TURN_FAILED, notify
 
 from . import events
+from .config_history import current_version_id, turn_config_record
 from .leases import Heartbeat, Lease, LeaseLost, current_lease, lease_acquire, lease_release
 from .models import AdkSession, StoredEvent, Turn
 
@@ -139,6 +140,16 @@ def app_for_run(app_name: str) -> Any:
     return app.model_copy(update={"plugins": [*app.plugins, BackendFieldsPlugin()]})
 
 
+def app_and_config_version(app_name: str) -> tuple[Any, int | None]:
+    """The app to run and the configuration version it was built from (None for code agents)."""
+    before = current_version_id(app_name)
+    app = app_for_run(app_name)
+    after = current_version_id(app_name)
+    if after != before:  # the agent was saved while it was being built: build the newer one
+        app, after = app_for_run(app_name), current_version_id(app_name)
+    return app, after
+
+
 def run_services() -> dict[str, Any]:
     """The artifact and memory services every run gets (see agents_app.adk_services)."""
     from .adk_services import artifact_service, memory_service
@@ -173,7 +184,8 @@ async def _turn_run(turn: Turn, *, resume: bool, lease: Lease | None) -> None:
 
         await _within_time_limit(remote_turn_run(turn, session=session, app=remote, lease=lease))
         return
-    app = await sync_to_async(app_for_run)(session.app_name)
+    app, config_version = await sync_to_async(app_and_config_version)(session.app_name)
+    await sync_to_async(turn_config_record)(turn_id=turn.pk, version_id=config_version)
     if lease is not None:
         app = app.model_copy(update={"plugins": [*app.plugins, _lease_guard(lease)]})
     runner = Runner(app=app, app_name=session.app_name, session_service=DjangoSessionService(), **run_services())

@@ -248,6 +248,29 @@ def session_status(*, session_pk: int) -> str:
     return row or "idle"
 
 
+# -- the agent configurations a conversation ran with (agents_app.config_history) -------------------
+def session_config_versions(*, session: AdkSession) -> list[dict[str, Any]]:
+    """The configuration versions this conversation's turns ran with, oldest first: each with the
+    turns that ran with it and its settings as JSON (2 queries)."""
+    import json
+
+    turns = Turn.objects.filter(session=session, config_version__isnull=False).select_related("config_version")
+    used: dict[int, dict[str, Any]] = {}
+    for turn in turns.order_by("id"):
+        version = turn.config_version
+        assert version is not None
+        entry = used.setdefault(
+            version.pk,
+            {
+                "version": version,
+                "turns": [],
+                "settings_json": json.dumps(version.config.get("generation_settings") or {}, ensure_ascii=False),
+            },
+        )
+        entry["turns"].append(turn.pk)
+    return list(used.values())
+
+
 # -- artifacts ----------------------------------------------------------------------------------
 PREVIEW_TYPES = {"image/png", "image/jpeg", "image/gif", "image/webp"}  # raster only: SVG can carry script
 

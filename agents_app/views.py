@@ -54,6 +54,7 @@ def _detail_context(request: HttpRequest, session: AdkSession, form: MessageForm
         "is_owner": _is_owner(request, session),
         "can_retry": can_retry_turns(request.user, session),
         "artifacts": selectors.session_artifacts(session=session),
+        "config_versions": selectors.session_config_versions(session=session),
     }
 
 

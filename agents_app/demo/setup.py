@@ -6,6 +6,7 @@ from django.contrib.auth.models import User
 from django.db import transaction
 
 from adkweb.roles import AGENT_ADMINS, APPROVERS, STAFF_OBSERVERS, roles_setup
+from agents_app.config_history import agent_config_record
 from agents_app.models import AgentConfig, AgentToolLink
 from approvals.demo import FINANCE, TREASURY, demo_groups_setup, demo_policies_setup
 
@@ -97,4 +98,6 @@ def demo_setup() -> None:
         child=AgentConfig.objects.get(name="summary_agent"),
         defaults={"skip_summarization": True},
     )
+    for config in AgentConfig.objects.filter(name__in=[spec["name"] for spec in DEMO_AGENTS]):
+        agent_config_record(config=config)  # version 1, or a new one if demo_setup changed it
     demo_policies_setup()

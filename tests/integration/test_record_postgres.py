@@ -1,6 +1,8 @@
-"""Nothing erased, on PostgreSQL: the archive, the snapshot, the read-only admin and the chain
-tests (imported, not copied: the same tests run here on PostgreSQL), and concurrent decisions on
-many tickets at once still forming one unbroken chain (the chain's head row is locked)."""
+"""Nothing erased, on PostgreSQL: the archive, the snapshot, the read-only admin, the chain, the
+audit page and its streamed exports (server-side cursors here), and the configuration history with
+a real worker subprocess (imported, not copied: the same tests run here on PostgreSQL); and
+concurrent decisions on many tickets at once still forming one unbroken chain (the chain's head row
+is locked)."""
 
 # ruff: noqa: F401  (imported so that pytest collects them here again, on PostgreSQL)
 from __future__ import annotations
@@ -13,6 +15,26 @@ from django.db import connection
 
 from approvals import services
 from approvals.models import DecisionChain, Response
+from tests.agents_app.test_config_history import (
+    test_admin_changes_are_versions_with_who_and_when,
+    test_demo_setup_records_version_1_once,
+    test_each_turn_records_the_configuration_it_ran_with,
+)
+from tests.approvals.test_audit_export import (
+    exported,
+    test_csv_export,
+    test_exports_refuse_requesters_and_bad_filters,
+    test_exports_stream_with_flat_memory,
+    test_jsonl_export,
+)
+from tests.approvals.test_audit_page import (
+    decided,
+    test_archived_conversations_decisions_stay_on_the_audit_page,
+    test_bad_filters_are_400_with_a_message,
+    test_everything_is_escaped,
+    test_filters,
+    test_period_filter_by_day,
+)
 from tests.approvals.test_decision_chain import (
     test_audit_verify_names_a_payload_change_and_a_rehashed_row,
     test_audit_verify_names_a_removed_row,
