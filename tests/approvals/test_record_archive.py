@@ -58,7 +58,9 @@ def test_deleting_a_session_archives_it(demo, client):
     )
     # Approvers see the archived ticket (read-only, closed); their inbox no longer lists it.
     client.force_login(demo["approver"])
-    assert client.get(f"/tickets/{decided.pk}/").status_code == 200
+    page = client.get(f"/tickets/{decided.pk}/").content.decode()
+    assert "its conversation was deleted" in page and "by requester" in page
+    assert f'href="/sessions/{session.pk}/"' not in page
     assert f"/tickets/{waiting.pk}/" not in client.get("/?status=all").content.decode()
     assert client.get(f"/api/pending-calls/{decided.pk}").status_code == 200
 
