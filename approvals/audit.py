@@ -15,7 +15,7 @@ from django.core.paginator import Page, Paginator
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
-from .models import PendingCall, Response
+from .models import Response
 
 PAGE_SIZE = 50
 CHUNK = 2000
@@ -89,13 +89,17 @@ def audit_page(filters: AuditFilters) -> Page:
     return Paginator(qs, PAGE_SIZE).get_page(filters.page)
 
 
-def filter_choices() -> dict[str, list[str]]:
-    """Agents and tools that have tickets (distinct on indexed columns)."""
-    seen = PendingCall.objects.order_by()
-    return {
-        "agents": sorted(set(seen.values_list("app_name", flat=True).distinct())),
-        "tools": sorted(t for t in set(seen.values_list("tool_name", flat=True).distinct()) if t),
-    }
+def filter_choices(filters: AuditFilters) -> dict[str, list[str]]:
+    """The inbox's menus (from the agents' configuration: no scan of the decisions), plus agents
+    since deleted (their configuration history keeps their names)."""
+    from agents_app.models import AgentConfigVersion
+
+    from .selectors import InboxFilters, inbox_filter_choices
+
+    choices = inbox_filter_choices(filters=InboxFilters(agent=filters.agent, tool=filters.tool))
+    gone = AgentConfigVersion.objects.order_by().values_list("agent_name", flat=True).distinct()
+    choices["agents"] = sorted(set(choices["agents"]) | set(gone))
+    return choices
 
 
 # -- exports -------------------------------------------------------------------------------------

@@ -38,7 +38,7 @@ def audit_list(request: HttpRequest) -> HttpResponse:
         "form": form,
         "filters": filters,
         "page": page,
-        "choices": audit.filter_choices(),
+        "choices": audit.filter_choices(filters),
         "query": query.urlencode(),
         "outcomes": audit.Response.Action.choices,
     }
