@@ -34,6 +34,7 @@ from adkweb.errors import Conflict, NotFound
 from .events import notify_session_event, notify_session_status
 from .leases import Lease, LeaseLost, current_lease
 from .models import AdkSession, AppState, StoredEvent, Turn, UserState
+from .session_status import session_status_sync
 
 # The Turn whose run is storing events (set by the turn runner), recorded on each event row.
 current_turn_id: contextvars.ContextVar[int | None] = contextvars.ContextVar("current_turn_id", default=None)
@@ -314,9 +315,10 @@ def session_archive(*, session: AdkSession, actor: Any = None, what: str = "dele
     if Turn.objects.filter(session=row, status__in=(Turn.Status.QUEUED, Turn.Status.RUNNING)).exists():
         raise SessionBusy(f"The agent is working in this session; {what} once its turn has finished.")
     by = actor.get_username() if actor is not None and getattr(actor, "is_authenticated", False) else ""
+    tickets_cancel_archived(session=row, by=by)
+    session_status_sync(row.pk)  # before it leaves every read: its stored status is idle
     row.archived_at, row.archived_by = timezone.now(), by
     row.save(update_fields=["archived_at", "archived_by"])
-    tickets_cancel_archived(session=row, by=by)
     session_pk = row.pk
     transaction.on_commit(lambda: _notify_archived(session_pk), robust=True)
     return row

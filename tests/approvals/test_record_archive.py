@@ -48,6 +48,7 @@ def test_deleting_a_session_archives_it(demo, client):
     # Kept for the audit trail: the session row, its event, tickets and responses.
     row = AdkSession.all_objects.get(pk=session.pk)
     assert row.archived_at is not None and row.archived_by == "requester"
+    assert row.status == "idle"  # its open ticket was cancelled: nobody owes anything
     assert StoredEvent.objects.filter(session_id=session.pk).count() == 1
     assert PendingCall.objects.filter(session_id=session.pk).count() == 2
     assert Response.objects.filter(pending_call=decided).count() == 1
