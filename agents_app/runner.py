@@ -175,7 +175,7 @@ async def _turn_run(turn: Turn, *, resume: bool, lease: Lease | None) -> None:
     from google.genai import types
 
     from .api.render import partial_event_json
-    from .session_service import DjangoSessionService, current_turn_id
+    from .session_service import DjangoSessionService, current_turn_id, current_turn_invocations
 
     session = await AdkSession.objects.aget(pk=turn.session_id)
     remote = await sync_to_async(_remote_app)(session.app_name)
@@ -196,7 +196,8 @@ async def _turn_run(turn: Turn, *, resume: bool, lease: Lease | None) -> None:
         # No content: the agent runs again on the session's history (ADK's run without a new message).
         message = types.Content.model_validate(turn.content) if turn.content else None
         what = {"new_message": message, "state_delta": turn.state_delta or None}
-    tokens = current_turn_id.set(turn.pk), current_lease.set(lease)
+    recorded = {turn.invocation_id} if turn.invocation_id else set()
+    tokens = current_turn_id.set(turn.pk), current_lease.set(lease), current_turn_invocations.set(recorded)
     limit = asyncio.timeout(settings.ADKWEB_TURN_SOFT_TIME_LIMIT)
     try:
         async with limit:
@@ -218,6 +219,7 @@ async def _turn_run(turn: Turn, *, resume: bool, lease: Lease | None) -> None:
     finally:
         current_turn_id.reset(tokens[0])
         current_lease.reset(tokens[1])
+        current_turn_invocations.reset(tokens[2])
 
 
 def _remote_app(app_name: str) -> Any:

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from asgiref.sync import sync_to_async
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 from google.adk.errors._stale_session_error import StaleSessionError
 from google.adk.errors.already_exists_error import AlreadyExistsError
@@ -38,6 +38,11 @@ from .session_status import session_status_sync
 
 # The Turn whose run is storing events (set by the turn runner), recorded on each event row.
 current_turn_id: contextvars.ContextVar[int | None] = contextvars.ContextVar("current_turn_id", default=None)
+# The invocation ids already recorded on that Turn (a set the runner sets per turn): each is written
+# once, with the turn's first event of it, rather than tried again with every event.
+current_turn_invocations: contextvars.ContextVar[set[str] | None] = contextvars.ContextVar(
+    "current_turn_invocations", default=None
+)
 
 # Called inside the append transaction with (session row, event row, event): approvals uses it to
 # open tickets for new interrupts atomically with the event that raised them.
@@ -127,6 +132,32 @@ def _to_session(row: AdkSession, state: dict[str, Any], events: list[Event]) -> 
     )
     session._storage_update_marker = str(row.revision)
     return session
+
+
+def _claim_revision(session: Session, ts: float, lease: Lease | None) -> AdkSession | None:
+    """The common append in one statement: bump the revision of this copy's session row (which
+    locks it until commit), move its update time and renew the lease, only if the copy is current
+    and the lease is ours; the row as it is now, or None when that did not hold (the caller then
+    locks and checks the row to say why) or this copy has no revision to compare."""
+    marker = session._storage_update_marker
+    if marker is None or not marker.isdigit():
+        return None
+    quote = connection.ops.quote_name
+    sets = [
+        f"{quote('revision')} = {quote('revision')} + 1",
+        f"{quote('update_time')} = CASE WHEN {quote('update_time')} > %s THEN {quote('update_time')} ELSE %s END",
+    ]
+    params: list[Any] = [ts, ts]
+    where = [f"{quote(c)} = %s" for c in ("app_name", "user_id", "session_id", "revision")]
+    where_params: list[Any] = [session.app_name, session.user_id, session.id, int(marker)]
+    if lease is not None:
+        sets.append(f"{quote('lease_expires_at')} = %s")
+        params.append(connection.ops.adapt_datetimefield_value(lease.expiry()))
+        where.append(f"{quote('lease_owner')} = %s")
+        where_params.append(lease.owner)
+    sql = f"UPDATE {quote(AdkSession._meta.db_table)} SET {', '.join(sets)} WHERE {' AND '.join(where)} RETURNING *"
+    rows = list(AdkSession.objects.raw(sql, params + where_params))
+    return rows[0] if rows else None
 
 
 class DjangoSessionService(BaseSessionService):
@@ -245,6 +276,50 @@ class DjangoSessionService(BaseSessionService):
 
     @transaction.atomic
     def _store_event(self, session: Session, event: Event, turn_id: int | None, lease: Lease | None = None) -> None:
+        ts = event.timestamp
+        deltas = _split_state(event.actions.state_delta) if event.actions and event.actions.state_delta else None
+        fast = None if deltas and deltas["session"] else _claim_revision(session, ts, lease)
+        # A session-state change, or the one statement found something wrong: lock, check it all.
+        row = fast if fast is not None else self._locked_row(session, lease)
+        if deltas:
+            if deltas["app"]:
+                _upsert_app_state(session.app_name, deltas["app"], ts)
+            if deltas["user"]:
+                _upsert_user_state(session.app_name, session.user_id, deltas["user"], ts)
+        stored = StoredEvent.objects.create(
+            session=row,
+            event_id=event.id,
+            invocation_id=event.invocation_id or "",
+            author=event.author or "",
+            timestamp=ts,
+            data=_without_nul(event_to_json(event)),
+            interrupt_ids=event_interrupt_ids(event),
+            response_ids=event_response_ids(event),
+            turn_id=turn_id,
+        )
+        recorded = current_turn_invocations.get()
+        if turn_id is not None and event.invocation_id and (recorded is None or event.invocation_id not in recorded):
+            # The turn's invocation, recorded with its first event: a crashed run is resumed, not re-run.
+            Turn.objects.filter(pk=turn_id, invocation_id="").update(invocation_id=event.invocation_id)
+            if recorded is not None:
+                invocation_id = event.invocation_id
+                transaction.on_commit(lambda: recorded.add(invocation_id))
+        if fast is None:
+            if deltas and deltas["session"]:
+                row.state = {**row.state, **deltas["session"]}
+            row.revision += 1
+            row.update_time = max(row.update_time, ts)
+            row.save(update_fields=["state", "revision", "update_time", "lease_expires_at"])
+        for hook in _event_hooks:
+            hook(row, stored, event)
+        session_pk, event_pk = row.pk, stored.pk
+        transaction.on_commit(lambda: notify_session_event(session_pk=session_pk, event_pk=event_pk), robust=True)
+        session.last_update_time = row.update_time
+        session._storage_update_marker = str(row.revision)
+
+    def _locked_row(self, session: Session, lease: Lease | None) -> AdkSession:
+        """The session row, locked, after the stale-writer and lease checks (which raise). The
+        caller stores the event and saves the row (revision, update time, state)."""
         row = (
             AdkSession.objects.select_for_update()
             .filter(app_name=session.app_name, user_id=session.user_id, session_id=session.id)
@@ -262,39 +337,7 @@ class DjangoSessionService(BaseSessionService):
                 lease.lost = True
                 raise LeaseLost(f"Session {session.id}: another worker owns this run now; nothing stored.")
             row.lease_expires_at = lease.expiry()
-
-        ts = event.timestamp
-        if event.actions and event.actions.state_delta:
-            deltas = _split_state(event.actions.state_delta)
-            if deltas["app"]:
-                _upsert_app_state(session.app_name, deltas["app"], ts)
-            if deltas["user"]:
-                _upsert_user_state(session.app_name, session.user_id, deltas["user"], ts)
-            if deltas["session"]:
-                row.state = {**row.state, **deltas["session"]}
-        stored = StoredEvent.objects.create(
-            session=row,
-            event_id=event.id,
-            invocation_id=event.invocation_id or "",
-            author=event.author or "",
-            timestamp=ts,
-            data=_without_nul(event_to_json(event)),
-            interrupt_ids=event_interrupt_ids(event),
-            response_ids=event_response_ids(event),
-            turn_id=turn_id,
-        )
-        if turn_id is not None and event.invocation_id:
-            # The turn's invocation, recorded with its first event: a crashed run is resumed, not re-run.
-            Turn.objects.filter(pk=turn_id, invocation_id="").update(invocation_id=event.invocation_id)
-        row.revision += 1
-        row.update_time = max(row.update_time, ts)
-        row.save(update_fields=["state", "revision", "update_time", "lease_expires_at"])
-        for hook in _event_hooks:
-            hook(row, stored, event)
-        session_pk, event_pk = row.pk, stored.pk
-        transaction.on_commit(lambda: notify_session_event(session_pk=session_pk, event_pk=event_pk), robust=True)
-        session.last_update_time = row.update_time
-        session._storage_update_marker = str(row.revision)
+        return row
 
 
 class SessionBusy(Conflict):

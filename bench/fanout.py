@@ -37,6 +37,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from benchlib import (  # noqa: E402
     BIN,
+    CELERY_POOL,
     DB_PREFIX,
     REDIS_URL,
     ROOT,
@@ -393,7 +394,18 @@ def main() -> None:
         cookies = django_setup(env)
         port = free_port()
         web = Server("web", [str(BIN / "daphne"), "-p", str(port), "adkweb.asgi:application"], env, port).start()
-        worker = [str(BIN / "celery"), "-A", "adkweb", "worker", "-Q", "agents", "--concurrency", "2"]
+        worker = [
+            str(BIN / "celery"),
+            "-A",
+            "adkweb",
+            "worker",
+            "-Q",
+            "agents",
+            "--pool",
+            CELERY_POOL,
+            "--concurrency",
+            "2",
+        ]
         servers = [web, Server("worker", worker + ["--loglevel", "WARNING"], env).start()]
         web.wait_port()
         base, ws = f"http://127.0.0.1:{port}", f"ws://127.0.0.1:{port}"

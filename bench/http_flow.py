@@ -34,6 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from benchlib import (  # noqa: E402
     BENCH,
     BIN,
+    CELERY_POOL,
     DB_PREFIX,
     REDIS_URL,
     Server,
@@ -92,7 +93,18 @@ def adkweb_target(key: str, database_url: str, redis_url: str) -> Target:
     port = free_port()
     servers = [Server(f"{key}-web", [str(BIN / "daphne"), "-p", str(port), "adkweb.asgi:application"], env, port)]
     if redis_url:  # as the Procfile runs it
-        worker = [str(BIN / "celery"), "-A", "adkweb", "worker", "-Q", "agents", "--concurrency", "2"]
+        worker = [
+            str(BIN / "celery"),
+            "-A",
+            "adkweb",
+            "worker",
+            "-Q",
+            "agents",
+            "--pool",
+            CELERY_POOL,
+            "--concurrency",
+            "2",
+        ]
         servers.append(Server(f"{key}-worker", worker + ["--loglevel", "WARNING"], env))
     for s in servers:
         s.start()

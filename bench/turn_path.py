@@ -367,6 +367,8 @@ def services_child(args: argparse.Namespace) -> None:
             queue,
             "-n",
             f"{queue}@%h",
+            "--pool",
+            os.environ.get("BENCH_CELERY_POOL", "prefork"),
             "--concurrency",
             str(args.concurrency),
             "--loglevel",
