@@ -8,8 +8,11 @@ they reconnect), while the caller has already committed what it announces (a dec
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 from asgiref.sync import async_to_sync
@@ -18,13 +21,63 @@ from channels.layers import get_channel_layer
 logger = logging.getLogger(__name__)
 
 
+_batch: contextvars.ContextVar[list[tuple[str, dict]] | None] = contextvars.ContextVar(
+    "adkweb_live_batch", default=None
+)
+
+
 def group_send(group: str, message: Mapping[str, object]) -> None:
+    """From sync code. Inside `batched()`, kept until the batch ends; otherwise sent now."""
+    batch = _batch.get()
+    if batch is not None:
+        batch.append((group, dict(message)))
+        return
+    _send_many([(group, dict(message))])
+
+
+@contextmanager
+def batched() -> Iterator[None]:
+    """Send the `group_send`s made inside (or in a function it decorates) at its end, to all their
+    groups at once: one wait on the channel layer rather than one per group; each group's messages
+    still leave in the order they were made."""
+    if _batch.get() is not None:  # already in a batch: that one sends them
+        yield
+        return
+    pairs: list[tuple[str, dict]] = []
+    token = _batch.set(pairs)
+    try:
+        yield
+    finally:
+        _batch.reset(token)
+        _send_many(pairs)
+
+
+def _send_many(pairs: list[tuple[str, dict]]) -> None:
+    if not pairs:
+        return
     try:
         layer = get_channel_layer()
         if layer is not None:
-            async_to_sync(layer.group_send)(group, dict(message))
-    except Exception:  # Redis down, channel full, ...
-        logger.warning("Could not publish %s to %s; pages catch up when they reconnect.", message.get("type"), group)
+            async_to_sync(_agroup_send_many)(layer, pairs)
+    except Exception:  # the layer cannot even be reached (each send's failure is logged below)
+        logger.warning("Could not publish %d live updates; pages catch up when they reconnect.", len(pairs))
+
+
+async def _agroup_send_many(layer: Any, pairs: list[tuple[str, dict]]) -> None:
+    by_group: dict[str, list[dict]] = {}
+    for group, message in pairs:
+        by_group.setdefault(group, []).append(message)
+
+    async def in_order(group: str, messages: list[dict]) -> None:
+        for message in messages:
+            try:
+                await layer.group_send(group, message)
+            except Exception:  # Redis down, channel full, ...
+                logger.warning(
+                    "Could not publish %s to %s; pages catch up when they reconnect.", message.get("type"), group
+                )
+
+    await asyncio.gather(*(in_order(group, messages) for group, messages in by_group.items()))
 
 
 async def agroup_send(group: str, message: Mapping[str, object]) -> None:

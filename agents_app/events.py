@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 from typing import Any, Literal, TypedDict
 
-from adkweb.live import agroup_send, group_send
+from adkweb.live import agroup_send, batched, group_send
 
 logger = logging.getLogger(__name__)
 
@@ -64,6 +64,7 @@ class TurnRetriedMessage(TypedDict):
     turn_id: int
 
 
+@batched()
 def notify_session_event(*, session_pk: int, event_pk: int) -> None:
     """A stored event: every open page of that conversation appends it."""
     group_send(
@@ -110,6 +111,7 @@ async def anotify_partial(*, session_pk: int, event: dict, turn_id: int) -> None
         logger.warning("Could not render a streaming chunk of session %s.", session_pk, exc_info=True)
 
 
+@batched()
 def notify_session_status(*, session_pk: int) -> None:
     """The conversation's status changed (running, waiting, idle, failed)."""
     msg = SessionStatusMessage(type="session.status", session_pk=session_pk)
@@ -118,6 +120,7 @@ def notify_session_status(*, session_pk: int) -> None:
     _quietly("publish_status", session_pk=session_pk)
 
 
+@batched()
 def notify_turn_finished(*, session_pk: int, turn_id: int, status: str) -> None:
     group_send(
         session_group(session_pk),
@@ -126,6 +129,7 @@ def notify_turn_finished(*, session_pk: int, turn_id: int, status: str) -> None:
     _quietly("publish_turn_finished", session_pk=session_pk, turn_id=turn_id, status=status)
 
 
+@batched()
 def notify_turn_retried(*, session_pk: int, turn_id: int) -> None:
     """A failed turn was queued again: pages drop its error line."""
     group_send(

@@ -13,7 +13,8 @@ sees is enforced by group membership (give that audience its own render context 
   approver  approvers (not the owner); retry too (`can_retry_turns`)
   observer  staff observers and Django staff: read-only, no Retry button
 
-Audiences with equal render contexts share one render (owner and approver today). The ids-only
+A fragment is rendered once for the audiences that agree on what it depends on: an event card once
+for all of them, a failed turn's error line once with its Retry button and once without. The ids-only
 messages on `session-<pk>` (agents_app.events) go on as before: the API's turn watchers and the
 ticket page read the database on them.
 
@@ -59,10 +60,14 @@ def audience_group(session_pk: int, audience: str) -> str:
     return f"session-{session_pk}.{audience}"
 
 
-def _per_audience(session_pk: int, payload: Callable[[dict[str, Any]], dict[str, Any] | None]) -> None:
-    """Render `payload(context)` once per distinct context and send it to each audience's group."""
+def _per_audience(
+    session_pk: int, payload: Callable[[dict[str, Any]], dict[str, Any] | None], uses: tuple[str, ...] = ()
+) -> None:
+    """Render `payload(context)` once per distinct context and send it to each audience's group.
+    `uses`: the context keys the fragment depends on; audiences that agree on them share a render."""
     rendered: dict[tuple, dict[str, Any] | None] = {}
-    for audience, context in AUDIENCES.items():
+    for audience, full in AUDIENCES.items():
+        context = {k: v for k, v in full.items() if k in uses}
         key = tuple(sorted(context.items()))
         if key not in rendered:
             rendered[key] = payload(context)
@@ -148,7 +153,7 @@ def publish_turn_finished(*, session_pk: int, turn_id: int, status: str) -> None
         html = render_to_string(LIVE + "#appended", {"event": error, **context}) if error is not None else ""
         return {"type": "live.turn_finished", "turn_id": turn_id, "error": html}
 
-    _per_audience(session_pk, payload)
+    _per_audience(session_pk, payload, uses=("can_retry",) if error is not None else ())
 
 
 def publish_turn_retried(*, session_pk: int, turn_id: int) -> None:

@@ -8,7 +8,7 @@ from typing import Any, Literal, TypedDict
 
 from django.db import transaction
 
-from adkweb.live import group_send
+from adkweb.live import batched, group_send
 from adkweb.notify import TICKET_ESCALATED, TICKET_EXPIRED, TICKET_REMINDER, notify
 from agents_app.events import notify_ticket_card, session_group
 
@@ -26,6 +26,7 @@ class TicketChangedMessage(TypedDict):
     session_pk: int
 
 
+@batched()
 def notify_ticket_changed(*, ticket_id: int, session_pk: int, inbox: bool = True, opened: bool = False) -> None:
     """A ticket was opened, answered or closed: inboxes, the ticket page and its conversation update.
     `inbox=False`: only its pages (e.g. its notification status changed; the inbox row did not).

@@ -1,0 +1,35 @@
+"""adkweb.live.batched: a publish's group sends leave together, each group's in order, and one
+group's failure does not stop the others."""
+
+from __future__ import annotations
+
+import asyncio
+
+from adkweb import live
+
+
+class RecordingLayer:
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, str]] = []
+
+    async def group_send(self, group: str, message: dict) -> None:
+        if group == "down":
+            raise ConnectionError("Redis is down")
+        await asyncio.sleep(0.01 if message["n"] % 2 else 0)  # interleave the groups
+        self.sent.append((group, message["n"]))
+
+
+def test_batched_sends_leave_together_in_order_per_group(monkeypatch):
+    layer = RecordingLayer()
+    monkeypatch.setattr(live, "get_channel_layer", lambda: layer)
+    with live.batched():
+        for n in range(6):
+            live.group_send(f"g{n % 2}", {"type": "x", "n": n})
+            live.group_send("down", {"type": "x", "n": n})
+        with live.batched():  # nested: the outer batch sends it
+            live.group_send("g0", {"type": "x", "n": 6})
+        assert layer.sent == []  # nothing left before the batch ended
+    assert [n for g, n in layer.sent if g == "g0"] == [0, 2, 4, 6]
+    assert [n for g, n in layer.sent if g == "g1"] == [1, 3, 5]
+    live.group_send("g1", {"type": "x", "n": 7})  # outside a batch: at once
+    assert layer.sent[-1] == ("g1", 7)
