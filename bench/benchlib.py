@@ -99,6 +99,7 @@ def adkweb_env(database_url: str, redis_url: str = "", **extra: str) -> dict[str
         DJANGO_DEBUG="false",
         DJANGO_SECRET_KEY=BENCH_SECRET_KEY,
         DJANGO_ALLOWED_HOSTS="127.0.0.1,localhost",
+        ADKWEB_STATIC_MANIFEST="false",  # pages from the source folders: no collectstatic for a bench
         LOG_LEVEL="WARNING",
         PYTHONPATH=os.pathsep.join([str(ROOT), str(BENCH / "agents")]),
     )
