@@ -80,6 +80,31 @@ async def _agroup_send_many(layer: Any, pairs: list[tuple[str, dict]]) -> None:
     await asyncio.gather(*(in_order(group, messages) for group, messages in by_group.items()))
 
 
+def groups_watched(groups: list[str]) -> set[str]:
+    """The groups that have members now (all of them if the layer cannot tell, or on an error): a
+    publisher renders nothing for nobody. A socket that joins just after still sees what was
+    committed before: consumers read what they missed when they connect."""
+    try:
+        layer = get_channel_layer()
+        if layer is None:
+            return set()
+        return async_to_sync(_awatched)(layer, groups)
+    except Exception:
+        return set(groups)
+
+
+async def _awatched(layer: Any, groups: list[str]) -> set[str]:
+    if hasattr(layer, "_group_key") and hasattr(layer, "consistent_hash"):  # channels_redis
+        counts = await asyncio.gather(
+            *(layer.connection(layer.consistent_hash(g)).zcard(layer._group_key(g)) for g in groups)
+        )
+        return {g for g, n in zip(groups, counts, strict=True) if n}
+    members = getattr(layer, "groups", None)  # Channels' in-memory layer
+    if isinstance(members, dict):
+        return {g for g in groups if members.get(g)}
+    return set(groups)
+
+
 async def agroup_send(group: str, message: Mapping[str, object]) -> None:
     try:
         layer = get_channel_layer()

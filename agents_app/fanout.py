@@ -29,7 +29,7 @@ from typing import Any
 
 from django.template.loader import render_to_string
 
-from adkweb.live import agroup_send, group_send
+from adkweb.live import agroup_send, group_send, groups_watched
 from adkweb.roles import can_view_session, is_approver
 
 DETAIL = "agents_app/session_detail.html"
@@ -60,13 +60,24 @@ def audience_group(session_pk: int, audience: str) -> str:
     return f"session-{session_pk}.{audience}"
 
 
+def _watched(session_pk: int) -> set[str]:
+    """The audience groups of this conversation that have an open page now."""
+    return groups_watched([audience_group(session_pk, a) for a in AUDIENCES])
+
+
 def _per_audience(
-    session_pk: int, payload: Callable[[dict[str, Any]], dict[str, Any] | None], uses: tuple[str, ...] = ()
+    session_pk: int,
+    payload: Callable[[dict[str, Any]], dict[str, Any] | None],
+    uses: tuple[str, ...] = (),
+    watched: set[str] | None = None,
 ) -> None:
     """Render `payload(context)` once per distinct context and send it to each audience's group.
     `uses`: the context keys the fragment depends on; audiences that agree on them share a render."""
     rendered: dict[tuple, dict[str, Any] | None] = {}
+    watched = _watched(session_pk) if watched is None else watched
     for audience, full in AUDIENCES.items():
+        if audience_group(session_pk, audience) not in watched:
+            continue  # no page of this audience is open: nothing to render or send
         context = {k: v for k, v in full.items() if k in uses}
         key = tuple(sorted(context.items()))
         if key not in rendered:
@@ -76,9 +87,10 @@ def _per_audience(
             group_send(audience_group(session_pk, audience), message)
 
 
-def _to_all(session_pk: int, message: dict[str, Any]) -> None:
+def _to_all(session_pk: int, message: dict[str, Any], watched: set[str]) -> None:
     for audience in AUDIENCES:
-        group_send(audience_group(session_pk, audience), message)
+        if audience_group(session_pk, audience) in watched:
+            group_send(audience_group(session_pk, audience), message)
 
 
 def publish_event(*, session_pk: int, event_pk: int) -> None:
@@ -86,6 +98,9 @@ def publish_event(*, session_pk: int, event_pk: int) -> None:
     list when the event saved artifacts."""
     from . import selectors
 
+    watched = _watched(session_pk)
+    if not watched:
+        return  # nobody watches this conversation: nothing to render
     view = selectors.session_event_view(session_pk=session_pk, event_pk=event_pk)
     if view is None:
         return  # deleted meanwhile
@@ -110,7 +125,7 @@ def publish_event(*, session_pk: int, event_pk: int) -> None:
             "replace": replace + artifacts if replace else "",
         }
 
-    _per_audience(session_pk, payload)
+    _per_audience(session_pk, payload, watched=watched)
 
 
 async def apublish_partial(
@@ -140,20 +155,26 @@ def status_html(status: str) -> str:
 def publish_status(*, session_pk: int) -> None:
     from . import selectors
 
-    _to_all(session_pk, {"type": "live.status", "html": status_html(selectors.session_status(session_pk=session_pk))})
+    watched = _watched(session_pk)
+    if watched:
+        html = status_html(selectors.session_status(session_pk=session_pk))
+        _to_all(session_pk, {"type": "live.status", "html": html}, watched)
 
 
 def publish_turn_finished(*, session_pk: int, turn_id: int, status: str) -> None:
     """A turn ended: pages drop its stale streaming cards; a failed turn shows its error line."""
     from . import selectors
 
+    watched = _watched(session_pk)
+    if not watched:
+        return
     error = selectors.failed_turn_view(turn_id=turn_id, session_pk=session_pk) if status == "failed" else None
 
     def payload(context: dict[str, Any]) -> dict[str, Any]:
         html = render_to_string(LIVE + "#appended", {"event": error, **context}) if error is not None else ""
         return {"type": "live.turn_finished", "turn_id": turn_id, "error": html}
 
-    _per_audience(session_pk, payload, uses=("can_retry",) if error is not None else ())
+    _per_audience(session_pk, payload, uses=("can_retry",) if error is not None else (), watched=watched)
 
 
 def publish_turn_retried(*, session_pk: int, turn_id: int) -> None:
@@ -161,13 +182,16 @@ def publish_turn_retried(*, session_pk: int, turn_id: int) -> None:
     from . import timeline
 
     html = render_to_string(LIVE + "#gone", {"dom_id": timeline.turn_error_dom_id(turn_id)})
-    _to_all(session_pk, {"type": "live.turn_retried", "turn_id": turn_id, "html": html})
+    _to_all(session_pk, {"type": "live.turn_retried", "turn_id": turn_id, "html": html}, _watched(session_pk))
 
 
 def publish_ticket(*, session_pk: int, ticket_id: int) -> None:
     """A ticket changed: its card in the conversation (pages that show it replace it)."""
     from . import selectors
 
+    watched = _watched(session_pk)
+    if not watched:
+        return
     ticket = selectors.session_ticket_get(session_pk=session_pk, ticket_id=ticket_id)
     if ticket is None:
         return
@@ -176,4 +200,4 @@ def publish_ticket(*, session_pk: int, ticket_id: int) -> None:
         html = render_to_string(TICKET_CARD, {"ticket": ticket, "oob": "true", **context})
         return {"type": "live.ticket", "ticket_id": ticket_id, "html": html}
 
-    _per_audience(session_pk, payload)
+    _per_audience(session_pk, payload, watched=watched)

@@ -103,6 +103,9 @@ def test_an_event_is_rendered_once_for_every_audience(demo, session, monkeypatch
     monkeypatch.setattr(fanout, "render_to_string", render)
     monkeypatch.setattr(fanout, "group_send", lambda group, message: sent.append((group, message)))
     fanout.publish_event(session_pk=session.pk, event_pk=stored.pk)
+    assert renders == [] and sent == []  # no page of this conversation is open: nothing rendered or sent
+    monkeypatch.setattr(fanout, "groups_watched", lambda groups: set(groups))  # a page of every audience
+    fanout.publish_event(session_pk=session.pk, event_pk=stored.pk)
     assert len(renders) == 2  # the appended card and the in-place replacement, for every audience
     assert sorted(g for g, _ in sent) == sorted(fanout.audience_group(session.pk, a) for a in fanout.AUDIENCES)
     assert all(m["type"] == "live.event" and m["event_pk"] == stored.pk for _, m in sent)
