@@ -68,12 +68,6 @@ def can_audit(user: Any) -> bool:
     return is_approver(user) or is_observer(user) or is_agent_admin(user)
 
 
-def can_view_session(user: Any, session: Any) -> bool:
-    if not user or not user.is_authenticated:
-        return False
-    return session.user_id == user.get_username() or is_observer(user) or is_approver(user)
-
-
 def can_retry_turns(user: Any, session: Any) -> bool:
     """The owner (their messages) and approvers (their answers) may run a failed turn again."""
     return bool(user and user.is_authenticated and (session.user_id == user.get_username() or is_approver(user)))

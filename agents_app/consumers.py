@@ -114,6 +114,19 @@ class SessionConsumer(AsyncWebsocketConsumer):
         self.can_retry = fanout.AUDIENCES[audience]["can_retry"]
         return True
 
+    async def _still_visible(self) -> bool:
+        """Asked when an event brings a ticket this page has not seen (no query otherwise): a ticket
+        routed to groups this person is not in hides the conversation from them (the socket closes
+        before the event's card, with the ticket's arguments, is sent)."""
+        if getattr(self, "hidden", False):
+            return False
+        if await database_sync_to_async(selectors.session_visible)(self.user, self.session):
+            return True
+        self.hidden = True
+        await live.leave(self, self.group)
+        await self.close(code=REFUSED)
+        return False
+
     def _catch_up(self) -> str:
         """The status now, and the whole event list again if events were stored after the page
         was rendered (or before a reconnect): replacing the list is idempotent."""
@@ -127,8 +140,10 @@ class SessionConsumer(AsyncWebsocketConsumer):
         return html
 
     async def live_event(self, message: dict) -> None:
-        if message["event_pk"] <= self.last_pk:
+        if message["event_pk"] <= self.last_pk or getattr(self, "hidden", False):
             return  # already on the page
+        if set(message["ticket_ids"]) - self.tickets and not await self._still_visible():
+            return
         self.last_pk = message["event_pk"]
         self.tickets.update(message["ticket_ids"])
         self.finals.add(message["event_id"])
@@ -136,6 +151,8 @@ class SessionConsumer(AsyncWebsocketConsumer):
         await self.send(text_data=message["replace"] if streamed and message["replace"] else message["append"])
 
     async def live_partial(self, message: dict) -> None:
+        if getattr(self, "hidden", False):
+            return
         event_id = message["event_id"]
         if event_id in self.finals:
             return  # a late chunk of a stored event
@@ -146,14 +163,20 @@ class SessionConsumer(AsyncWebsocketConsumer):
             await self.send(text_data=message["card"])
 
     async def live_status(self, message: dict) -> None:
+        if getattr(self, "hidden", False):
+            return
         if message["html"] != self.status_sent:  # the same status again says nothing new
             self.status_sent = message["html"]
             await self.send(text_data=message["html"])
 
     async def live_turn_retried(self, message: dict) -> None:
+        if getattr(self, "hidden", False):
+            return
         await self.send(text_data=message["html"])
 
     async def live_turn_finished(self, message: dict) -> None:
+        if getattr(self, "hidden", False):
+            return
         # Streaming cards whose final event never came (the turn failed mid-stream) go away.
         stale = [eid for eid, turn_id in self.streams.items() if turn_id == message["turn_id"]]
         html = "".join(render_to_string(LIVE + "#gone", {"dom_id": timeline.event_dom_id(eid)}) for eid in stale)
@@ -164,6 +187,8 @@ class SessionConsumer(AsyncWebsocketConsumer):
             await self.send(text_data=html)
 
     async def live_ticket(self, message: dict) -> None:
+        if getattr(self, "hidden", False):
+            return
         # A ticket not yet on the page arrives inside its event's card (same transaction).
         if message["ticket_id"] in self.tickets:
             await self.send(text_data=message["html"])

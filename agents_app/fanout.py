@@ -3,15 +3,18 @@ process that made the change, and carried in the group message. A page's socket 
 without touching the database, so a new event reaches 1,000 watchers as fast as Redis and the
 websockets carry it (issue 12; before, every socket re-read and re-rendered every message).
 
-Audiences. Who may watch a conversation at all is `adkweb.roles.can_view_session`, checked when
-the socket connects. What a fragment shows may differ by who watches, so each audience has a group
-of its own, `session-<pk>.<audience>`, and a page's socket joins its viewer's audience group only:
-a fragment rendered for one audience never reaches another, and a rule that narrows what someone
+Audiences. Who may watch a conversation at all is `agents_app.selectors.session_visible`, checked
+when the socket connects and again when an event brings a ticket the page has not seen (a ticket
+routed to groups the viewer is not in hides the conversation: the socket closes). What a
+fragment shows may differ by who watches, so each audience has a group of its own,
+`session-<pk>.<audience>`, and a page's socket joins its viewer's audience group only: a
+fragment rendered for one audience never reaches another, and a rule that narrows what someone
 sees is enforced by group membership (give that audience its own render context below). Today:
 
   owner     the conversation's user; retries a failed turn that stored nothing
   approver  approvers (not the owner); retry too (`can_retry_turns`)
-  observer  staff observers and Django staff: read-only, no Retry button
+  observer  staff observers and Django staff, and members of a policy's groups who may see every
+            ticket of the conversation: read-only, no Retry button
 
 A fragment is rendered once for the audiences that agree on what it depends on: an event card once
 for all of them, a failed turn's error line once with its Retry button and once without. The ids-only
@@ -30,7 +33,7 @@ from typing import Any
 from django.template.loader import render_to_string
 
 from adkweb.live import agroup_send, group_send, groups_watched
-from adkweb.roles import can_view_session, is_approver
+from adkweb.roles import is_approver
 
 DETAIL = "agents_app/session_detail.html"
 EVENT = "agents_app/partials/event.html"
@@ -47,7 +50,9 @@ AUDIENCES: dict[str, dict[str, Any]] = {
 
 def audience_of(user: Any, session: Any) -> str | None:
     """The audience this person watches the conversation as; None if they may not watch it."""
-    if not can_view_session(user, session):
+    from .selectors import session_visible
+
+    if not session_visible(user, session):
         return None
     if session.user_id == user.get_username():
         return "owner"

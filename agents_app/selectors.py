@@ -187,12 +187,46 @@ def sessions_with_status(qs: QuerySet | None = None) -> QuerySet:
     return qs if qs is not None else AdkSession.objects.all()
 
 
+def _sees_everything(user: Any) -> bool:
+    return bool(user and user.is_authenticated and (user.is_superuser or is_observer(user)))
+
+
+def _through_tickets_q(user: Any) -> Q:
+    """Conversations a person who is not their requester may read because of their tickets: none
+    of its tickets is hidden from them (approvals.permissions: policy approver groups, escalation
+    groups once escalated, the approvers role for tickets no policy routes), and at least one is
+    theirs to see, or, for approvers, none at all. A conversation shows its tickets' arguments (the
+    calls, the agent's words), so one ticket routed elsewhere hides the whole conversation."""
+    from approvals.models import PendingCall
+    from approvals.permissions import visible_q
+
+    tickets = PendingCall.objects.filter(session=OuterRef("pk"))
+    visible = visible_q(user)
+    hidden = Exists(tickets.exclude(visible))
+    if is_approver(user):
+        return ~Q(hidden)
+    return ~Q(hidden) & Q(Exists(tickets.filter(visible)))
+
+
 def sessions_visible_to(user: Any) -> QuerySet:
-    """Observers and approvers see every conversation; anyone else their own."""
+    """Observers (and superusers) see every conversation; the requester their own; anyone else a
+    conversation whose every ticket they may see (`_through_tickets_q`)."""
     qs = AdkSession.objects.all()
-    if not (is_observer(user) or is_approver(user)):
-        qs = qs.filter(user_id=user.get_username())
-    return qs
+    if not user or not user.is_authenticated:
+        return qs.none()
+    if _sees_everything(user):
+        return qs
+    return qs.filter(Q(user_id=user.get_username()) | _through_tickets_q(user))
+
+
+def session_visible(user: Any, session: AdkSession) -> bool:
+    """Whether this person may read this conversation (its page, socket, timeline, artifacts)."""
+    if not user or not user.is_authenticated:
+        return False
+    if _sees_everything(user) or session.user_id == user.get_username():
+        return True
+    # all_objects: an archived conversation's tickets keep their pages (its own pages are gone anyway).
+    return AdkSession.all_objects.filter(_through_tickets_q(user), pk=session.pk).exists()
 
 
 def session_list(*, user: Any, app_name: str = "", status: str = "") -> QuerySet:

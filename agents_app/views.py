@@ -10,7 +10,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from adkweb.errors import Refused
 from adkweb.http import HtmxHttpRequest
-from adkweb.roles import can_retry_turns, can_view_session, is_agent_admin
+from adkweb.roles import can_retry_turns, is_agent_admin
 
 from . import agent_cards, agents, selectors, services
 from .forms import MessageForm, NewConversationForm, SessionFilterForm
@@ -19,7 +19,7 @@ from .models import AdkSession, Turn
 
 def _visible_session(request: HttpRequest, pk: int) -> AdkSession:
     session = get_object_or_404(AdkSession, pk=pk)
-    if not can_view_session(request.user, session):
+    if not selectors.session_visible(request.user, session):
         raise Http404("No such conversation.")  # do not reveal that it exists
     return session
 

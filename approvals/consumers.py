@@ -156,7 +156,7 @@ class TicketConsumer(AsyncWebsocketConsumer):
         self.group = session_group(ticket.session_id)
         if not await live.join(self, self.group):
             return
-        if self.last_pk is not None:
+        if self.last_pk is not None and await self._conversation_visible():
             catch_up = await self._render_events_after(self.last_pk)
             if catch_up:
                 await self.send(text_data=catch_up)
@@ -165,12 +165,23 @@ class TicketConsumer(AsyncWebsocketConsumer):
         if hasattr(self, "group"):
             await live.leave(self, self.group)
 
+    @database_sync_to_async
+    def _conversation_visible(self) -> bool:
+        """The page shows the conversation only to someone who may see every ticket in it (a ticket
+        routed to other groups hides it: agents_app.selectors.session_visible), checked per push."""
+        session = conversations.session_get(session_pk=self.session_pk)
+        return session is not None and conversations.session_visible(self.user, session)
+
     async def ticket_changed(self, event: dict[str, Any]) -> None:
-        await self.send(text_data=await self._render_ticket(event["ticket_id"]))
+        html = await self._render_ticket(event["ticket_id"])
+        if html:
+            await self.send(text_data=html)
 
     async def session_event(self, event: dict[str, Any]) -> None:
         if self.last_pk is not None and event["event_pk"] <= self.last_pk:
             return  # already on the page
+        if not await self._conversation_visible():
+            return
         self.last_pk = event["event_pk"]
         html = await self._render_event(event["event_pk"])
         if html:
@@ -199,12 +210,18 @@ class TicketConsumer(AsyncWebsocketConsumer):
         ticket = selectors.ticket_get(ticket_id=ticket_id)
         if ticket is None or ticket.session_id != self.session_pk:
             return ""
-        # Its card in the conversation, wherever it is shown on this page.
-        html: str = render_to_string(TICKET_CARD, {"ticket": ticket, "oob": "true"})
+        html = ""
         if ticket_id == self.ticket_id:
+            if not can_view_ticket(self.user, ticket):
+                return ""
             ctx = {**ticket_context(ticket, self.user), "oob": True}
             parts = ["status", "history", "activity", "args"] + ([] if ticket.is_open else ["actions"])
             html += "".join(render_to_string(f"approvals/ticket.html#{p}", ctx) for p in parts)
+            shown = ctx["conversation_visible"]
+        else:  # another ticket of the conversation: only where the conversation is shown
+            shown = conversations.session_visible(self.user, ticket.session)
+        if shown:  # its card in the conversation, wherever it is shown on this page
+            html = render_to_string(TICKET_CARD, {"ticket": ticket, "oob": "true"}) + html
         if works_inbox(self.user):
             html += _nav_count_html(selectors.open_ticket_count(user=self.user))
         return html
@@ -230,6 +247,7 @@ class TicketConsumer(AsyncWebsocketConsumer):
         ctx = {"activity": conversations.session_status(session_pk=self.session_pk), "oob": True}
         html = render_to_string("approvals/ticket.html#activity", ctx)
         error = conversations.failed_turn_view(turn_id=failed_turn, session_pk=self.session_pk) if failed_turn else None
-        if error is not None:
+        session = conversations.session_get(session_pk=self.session_pk) if error is not None else None
+        if error is not None and session is not None and conversations.session_visible(self.user, session):
             html += render_to_string(LIVE + "#events-appended", {"events": [error]})
         return html

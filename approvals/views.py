@@ -84,6 +84,8 @@ def ticket_context(
         "can_assign": answerable,
         "assigned_to_me": ticket.assigned_to_id == getattr(user, "pk", None),
         "viewer": user,  # the consumer renders partials without a request
+        # Its conversation holds no ticket hidden from this person (else it is not shown here either).
+        "conversation_visible": conversations.session_visible(user, ticket.session),
     }
     if answerable:
         seen = {"args_hash": ticket.args_hash}
@@ -104,7 +106,8 @@ def ticket_detail(request: HtmxHttpRequest, ticket_id: int) -> HttpResponse:
     ticket = _visible_call(request, ticket_id)
     # The socket catches up from this pk: read it before the timeline (a duplicate beats a gap).
     after = conversations.last_event_pk(session_pk=ticket.session_id)
-    ctx = ticket_context(ticket, request.user, last_event_pk=after, timeline=selectors.ticket_timeline(ticket=ticket))
+    ctx = ticket_context(ticket, request.user, last_event_pk=after)
+    ctx["timeline"] = selectors.ticket_timeline(ticket=ticket) if ctx["conversation_visible"] else []
     return render(request, "approvals/ticket.html", ctx)
 
 
@@ -230,5 +233,5 @@ def _ticket_reply(
         args = render_to_string("approvals/ticket.html#args", {**ctx, "oob": True}, request=request)
         return HttpResponse(render_to_string("approvals/ticket.html#panel", ctx, request=request) + args, status=status)
     ctx["last_event_pk"] = conversations.last_event_pk(session_pk=ticket.session_id)
-    ctx["timeline"] = selectors.ticket_timeline(ticket=ticket)
+    ctx["timeline"] = selectors.ticket_timeline(ticket=ticket) if ctx["conversation_visible"] else []
     return render(request, "approvals/ticket.html", ctx, status=status)
