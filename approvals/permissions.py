@@ -89,10 +89,15 @@ def works_inbox(user: Any) -> bool:
         return False
     if is_approver(user):
         return True
+    cached = getattr(user, "_adkweb_works_inbox", None)  # asked by several context processors a page
+    if cached is not None:
+        return bool(cached)
     groups = Group.objects.filter(user=user)
     routed = Policy.objects.filter(Q(approver_groups__in=groups) | Q(escalation_groups__in=groups))
     on_tickets = PendingCall.approver_groups.through.objects.filter(group__in=groups)
-    return routed.exists() or on_tickets.exists()
+    works = routed.exists() or on_tickets.exists()
+    user._adkweb_works_inbox = works
+    return works
 
 
 def visible_q(user: Any) -> Q:

@@ -213,6 +213,31 @@ def can_decide(user: Any, ticket: PendingCall) -> bool:
     return decide_refusal(user, ticket) is None
 
 
+def approval_refusal(user: Any, ticket: PendingCall, action: str = "approve") -> str | None:
+    """Why this person may not approve (or reject) this ticket now, or None: the ticket page's rules
+    (its routing: policy approver groups, the escalation groups once escalated; four-eyes) and, for
+    a ticket that needs several approvals, an approval of theirs that already counts (no one counts
+    twice; they may still reject it)."""
+    refusal = decide_refusal(user, ticket)
+    if refusal:
+        return refusal
+    if action == "approve" and ticket.required_approvals > 1:
+        counted = ticket_approvals(ticket=ticket)
+        if any(r.actor_id == user.pk for r in counted):
+            return (
+                f"your approval already counts ({len(counted)} of {ticket.required_approvals}); "
+                "another approver must give the next one."
+            )
+    return None
+
+
+def works_inbox(user: Any) -> bool:
+    """Approvers and members of groups that policies or tickets route to (the inbox, triage)."""
+    from .permissions import works_inbox as works
+
+    return works(user)
+
+
 def ticket_deciders(*, ticket: PendingCall) -> list[Any]:
     """Everyone who may decide this ticket now, through its routing (its groups, or the approvers
     permission, or superuser), less the requester under four-eyes and anyone whose approval already

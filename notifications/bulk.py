@@ -9,7 +9,7 @@ from typing import Any
 from adkweb.errors import Refused
 from approvals import services as approvals
 from approvals.models import PendingCall
-from approvals.selectors import ticket_visible_get
+from approvals.selectors import approval_refusal, ticket_visible_get
 
 
 @dataclass(frozen=True)
@@ -20,10 +20,15 @@ class BulkResult:
     message: str
 
 
-def tickets_for_bulk(*, ticket_ids: list[int], user: Any) -> list[PendingCall]:
-    """The selected tickets the user may see, in the order selected."""
+def tickets_for_bulk(*, ticket_ids: list[int], user: Any, action: str = "approve") -> list[PendingCall]:
+    """The selected tickets the user may see, in the order selected, each with `bulk_refusal`: why
+    this person may not decide it (shown on the confirmation), or ""."""
     found = [ticket_visible_get(user=user, ticket_id=pk) for pk in ticket_ids]
-    return [ticket for ticket in found if ticket is not None]
+    tickets = [ticket for ticket in found if ticket is not None]
+    for ticket in tickets:
+        refusal = approval_refusal(user, ticket, action) if ticket.is_open else None
+        ticket.bulk_refusal = f"you may not decide it: {refusal}" if refusal else ""  # type: ignore[attr-defined]
+    return tickets
 
 
 def tickets_decide(*, ticket_ids: list[int], actor: Any, action: str, reason: str = "") -> list[BulkResult]:
@@ -33,6 +38,10 @@ def tickets_decide(*, ticket_ids: list[int], actor: Any, action: str, reason: st
         ticket = ticket_visible_get(user=actor, ticket_id=pk)
         if ticket is None:
             results.append(BulkResult(pk, None, False, f"Ticket #{pk} was not found."))
+            continue
+        refusal = approval_refusal(actor, ticket, action) if ticket.is_open else None
+        if refusal:  # the ticket page's rules, per ticket: never decided
+            results.append(BulkResult(pk, ticket, False, f"Ticket #{pk}: you may not decide it: {refusal} Not sent."))
             continue
         try:
             if action == "approve":

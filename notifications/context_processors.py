@@ -11,8 +11,8 @@ def nav(request: HttpRequest) -> dict[str, Any]:
     user = getattr(request, "user", None)
     if not user or not user.is_authenticated:
         return {}
-    from adkweb.roles import is_approver
+    from approvals.selectors import works_inbox
 
     from .selectors import saved_views_for
 
-    return {"nav_saved_views": saved_views_for(user) if is_approver(user) else []}
+    return {"nav_saved_views": saved_views_for(user) if works_inbox(user) else []}

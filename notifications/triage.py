@@ -9,7 +9,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
-from adkweb.roles import is_approver
+from approvals.selectors import works_inbox
 
 from . import bulk as bulk_services
 from . import services
@@ -26,7 +26,7 @@ def _bulk_render(request: HttpRequest, partial: str, ctx: dict, status: int = 20
 @require_POST
 def bulk(request: HttpRequest) -> HttpResponse:
     """Step 1 shows how many and which tickets; step 2 (confirm) decides each and reports each."""
-    if not is_approver(request.user):
+    if not works_inbox(request.user):  # then each ticket's own rules, as on its page (notifications.bulk)
         return _bulk_render(request, "error", {"error": "Only approvers decide tickets."}, status=403)
     form = BulkForm(request.POST)
     if not form.is_valid():
@@ -35,7 +35,7 @@ def bulk(request: HttpRequest) -> HttpResponse:
         )
     data = form.cleaned_data
     if not data["confirm"] or (data["action"] == "reject" and not data["reason"].strip()):
-        tickets = bulk_services.tickets_for_bulk(ticket_ids=data["tickets"], user=request.user)
+        tickets = bulk_services.tickets_for_bulk(ticket_ids=data["tickets"], user=request.user, action=data["action"])
         missing_reason = data["confirm"] and data["action"] == "reject"
         ctx = {"form": form, "action": data["action"], "tickets": tickets, "missing_reason": missing_reason}
         return _bulk_render(request, "confirm", ctx, status=400 if missing_reason else 200)
@@ -50,7 +50,7 @@ def bulk(request: HttpRequest) -> HttpResponse:
 @require_POST
 def view_save(request: HttpRequest) -> HttpResponse:
     """Save the inbox's current filters under a name (the same name replaces the old filters)."""
-    if not is_approver(request.user):
+    if not works_inbox(request.user):
         return HttpResponse("Saved views are for approvers' inboxes.", status=403, content_type="text/plain")
     form = SavedViewForm(request.POST)
     if not form.is_valid():
