@@ -231,6 +231,17 @@ def approval_refusal(user: Any, ticket: PendingCall, action: str = "approve") ->
     return None
 
 
+def approval_progress(response: Response) -> str:
+    """What an approval came to: "" when it decided the ticket, else "1 of 2 approvals recorded"
+    (the ticket waits for more approvers; say "Approved" only once it closed)."""
+    if response.final or response.action != Response.Action.APPROVE:
+        return ""
+    ticket = ticket_get(ticket_id=response.pending_call_id)
+    if ticket is None or not ticket.is_open:
+        return ""
+    return f"{len(ticket_approvals(ticket=ticket))} of {ticket.required_approvals} approvals recorded"
+
+
 def works_inbox(user: Any) -> bool:
     """Approvers and members of groups that policies or tickets route to (the inbox, triage)."""
     from .permissions import works_inbox as works

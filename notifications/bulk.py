@@ -9,7 +9,7 @@ from typing import Any
 from adkweb.errors import Refused
 from approvals import services as approvals
 from approvals.models import PendingCall
-from approvals.selectors import approval_refusal, ticket_visible_get
+from approvals.selectors import approval_progress, approval_refusal, ticket_visible_get
 
 
 @dataclass(frozen=True)
@@ -18,6 +18,7 @@ class BulkResult:
     ticket: PendingCall | None
     ok: bool
     message: str
+    held: bool = False  # an approval recorded, the ticket waits for more approvers (M of N)
 
 
 def tickets_for_bulk(*, ticket_ids: list[int], user: Any, action: str = "approve") -> list[PendingCall]:
@@ -45,11 +46,16 @@ def tickets_decide(*, ticket_ids: list[int], actor: Any, action: str, reason: st
             continue
         try:
             if action == "approve":
-                approvals.ticket_approve(ticket=ticket, actor=actor)
+                response = approvals.ticket_approve(ticket=ticket, actor=actor)
             else:
-                approvals.ticket_reject(ticket=ticket, actor=actor, reason=reason)
+                response = approvals.ticket_reject(ticket=ticket, actor=actor, reason=reason)
         except Refused as exc:  # closed, not theirs to decide, an answer that does not fit
             results.append(BulkResult(pk, ticket, False, str(exc)))
+            continue
+        progress = approval_progress(response)
+        if progress:
+            message = f"{progress}; the agent resumes when another approver approves."
+            results.append(BulkResult(pk, ticket, True, message, held=True))
             continue
         done = "Approved" if action == "approve" else "Rejected"
         results.append(BulkResult(pk, ticket, True, f"{done}; the agent is resuming."))

@@ -42,7 +42,9 @@ def bulk(request: HttpRequest) -> HttpResponse:
     results = bulk_services.tickets_decide(
         ticket_ids=data["tickets"], actor=request.user, action=data["action"], reason=data["reason"].strip()
     )
-    ctx = {"results": results, "action": data["action"], "done": sum(r.ok for r in results)}
+    held = sum(r.ok and r.held for r in results)  # approvals recorded on tickets that wait for more
+    done = sum(r.ok and not r.held for r in results)
+    ctx = {"results": results, "action": data["action"], "done": done, "held": held}
     return _bulk_render(request, "results", ctx)
 
 

@@ -15,7 +15,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 from adkweb.errors import Refused
 from approvals import services as approvals
 from approvals.forms import fits_schema
-from approvals.selectors import can_decide, ticket_visible_get
+from approvals.selectors import approval_progress, can_decide, ticket_visible_get
 
 from . import links, selectors, services
 from .emails import ticket_summary
@@ -69,7 +69,7 @@ def approval_link(request: HttpRequest, token: str) -> HttpResponse:
     if not form.is_valid():
         return _link_page(request, checked, form, status=400)
     try:
-        links.link_use(token=token, viewer=request.user, reason=form.cleaned_data["reason"])
+        response = links.link_use(token=token, viewer=request.user, reason=form.cleaned_data["reason"])
     except links.LinkRefused as exc:
         return _refused(request, exc)
     except approvals.TicketClosed as exc:
@@ -77,7 +77,12 @@ def approval_link(request: HttpRequest, token: str) -> HttpResponse:
     except Refused as exc:  # the ticket's rules refused this answer: say why on the same page
         form.add_error(None, exc.detail)
         return _link_page(request, checked, form, status=exc.status)
-    ctx = {"action": checked.action, "ticket": ticket_summary(checked.ticket), "link": checked.link}
+    ctx = {
+        "action": checked.action,
+        "ticket": ticket_summary(checked.ticket),
+        "link": checked.link,
+        "progress": approval_progress(response),  # "1 of 2 approvals recorded": not approved yet
+    }
     return render(request, "notifications/approval_link_done.html", ctx)
 
 

@@ -28,7 +28,7 @@ def test_a_group_member_without_the_approvers_role_triages_the_groups_tickets(de
     frank = person("frank", team("finance"))  # finance only, not the approvers role
     big = open_ticket(args=BIG)
     html = _bulk(client, frank, [big.pk])
-    assert "1 of 1 approved" in html
+    assert "1 of 2 approvals recorded" in html
     assert list(Response.objects.values_list("pending_call", "actor__username")) == [(big.pk, "frank")]
 
 

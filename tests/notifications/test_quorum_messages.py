@@ -1,0 +1,58 @@
+"""Bulk and one-tap approvals of a ticket that needs two approvers (M of N) say what happened: the
+first is "1 of 2 approvals recorded" (not approved, the agent still waits); only the approval that
+closes the ticket says "Approved"."""
+
+from __future__ import annotations
+
+from django.test import Client
+
+from agents_app.models import Turn
+from approvals.models import PendingCall, Response
+from notifications import links
+from tests.approvals.policy_helpers import open_ticket
+
+BIG = {"purpose": "conference", "amount": 2500.0}  # the demo's "Large reimbursements": finance, 2 of N
+
+
+def _bulk(user, ids: list[int]) -> str:
+    c = Client()
+    c.force_login(user)
+    r = c.post("/inbox/bulk/", {"action": "approve", "ticket": ids, "confirm": "1"})
+    assert r.status_code == 200
+    return r.content.decode()
+
+
+def test_bulk_says_1_of_2_recorded_then_approved_when_the_second_approver_closes_it(demo):
+    big, small = open_ticket(args=BIG), open_ticket(args={"purpose": "taxi", "amount": 30.0})
+    assert big.required_approvals == 2
+    html = _bulk(demo["approver"], [big.pk, small.pk])
+    first = html[html.index(f'id="bulk-result-{big.pk}"') :].split("</li>")[0]
+    assert "1 of 2 approvals recorded" in first and "Approved" not in first
+    assert "1 of 2 approved" in html and 'id="bulk-held"' in html and "not approved yet" in html
+    big.refresh_from_db()
+    assert big.is_open and not Turn.objects.filter(session=big.session).exists(), "the agent still waits"
+    html = _bulk(demo["approver2"], [big.pk])
+    assert "1 of 1 approved" in html and "Approved; the agent is resuming." in html
+    assert "approvals recorded" not in html and 'id="bulk-held"' not in html
+    big.refresh_from_db()
+    assert big.status == "approved" and big.closed_by == demo["approver2"]
+    assert Turn.objects.filter(session=big.session).count() == 1
+
+
+def test_one_tap_says_1_of_2_recorded_then_approved_when_the_second_approver_closes_it(demo):
+    big = open_ticket(args=BIG)
+    first = links.link_create(ticket=big, user=demo["approver"])
+    r = Client().post(f"/a/{links.link_token(first, 'approve')}/")
+    html = r.content.decode()
+    assert r.status_code == 200 and "1 of 2 approvals recorded." in html
+    assert "Approved." not in html and "not approved yet" in html and "Recorded as an approval by" in html
+    assert PendingCall.objects.get(pk=big.pk).is_open
+    second = links.link_create(ticket=PendingCall.objects.get(pk=big.pk), user=demo["approver2"])
+    html = Client().post(f"/a/{links.link_token(second, 'approve')}/").content.decode()
+    assert "Approved. The agent is resuming." in html and "approvals recorded" not in html
+    big.refresh_from_db()
+    assert big.status == "approved" and big.closed_by == demo["approver2"]
+    assert list(Response.objects.filter(pending_call=big).values_list("actor__username", "final")) == [
+        ("approver", False),
+        ("approver2", True),
+    ]
