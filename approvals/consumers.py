@@ -216,6 +216,10 @@ class TicketConsumer(AsyncWebsocketConsumer):
                 return ""
             ctx = {**ticket_context(ticket, self.user), "oob": True}
             parts = ["status", "history", "activity", "args"] + ([] if ticket.is_open else ["actions"])
+            if ticket.is_open and ctx["can_answer"] and ticket.required_approvals > 1:
+                # Another approver's approval: "Approve (2 of 2)" on the button, or the count in
+                # "Your approval counts (2 of 3)", without touching a form being filled in.
+                parts.append("counted-count" if ctx["approved_by_me"] else "approve-count")
             html += "".join(render_to_string(f"approvals/ticket.html#{p}", ctx) for p in parts)
             shown = ctx["conversation_visible"]
         else:  # another ticket of the conversation: only where the conversation is shown

@@ -1,0 +1,60 @@
+"""The ticket page's approve button counts the approvals live ("Approve (2 of 2)" once another
+approver approved), over the ticket socket, without replacing the forms being filled in."""
+
+from __future__ import annotations
+
+import pytest
+from channels.db import database_sync_to_async
+from channels.routing import URLRouter
+from channels.testing import WebsocketCommunicator
+
+from approvals import services
+from approvals.routing import websocket_urlpatterns
+from tests.approvals.policy_helpers import open_ticket, person, team
+
+pytestmark = pytest.mark.django_db(transaction=True)
+app = URLRouter(websocket_urlpatterns)
+BIG = {"purpose": "conference", "amount": 2500.0}  # the demo's "Large reimbursements": finance, 2 of N
+
+
+async def _page(user, ticket) -> WebsocketCommunicator:
+    comm = WebsocketCommunicator(app, f"/ws/tickets/{ticket.pk}/")
+    comm.scope["user"] = user
+    connected, _ = await comm.connect()
+    assert connected
+    return comm
+
+
+async def _until(comm: WebsocketCommunicator, needle: str) -> str:
+    """The first pushed frame that contains `needle` (the service publishes after commit)."""
+    while True:
+        html = await comm.receive_from(timeout=5)
+        if needle in html:
+            return html
+
+
+async def test_another_approval_updates_the_approve_button_and_my_counted_line(demo):
+    def setup():
+        fay = person("fay", team("finance"), approver=True)
+        ticket = open_ticket(args=BIG)
+        ticket.required_approvals = 3
+        ticket.save(update_fields=["required_approvals"])
+        return fay, ticket
+
+    fay, ticket = await database_sync_to_async(setup)()
+    second, third = await _page(demo["approver2"], ticket), await _page(fay, ticket)
+    await database_sync_to_async(services.ticket_approve)(ticket=ticket, actor=demo["approver"])
+    html = await _until(second, 'id="ticket-status"')
+    assert '<span id="approve-count" hx-swap-oob="true">(2 of 3)</span>' in html
+    assert 'id="ticket-actions"' not in html, "the forms being filled in stay as they are"
+    assert "(2 of 3)" in await _until(third, 'id="approve-count"')
+    await database_sync_to_async(services.ticket_approve)(ticket=ticket, actor=demo["approver2"])
+    html = await _until(second, 'id="counted-count"')
+    assert '<span id="counted-count" hx-swap-oob="true">2 of 3</span>' in html and "approve-count" not in html
+    assert '<span id="approve-count" hx-swap-oob="true">(3 of 3)</span>' in await _until(third, "(3 of 3)")
+    observer = await _page(demo["observer"], ticket)  # may not answer: no button, nothing to count
+    await database_sync_to_async(services.ticket_update)(ticket=ticket, actor=fay, message="looking")
+    html = await _until(observer, 'id="ticket-status"')
+    assert "approve-count" not in html and "counted-count" not in html
+    for comm in (second, third, observer):
+        await comm.disconnect()
