@@ -332,6 +332,9 @@ ADKWEB_NOTIFY_RETRY_DELAYS = [
     float(s) for s in os.environ.get("ADKWEB_NOTIFY_RETRY_DELAYS", "10,30,120,600,1800").split(",") if s.strip()
 ]
 ADKWEB_WEBHOOK_TIMEOUT = float(os.environ.get("ADKWEB_WEBHOOK_TIMEOUT", "10"))
+# Webhooks may not point at loopback, private or link-local addresses (checked when registered and at
+# each delivery) unless this allows it: a receiver on this host or its private network.
+ADKWEB_WEBHOOK_ALLOW_PRIVATE = env_bool("ADKWEB_WEBHOOK_ALLOW_PRIVATE", False)
 
 # Every line: time, level, logger name, and the turn/session/ticket ids it is about (adkweb.log_context).
 # Celery's workers and beat log through this too (CELERY_WORKER_HIJACK_ROOT_LOGGER below).

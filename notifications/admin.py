@@ -11,7 +11,7 @@ from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
-from . import services
+from . import services, webhook_urls
 from .events import WEBHOOK_EVENTS
 from .models import (
     ApprovalLink,
@@ -38,6 +38,13 @@ class WebhookEndpointForm(forms.ModelForm):
     class Meta:
         model = WebhookEndpoint
         fields = ["name", "url", "events", "format", "enabled"]
+
+    def clean_url(self) -> str:
+        url: str = self.cleaned_data["url"]
+        refusal = webhook_urls.registration_refusal(url)
+        if refusal:
+            raise forms.ValidationError(refusal.removeprefix("url: "))
+        return url
 
 
 @admin.register(WebhookEndpoint)

@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr
 from adkweb.api import api_view, int_param, json_body, parse
 from adkweb.errors import Forbidden, Invalid, NotFound
 
-from . import services
+from . import services, webhook_urls
 from .events import WEBHOOK_EVENTS
 from .models import Delivery, WebhookEndpoint
 
@@ -58,6 +58,9 @@ def _validate(fields: dict[str, Any]) -> dict[str, Any]:
             URLValidator(schemes=["http", "https"])(fields["url"])
         except ValidationError as exc:
             raise Invalid("url: enter a valid http:// or https:// URL.") from exc
+        refusal = webhook_urls.registration_refusal(fields["url"])
+        if refusal:
+            raise Invalid(refusal)
     unknown = sorted(set(fields.get("events") or []) - set(WEBHOOK_EVENTS))
     if unknown:
         raise Invalid(f"events: unknown {', '.join(unknown)}; use any of {', '.join(WEBHOOK_EVENTS)}.")

@@ -12,13 +12,14 @@ from django.urls import reverse
 
 from agents_app.timeline import ticket_summary as args_summary
 from approvals.forms import fits_schema
-from approvals.selectors import can_decide
+from approvals.selectors import approval_refusal
 from approvals.services import approve_payload, reject_payload
 from approvals.templatetags.approvals_tags import items_readable, tool_label
 
 from . import links
 from .models import Delivery
 from .outcome import Outcome
+from .selectors import preferences_for, unwanted_reason
 
 SUBJECTS = {
     "ticket.opened": "Approval needed",
@@ -103,11 +104,16 @@ def email_send(delivery: Delivery) -> Outcome:
     if ticket is None or person is None:
         return Outcome.skip("The ticket or the person no longer exists.")
     link = None
-    if delivery.role == "decider":
+    if delivery.role == "decider":  # opened, reminder, escalated: a call to act, stale once it is not
         if ticket.is_closed:
             return Outcome.skip(f"The ticket was {ticket.get_status_display()} before the email went out.")
-        if not can_decide(person, ticket):
-            return Outcome.skip("No longer an eligible approver.")
+        refusal = approval_refusal(person, ticket)
+        if refusal:  # its routing, four-eyes, or their approval already counts (M of N)
+            return Outcome.skip(f"No longer theirs to decide: {refusal}")
+    unwanted = unwanted_reason(person, delivery.role, preferences_for(person), ticket=ticket)
+    if unwanted:  # preferences changed since the email was queued (a retry hours later)
+        return Outcome.skip(unwanted)
+    if delivery.role == "decider":
         if fits_schema(ticket, approve_payload(ticket)) and fits_schema(ticket, reject_payload(ticket, "reason")):
             link = links.link_create(ticket=ticket, user=person)
     delivery.target = person.email or delivery.target

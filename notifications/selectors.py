@@ -35,15 +35,28 @@ def email_recipients(*, event: NotificationEvent) -> list[tuple[Any, str]]:
         return []
     prefs = {p.user_id: p for p in NotificationPreference.objects.filter(user__in=[p.pk for p in people])}
     groups = set(ticket_approver_groups(ticket=ticket))
-    chosen = []
-    for person in people:
-        pref = prefs.get(person.pk) or NotificationPreference(user=person)
-        if not person.email or not pref.email_enabled:
-            continue
-        if role == "decider" and pref.only_my_groups and not groups & set(person.groups.values_list("name", flat=True)):
-            continue
-        chosen.append((person, role))
-    return chosen
+    return [
+        (person, role)
+        for person in people
+        if not unwanted_reason(person, role, prefs.get(person.pk), groups=groups, ticket=ticket)
+    ]
+
+
+def unwanted_reason(
+    person: Any, role: str, pref: NotificationPreference | None, *, ticket: Any, groups: set[str] | None = None
+) -> str:
+    """Why this person does not want this email now (no address, email off, or "only tickets of my
+    groups" and the ticket is routed elsewhere), or "": asked at fan-out and again at sending."""
+    pref = pref or NotificationPreference(user=person)
+    if not person.email:
+        return "The person has no email address."
+    if not pref.email_enabled:
+        return "The person turned ticket emails off."
+    if role == "decider" and pref.only_my_groups:
+        groups = set(ticket_approver_groups(ticket=ticket)) if groups is None else groups
+        if not groups & set(person.groups.values_list("name", flat=True)):
+            return "The person asked for emails about tickets of their groups only."
+    return ""
 
 
 def webhook_endpoints_for(*, event_name: str) -> list[WebhookEndpoint]:

@@ -11,6 +11,7 @@ from typing import Any
 from django.conf import settings
 from django.urls import reverse
 
+from . import webhook_urls
 from .models import Delivery, NotificationEvent, WebhookEndpoint
 from .outcome import Outcome
 
@@ -121,6 +122,18 @@ def slack_payload(body: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+# Calls to act on a ticket: stale once it closed (approved, rejected, expired, cancelled meanwhile).
+ACT_NOW_EVENTS = ("ticket.reminder", "ticket.escalated")
+
+
+def stale_reason(delivery: Delivery) -> str:
+    """Why a reminder or escalation is no longer true when its turn to go out comes, or ""."""
+    ticket = delivery.ticket
+    if delivery.event.name in ACT_NOW_EVENTS and ticket is not None and ticket.is_closed:
+        return f"The ticket was {ticket.get_status_display()} before this {delivery.event.name} went out."
+    return ""
+
+
 def webhook_send(delivery: Delivery) -> Outcome:
     """POST the stored body once, signed with the endpoint's current secret; 2xx is delivered."""
     import httpx
@@ -130,6 +143,15 @@ def webhook_send(delivery: Delivery) -> Outcome:
         return Outcome.skip("The endpoint was deleted.")
     if not endpoint.enabled:
         return Outcome.skip("The endpoint is disabled.")
+    stale = stale_reason(delivery)
+    if stale:
+        return Outcome.skip(stale)
+    try:
+        target = webhook_urls.delivery_target(endpoint.url)
+    except (OSError, UnicodeError) as exc:
+        return Outcome.fail(f"Could not resolve the endpoint's host: {exc}")
+    if target.refusal:
+        return Outcome.skip(f"Not sent: {target.refusal}")
     body = body_bytes(delivery.payload)
     headers = {
         "Content-Type": "application/json",
@@ -138,9 +160,13 @@ def webhook_send(delivery: Delivery) -> Outcome:
         "X-Adkweb-Event": delivery.event.name,
         "X-Adkweb-Delivery": str(delivery.uuid),
     }
+    if target.host_header:
+        headers["Host"] = target.host_header
+    extensions = {"sni_hostname": target.sni_hostname} if target.sni_hostname else None
     timeout = settings.ADKWEB_WEBHOOK_TIMEOUT
     try:
-        response = httpx.post(endpoint.url, content=body, headers=headers, timeout=timeout, follow_redirects=False)
+        with httpx.Client(timeout=timeout, follow_redirects=False) as client:
+            response = client.post(target.url, content=body, headers=headers, extensions=extensions)
     except httpx.TimeoutException:
         return Outcome.fail(f"Timed out after {timeout:g} s.")
     except httpx.HTTPError as exc:

@@ -44,6 +44,7 @@ def notifications_worker(worker, smtp_sink):
         **os.environ,
         "DATABASE_URL": f"postgres://{db['USER'] or 'postgres'}@{host}/{db['NAME']}",
         "REDIS_URL": settings.REDIS_URL,
+        "ADKWEB_WEBHOOK_ALLOW_PRIVATE": "1",  # the receiver is on 127.0.0.1
         "DJANGO_SETTINGS_MODULE": "adkweb.settings",
         "ADKWEB_EMBEDDED_WORKER": "0",
         "EMAIL_HOST": "127.0.0.1",

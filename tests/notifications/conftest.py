@@ -111,8 +111,10 @@ def _handler(receiver: Receiver) -> type[BaseHTTPRequestHandler]:
 
 
 @pytest.fixture
-def webhook_receiver() -> Iterator[Any]:
-    """receiver(secret, fail_first=0, sleep=0) → a live Receiver on a local port."""
+def webhook_receiver(settings: Any) -> Iterator[Any]:
+    """receiver(secret, fail_first=0, sleep=0) → a live Receiver on a local port (so webhooks to
+    loopback addresses are allowed, as an administrator of a receiver on the same host would)."""
+    settings.ADKWEB_WEBHOOK_ALLOW_PRIVATE = True
     servers: list[ThreadingHTTPServer] = []
 
     def make(secret: str, **opts: Any) -> Receiver:
