@@ -66,9 +66,10 @@ def _day_start(day: date) -> datetime:
     return timezone.make_aware(datetime.combine(day, time.min))
 
 
-def decisions(filters: AuditFilters) -> QuerySet[Response]:
-    """Every decision matching the filters, newest first (archived conversations' too)."""
-    qs = Response.objects.all()
+def decisions(filters: AuditFilters, scope: Q) -> QuerySet[Response]:
+    """Every decision matching the filters within the viewer's scope (`permissions.audit_scope_q`),
+    newest first (archived conversations' too)."""
+    qs = Response.objects.filter(scope)
     if filters.agent:
         qs = qs.filter(pending_call__app_name=filters.agent)
     if filters.tool:
@@ -84,8 +85,8 @@ def decisions(filters: AuditFilters) -> QuerySet[Response]:
     return qs.order_by("-id")
 
 
-def audit_page(filters: AuditFilters) -> Page:
-    qs = decisions(filters).select_related("pending_call__session", "grant__created_by")
+def audit_page(filters: AuditFilters, scope: Q) -> Page:
+    qs = decisions(filters, scope).select_related("pending_call__session", "grant__created_by")
     return Paginator(qs, PAGE_SIZE).get_page(filters.page)
 
 
@@ -134,11 +135,11 @@ def _export_row(values: dict[str, Any]) -> dict[str, Any]:
     return row
 
 
-async def export_rows(filters: AuditFilters) -> AsyncIterator[dict[str, Any]]:
+async def export_rows(filters: AuditFilters, scope: Q) -> AsyncIterator[dict[str, Any]]:
     """Matching decisions as plain dicts, fetched CHUNK rows at a time (a server-side cursor on
     PostgreSQL): memory stays flat however many rows there are. (`values()`, not `values_list()`:
     Django's values_list iterable runs its query when created, in the event loop's thread.)"""
-    qs = decisions(filters).values(*EXPORT_FIELDS.values())
+    qs = decisions(filters, scope).values(*EXPORT_FIELDS.values())
     async for values in qs.aiterator(chunk_size=CHUNK):
         yield _export_row(values)
 

@@ -10,13 +10,13 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET
 
 from adkweb.errors import Forbidden, Invalid
-from adkweb.roles import can_audit
 
 from . import audit
+from .permissions import audit_scope_q, may_audit
 
 
 def _filters(request: HttpRequest) -> tuple[audit.AuditFilterForm, audit.AuditFilters]:
-    if not can_audit(request.user):
+    if not may_audit(request.user):
         raise Forbidden("The audit trail is for approvers, staff observers and agent admins.")
     form = audit.AuditFilterForm(request.GET)
     if not form.is_valid():
@@ -31,7 +31,7 @@ def _filters(request: HttpRequest) -> tuple[audit.AuditFilterForm, audit.AuditFi
 @require_GET
 def audit_list(request: HttpRequest) -> HttpResponse:
     form, filters = _filters(request)
-    page = audit.audit_page(filters)
+    page = audit.audit_page(filters, audit_scope_q(request.user))
     query = request.GET.copy()
     query.pop("page", None)
     context = {
@@ -50,7 +50,7 @@ def audit_list(request: HttpRequest) -> HttpResponse:
 def audit_export(request: HttpRequest, fmt: str) -> StreamingHttpResponse:
     """CSV or JSON Lines of every matching decision, streamed as it is read."""
     _, filters = _filters(request)
-    rows = audit.export_rows(filters)
+    rows = audit.export_rows(filters, audit_scope_q(request.user))
     stamp = timezone.now().strftime("%Y%m%d-%H%M%S")
     if fmt == "csv":
         response = StreamingHttpResponse(audit.csv_lines(rows), content_type="text/csv; charset=utf-8")

@@ -22,7 +22,7 @@ def nav(request: HttpRequest) -> dict[str, Any]:
         "nav_is_agent_admin": is_agent_admin(user),
         "nav_is_policy_admin": is_policy_admin(user),
         "nav_is_observer": is_observer(user),
-        "nav_can_audit": can_audit(user),
+        "nav_can_audit": approver or can_audit(user),
         "nav_open_tickets": _open_count(request, user) if approver else None,
     }
 

@@ -16,7 +16,7 @@ from typing import Any
 from django.contrib.auth.models import Group
 from django.db.models import Exists, OuterRef, Q
 
-from adkweb.roles import can_audit, is_approver, is_observer
+from adkweb.roles import can_audit, is_agent_admin, is_approver, is_observer
 
 QUESTION_KINDS = ("input", "choice")
 
@@ -54,7 +54,7 @@ def can_view_ticket(user: Any, ticket: Any) -> bool:
     if not _authenticated(user):
         return False
     if ticket.session.archived_at is not None:  # its conversation was deleted: the audit trail only
-        return can_audit(user)
+        return user.is_superuser or is_observer(user) or is_agent_admin(user) or routed_to(user, ticket)
     return is_requester(user, ticket) or is_observer(user) or routed_to(user, ticket)
 
 
@@ -102,13 +102,21 @@ def works_inbox(user: Any) -> bool:
 
 def visible_q(user: Any) -> Q:
     """The tickets this person may see, as a filter (the inbox, the API list, counts)."""
+    if not _authenticated(user):
+        return Q(pk__in=[])
+    live = Q(session__archived_at__isnull=True)  # a deleted conversation's tickets: the audit page only
+    return live & ticket_scope_q(user)
+
+
+def ticket_scope_q(user: Any) -> Q:
+    """The tickets this person may see, deleted conversations' included (the audit trail): routing
+    by policy holds there too, so an approver outside a ticket's groups never reads its decisions."""
     from .models import PendingCall
 
     if not _authenticated(user):
         return Q(pk__in=[])
-    live = Q(session__archived_at__isnull=True)  # a deleted conversation's tickets: the audit page only
     if user.is_superuser or is_observer(user):
-        return live
+        return Q()
     groups = Group.objects.filter(user=user).values("pk")
     approver_of = PendingCall.approver_groups.through.objects.filter(pendingcall=OuterRef("pk"), group__in=groups)
     escalated_to = PendingCall.escalation_groups.through.objects.filter(pendingcall=OuterRef("pk"), group__in=groups)
@@ -119,4 +127,23 @@ def visible_q(user: Any) -> Q:
     )
     if is_approver(user):
         q |= Q(routed=False)
-    return live & q
+    return q
+
+
+def may_audit(user: Any) -> bool:
+    """The audit page and its exports: the auditing roles, and whoever works the inbox (members of a
+    policy's groups see their own tickets' decisions there)."""
+    return can_audit(user) or works_inbox(user)
+
+
+def audit_scope_q(user: Any) -> Q:
+    """The decisions (Responses) this person's audit page and exports show: agent admins, staff
+    observers and superusers every one; approvers and members of a policy's groups those of the
+    tickets they may see."""
+    from .models import PendingCall
+
+    if not may_audit(user):
+        return Q(pk__in=[])
+    if user.is_superuser or is_observer(user) or is_agent_admin(user):
+        return Q()
+    return Q(pending_call__in=PendingCall.objects.filter(ticket_scope_q(user)).values("pk"))
