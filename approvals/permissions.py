@@ -54,7 +54,7 @@ def can_view_ticket(user: Any, ticket: Any) -> bool:
     if not _authenticated(user):
         return False
     if ticket.session.archived_at is not None:  # its conversation was deleted: the audit trail only
-        return user.is_superuser or is_observer(user) or is_agent_admin(user) or routed_to(user, ticket)
+        return audits_everything(user) or routed_to(user, ticket)
     return is_requester(user, ticket) or is_observer(user) or routed_to(user, ticket)
 
 
@@ -130,6 +130,11 @@ def ticket_scope_q(user: Any) -> Q:
     return q
 
 
+def audits_everything(user: Any) -> bool:
+    """Superusers, staff observers and agent admins read every decision, archived tickets' too."""
+    return _authenticated(user) and (user.is_superuser or is_observer(user) or is_agent_admin(user))
+
+
 def may_audit(user: Any) -> bool:
     """The audit page and its exports: the auditing roles, and whoever works the inbox (members of a
     policy's groups see their own tickets' decisions there)."""
@@ -144,6 +149,6 @@ def audit_scope_q(user: Any) -> Q:
 
     if not may_audit(user):
         return Q(pk__in=[])
-    if user.is_superuser or is_observer(user) or is_agent_admin(user):
+    if audits_everything(user):
         return Q()
     return Q(pending_call__in=PendingCall.objects.filter(ticket_scope_q(user)).values("pk"))
