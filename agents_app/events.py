@@ -6,6 +6,7 @@ once per audience and send it to the audience groups (pages forward it as it is)
 
 from __future__ import annotations
 
+import json
 import logging
 from typing import Any, Literal, TypedDict
 
@@ -30,10 +31,17 @@ def session_group(session_pk: int) -> str:
     return f"session-{session_pk}"
 
 
-class SessionEventMessage(TypedDict):
-    type: Literal["session.event"]
+class SessionEventMessage(TypedDict, total=False):
+    type: Literal["session.event"]  # always there, as session_pk and event_pk
     session_pk: int
     event_pk: int
+    # What an API follower (agents_app.api.watch) needs to answer without reading the database: the
+    # session's revision after this event (one more than before it: a gap means a missed message),
+    # the event's turn and author, and the stored event itself when it is small (EVENT_DATA_MAX).
+    revision: int
+    turn_id: int | None
+    author: str
+    data: dict
 
 
 class SessionPartialMessage(TypedDict):
@@ -64,13 +72,35 @@ class TurnRetriedMessage(TypedDict):
     turn_id: int
 
 
+EVENT_DATA_MAX = 32_768  # characters of JSON: a bigger event is read from the database by its followers
+
+
 @batched()
-def notify_session_event(*, session_pk: int, event_pk: int) -> None:
-    """A stored event: every open page of that conversation appends it."""
-    group_send(
-        session_group(session_pk), SessionEventMessage(type="session.event", session_pk=session_pk, event_pk=event_pk)
-    )
+def notify_session_event(
+    *,
+    session_pk: int,
+    event_pk: int,
+    revision: int | None = None,
+    turn_id: int | None = None,
+    author: str = "",
+    data: dict | None = None,
+) -> None:
+    """A stored event: every open page of that conversation appends it; API followers of its turn
+    take it from the message (`revision`, `turn_id`, `author`, `data`) when it carries them."""
+    message = SessionEventMessage(type="session.event", session_pk=session_pk, event_pk=event_pk)
+    if revision is not None:
+        message["revision"], message["turn_id"], message["author"] = revision, turn_id, author
+        if data is not None and turn_id is not None and author != "user" and _small(data):
+            message["data"] = data
+    group_send(session_group(session_pk), message)
     _quietly("publish_event", session_pk=session_pk, event_pk=event_pk)
+
+
+def _small(data: dict) -> bool:
+    try:
+        return len(json.dumps(data, ensure_ascii=False)) <= EVENT_DATA_MAX
+    except (TypeError, ValueError):
+        return False
 
 
 def _quietly(publish: str, **kwargs: Any) -> None:

@@ -312,8 +312,18 @@ class DjangoSessionService(BaseSessionService):
             row.save(update_fields=["state", "revision", "update_time", "lease_expires_at"])
         for hook in _event_hooks:
             hook(row, stored, event)
-        session_pk, event_pk = row.pk, stored.pk
-        transaction.on_commit(lambda: notify_session_event(session_pk=session_pk, event_pk=event_pk), robust=True)
+        session_pk, event_pk, revision, data = row.pk, stored.pk, row.revision, stored.data
+        transaction.on_commit(
+            lambda: notify_session_event(
+                session_pk=session_pk,
+                event_pk=event_pk,
+                revision=revision,
+                turn_id=turn_id,
+                author=stored.author,
+                data=data,
+            ),
+            robust=True,
+        )
         session.last_update_time = row.update_time
         session._storage_update_marker = str(row.revision)
 

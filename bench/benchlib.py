@@ -90,8 +90,9 @@ def redis_flush(url: str = REDIS_URL) -> None:
 BENCH_SECRET_KEY = "bench-only-secret-key-not-for-any-deployment-0123456789"
 
 
-def adkweb_env(database_url: str, redis_url: str = "", **extra: str) -> dict[str, str]:
-    """The environment of an adkweb process: services mode with a Redis URL, embedded mode without."""
+def adkweb_env(database_url: str, redis_url: str = "", root: Path = ROOT, **extra: str) -> dict[str, str]:
+    """The environment of an adkweb process: services mode with a Redis URL, embedded mode without.
+    `root`: the source tree it runs (another checkout, to compare two versions in one run)."""
     env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "REDIS_URL", "DJANGO_SETTINGS_MODULE"}}
     env.update(
         DATABASE_URL=database_url,
@@ -101,7 +102,7 @@ def adkweb_env(database_url: str, redis_url: str = "", **extra: str) -> dict[str
         DJANGO_ALLOWED_HOSTS="127.0.0.1,localhost",
         ADKWEB_STATIC_MANIFEST="false",  # pages from the source folders: no collectstatic for a bench
         LOG_LEVEL="WARNING",
-        PYTHONPATH=os.pathsep.join([str(ROOT), str(BENCH / "agents")]),
+        PYTHONPATH=os.pathsep.join([str(root), str(BENCH / "agents")]),
     )
     if redis_url:
         env["REDIS_URL"] = redis_url
@@ -109,10 +110,10 @@ def adkweb_env(database_url: str, redis_url: str = "", **extra: str) -> dict[str
     return env
 
 
-def manage(env: dict[str, str], *args: str) -> str:
-    """Run a manage.py command; its stdout."""
+def manage(env: dict[str, str], *args: str, root: Path = ROOT) -> str:
+    """Run a manage.py command (of the source tree `root`); its stdout."""
     done = subprocess.run(
-        [sys.executable, "manage.py", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
+        [sys.executable, "manage.py", *args], cwd=root, env=env, capture_output=True, text=True, timeout=300
     )
     if done.returncode:
         raise RuntimeError(f"manage.py {' '.join(args)} failed:\n{done.stderr[-3000:]}")
@@ -122,14 +123,16 @@ def manage(env: dict[str, str], *args: str) -> str:
 class Server:
     """A subprocess in its own process group, its output in a temp file (shown if it fails)."""
 
-    def __init__(self, name: str, cmd: list[str], env: dict[str, str], port: int | None = None) -> None:
-        self.name, self.cmd, self.env, self.port = name, cmd, env, port
+    def __init__(
+        self, name: str, cmd: list[str], env: dict[str, str], port: int | None = None, cwd: Path = ROOT
+    ) -> None:
+        self.name, self.cmd, self.env, self.port, self.cwd = name, cmd, env, port, cwd
         self.log = tempfile.NamedTemporaryFile(mode="w+", prefix=f"bench-{name}-", suffix=".log", delete=False)
         self.proc: subprocess.Popen | None = None
 
     def start(self) -> Server:
         self.proc = subprocess.Popen(
-            self.cmd, cwd=ROOT, env=self.env, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True
+            self.cmd, cwd=self.cwd, env=self.env, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True
         )
         return self
 

@@ -23,6 +23,7 @@ Databases are created for the run and dropped afterwards. See bench/README.md.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import tempfile
 import time
@@ -37,6 +38,7 @@ from benchlib import (  # noqa: E402
     CELERY_POOL,
     DB_PREFIX,
     REDIS_URL,
+    ROOT,
     Server,
     adkweb_env,
     cpu_seconds,
@@ -53,12 +55,14 @@ APP = "bench_reimbursement"
 USER = "approver"  # adkweb: the session's owner must be the caller, and an approver to answer the ticket
 TEXT = "Please reimburse 200$ for meals"
 STEPS = ("create", "run: message", "run: approval", "flow")
-ADK_DB, WEB_DB = f"{DB_PREFIX}_http_adk", f"{DB_PREFIX}_http_web"
+ADK_DB, WEB_DB, BASE_DB = f"{DB_PREFIX}_http_adk", f"{DB_PREFIX}_http_web", f"{DB_PREFIX}_http_base"
 LABELS = {
     "adk-pg": "ADK api_server + PostgreSQL",
     "adk-sqlite": "ADK api_server + SQLite",
     "web-services": "adkweb services (daphne+celery, PG+Redis)",
     "web-embedded": "adkweb embedded (daphne+thread, SQLite)",
+    "web-services@base": "adkweb services, --base tree",
+    "web-embedded@base": "adkweb embedded, --base tree",
 }
 
 
@@ -82,16 +86,26 @@ def adk_server(key: str, uri: str) -> Target:
     return Target(key, f"http://127.0.0.1:{port}", [server])
 
 
-def adkweb_target(key: str, database_url: str, redis_url: str) -> Target:
-    """Migrate, create the approver and a token, start daphne (and a celery worker in services mode)."""
-    env = adkweb_env(database_url, redis_url, ADKWEB_CODE_AGENTS=f"{APP}={APP}.agent.root_agent")
+def adkweb_target(key: str, database_url: str, redis_url: str, root: Path = ROOT) -> Target:
+    """Migrate, create the approver and a token, start daphne (and a celery worker in services mode),
+    from the source tree `root`."""
+    env = adkweb_env(database_url, redis_url, root, ADKWEB_CODE_AGENTS=f"{APP}={APP}.agent.root_agent")
     if redis_url:
         env.update(ADKWEB_EMBEDDED_WORKER="false", CHANNELS_PREFIX="adkweb-bench-http")
-    manage(env, "migrate", "--noinput")
-    manage(env, "demo_setup", "--allow-deployed")  # a local bench, reachable by nobody else
-    key_ = manage(env, "create_api_token", USER).strip()
+        if root != ROOT:  # another tree's servers share the Redis DB: their own channel and broker keys
+            shim = Path(tempfile.mkdtemp(prefix="adkweb-bench-base-")) / "bench_base_settings.py"
+            shim.write_text(
+                "from adkweb.settings import *  # noqa: F403\n"
+                "CELERY_BROKER_TRANSPORT_OPTIONS = {'global_keyprefix': 'bench-base:'}\n"
+            )
+            env.update(CHANNELS_PREFIX="adkweb-bench-http-base", DJANGO_SETTINGS_MODULE="bench_base_settings")
+            env["PYTHONPATH"] = f"{shim.parent}{os.pathsep}{env['PYTHONPATH']}"
+    manage(env, "migrate", "--noinput", root=root)
+    manage(env, "demo_setup", "--allow-deployed", root=root)  # a local bench, reachable by nobody else
+    key_ = manage(env, "create_api_token", USER, root=root).strip()
     port = free_port()
-    servers = [Server(f"{key}-web", [str(BIN / "daphne"), "-p", str(port), "adkweb.asgi:application"], env, port)]
+    daphne = [str(BIN / "daphne"), "-p", str(port), "adkweb.asgi:application"]
+    servers = [Server(f"{key}-web", daphne, env, port, cwd=root)]
     if redis_url:  # as the Procfile runs it
         worker = [
             str(BIN / "celery"),
@@ -105,7 +119,7 @@ def adkweb_target(key: str, database_url: str, redis_url: str) -> Target:
             "--concurrency",
             "2",
         ]
-        servers.append(Server(f"{key}-worker", worker + ["--loglevel", "WARNING"], env))
+        servers.append(Server(f"{key}-worker", worker + ["--loglevel", "WARNING"], env, cwd=root))
     for s in servers:
         s.start()
     return Target(key, f"http://127.0.0.1:{port}/api/adk", servers, {"Authorization": f"Token {key_}"})
@@ -159,6 +173,7 @@ def report(targets: list[Target], rounds: int) -> None:
     print(f"({rounds} rounds, ms per step; CPU/flow: CPU time of the server processes (incl. workers) per flow)")
     by = {t.key: t for t in targets}
     pairs = [("web-services", "adk-pg", "1.0x (stretch 0.6x)"), ("web-embedded", "adk-sqlite", "1.0x")]
+    pairs += [(f"{k}@base", b, t) for k, b, t in pairs] + [(k, f"{k}@base", "-") for k, _, _ in pairs]
     print("\nratios (adkweb over ADK api_server on the same kind of database), target in brackets:")
     for ours, theirs, target in pairs:
         if ours in by and theirs in by:
@@ -176,10 +191,14 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=3, help="untimed rounds first (default 3)")
     parser.add_argument("--only", default="", help="comma-separated subset of " + ",".join(LABELS))
     parser.add_argument("--keep", action="store_true", help="leave the servers running until Enter (to profile)")
+    parser.add_argument("--base", default="", help="also run adkweb from this source tree (before/after)")
     args = parser.parse_args()
     import httpx
 
-    keys = [k for k in LABELS if not args.only or k in args.only.split(",")]
+    keys = [k for k in LABELS if "@" not in k and (not args.only or k in args.only.split(","))]
+    base = Path(args.base).resolve() if args.base else None
+    if base is not None:
+        keys += [f"{k}@base" for k in keys if k.startswith("web-")]
     targets: list[Target] = []
     with tempfile.TemporaryDirectory(prefix="adkweb-bench-http-") as tmp:
         try:
@@ -194,8 +213,12 @@ def main() -> None:
                     targets.append(adk_server(key, f"sqlite:///{Path(tmp) / 'adk.sqlite3'}".replace(":///", ":////")))
                 elif key == "web-services":
                     targets.append(adkweb_target(key, pg_create(WEB_DB), REDIS_URL))
-                else:
+                elif key == "web-embedded":
                     targets.append(adkweb_target(key, f"sqlite:///{Path(tmp) / 'web.sqlite3'}", ""))
+                elif key == "web-services@base" and base is not None:
+                    targets.append(adkweb_target(key, pg_create(BASE_DB), REDIS_URL, base))
+                elif base is not None:
+                    targets.append(adkweb_target(key, f"sqlite:///{Path(tmp) / 'base.sqlite3'}", "", base))
             for t in targets:
                 for s in t.servers:
                     if s.port:
@@ -239,6 +262,8 @@ def main() -> None:
                 pg_drop(ADK_DB)
             if "web-services" in keys:
                 pg_drop(WEB_DB)
+            if "web-services@base" in keys:
+                pg_drop(BASE_DB)
 
 
 if __name__ == "__main__":

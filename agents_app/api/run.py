@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from asgiref.sync import sync_to_async
@@ -23,6 +24,7 @@ from approvals import services as approvals
 
 from .. import selectors, services
 from ..idempotency import Outcome, idempotent
+from ..models import AdkSession
 from .schemas import RunAgentRequest, parse_body
 from .sessions import check_app, check_user
 from .watch import Step, TurnWatch, follow
@@ -30,8 +32,9 @@ from .watch import Step, TurnWatch, follow
 R = TypeVar("R", bound=HttpResponseBase)
 
 
-def _prepare(request: HttpRequest) -> tuple[RunAgentRequest, int, types.Content | None]:
-    """Validate everything that can be validated before anything is queued."""
+def _prepare(request: HttpRequest) -> tuple[RunAgentRequest, AdkSession, types.Content | None]:
+    """Validate everything that can be validated before anything is queued (the session row is read
+    once, here: its revision is where the follower starts, see watch.follow)."""
     body = parse_body(RunAgentRequest, request)
     check_user(request, body.user_id, write=True)
     check_app(body.app_name)
@@ -39,10 +42,10 @@ def _prepare(request: HttpRequest) -> tuple[RunAgentRequest, int, types.Content 
     if row is None:
         raise NotFound(f"Session not found: {body.session_id}")
     if body.new_message is None:  # as in ADK: run again on the history, or continue invocationId
-        return body, row.pk, None
+        return body, row, None
     content = services.content_parse(body.new_message.model_dump(mode="json", exclude_none=True))
     _check_invocation(row.pk, content, body.invocation_id)
-    return body, row.pk, content
+    return body, row, content
 
 
 def _check_invocation(session_pk: int, content: types.Content, invocation_id: str | None) -> None:
@@ -57,13 +60,11 @@ def _check_invocation(session_pk: int, content: types.Content, invocation_id: st
 
 
 def _queue(
-    request: HttpRequest, body: RunAgentRequest, session_pk: int, content: types.Content | None, streaming: bool
-) -> int | None:
+    request: HttpRequest, body: RunAgentRequest, session: AdkSession, content: types.Content | None, streaming: bool
+) -> tuple[int | None, int | None]:
     """The Turn that carries the message: answers go through the approvals rules (None: they were
-    approvals recorded toward a ticket's quorum, and the agent does not run yet)."""
-    session = selectors.adk_session_get(app_name=body.app_name, user_id=body.user_id, session_id=body.session_id)
-    if session is None or session.pk != session_pk:
-        raise NotFound(f"Session not found: {body.session_id}")
+    approvals recorded toward a ticket's quorum, and the agent does not run yet); and the session
+    revision a follower of that turn starts from (None for a replayed request's older turn)."""
 
     def submit() -> Outcome:
         if content is None:  # the agent runs again on the session's history
@@ -89,33 +90,42 @@ def _queue(
     request.idempotent_replayed = outcome.replayed  # type: ignore[attr-defined]
     if outcome.turn_id is None:
         if outcome.body == []:
-            return None
+            return None, None
         raise NotFound("The turn this Idempotency-Key queued no longer exists (its session was deleted).")
-    return outcome.turn_id
+    return outcome.turn_id, None if outcome.replayed else session.revision
 
 
-async def _start(request: HttpRequest, *, sse: bool) -> tuple[TurnWatch, int | None, bool]:
-    """Validate, join the session's group, queue the turn; returns (watch, turn id, streaming)."""
-    body, session_pk, content = await sync_to_async(_prepare)(request)
+@dataclass
+class Started:
+    watch: TurnWatch
+    turn_id: int | None  # None: an approval held for others, no run
+    revision: int | None  # where the follower starts (watch.follow)
+    streaming: bool
+
+
+async def _start(request: HttpRequest, *, sse: bool) -> Started:
+    """Validate, join the session's group, queue the turn."""
+    body, session, content = await sync_to_async(_prepare)(request)
     streaming = sse and body.streaming  # like ADK, /run ignores "streaming"
-    watch = await TurnWatch(session_pk).start()  # joined before the turn exists: nothing is missed
+    watch = await TurnWatch(session.pk).start()  # joined before the turn exists: nothing is missed
     try:
-        turn_id = await sync_to_async(_queue)(request, body, session_pk, content, streaming)
+        turn_id, revision = await sync_to_async(_queue)(request, body, session, content, streaming)
     except BaseException:
         await watch.stop()
         raise
-    return watch, turn_id, streaming
+    return Started(watch, turn_id, revision, streaming)
 
 
 @api_view("POST")
 async def run(request: HttpRequest) -> HttpResponse:
-    watch, turn_id, _ = await _start(request, sse=False)
+    started = await _start(request, sse=False)
+    watch, turn_id = started.watch, started.turn_id
     events: list[dict] = []
     if turn_id is None:  # an approval held for others: no run, no events
         await watch.stop()
         return JsonResponse(events, safe=False)
     try:
-        async for step in follow(watch, turn_id, partials=False):
+        async for step in follow(watch, turn_id, partials=False, revision=started.revision):
             if step.kind == "event":
                 events.append(step.data)
             elif step.kind == "error":
@@ -135,19 +145,20 @@ def _marked(request: HttpRequest, response: R) -> R:
 
 @api_view("POST")
 async def run_sse(request: HttpRequest) -> HttpResponseBase:
-    watch, turn_id, streaming = await _start(request, sse=True)
-    response = StreamingHttpResponse(_sse(watch, turn_id, partials=streaming), content_type="text/event-stream")
+    started = await _start(request, sse=True)
+    response = StreamingHttpResponse(_sse(started), content_type="text/event-stream")
     response["Cache-Control"] = "no-cache"
     response["X-Accel-Buffering"] = "no"
     return _marked(request, response)
 
 
-async def _sse(watch: TurnWatch, turn_id: int | None, *, partials: bool) -> AsyncIterator[str]:
+async def _sse(started: Started) -> AsyncIterator[str]:
+    watch, turn_id = started.watch, started.turn_id
     if turn_id is None:  # an approval held for others: no run, an empty stream
         await watch.stop()
         return
     try:
-        async for step in follow(watch, turn_id, partials=partials):
+        async for step in follow(watch, turn_id, partials=started.streaming, revision=started.revision):
             payload = step.data if step.kind == "event" else error_frame(step)
             yield f"data: {json.dumps(payload, ensure_ascii=False)}\n\n"
     finally:

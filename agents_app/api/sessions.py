@@ -14,7 +14,7 @@ from adkweb.errors import Conflict, Forbidden, Invalid, NotFound
 from adkweb.roles import is_observer
 
 from .. import agents, selectors, services
-from ..models import Turn
+from ..models import AgentConfig, RemoteApp, Turn
 from ..session_service import DjangoSessionService
 from .render import session_json
 from .schemas import (
@@ -40,8 +40,15 @@ def check_user(request: HttpRequest, user_id: str, *, write: bool) -> None:
 
 
 def check_app(app_name: str) -> None:
-    if app_name not in agents.app_names():
-        raise NotFound(f"App not found: {app_name}")
+    """404 unless the app is one of `agents.app_names()`: asked of that one name (a code-defined
+    app, from the settings, costs no query; the others one indexed lookup each), not of the list."""
+    if app_name in agents.code_agents():
+        return
+    if AgentConfig.objects.filter(name=app_name, enabled=True).exists():
+        return
+    if RemoteApp.objects.filter(name=app_name, enabled=True).exists():
+        return
+    raise NotFound(f"App not found: {app_name}")
 
 
 def session_or_404(app_name: str, user_id: str, session_id: str) -> Any:
@@ -126,12 +133,17 @@ def _update(app_name: str, user_id: str, session_id: str, state_delta: dict[str,
 
 
 def _create(app_name: str, user_id: str, session_id: str | None, state: dict | None, events: Any) -> JsonResponse:
+    """ADK's create (the caller checked the app): the session as the store created it, as ADK's
+    server answers with what its service's create returns (not read back)."""
     if events:
         raise Invalid("Creating a session with initial events is not supported by adkweb.")
+    for label, value in (("user id", user_id), ("session id", session_id or "")):
+        if len(value) > services.ID_MAX_LENGTH:  # PostgreSQL would refuse the row with a DataError
+            raise Invalid(f"The {label} is longer than {services.ID_MAX_LENGTH} characters.")
     try:
-        row = services.session_create(app_name=app_name, user_id=user_id, session_id=session_id, state=state)
-    except agents.AgentNotFound as exc:  # ADK's words for it
-        raise NotFound(f"App not found: {app_name}") from exc
+        session = DjangoSessionService().create_session_sync(
+            app_name=app_name, user_id=user_id, state=state, session_id=session_id
+        )
     except AlreadyExistsError as exc:
         raise Conflict(f"Session already exists: {session_id}") from exc
-    return JsonResponse(session_json(session_or_404(app_name, user_id, row.session_id)))
+    return JsonResponse(session_json(session))

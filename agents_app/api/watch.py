@@ -1,11 +1,18 @@
 """Follow one Turn from a web request: its stored events as the worker stores them, its streaming
 chunks, and its end.
 
-The channel layer is only a wake-up: every `session.event` / `turn.finished` (and, as a safety
-net, every POLL seconds of silence) makes us read the turn's status and then its new stored
-events from the database, which is the truth. Reading the status first means that once it says
-finished, every event of the run is already committed and in that same read. Streaming chunks
-are never stored, so they come from the layer only.
+The database is the truth; the session group's messages carry enough of it that a follower need
+not read it on every wake-up. Each `session.event` carries the session's revision after that event
+(every stored event moves it by exactly one), the event's turn and author and, when small, the
+stored event: the follower takes its turn's events from the messages as long as the revisions run
+without a gap from the revision it started at. A gap (a message lost, or one without those
+fields), a missing event body, `turn.finished` and every POLL seconds of silence make it read the
+truth instead: the session's revision, then the turn's status, then its events after the last one
+it has. Reading the revision first means every event up to it is in that read, and every later
+one still comes as a message; reading the status before the events means that once it says
+finished, every event of the run is in that same read. So the turn's end is always a read (one
+turn's events are never lost to a dropped message), and the events come in stored order.
+Streaming chunks are never stored, so they come from the layer only.
 """
 
 from __future__ import annotations
@@ -89,31 +96,96 @@ class TurnWatch:
             return None
 
 
-def _progress(turn_id: int, after_pk: int) -> tuple[str, str, list[tuple[int, str, dict]]]:
-    status, error = selectors.turn_state(turn_id=turn_id)  # first: see the module docstring
+@dataclass
+class Progress:
+    revision: int  # the session's, read first (-1: the session is gone)
+    status: str
+    error: str
+    rows: list[tuple[int, str, dict]]  # (pk, event id, ADK REST JSON), stored order
+
+
+def _progress(turn_id: int, after_pk: int) -> Progress:
+    # The session's revision and the turn's status in one statement, before the events: see the
+    # module docstring. A turn that is gone went with its session.
+    row = Turn.objects.filter(pk=turn_id).values_list("session__revision", "status", "error").first()
+    revision, status, error = row if row else (-1, *selectors.turn_state(turn_id=turn_id))
     rows = selectors.turn_events(turn_id=turn_id, after_pk=after_pk)
-    return status, error, [(row.pk, row.event_id, event_json(row.data)) for row in rows]
+    return Progress(revision, status, error, [(row.pk, row.event_id, event_json(row.data)) for row in rows])
 
 
-async def follow(watch: TurnWatch, turn_id: int, *, partials: bool) -> AsyncIterator[Step]:
-    """Steps of one turn until it finishes (or fails, or the API's wait runs out)."""
+class _Follower:
+    """Where a follower is: the last event it gave, the revision it has accounted for."""
+
+    def __init__(self, turn_id: int, revision: int | None) -> None:
+        self.turn_id = turn_id
+        self.revision = revision  # None: unknown, read first
+        self.last_pk = 0
+        self.stored_ids: set[str] = set()
+
+    def take(self, message: dict) -> tuple[str, dict | None]:
+        """A `session.event` message: ("skip", None) when it says nothing new for us, ("event",
+        REST JSON) for our turn's next event, ("read", None) when the database must be asked."""
+        revision = message.get("revision")
+        if self.revision is None or not isinstance(revision, int):
+            return "read", None
+        if revision <= self.revision:  # accounted for (by a read, or from before this turn)
+            return "skip", None
+        if revision != self.revision + 1:  # a message was lost (or overtaken): read the truth
+            return "read", None
+        pk = message.get("event_pk")
+        if message.get("turn_id") != self.turn_id or message.get("author") == "user":
+            self.revision = revision
+            return "skip", None
+        if not isinstance(pk, int) or "data" not in message:
+            return "read", None
+        self.revision = revision
+        if pk <= self.last_pk:  # already given by a read
+            return "skip", None
+        self.last_pk = pk
+        self.stored_ids.add(str(message["data"].get("id", "")))
+        return "event", event_json(message["data"])
+
+    def read(self, progress: Progress) -> list[dict]:
+        events = []
+        for pk, event_id, data in progress.rows:
+            if pk > self.last_pk:
+                self.last_pk = pk
+                self.stored_ids.add(event_id)
+                events.append(data)
+        if progress.revision >= 0:
+            self.revision = max(self.revision or 0, progress.revision)
+        return events
+
+
+async def follow(watch: TurnWatch, turn_id: int, *, partials: bool, revision: int | None = None) -> AsyncIterator[Step]:
+    """Steps of one turn until it finishes (or fails, or the API's wait runs out). `revision`: the
+    session's, read after `watch` joined the group and before the turn could store anything (None
+    when unknown, e.g. a replayed request's turn: then the database is read first)."""
     deadline = time.monotonic() + run_timeout()
-    last_pk, stored_ids = 0, set()
-    message: dict | None = {"type": "start"}
+    here = _Follower(turn_id, revision)
+    message: dict | None = None if revision is None else {"type": "start"}
     while True:
-        if message is not None and message.get("type") == "session.partial":
-            if partials and message.get("turn_id") == turn_id and message.get("event_id") not in stored_ids:
-                yield Step("event", message["event"])
-        else:  # a stored event, a turn's end, or silence: read the truth
-            status, error, rows = await sync_to_async(_progress)(turn_id, last_pk)
-            for pk, event_id, data in rows:
-                last_pk = pk
-                stored_ids.add(event_id)
+        read = message is None  # silence (or the start without a revision): read the truth
+        if message is not None:
+            kind = message.get("type")
+            if kind == "session.partial":
+                if partials and message.get("turn_id") == turn_id and message.get("event_id") not in here.stored_ids:
+                    yield Step("event", message["event"])
+            elif kind == "session.event":
+                what, data = here.take(message)
+                if what == "event":
+                    yield Step("event", data)
+                read = what == "read"
+            elif kind == "turn.finished":
+                read = message.get("turn_id") == turn_id  # its end is always read from the database
+        if read:
+            progress = await sync_to_async(_progress)(turn_id, here.last_pk)
+            for data in here.read(progress):
                 yield Step("event", data)
-            if status == Turn.Status.FAILED:
-                yield Step("error", error or "The agent run failed.")
+            if progress.status == Turn.Status.FAILED:
+                yield Step("error", progress.error or "The agent run failed.")
                 return
-            if status == Turn.Status.DONE:
+            if progress.status == Turn.Status.DONE:
                 return
         remaining = deadline - time.monotonic()
         if remaining <= 0:

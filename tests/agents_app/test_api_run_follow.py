@@ -1,0 +1,123 @@
+"""`/run` and `/run_sse` follow their turn from the session group's messages (agents_app.api.watch):
+the stored events travel in the messages, and the database is read at the turn's end, on a gap
+in the session's revisions, and on silence. A lost message never loses an event nor reorders
+them: each run returns exactly the events its turn stored, in stored order."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import pytest
+
+from adkweb.channel_layers import ThreadSafeInMemoryChannelLayer
+from agents_app import selectors
+from agents_app.api import watch
+from agents_app.api.render import event_json
+from agents_app.models import AdkSession, Turn
+from tests.live_server import function_response_message, long_running_call, text_message
+
+pytest_plugins = ["tests.conftest_live"]
+
+APP = "reimbursement_agent"
+
+
+def stored(session_id: str) -> list[list[dict[str, Any]]]:
+    """Per turn of the session, oldest first: the events its run stored, as ADK's REST JSON."""
+    session = AdkSession.objects.get(session_id=session_id)
+    turns = Turn.objects.filter(session=session).order_by("id")
+    return [[event_json(e.data) for e in selectors.turn_events(turn_id=t.pk)] for t in turns]
+
+
+def lose(monkeypatch: pytest.MonkeyPatch, which: Any) -> list[dict]:
+    """Drop the API followers' group messages (`session-<pk>`) that `which(message, nth)` picks;
+    nth counts the session.event messages of agent events per turn. Returns what was dropped."""
+    original = ThreadSafeInMemoryChannelLayer.group_send
+    counts: Counter[Any] = Counter()
+    dropped: list[dict] = []
+
+    async def group_send(self: Any, group: str, message: dict) -> None:
+        if group.startswith("session-") and "." not in group:
+            nth = 0
+            if message.get("type") == "session.event" and message.get("author") != "user":
+                counts[message.get("turn_id")] += 1
+                nth = counts[message.get("turn_id")]
+            if which(message, nth):
+                dropped.append(message)
+                return
+        await original(self, group, message)
+
+    monkeypatch.setattr(ThreadSafeInMemoryChannelLayer, "group_send", group_send)
+    return dropped
+
+
+def seed_loop(client: Any, *, sse: bool) -> tuple[str, list[list[dict[str, Any]]]]:
+    """The seed's two runs (message → ticket, approval → reimburse); what each returned."""
+    session = client.create_session(APP)
+
+    def send(message: dict[str, Any]) -> list[dict[str, Any]]:
+        if sse:
+            return client.run_sse(APP, session["id"], message)
+        r = client.run(APP, session["id"], message)
+        assert r.status_code == 200, r.text
+        return r.json()
+
+    first = send(text_message("Please reimburse 200$ for meals"))
+    call = long_running_call(first)
+    second = send(function_response_message(call["id"], call["name"], {"status": "approved"}))
+    return session["id"], [first, second]
+
+
+LOSSES = {
+    "a middle event": lambda m, nth: nth == 2,
+    "the first event": lambda m, nth: nth == 1,
+    "every event": lambda m, nth: m.get("type") == "session.event",
+    "every event and the end": lambda m, nth: m.get("type") in {"session.event", "turn.finished"},
+    "the events' bodies": lambda m, nth: m.pop("data", None) is not None and False,  # sent without `data`
+}
+
+
+@pytest.mark.parametrize("sse", [False, True], ids=["run", "run_sse"])
+@pytest.mark.parametrize("loss", list(LOSSES))
+def test_a_lost_message_loses_no_event(demo, worker, adk_client, monkeypatch, settings, loss, sse):
+    settings.ADKWEB_API_POLL_SECONDS = 0.2  # silence: the follower reads the database this often
+    dropped = lose(monkeypatch, LOSSES[loss])
+    session_id, returned = seed_loop(adk_client(demo["approver"]), sse=sse)
+    truth = stored(session_id)
+    assert [len(t) for t in truth] == [len(r) for r in returned] and all(truth)
+    assert returned == truth  # every event, once, in stored order
+    if loss != "the events' bodies":
+        assert dropped
+
+
+def test_a_run_reads_the_database_once_when_no_message_is_lost(demo, worker, adk_client, monkeypatch):
+    """The events come from the messages; the turn's end is read (its status, and any event a lost
+    message would have carried): one read per run, not one per wake-up."""
+    reads: list[int] = []
+    original = watch._progress
+
+    def counted(turn_id: int, after_pk: int) -> watch.Progress:
+        progress = original(turn_id, after_pk)
+        reads.append(len(progress.rows))
+        return progress
+
+    monkeypatch.setattr(watch, "_progress", counted)
+    session_id, returned = seed_loop(adk_client(demo["approver"]), sse=False)
+    assert returned == stored(session_id)
+    assert reads == [0, 0]  # one read per run, at its end, finding nothing the messages did not bring
+
+
+def test_follower_takes_only_contiguous_revisions():
+    """A message whose revision does not follow the last one accounted for asks for a read."""
+    here = watch._Follower(turn_id=7, revision=10)
+    data = {"id": "e1", "invocation_id": "i", "author": "agent", "timestamp": 1.0}
+    ours = {"type": "session.event", "turn_id": 7, "author": "agent", "data": data}
+    assert here.take({**ours, "revision": 12, "event_pk": 3}) == ("read", None)  # 11 was lost
+    assert here.take({**ours, "revision": 10, "event_pk": 1}) == ("skip", None)  # before this turn
+    assert here.take({**ours, "revision": 11, "turn_id": 8, "event_pk": 2})[0] == "skip"  # another turn's
+    what, event = here.take({**ours, "revision": 12, "event_pk": 3})
+    assert what == "event" and event is not None and event["id"] == "e1"
+    assert here.take({**ours, "revision": 13, "event_pk": 4})[0] == "event"
+    body_missing = {k: v for k, v in ours.items() if k != "data"}
+    assert here.take({**body_missing, "revision": 14, "event_pk": 5}) == ("read", None)
+    assert here.take({"type": "session.event", "event_pk": 5}) == ("read", None)  # an old publisher's
