@@ -9,9 +9,11 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.forms import Form
 from django.http import Http404, HttpRequest, HttpResponse
+from django.middleware.csrf import get_token
 from django.shortcuts import redirect, render
 from django.template.loader import render_to_string
 from django.urls import reverse
+from django.utils.functional import SimpleLazyObject
 from django.views.decorators.http import require_GET, require_POST
 
 from adkweb.errors import Invalid, Refused
@@ -76,7 +78,9 @@ def ticket_context(
         "refusal": refusal,
         "grantable": grants.grant_refusal(ticket) is None,
         "can_answer": answerable,
-        "activity": conversations.session_status(session_pk=ticket.session_id),
+        # Lazy (SimpleLazyObject): asked only by what renders them (the page, the ticket socket), not
+        # by the panel an action answers with.
+        "activity": SimpleLazyObject(lambda: conversations.session_status(session_pk=ticket.session_id)),
         "approve_ok": forms.fits_schema(ticket, services.approve_payload(ticket)),
         "reject_ok": forms.fits_schema(ticket, services.reject_payload(ticket, "reason")),
         "update_ok": not confirmation,
@@ -85,7 +89,7 @@ def ticket_context(
         "assigned_to_me": ticket.assigned_to_id == getattr(user, "pk", None),
         "viewer": user,  # the consumer renders partials without a request
         # Its conversation holds no ticket hidden from this person (else it is not shown here either).
-        "conversation_visible": conversations.session_visible(user, ticket.session),
+        "conversation_visible": SimpleLazyObject(lambda: conversations.session_visible(user, ticket.session)),
     }
     if answerable:
         seen = {"args_hash": ticket.args_hash}
@@ -189,15 +193,15 @@ def ticket_act(request: HtmxHttpRequest, ticket_id: int, action: str) -> HttpRes
         return _ticket_reply(request, ticket, status=exc.status, error=f"{exc} Nothing was sent.", bound={action: form})
     except Refused as exc:
         return _ticket_reply(request, ticket, status=exc.status, error=str(exc))
+    ticket = selectors.ticket_get(ticket_id=ticket.pk) or ticket  # as the decision left it (read once)
     notice = _done_notice(ticket, done)
     if not request.htmx:
         messages.success(request, notice)
         return redirect(reverse("approvals:ticket", args=[ticket.pk]))
-    return _ticket_reply(request, ticket, status=200, notice=notice)
+    return _ticket_reply(request, ticket, status=200, notice=notice, fresh=True)
 
 
 def _done_notice(ticket: PendingCall, done: str) -> str:
-    ticket = selectors.ticket_get(ticket_id=ticket.pk) or ticket
     if ticket.is_open and done == "Approved":
         count = len(selectors.ticket_approvals(ticket=ticket))
         return (
@@ -225,13 +229,24 @@ def ticket_assign(request: HtmxHttpRequest, ticket_id: int) -> HttpResponse:
 
 
 def _ticket_reply(
-    request: HtmxHttpRequest, ticket: PendingCall, *, status: int, bound: dict | None = None, **extra: Any
+    request: HtmxHttpRequest,
+    ticket: PendingCall,
+    *,
+    status: int,
+    bound: dict | None = None,
+    fresh: bool = False,
+    **extra: Any,
 ) -> HttpResponse:
-    ticket = selectors.ticket_get(ticket_id=ticket.pk) or ticket
+    if not fresh:
+        ticket = selectors.ticket_get(ticket_id=ticket.pk) or ticket
     ctx = ticket_context(ticket, request.user, bound, **extra)
     if request.htmx:  # the panel, and the arguments out of band (an approval may have edited them)
-        args = render_to_string("approvals/ticket.html#args", {**ctx, "oob": True}, request=request)
-        return HttpResponse(render_to_string("approvals/ticket.html#panel", ctx, request=request) + args, status=status)
+        # Rendered from the context alone, as the ticket socket renders them: the partials show
+        # nothing of the page's context processors (the nav's open-ticket count, saved views), so
+        # they are not computed; the forms' CSRF token is the one thing the request gives.
+        ctx.update(csrf_token=get_token(request), request=request)
+        args = render_to_string("approvals/ticket.html#args", {**ctx, "oob": True})
+        return HttpResponse(render_to_string("approvals/ticket.html#panel", ctx) + args, status=status)
     ctx["last_event_pk"] = conversations.last_event_pk(session_pk=ticket.session_id)
     ctx["timeline"] = selectors.ticket_timeline(ticket=ticket) if ctx["conversation_visible"] else []
     return render(request, "approvals/ticket.html", ctx, status=status)

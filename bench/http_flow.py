@@ -74,6 +74,7 @@ class Target:
     headers: dict[str, str] = field(default_factory=dict)
     ms: dict[str, list[float]] = field(default_factory=lambda: {s: [] for s in STEPS})
     cpu_s: float = 0.0  # server CPU seconds spent during the timed rounds
+    cpu_by: dict[str, float] = field(default_factory=dict)  # the same per server process (web, worker)
     client: Any = None
 
 
@@ -157,10 +158,6 @@ def flow(t: Target, record: bool) -> None:
             t.ms[step].append(ms * 1000)
 
 
-def server_cpu(t: Target) -> float:
-    return sum(cpu_seconds(s.pid) for s in t.servers)
-
-
 def report(targets: list[Target], rounds: int) -> None:
     width = max(len(LABELS[t.key]) for t in targets) + 2
     head = "".join(f"{s + ' p50':>19}" for s in STEPS[:3]) + f"{'flow p50':>10}{'flow p95':>10}{'CPU/flow':>10}"
@@ -171,6 +168,13 @@ def report(targets: list[Target], rounds: int) -> None:
         cpu = t.cpu_s * 1000 / max(len(flow_ms), 1)
         print(f"{LABELS[t.key]:<{width}}{cells}{pct(flow_ms, 0.5):>10.1f}{pct(flow_ms, 0.95):>10.1f}{cpu:>7.0f} ms")
     print(f"({rounds} rounds, ms per step; CPU/flow: CPU time of the server processes (incl. workers) per flow)")
+    split = []
+    for t in targets:
+        if len(t.cpu_by) > 1:
+            per = {name: sec * 1000 / max(len(t.ms["flow"]), 1) for name, sec in t.cpu_by.items()}
+            split.append(f"{t.key}: " + " + ".join(f"{name} {ms:.0f}" for name, ms in per.items()))
+    if split:
+        print("CPU/flow by process (ms): " + ";  ".join(split))
     by = {t.key: t for t in targets}
     pairs = [("web-services", "adk-pg", "1.0x (stretch 0.6x)"), ("web-embedded", "adk-sqlite", "1.0x")]
     pairs += [(f"{k}@base", b, t) for k, b, t in pairs] + [(k, f"{k}@base", "-") for k, _, _ in pairs]
@@ -231,9 +235,12 @@ def main() -> None:
             for i in range(args.rounds):
                 order = targets[i % len(targets) :] + targets[: i % len(targets)]
                 for t in order:
-                    before = server_cpu(t)
+                    before = {s.name: cpu_seconds(s.pid) for s in t.servers}
                     flow(t, record=True)
-                    t.cpu_s += server_cpu(t) - before
+                    for s in t.servers:
+                        spent = cpu_seconds(s.pid) - before[s.name]
+                        t.cpu_s += spent
+                        t.cpu_by[s.name] = t.cpu_by.get(s.name, 0.0) + spent
             print(
                 f"seed flow: create session; /run {TEXT!r} -> ticket; /run approved FunctionResponse -> reimburse; "
                 f"agent {APP} (offline demo model)"
