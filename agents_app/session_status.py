@@ -102,8 +102,20 @@ def _turn_saved(sender: Any, instance: Any, created: bool, update_fields: Any = 
         return
     if not created and before == instance.status:
         return
-    session_status_sync(instance.session_id)
+    if created and _active(instance.status):
+        _now_running(instance.session_id)
+    else:
+        session_status_sync(instance.session_id)
     instance._loaded_status = instance.status
+
+
+def _now_running(session_pk: int) -> None:
+    """A new queued (or running) turn: the session is running whatever else it has, so one UPDATE
+    instead of lock, compute and write. It writes even when the status is already running: the
+    write takes the row lock the recompute would take, so a recompute by another transaction (a
+    turn finishing) waits for this one and then sees this turn committed."""
+    AdkSession, _, _ = _models()
+    AdkSession.objects.filter(pk=session_pk).update(status="running")
 
 
 def _ticket_saved(sender: Any, instance: Any, created: bool, update_fields: Any = None, **kw: Any) -> None:

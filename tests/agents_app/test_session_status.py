@@ -159,3 +159,21 @@ def test_turn_create_queues_with_content(demo):
     content = types.Content(role="user", parts=[types.Part(text="hi")])
     services.turn_create(session=session, content=content)
     assert stored(session) == "running"
+
+
+def test_a_new_turn_makes_its_session_running_in_one_statement(demo):
+    """A queued turn makes a session running whatever else it has: the save writes the status in
+    one UPDATE (which takes the row lock a recompute takes), no lock-compute-write round."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    session = session_for()
+    ticket(session=session)
+    assert stored(session) == "waiting"
+    with CaptureQueriesContext(connection) as queries:
+        services.message_send(session=session, text="more", actor=None)
+    touching = [q["sql"] for q in queries.captured_queries if "agents_app_adksession" in q["sql"]]
+    assert len(touching) == 1 and touching[0].startswith("UPDATE"), touching
+    assert stored(session) == "running"
+    run_turn(session)
+    assert stored(session) == "waiting"
