@@ -348,13 +348,19 @@ async def resume(args: argparse.Namespace, base: str, ws: str, cookies: dict[str
         if i == 0 or got is None:
             continue  # the first is a warm-up
 
-        def stages(session_pk: int = session_pk, ticket_pk: int = ticket_pk) -> tuple[float, float, float]:
+        def stages(session_pk: int = session_pk, ticket_pk: int = ticket_pk) -> tuple[float, float, float] | None:
             turn = Response.objects.select_related("turn").get(pending_call_id=ticket_pk, final=True).turn
             first = StoredEvent.objects.filter(session_id=session_pk, turn=turn).order_by("id").first()
             t: Turn = turn
+            if t.started_at is None or first is None:  # the frame came before these were read back
+                return None
             return t.created_at.timestamp(), t.started_at.timestamp(), first.timestamp
 
-        created, started, first_event = await sync_to_async(stages)()
+        found = await sync_to_async(stages)()
+        if found is None:
+            print("  (a sample without its turn's start or first event: skipped)")
+            continue
+        created, started, first_event = found
         rows.append(
             {
                 "POST answered": (posted - sent) * 1000,
