@@ -93,6 +93,17 @@ def groups_watched(groups: list[str]) -> set[str]:
         return set(groups)
 
 
+async def agroups_watched(groups: list[str]) -> set[str]:
+    """groups_watched from async code (no thread hop)."""
+    try:
+        layer = get_channel_layer()
+        if layer is None:
+            return set()
+        return await _awatched(layer, groups)
+    except Exception:
+        return set(groups)
+
+
 async def _awatched(layer: Any, groups: list[str]) -> set[str]:
     if hasattr(layer, "_group_key") and hasattr(layer, "consistent_hash"):  # channels_redis
         counts = await asyncio.gather(

@@ -10,7 +10,9 @@ import json
 import logging
 from typing import Any, Literal, TypedDict
 
-from adkweb.live import agroup_send, batched, group_send
+from asgiref.sync import sync_to_async
+
+from adkweb.live import agroup_send, agroups_watched, batched, group_send
 
 logger = logging.getLogger(__name__)
 
@@ -87,13 +89,19 @@ def notify_session_event(
 ) -> None:
     """A stored event: every open page of that conversation appends it; API followers of its turn
     take it from the message (`revision`, `turn_id`, `author`, `data`) when it carries them."""
+    group_send(session_group(session_pk), _event_message(session_pk, event_pk, revision, turn_id, author, data))
+    _quietly("publish_event", session_pk=session_pk, event_pk=event_pk)
+
+
+def _event_message(
+    session_pk: int, event_pk: int, revision: int | None, turn_id: int | None, author: str, data: dict | None
+) -> SessionEventMessage:
     message = SessionEventMessage(type="session.event", session_pk=session_pk, event_pk=event_pk)
     if revision is not None:
         message["revision"], message["turn_id"], message["author"] = revision, turn_id, author
         if data is not None and turn_id is not None and author != "user" and _small(data):
             message["data"] = data
-    group_send(session_group(session_pk), message)
-    _quietly("publish_event", session_pk=session_pk, event_pk=event_pk)
+    return message
 
 
 def _small(data: dict) -> bool:
@@ -101,6 +109,25 @@ def _small(data: dict) -> bool:
         return len(json.dumps(data, ensure_ascii=False)) <= EVENT_DATA_MAX
     except (TypeError, ValueError):
         return False
+
+
+async def anotify_session_event(
+    *,
+    session_pk: int,
+    event_pk: int,
+    revision: int | None = None,
+    turn_id: int | None = None,
+    author: str = "",
+    data: dict | None = None,
+) -> None:
+    """notify_session_event from async code, once the event is committed (the session store's
+    appends): the message leaves from the event loop, and the thread hop to render the fragments
+    (agents_app.fanout.publish_event) happens only when a page of the conversation is open."""
+    await agroup_send(session_group(session_pk), _event_message(session_pk, event_pk, revision, turn_id, author, data))
+    if _fanout is None:
+        return
+    if await agroups_watched([_fanout.audience_group(session_pk, a) for a in _fanout.AUDIENCES]):
+        await sync_to_async(_quietly)("publish_event", session_pk=session_pk, event_pk=event_pk)
 
 
 def _quietly(publish: str, **kwargs: Any) -> None:

@@ -1,39 +1,52 @@
 """DjangoSessionService: ADK's BaseSessionService on Django models.
 
-Each transaction lives in a sync function run through `sync_to_async` (Django's async ORM has no
-transactions). Events are stored as `Event.model_dump(mode="json", exclude_none=True)` and read
-back with `Event.model_validate`, so every field ADK has survives the round trip.
+Each operation is one sync function run through one `sync_to_async` (Django's async ORM has no
+transactions). Events are stored as `Event.model_dump_json(exclude_none=True)` and read back with
+`Event.model_validate(_json)`, so every field ADK has survives the round trip.
+
+On PostgreSQL each operation is one statement (agents_app.session_sql): an append is one round trip
+unless an event hook wants the event (approvals: a long-running call or a tool's response), and
+then that statement and the hooks share one transaction. On SQLite (embedded mode), and whenever
+the one statement finds something wrong (a stale copy, a lost lease, a deleted session), the ORM
+path below locks the row, checks it all and says which check failed.
 """
 
 from __future__ import annotations
 
 import contextvars
+import json
 import time
 import uuid
 from collections.abc import Callable
+from contextlib import nullcontext
 from typing import Any
 
 from asgiref.sync import sync_to_async
-from django.db import IntegrityError, connection, transaction
+from django.db import connection, transaction
 from django.utils import timezone
-from google.adk.errors._stale_session_error import StaleSessionError
 from google.adk.errors.already_exists_error import AlreadyExistsError
-from google.adk.errors.session_not_found_error import SessionNotFoundError
 from google.adk.events.event import Event
-from google.adk.sessions import _session_util
 from google.adk.sessions.base_session_service import (
     BaseSessionService,
     GetSessionConfig,
     ListSessionsResponse,
 )
 from google.adk.sessions.session import Session
-from google.adk.sessions.state import State
 
 from adkweb.errors import Conflict, NotFound
 
-from .events import notify_session_event, notify_session_status
-from .leases import Lease, LeaseLost, current_lease
-from .models import AdkSession, AppState, StoredEvent, Turn, UserState
+from . import session_orm, session_sql
+from .event_json import (  # noqa: F401  (the store's serialisation, imported from here by the API, pages, benches)
+    event_from_json,
+    event_interrupt_ids,
+    event_json_text,
+    event_response_ids,
+    event_to_json,
+)
+from .events import EVENT_DATA_MAX, anotify_session_event, notify_session_event, notify_session_status
+from .leases import Lease, current_lease
+from .models import AdkSession, StoredEvent, Turn
+from .session_orm import STALE_MESSAGE, NewEvent, merge, split_state  # noqa: F401  (STALE_MESSAGE: tests)
 from .session_status import session_status_sync
 
 # The Turn whose run is storing events (set by the turn runner), recorded on each event row.
@@ -48,116 +61,40 @@ current_turn_invocations: contextvars.ContextVar[set[str] | None] = contextvars.
 # open tickets for new interrupts atomically with the event that raised them.
 EventHook = Callable[[AdkSession, StoredEvent, Event], None]
 _event_hooks: list[EventHook] = []
+# A hook's filter says, cheaply and from the event alone, whether the hook has anything to do with
+# it: an event no hook wants is stored in one statement, without a transaction around hooks.
+_hook_filters: dict[EventHook, Callable[[Event], bool]] = {}
 
 
-def register_event_hook(hook: EventHook) -> None:
+def register_event_hook(hook: EventHook, wants: Callable[[Event], bool] | None = None) -> None:
     if hook not in _event_hooks:
         _event_hooks.append(hook)
+    if wants is not None:
+        _hook_filters[hook] = wants
 
 
-STALE_MESSAGE = "The session in storage has changed since this copy was read (stale session). Reload it and retry."
+def _hooks_for(event: Event) -> list[EventHook]:
+    return [hook for hook in _event_hooks if (wants := _hook_filters.get(hook)) is None or wants(event)]
 
 
-def _split_state(state: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    return _session_util.extract_json_safe_state_delta(state or {})
-
-
-def _merge(app: dict[str, Any], user: dict[str, Any], session: dict[str, Any]) -> dict[str, Any]:
-    merged = dict(session)
-    merged.update({State.APP_PREFIX + k: v for k, v in app.items()})
-    merged.update({State.USER_PREFIX + k: v for k, v in user.items()})
-    return merged
-
-
-def event_to_json(event: Event) -> dict[str, Any]:
-    return event.model_dump(mode="json", exclude_none=True)
-
-
-def _without_nul(value: Any) -> Any:
-    """PostgreSQL's jsonb cannot hold U+0000: store it as U+FFFD (the only lossy character)."""
-    if isinstance(value, str):
-        return value.replace("\x00", "\ufffd")
-    if isinstance(value, dict):
-        return {_without_nul(k): _without_nul(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_without_nul(v) for v in value]
-    return value
-
-
-def event_from_json(data: dict[str, Any]) -> Event:
-    return Event.model_validate(data)
-
-
-def event_interrupt_ids(event: Event) -> list[str]:
-    ids = set(event.long_running_tool_ids or ())
-    return sorted(fc.id for fc in event.get_function_calls() if fc.id in ids)
-
-
-def event_response_ids(event: Event) -> list[str]:
-    return sorted(fr.id for fr in event.get_function_responses() if fr.id)
-
-
-def _app_state(app_name: str) -> dict[str, Any]:
-    row = AppState.objects.filter(app_name=app_name).values_list("state", flat=True).first()
-    return row or {}
-
-
-def _user_state(app_name: str, user_id: str) -> dict[str, Any]:
-    row = UserState.objects.filter(app_name=app_name, user_id=user_id).values_list("state", flat=True).first()
-    return row or {}
-
-
-def _upsert_app_state(app_name: str, delta: dict[str, Any], ts: float) -> None:
-    row, _ = AppState.objects.select_for_update().get_or_create(app_name=app_name)
-    row.state = {**row.state, **delta}
-    row.update_time = ts
-    row.save()
-
-
-def _upsert_user_state(app_name: str, user_id: str, delta: dict[str, Any], ts: float) -> None:
-    row, _ = UserState.objects.select_for_update().get_or_create(app_name=app_name, user_id=user_id)
-    row.state = {**row.state, **delta}
-    row.update_time = ts
-    row.save()
-
-
-def _to_session(row: AdkSession, state: dict[str, Any], events: list[Event]) -> Session:
+def _to_session(
+    app_name: str,
+    user_id: str,
+    session_id: str,
+    state: dict[str, Any],
+    events: list[Event],
+    update_time: float,
+    revision: int,
+) -> Session:
     session = Session(
-        app_name=row.app_name,
-        user_id=row.user_id,
-        id=row.session_id,
-        state=state,
-        events=events,
-        last_update_time=row.update_time,
+        app_name=app_name, user_id=user_id, id=session_id, state=state, events=events, last_update_time=update_time
     )
-    session._storage_update_marker = str(row.revision)
+    session._storage_update_marker = str(revision)
     return session
 
 
-def _claim_revision(session: Session, ts: float, lease: Lease | None) -> AdkSession | None:
-    """The common append in one statement: bump the revision of this copy's session row (which
-    locks it until commit), move its update time and renew the lease, only if the copy is current
-    and the lease is ours; the row as it is now, or None when that did not hold (the caller then
-    locks and checks the row to say why) or this copy has no revision to compare."""
-    marker = session._storage_update_marker
-    if marker is None or not marker.isdigit():
-        return None
-    quote = connection.ops.quote_name
-    sets = [
-        f"{quote('revision')} = {quote('revision')} + 1",
-        f"{quote('update_time')} = CASE WHEN {quote('update_time')} > %s THEN {quote('update_time')} ELSE %s END",
-    ]
-    params: list[Any] = [ts, ts]
-    where = [f"{quote(c)} = %s" for c in ("app_name", "user_id", "session_id", "revision")]
-    where_params: list[Any] = [session.app_name, session.user_id, session.id, int(marker)]
-    if lease is not None:
-        sets.append(f"{quote('lease_expires_at')} = %s")
-        params.append(connection.ops.adapt_datetimefield_value(lease.expiry()))
-        where.append(f"{quote('lease_owner')} = %s")
-        where_params.append(lease.owner)
-    sql = f"UPDATE {quote(AdkSession._meta.db_table)} SET {', '.join(sets)} WHERE {' AND '.join(where)} RETURNING *"
-    rows = list(AdkSession.objects.raw(sql, params + where_params))
-    return rows[0] if rows else None
+def _on_postgresql() -> bool:
+    return connection.vendor == "postgresql"
 
 
 class DjangoSessionService(BaseSessionService):
@@ -176,33 +113,21 @@ class DjangoSessionService(BaseSessionService):
         )
 
     # Sync twins of the async contract, for Django code that is not async (views, services, the API).
-    @transaction.atomic
     def create_session_sync(
         self, *, app_name: str, user_id: str, state: dict[str, Any] | None = None, session_id: str | None = None
     ) -> Session:
         session_id = (session_id or "").strip() or str(uuid.uuid4())
-        if AdkSession.objects.filter(app_name=app_name, user_id=user_id, session_id=session_id).exists():
-            raise AlreadyExistsError(f"Session with id {session_id} already exists.")
-        deltas = _split_state(state or {})
+        deltas = split_state(state or {})
         now = time.time()
-        if deltas["app"]:
-            _upsert_app_state(app_name, deltas["app"], now)
-        if deltas["user"]:
-            _upsert_user_state(app_name, user_id, deltas["user"], now)
-        try:
-            with transaction.atomic():
-                row = AdkSession.objects.create(
-                    app_name=app_name,
-                    user_id=user_id,
-                    session_id=session_id,
-                    state=deltas["session"],
-                    create_time=now,
-                    update_time=now,
-                )
-        except IntegrityError as exc:
-            raise AlreadyExistsError(f"Session with id {session_id} already exists.") from exc
-        merged = _merge(_app_state(app_name), _user_state(app_name, user_id), row.state)
-        return _to_session(row, merged, [])
+        if _on_postgresql():
+            made = session_sql.create(app_name=app_name, user_id=user_id, session_id=session_id, deltas=deltas, now=now)
+            if made is None:
+                raise AlreadyExistsError(f"Session with id {session_id} already exists.")
+            revision, app_state, user_state = made
+        else:
+            revision, app_state, user_state = session_orm.create(app_name, user_id, session_id, deltas, now)
+        merged = merge(app_state, user_state, deltas["session"])
+        return _to_session(app_name, user_id, session_id, merged, [], now, revision)
 
     async def get_session(
         self,
@@ -219,38 +144,46 @@ class DjangoSessionService(BaseSessionService):
     def get_session_sync(
         self, *, app_name: str, user_id: str, session_id: str, config: GetSessionConfig | None = None
     ) -> Session | None:
+        with_events = not (config and config.num_recent_events == 0)
+        after = config.after_timestamp if config else None
+        limit = config.num_recent_events if config else None
+        if _on_postgresql():
+            # Append order (row id), as the runner and InMemorySessionService see it: ADK appends some
+            # events out of timestamp order (a confirmation request before the older placeholder response).
+            loaded = session_sql.get(
+                app_name=app_name, user_id=user_id, session_id=session_id, events=with_events, after=after, limit=limit
+            )
+            if loaded is None:
+                return None
+            events = [Event.model_validate_json(text) for text in loaded.events]
+            merged = merge(loaded.app_state, loaded.user_state, loaded.state)
+            return _to_session(app_name, user_id, session_id, merged, events, loaded.update_time, loaded.revision)
         row = AdkSession.objects.filter(app_name=app_name, user_id=user_id, session_id=session_id).first()
         if row is None:
             return None
-        events: list[Event] = []
-        if not (config and config.num_recent_events == 0):
+        events = []
+        if with_events:
             qs = StoredEvent.objects.filter(session=row)
-            if config and config.after_timestamp is not None:
-                qs = qs.filter(timestamp__gte=config.after_timestamp)
-            # Append order (row id), as the runner and InMemorySessionService see it: ADK appends some
-            # events out of timestamp order (a confirmation request before the older placeholder response).
+            if after is not None:
+                qs = qs.filter(timestamp__gte=after)
             qs = qs.order_by("-id")
-            if config and config.num_recent_events is not None:
-                qs = qs[: config.num_recent_events]
+            if limit is not None:
+                qs = qs[:limit]
             events = [event_from_json(data) for data in reversed(list(qs.values_list("data", flat=True)))]
-        merged = _merge(_app_state(app_name), _user_state(app_name, user_id), row.state)
-        return _to_session(row, merged, events)
+        merged = merge(session_orm.app_state(app_name), session_orm.user_state(app_name, user_id), row.state)
+        return _to_session(app_name, user_id, session_id, merged, events, row.update_time, row.revision)
 
     async def list_sessions(self, *, app_name: str, user_id: str | None = None) -> ListSessionsResponse:
         return await sync_to_async(self.list_sessions_sync)(app_name=app_name, user_id=user_id)
 
     def list_sessions_sync(self, *, app_name: str, user_id: str | None = None) -> ListSessionsResponse:
-        rows = AdkSession.objects.filter(app_name=app_name)
-        if user_id is not None:
-            rows = rows.filter(user_id=user_id)
-        rows = rows.order_by("update_time", "user_id", "session_id")
-        app_state = _app_state(app_name)
-        users = UserState.objects.filter(app_name=app_name)
-        if user_id is not None:
-            users = users.filter(user_id=user_id)
-        user_states = dict(users.values_list("user_id", "state"))
         return ListSessionsResponse(
-            sessions=[_to_session(r, _merge(app_state, user_states.get(r.user_id, {}), r.state), []) for r in rows]
+            sessions=[
+                _to_session(app_name, user, sid, merge(app_state, user_state, state), [], update_time, revision)
+                for user, sid, update_time, revision, state, app_state, user_state in session_sql.listed(
+                    app_name=app_name, user_id=user_id
+                )
+            ]
         )
 
     async def delete_session(self, *, app_name: str, user_id: str, session_id: str) -> None:
@@ -258,12 +191,20 @@ class DjangoSessionService(BaseSessionService):
 
     def delete_session_sync(self, *, app_name: str, user_id: str, session_id: str, actor: Any = None) -> None:
         """ADK's delete: the session is archived (gone from every read here), never erased."""
+        if _on_postgresql():
+            by = _username(actor)
+            archived = session_sql.archive_quiet(
+                app_name=app_name, user_id=user_id, session_id=session_id, at=timezone.now(), by=by
+            )
+            if archived is not None:  # nothing owed in it: archived in one statement
+                transaction.on_commit(lambda: _notify_archived(archived), robust=True)
+                return
         row = AdkSession.objects.filter(app_name=app_name, user_id=user_id, session_id=session_id).first()
         if row is not None:
             session_archive(session=row, actor=actor)
 
     async def get_user_state(self, *, app_name: str, user_id: str) -> dict[str, Any]:
-        return await sync_to_async(_user_state)(app_name, user_id)
+        return await sync_to_async(session_orm.user_state)(app_name, user_id)
 
     async def append_event(self, session: Session, event: Event) -> Event:
         if event.partial:
@@ -271,83 +212,82 @@ class DjangoSessionService(BaseSessionService):
         self._apply_temp_state(session, event)
         event = self._trim_temp_delta_state(event)
         turn_id = current_turn_id.get()
-        await sync_to_async(self._store_event)(session, event, turn_id, current_lease.get())
+        committed = await sync_to_async(self._store_event)(
+            session, event, turn_id, current_lease.get(), publish_committed=False
+        )
+        if committed is not None:  # published from here: no thread hop unless a page watches
+            await anotify_session_event(**committed)
         return self._commit_event_to_session(session, event)
 
-    @transaction.atomic
-    def _store_event(self, session: Session, event: Event, turn_id: int | None, lease: Lease | None = None) -> None:
-        ts = event.timestamp
-        deltas = _split_state(event.actions.state_delta) if event.actions and event.actions.state_delta else None
-        fast = None if deltas and deltas["session"] else _claim_revision(session, ts, lease)
-        # A session-state change, or the one statement found something wrong: lock, check it all.
-        row = fast if fast is not None else self._locked_row(session, lease)
-        if deltas:
-            if deltas["app"]:
-                _upsert_app_state(session.app_name, deltas["app"], ts)
-            if deltas["user"]:
-                _upsert_user_state(session.app_name, session.user_id, deltas["user"], ts)
-        stored = StoredEvent.objects.create(
-            session=row,
-            event_id=event.id,
-            invocation_id=event.invocation_id or "",
-            author=event.author or "",
-            timestamp=ts,
-            data=_without_nul(event_to_json(event)),
-            interrupt_ids=event_interrupt_ids(event),
-            response_ids=event_response_ids(event),
-            turn_id=turn_id,
-        )
-        recorded = current_turn_invocations.get()
-        if turn_id is not None and event.invocation_id and (recorded is None or event.invocation_id not in recorded):
-            # The turn's invocation, recorded with its first event: a crashed run is resumed, not re-run.
-            Turn.objects.filter(pk=turn_id, invocation_id="").update(invocation_id=event.invocation_id)
-            if recorded is not None:
-                invocation_id = event.invocation_id
-                transaction.on_commit(lambda: recorded.add(invocation_id))
-        if fast is None:
-            if deltas and deltas["session"]:
-                row.state = {**row.state, **deltas["session"]}
-            row.revision += 1
-            row.update_time = max(row.update_time, ts)
-            row.save(update_fields=["state", "revision", "update_time", "lease_expires_at"])
-        for hook in _event_hooks:
-            hook(row, stored, event)
-        session_pk, event_pk, revision, data = row.pk, stored.pk, row.revision, stored.data
-        transaction.on_commit(
-            lambda: notify_session_event(
-                session_pk=session_pk,
-                event_pk=event_pk,
-                revision=revision,
-                turn_id=turn_id,
-                author=stored.author,
-                data=data,
-            ),
-            robust=True,
-        )
-        session.last_update_time = row.update_time
-        session._storage_update_marker = str(row.revision)
+    def _store_event(
+        self,
+        session: Session,
+        event: Event,
+        turn_id: int | None,
+        lease: Lease | None = None,
+        *,
+        publish_committed: bool = True,
+    ) -> dict[str, Any] | None:
+        """Store the event and what it changes (one transaction), check and renew the lease, run
+        the event hooks that want it inside that transaction; then (after commit) publish it.
+        `publish_committed=False`: once committed, the message to publish is returned
+        rather than published here (inside a caller's transaction it is published on its commit)."""
+        new = NewEvent.of(event, turn_id, current_turn_invocations.get())
+        session_pk, event_pk, revision = self._write(session, event, new, _hooks_for(event), lease)
+        # What API followers of the turn take from the message (agents_app.events.SessionEventMessage).
+        small = turn_id is not None and new.author != "user" and len(new.data) <= EVENT_DATA_MAX
+        message: dict[str, Any] = {
+            "session_pk": session_pk,
+            "event_pk": event_pk,
+            "revision": revision,
+            "turn_id": turn_id,
+            "author": new.author,
+            "data": json.loads(new.data) if small else None,
+        }
+        if not publish_committed and not connection.in_atomic_block:
+            return message
+        transaction.on_commit(lambda: notify_session_event(**message), robust=True)
+        return None
 
-    def _locked_row(self, session: Session, lease: Lease | None) -> AdkSession:
-        """The session row, locked, after the stale-writer and lease checks (which raise). The
-        caller stores the event and saves the row (revision, update time, state)."""
-        row = (
-            AdkSession.objects.select_for_update()
-            .filter(app_name=session.app_name, user_id=session.user_id, session_id=session.id)
-            .first()
-        )
-        if row is None:
-            raise SessionNotFoundError(f"Session {session.id} not found.")
+    def _write(
+        self, session: Session, event: Event, new: NewEvent, hooks: list[EventHook], lease: Lease | None
+    ) -> tuple[int, int, int]:
         marker = session._storage_update_marker
-        if marker is not None and marker != str(row.revision):
-            raise StaleSessionError(STALE_MESSAGE)
-        if marker is None and row.update_time > session.last_update_time:
-            raise StaleSessionError(STALE_MESSAGE)
-        if lease is not None:  # a worker's run: only the lease owner stores, and storing renews the lease
-            if row.lease_owner != lease.owner:
-                lease.lost = True
-                raise LeaseLost(f"Session {session.id}: another worker owns this run now; nothing stored.")
-            row.lease_expires_at = lease.expiry()
-        return row
+        if _on_postgresql() and marker is not None and marker.isdigit():
+            with transaction.atomic() if hooks else nullcontext():
+                done = session_sql.append(
+                    app_name=session.app_name,
+                    user_id=session.user_id,
+                    session_id=session.id,
+                    revision=int(marker),
+                    lease=(lease.owner, lease.expiry()) if lease is not None else None,
+                    whole_row=bool(hooks),
+                    **new.columns(),
+                )
+                if done is not None:
+                    if hooks:
+                        assert done.row is not None
+                        stored = new.row(done.event_pk, done.row)
+                        for hook in hooks:
+                            hook(done.row, stored, event)
+                    self._stored(session, new, done.revision, done.update_time)
+                    return done.session_pk, done.event_pk, done.revision
+        # SQLite, a copy without a revision marker, or the one statement stored nothing: say why.
+        with transaction.atomic():
+            row, stored = session_orm.store_locked(session, new, lease)
+            for hook in hooks:
+                hook(row, stored, event)
+            self._stored(session, new, row.revision, row.update_time)
+            return row.pk, stored.pk, row.revision
+
+    @staticmethod
+    def _stored(session: Session, new: NewEvent, revision: int, ts: float) -> None:
+        recorded = current_turn_invocations.get()
+        if new.record_invocation and recorded is not None:
+            invocation_id = new.invocation_id
+            transaction.on_commit(lambda: recorded.add(invocation_id))
+        session.last_update_time = ts
+        session._storage_update_marker = str(revision)
 
 
 class SessionBusy(Conflict):
@@ -367,7 +307,7 @@ def session_archive(*, session: AdkSession, actor: Any = None, what: str = "dele
         raise NotFound(f"Session not found: {session.session_id}")
     if Turn.objects.filter(session=row, status__in=(Turn.Status.QUEUED, Turn.Status.RUNNING)).exists():
         raise SessionBusy(f"The agent is working in this session; {what} once its turn has finished.")
-    by = actor.get_username() if actor is not None and getattr(actor, "is_authenticated", False) else ""
+    by = _username(actor)
     tickets_cancel_archived(session=row, by=by)
     session_status_sync(row.pk)  # before it leaves every read: its stored status is idle
     row.archived_at, row.archived_by = timezone.now(), by
@@ -375,6 +315,10 @@ def session_archive(*, session: AdkSession, actor: Any = None, what: str = "dele
     session_pk = row.pk
     transaction.on_commit(lambda: _notify_archived(session_pk), robust=True)
     return row
+
+
+def _username(actor: Any) -> str:
+    return actor.get_username() if actor is not None and getattr(actor, "is_authenticated", False) else ""
 
 
 def _notify_archived(session_pk: int) -> None:

@@ -8,9 +8,9 @@ class ApprovalsConfig(AppConfig):
     def ready(self) -> None:
         from agents_app.session_service import register_event_hook
 
-        from .services import tickets_record_event
+        from .services import tickets_event_wanted, tickets_record_event
 
-        register_event_hook(tickets_record_event)
+        register_event_hook(tickets_record_event, wants=tickets_event_wanted)
 
         from adkweb.metrics import register_source
 

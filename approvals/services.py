@@ -44,6 +44,16 @@ ABORTED = "INVOCATION_ABORTED"
 
 
 # -- tickets from events (runs inside the session service's append transaction) ---------------
+def tickets_event_wanted(event: Any) -> bool:
+    """Whether tickets_record_event has anything to do with this event: a long-running call (a new
+    ticket) or a tool's response (an initial response, an abort). From the event alone, no query: the
+    session store stores the other events without running the hook (in one statement)."""
+    interrupts = event.long_running_tool_ids
+    if interrupts and any(fc.id in interrupts for fc in event.get_function_calls()):
+        return True
+    return event.author != "user" and bool(event.get_function_responses())
+
+
 def tickets_record_event(session: AdkSession, stored: StoredEvent, event: Any) -> None:
     """Open a ticket for each new interrupt; attach a tool's initial response; cancel aborted ones."""
     interrupts = set(event.long_running_tool_ids or ())
@@ -53,10 +63,12 @@ def tickets_record_event(session: AdkSession, stored: StoredEvent, event: Any) -
         args = dict(fc.args or {})
         kind = KIND_BY_CALL_NAME.get(fc.name or "", PendingCall.Kind.LONG_RUNNING)
         tool_name = (args.get("originalFunctionCall") or {}).get("name", fc.name) if kind == "confirmation" else fc.name
-        ticket, created = PendingCall.objects.get_or_create(
-            session=session,
-            call_id=fc.id,
-            defaults=dict(
+        # Not get_or_create (a savepoint, two more round trips): the append holds the session row's
+        # lock, so no other transaction opens a ticket of this session meanwhile.
+        if not PendingCall.objects.filter(session=session, call_id=fc.id).exists():
+            ticket = PendingCall.objects.create(
+                session=session,
+                call_id=fc.id,
                 event=stored,
                 app_name=session.app_name,
                 requester=session.user_id,
@@ -65,9 +77,7 @@ def tickets_record_event(session: AdkSession, stored: StoredEvent, event: Any) -
                 call_name=fc.name,
                 tool_name=tool_name or "",
                 args=args,
-            ),
-        )
-        if created:
+            )
             _announce(ticket, opened=True)
             rules.ticket_open_rules(ticket)
             if ticket.is_open:  # a ticket a policy or a grant decided at once concerns no decider

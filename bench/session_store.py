@@ -7,7 +7,8 @@ Not a test: it prints figures.
 Django runs on a throwaway SQLite file by default; with DATABASE_URL set (PostgreSQL) it creates a
 test database of its own (test_<name>_session_store_<pid>), migrates it and drops it afterwards, and
 ADK's DatabaseSessionService (SQLAlchemy + asyncpg: `make bench-install`) runs on the same server in a
-database of its own (adkweb_bench_store_adk), also dropped afterwards. See bench/README.md.
+database of its own (<BENCH_DB_PREFIX>_store_adk, default adkweb_bench_store_adk), also dropped
+afterwards. See bench/README.md.
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 APP = "bench_app"
-ADK_DB = "adkweb_bench_store_adk"
+# Its own database on the server, named after BENCH_DB_PREFIX (two people's runs do not collide).
+ADK_DB = os.environ.get("BENCH_DB_PREFIX", "adkweb_bench") + "_store_adk"
 SEED_TEXT = "Please reimburse 200$ for meals"
 
 
@@ -129,6 +131,11 @@ async def run_workload(
         result,
         [(lambda: service.list_sessions(app_name=app, user_id=None)) for _ in range(n_lists)],
     )
+    await timed(
+        "delete_session",
+        result,
+        [(lambda s=s: service.delete_session(app_name=app, user_id=s.user_id, session_id=s.id)) for s in sessions],
+    )
     return result
 
 
@@ -173,7 +180,7 @@ def print_table(results: list[Result], baselines: list[str], header: str) -> Non
     bases = [next(r for r in results if r.backend == b) for b in baselines]
     ours = results[-1]
     print(header)
-    ratio_heads = "".join(f"{'ours/' + b.removeprefix('adk '):>15}" for b in baselines)
+    ratio_heads = "".join(f"{'ours/' + b.removeprefix('adk ').removeprefix('adkweb '):>15}" for b in baselines)
     print(f"{'step':<27}" + "".join(f"{n:>16}" for n in names) + ratio_heads)
     for step in bases[0].ms_per_op:
         cells = "".join(f"{r.ms_per_op[step]:>13.3f} ms" for r in results)
@@ -195,14 +202,18 @@ async def main_async(args: argparse.Namespace, tmp: Path, adk_db_url: str) -> li
     from agents_app.session_service import DjangoSessionService
 
     workload = (args.sessions, args.events, args.lists)
-    backends: list[tuple[str, Any]] = [
-        ("adk in-memory", InMemorySessionService()),
-        ("adk sqlite", SqliteSessionService(str(tmp / "adk.sqlite3"))),
-    ]
+    backends: list[tuple[str, Any]] = []
+    if not args.pg_only:
+        backends.append(("adk in-memory", InMemorySessionService()))
+        backends.append(("adk sqlite", SqliteSessionService(str(tmp / "adk.sqlite3"))))
     if adk_db_url:
         from google.adk.sessions.database_session_service import DatabaseSessionService
 
         backends.append(("adk database", DatabaseSessionService(db_url=adk_db_url)))
+    if args.compare_with:
+        backends.append(("adkweb before", earlier_service(args.compare_with)))
+    if args.without_hooks:
+        backends.append(("adkweb no hooks", without_hooks()))
     backends.append(("adkweb django", DjangoSessionService()))
     # Each repetition runs the workload on every backend, in a rotating order (in an app of its own, so
     # lists do not grow); each step's figure is its median over the repetitions. Load from the rest of
@@ -222,6 +233,36 @@ async def main_async(args: argparse.Namespace, tmp: Path, adk_db_url: str) -> li
             await service.close()
     await sync_to_async(connections.close_all)()
     return results
+
+
+def without_hooks() -> Any:
+    """Our store with no event hooks: no tickets (approvals), so what the store itself costs."""
+    from agents_app.session_service import DjangoSessionService
+
+    class NoHooks(DjangoSessionService):
+        def _write(self, session: Any, event: Any, new: Any, hooks: Any, lease: Any) -> Any:
+            return super()._write(session, event, new, [], lease)
+
+    return NoHooks()
+
+
+def earlier_service(path: str) -> Any:
+    """DjangoSessionService from another version of agents_app/session_service.py (e.g. `git show
+    main:agents_app/session_service.py > /tmp/before.py`), on the same database, with the same event
+    hooks (approvals): before and after side by side in one run."""
+    import importlib.util
+
+    from agents_app import session_service
+
+    name = "agents_app._session_service_before"
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    for hook in session_service._event_hooks:
+        module.register_event_hook(hook)
+    return module.DjangoSessionService()
 
 
 def adk_database_url() -> str:
@@ -256,6 +297,20 @@ def main() -> None:
     parser.add_argument("--lists", type=int, default=20, help="list_sessions calls per variant (default 20)")
     parser.add_argument("--flows", type=int, default=30, help="seed flows through the Runner per store (default 30)")
     parser.add_argument("--repeat", type=int, default=3, help="repetitions of the workload, interleaved (default 3)")
+    parser.add_argument(
+        "--compare-with",
+        metavar="FILE",
+        default="",
+        help="another version of agents_app/session_service.py, run as 'adkweb before' alongside",
+    )
+    parser.add_argument(
+        "--pg-only", action="store_true", help="only ADK's DatabaseSessionService and ours (PostgreSQL): quicker"
+    )
+    parser.add_argument(
+        "--without-hooks",
+        action="store_true",
+        help="also our store without event hooks ('adkweb no hooks': no tickets), to split the seed flow",
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="adkweb-bench-") as tmpdir:
         tmp = Path(tmpdir)
@@ -275,7 +330,8 @@ def main() -> None:
                 f"DjangoSessionService on {where}; ADK sqlite on a temp file"
                 + (f"; ADK DatabaseSessionService on {ADK_DB} (asyncpg)" if adk_db_url else "")
             )
-            print_table(results, ["adk sqlite"] + (["adk database"] if adk_db_url else []), header)
+            baselines = ([] if args.pg_only else ["adk sqlite"]) + (["adk database"] if adk_db_url else [])
+            print_table(results, baselines + (["adkweb before"] if args.compare_with else []), header)
             print(f"total {time.perf_counter() - started:.1f} s")
         finally:
             teardown()

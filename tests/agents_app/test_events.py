@@ -93,3 +93,27 @@ async def test_notify_turn_retried_removes_the_error_line(demo, session):
     await sync_to_async(events.notify_turn_retried)(session_pk=session.pk, turn_id=7)
     assert await comm.receive_from() == '<div id="turn-7-error" hx-swap-oob="delete"></div>'
     await comm.disconnect()
+
+
+async def test_an_append_through_the_session_store_reaches_open_pages_once(demo, session):
+    """DjangoSessionService.append_event publishes from the event loop once the event is committed:
+    the page's fragment once, and the ids-only message on the session's group."""
+    from channels.layers import get_channel_layer
+
+    from agents_app.session_service import DjangoSessionService
+
+    layer = get_channel_layer()
+    ids_only = await layer.new_channel()
+    await layer.group_add(events.session_group(session.pk), ids_only)
+    comm = await connect(f"/ws/sessions/{session.pk}/?after=0", demo["requester"])
+    await comm.receive_from()  # the status on connect
+    service = DjangoSessionService()
+    copy = await service.get_session(app_name=session.app_name, user_id=session.user_id, session_id=session.session_id)
+    event = Event(author="reimbursement_agent", content=types.Content(role="model", parts=[types.Part(text="Hi")]))
+    await service.append_event(copy, event)
+    html = await comm.receive_from()
+    assert f'id="event-{event.id}"' in html
+    assert await comm.receive_nothing(timeout=0.3)
+    stored = await StoredEvent.objects.aget(event_id=event.id)
+    assert await layer.receive(ids_only) == {"type": "session.event", "session_pk": session.pk, "event_pk": stored.pk}
+    await comm.disconnect()

@@ -1,0 +1,245 @@
+"""DjangoSessionService's hot path on PostgreSQL: each operation in one statement (one round trip,
+atomic on its own, no BEGIN/COMMIT), written in SQL because the ORM has no data-modifying CTEs.
+
+    append   UPDATE the session row (revision bump = row lock, stale-copy, archive and lease checks,
+             lease renewal, session-state merge) + INSERT the event + the app/user state upserts +
+             the turn's invocation id, each depending on the UPDATE having matched
+    get      the session row, app and user state and the events (in row id order) in one SELECT
+    create   INSERT the session (ON CONFLICT on the live-identity index: AlreadyExists) + the
+             app/user state upserts, which happen only when the session was inserted
+    list     the sessions with their app and user state (LEFT JOINs; portable: SQLite too)
+
+When an append's UPDATE matches nothing the caller falls back to the locked, checked path
+(agents_app.session_service), which says why (stale copy, lease lost, session not found). Columns
+are jsonb: values go in as JSON text (`%s::jsonb`) and come back as text (Django's psycopg loader
+leaves jsonb undecoded).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import connection
+
+from .models import AdkSession, AppState, StoredEvent, Turn, UserState
+from .session_status import OPEN_TICKET_STATUSES
+
+SESSIONS = AdkSession._meta.db_table
+APPS = AppState._meta.db_table
+USERS = UserState._meta.db_table
+EVENTS = StoredEvent._meta.db_table
+TURNS = Turn._meta.db_table
+TICKETS = "approvals_pendingcall"  # approvals.models.PendingCall (agents_app does not import approvals)
+OPEN_TICKETS = ", ".join(f"'{status}'" for status in OPEN_TICKET_STATUSES)
+SESSION_COLUMNS = ", ".join(f"s.{f.column}" for f in AdkSession._meta.concrete_fields)
+
+
+def dumps(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"))
+
+
+def _app_upsert(source: str) -> str:
+    return (
+        f"INSERT INTO {APPS} (app_name, state, update_time) SELECT %s, %s::jsonb, %s FROM {source} "
+        f"ON CONFLICT (app_name) DO UPDATE SET state = {APPS}.state || EXCLUDED.state, "
+        "update_time = EXCLUDED.update_time RETURNING state"
+    )
+
+
+def _user_upsert(source: str) -> str:
+    return (
+        f"INSERT INTO {USERS} (app_name, user_id, state, update_time) SELECT %s, %s, %s::jsonb, %s FROM {source} "
+        f"ON CONFLICT (app_name, user_id) DO UPDATE SET state = {USERS}.state || EXCLUDED.state, "
+        "update_time = EXCLUDED.update_time RETURNING state"
+    )
+
+
+@dataclass
+class Appended:
+    session_pk: int
+    revision: int
+    update_time: float
+    event_pk: int
+    row: AdkSession | None = None  # the whole session row, when asked for (event hooks get it)
+
+
+def append(
+    *,
+    app_name: str,
+    user_id: str,
+    session_id: str,
+    revision: int,
+    ts: float,
+    event_id: str,
+    invocation_id: str,
+    author: str,
+    data: str,
+    interrupt_ids: list[str],
+    response_ids: list[str],
+    turn_id: int | None,
+    record_invocation: bool,
+    deltas: dict[str, dict[str, Any]] | None,
+    lease: tuple[str, Any] | None,
+    whole_row: bool,
+) -> Appended | None:
+    """Store one event with everything it changes, in one statement; None when the session row was
+    not this copy's revision, is archived, is gone or is leased to another owner (nothing stored)."""
+    sets = ["revision = s.revision + 1", "update_time = GREATEST(s.update_time, %s)"]
+    params: list[Any] = [ts]
+    where = ["s.app_name = %s", "s.user_id = %s", "s.session_id = %s", "s.revision = %s", "s.archived_at IS NULL"]
+    where_params: list[Any] = [app_name, user_id, session_id, revision]
+    if deltas and deltas["session"]:
+        sets.append("state = s.state || %s::jsonb")
+        params.append(dumps(deltas["session"]))
+    if lease is not None:
+        sets.append("lease_expires_at = %s")
+        params.append(lease[1])
+        where.append("s.lease_owner = %s")
+        where_params.append(lease[0])
+    returning = SESSION_COLUMNS if whole_row else "s.id, s.revision, s.update_time"
+    sql = [f"WITH u AS (UPDATE {SESSIONS} s SET {', '.join(sets)} WHERE {' AND '.join(where)} RETURNING {returning})"]
+    params += where_params
+    sql.append(
+        f', e AS (INSERT INTO {EVENTS} (session_id, event_id, invocation_id, author, "timestamp", data, '
+        "interrupt_ids, response_ids, turn_id) SELECT u.id, %s, %s, %s, %s, %s::jsonb, %s::jsonb, %s::jsonb, %s "
+        "FROM u RETURNING id)"
+    )
+    params += [event_id, invocation_id, author, ts, data, dumps(interrupt_ids), dumps(response_ids), turn_id]
+    if deltas and deltas["app"]:
+        sql.append(f", a AS ({_app_upsert('u')})")
+        params += [app_name, dumps(deltas["app"]), ts]
+    if deltas and deltas["user"]:
+        sql.append(f", us AS ({_user_upsert('u')})")
+        params += [app_name, user_id, dumps(deltas["user"]), ts]
+    if record_invocation:
+        sql.append(
+            f", t AS (UPDATE {TURNS} SET invocation_id = %s WHERE id = %s AND invocation_id = '' "
+            "AND EXISTS (SELECT 1 FROM u))"
+        )
+        params += [invocation_id, turn_id]
+    if whole_row:
+        sql.append(" SELECT u.*, e.id AS stored_event_pk FROM u, e")
+        rows = list(AdkSession.objects.raw("".join(sql), params))
+        if not rows:
+            return None
+        row = rows[0]
+        return Appended(row.pk, row.revision, row.update_time, getattr(row, "stored_event_pk"), row)  # noqa: B009
+    sql.append(" SELECT u.id, u.revision, u.update_time, e.id FROM u, e")
+    with connection.cursor() as cursor:
+        cursor.execute("".join(sql), params)
+        found = cursor.fetchone()
+    return Appended(*found) if found else None
+
+
+@dataclass
+class Loaded:
+    revision: int
+    update_time: float
+    state: dict[str, Any]
+    app_state: dict[str, Any]
+    user_state: dict[str, Any]
+    events: list[str]  # each event's JSON text, in append order
+
+
+def get(
+    *, app_name: str, user_id: str, session_id: str, events: bool, after: float | None, limit: int | None
+) -> Loaded | None:
+    """A live session with its app and user state and (unless `events` is False) its events: the
+    last `limit` (all if None) of those at or after `after`, in append (row id) order."""
+    sql = (
+        f"SELECT s.revision, s.update_time, s.state, "
+        f"(SELECT a.state FROM {APPS} a WHERE a.app_name = s.app_name), "
+        f"(SELECT us.state FROM {USERS} us WHERE us.app_name = s.app_name AND us.user_id = s.user_id), "
+        f"CASE WHEN %s THEN (SELECT array_agg(e.data::text ORDER BY e.id) FROM (SELECT id, data FROM {EVENTS} "
+        'WHERE session_id = s.id AND (%s::float8 IS NULL OR "timestamp" >= %s::float8) '
+        "ORDER BY id DESC LIMIT %s) e) END "
+        f"FROM {SESSIONS} s WHERE s.app_name = %s AND s.user_id = %s AND s.session_id = %s AND s.archived_at IS NULL"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [events, after, after, limit, app_name, user_id, session_id])
+        found = cursor.fetchone()
+    if found is None:
+        return None
+    revision, update_time, state, app_state, user_state, texts = found
+    return Loaded(revision, update_time, _loads(state), _loads(app_state), _loads(user_state), texts or [])
+
+
+def create(
+    *, app_name: str, user_id: str, session_id: str, deltas: dict[str, dict[str, Any]], now: float
+) -> tuple[int, dict[str, Any], dict[str, Any]] | None:
+    """Insert a live session with its state (app and user state merged in its store), in one
+    statement: (revision, app state, user state) as they are now, or None if a live session with
+    that identity exists (nothing changed)."""
+    sql = [
+        f"WITH s AS (INSERT INTO {SESSIONS} (app_name, user_id, session_id, state, create_time, update_time, "
+        "revision, lease_owner, status, archived_by) VALUES (%s, %s, %s, %s::jsonb, %s, %s, 0, '', 'idle', '') "
+        "ON CONFLICT (app_name, user_id, session_id) WHERE archived_at IS NULL DO NOTHING RETURNING revision)"
+    ]
+    params: list[Any] = [app_name, user_id, session_id, dumps(deltas["session"]), now, now]
+    app_state, user_state = f"(SELECT state FROM {APPS} WHERE app_name = %s)", ""
+    state_params: list[Any] = [app_name]
+    if deltas["app"]:
+        sql.append(f", a AS ({_app_upsert('s')})")
+        params += [app_name, dumps(deltas["app"]), now]
+        app_state = f"COALESCE((SELECT state FROM a), {app_state})"
+    user_state = f"(SELECT state FROM {USERS} WHERE app_name = %s AND user_id = %s)"
+    state_params += [app_name, user_id]
+    if deltas["user"]:
+        sql.append(f", us AS ({_user_upsert('s')})")
+        params += [app_name, user_id, dumps(deltas["user"]), now]
+        user_state = f"COALESCE((SELECT state FROM us), {user_state})"
+    sql.append(f" SELECT s.revision, {app_state}, {user_state} FROM s")
+    with connection.cursor() as cursor:
+        cursor.execute("".join(sql), params + state_params)
+        found = cursor.fetchone()
+    if found is None:
+        return None
+    return found[0], _loads(found[1]), _loads(found[2])
+
+
+def archive_quiet(*, app_name: str, user_id: str, session_id: str, at: Any, by: str) -> int | None:
+    """Archive a live session in one statement when nothing is owed in it: no queued or running
+    turn, no open ticket (its stored status idle or failed, which archiving leaves as it is). The
+    session's pk, or None (nothing changed) when it is not there or is busy or waiting: the caller
+    takes the checked path. The stored status covers what commits while this waits for the row
+    lock (whoever adds a turn or opens a ticket writes it in the same transaction, and the
+    re-check of a locked row reads the newest version); the NOT EXISTS what committed before."""
+    sql = (
+        f"UPDATE {SESSIONS} s SET archived_at = %s, archived_by = %s WHERE s.app_name = %s AND s.user_id = %s "
+        "AND s.session_id = %s AND s.archived_at IS NULL AND s.status IN ('idle', 'failed') "
+        f"AND NOT EXISTS (SELECT 1 FROM {TURNS} t WHERE t.session_id = s.id AND t.status IN ('queued', 'running')) "
+        f"AND NOT EXISTS (SELECT 1 FROM {TICKETS} p WHERE p.session_id = s.id AND p.status IN ({OPEN_TICKETS})) "
+        "RETURNING s.id"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [at, by, app_name, user_id, session_id])
+        found = cursor.fetchone()
+    return found[0] if found else None
+
+
+def listed(*, app_name: str, user_id: str | None) -> list[tuple[str, str, float, int, dict, dict, dict]]:
+    """(user id, session id, update time, revision, state, app state, user state) of each live
+    session of the app (of one user), oldest activity first. Plain SQL: PostgreSQL and SQLite."""
+    sql = (
+        f"SELECT s.user_id, s.session_id, s.update_time, s.revision, s.state, a.state, us.state FROM {SESSIONS} s "
+        f"LEFT JOIN {APPS} a ON a.app_name = s.app_name "
+        f"LEFT JOIN {USERS} us ON us.app_name = s.app_name AND us.user_id = s.user_id "
+        "WHERE s.app_name = %s AND s.archived_at IS NULL"
+    )
+    params = [app_name]
+    if user_id is not None:
+        sql += " AND s.user_id = %s"
+        params.append(user_id)
+    sql += " ORDER BY s.update_time, s.user_id, s.session_id"
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        rows = cursor.fetchall()
+    return [(u, sid, t, rev, _loads(st), _loads(a), _loads(us)) for u, sid, t, rev, st, a, us in rows]
+
+
+def _loads(value: Any) -> dict[str, Any]:
+    if value is None:
+        return {}
+    return json.loads(value) if isinstance(value, str | bytes) else value
