@@ -97,7 +97,8 @@ async def test_notify_turn_retried_removes_the_error_line(demo, session):
 
 async def test_an_append_through_the_session_store_reaches_open_pages_once(demo, session):
     """DjangoSessionService.append_event publishes from the event loop once the event is committed:
-    the page's fragment once, and the ids-only message on the session's group."""
+    the page's fragment once, and the session.event message (revision after the event, turn, author;
+    no data outside a turn) on the session's group."""
     from channels.layers import get_channel_layer
 
     from agents_app.session_service import DjangoSessionService
@@ -115,5 +116,13 @@ async def test_an_append_through_the_session_store_reaches_open_pages_once(demo,
     assert f'id="event-{event.id}"' in html
     assert await comm.receive_nothing(timeout=0.3)
     stored = await StoredEvent.objects.aget(event_id=event.id)
-    assert await layer.receive(ids_only) == {"type": "session.event", "session_pk": session.pk, "event_pk": stored.pk}
+    message = await layer.receive(ids_only)
+    assert message == {
+        "type": "session.event",
+        "session_pk": session.pk,
+        "event_pk": stored.pk,
+        "revision": int(copy._storage_update_marker),
+        "turn_id": None,
+        "author": "reimbursement_agent",
+    }
     await comm.disconnect()
