@@ -11,203 +11,18 @@ explicit ids, sequences reset and ANALYZE run afterwards. Used by bench/pages.py
 
 from __future__ import annotations
 
-import asyncio
 import json
 import random
-import re
 import time
-from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
+
+from pages_capture import Copier, capture_chat, capture_flows, event_ids
+from pages_copy import TableWriter, analyze, copy_rows
 
 PURPOSES = ["meals", "train", "hotel", "taxi", "flights", "conference", "books", "parking", "fuel", "training"]
 BIG_FLOWS = 250  # the 2,000-event conversation: 250 reimbursement flows of 8 events
 MARKER = "adkweb_bench_seed"  # a table recording what was seeded, so a second run skips seeding
-
-
-@dataclass
-class Flow:
-    """One captured run of an agent: phase 1 (message -> ticket) and phase 2 (answer -> result)."""
-
-    app: str
-    phase1: list[dict]
-    phase2: list[dict]
-    ids: list[str]  # ids to make unique per copy (events, invocations, calls)
-    call: dict  # the long-running function call (the ticket)
-    initial_response: dict | None
-    answer: dict  # the answer's FunctionResponse.response
-    kind: str
-    tool_name: str
-
-
-async def _capture(agent: Any, text: str, answer: dict) -> Flow:
-    from google.adk.runners import Runner
-    from google.adk.sessions.in_memory_session_service import InMemorySessionService
-    from google.genai import types
-
-    from agents_app.session_service import event_to_json
-    from approvals.services import KIND_BY_CALL_NAME
-
-    app = agent.name
-    service = InMemorySessionService()
-    runner = Runner(app_name=app, agent=agent, session_service=service)
-    session = await service.create_session(app_name=app, user_id="u")
-    msg = types.Content(role="user", parts=[types.Part(text=text)])
-    [e async for e in runner.run_async(user_id="u", session_id=session.id, new_message=msg)]
-    session = await service.get_session(app_name=app, user_id="u", session_id=session.id)
-    phase1 = list(session.events)
-    lr = next(e for e in phase1 if e.long_running_tool_ids)
-    call = next(c for c in lr.get_function_calls() if c.id in lr.long_running_tool_ids)
-    fr = types.FunctionResponse(id=call.id, name=call.name, response=answer)
-    msg = types.Content(role="user", parts=[types.Part(function_response=fr)])
-    [e async for e in runner.run_async(user_id="u", session_id=session.id, new_message=msg)]
-    session = await service.get_session(app_name=app, user_id="u", session_id=session.id)
-    phase2 = list(session.events[len(phase1) :])
-    initial = next(
-        (
-            dict(r.response or {})
-            for e in phase1
-            if e.author != "user"
-            for r in e.get_function_responses()
-            if r.id == call.id
-        ),
-        None,
-    )
-    ids = {e.id for e in session.events} | {e.invocation_id for e in session.events}
-    ids |= {c.id for e in session.events for c in e.get_function_calls()}
-    kind = str(KIND_BY_CALL_NAME.get(call.name, "long_running"))
-    args = dict(call.args or {})
-    tool = (args.get("originalFunctionCall") or {}).get("name", call.name) if kind == "confirmation" else call.name
-    return Flow(
-        app=app,
-        phase1=[event_to_json(e) for e in phase1],
-        phase2=[event_to_json(e) for e in phase2],
-        ids=sorted(i for i in ids if i),
-        call={"id": call.id, "name": call.name, "args": args, "invocation_id": lr.invocation_id},
-        initial_response=initial,
-        answer=answer,
-        kind=kind,
-        tool_name=tool,
-    )
-
-
-def capture_flows() -> dict[str, Flow]:
-    """Real runs of the demo agents (offline model), one per kind of ticket and outcome."""
-
-    from agents_app.agents import build_agent
-
-    reimburse, transfer, support = (build_agent(a) for a in ("reimbursement_agent", "transfer_agent", "ticket_agent"))
-
-    async def go() -> dict[str, Flow]:
-        return {
-            "approve": await _capture(reimburse, "Please reimburse 200$ for meals", {"status": "approved"}),
-            "reject": await _capture(
-                reimburse, "Please reimburse 200$ for meals", {"status": "rejected", "reason": "no receipt"}
-            ),
-            "transfer": await _capture(transfer, "Please transfer $500 to Bob", {"confirmed": True}),
-            "support": await _capture(support, "Open a high urgency ticket", {"status": "resolved"}),
-        }
-
-    return asyncio.run(go())
-
-
-def capture_chat() -> list[dict]:
-    """A chat turn without a ticket: stock_agent's tool call and reply (4 events)."""
-    from google.adk.runners import Runner
-    from google.adk.sessions.in_memory_session_service import InMemorySessionService
-    from google.genai import types
-
-    from agents_app.agents import build_agent
-    from agents_app.session_service import event_to_json
-
-    agent = build_agent("stock_agent")
-
-    async def go() -> list[dict]:
-        service = InMemorySessionService()
-        runner = Runner(app_name="stock_agent", agent=agent, session_service=service)
-        s = await service.create_session(app_name="stock_agent", user_id="u")
-        msg = types.Content(role="user", parts=[types.Part(text="What is the price of GOOG?")])
-        [e async for e in runner.run_async(user_id="u", session_id=s.id, new_message=msg)]
-        s = await service.get_session(app_name="stock_agent", user_id="u", session_id=s.id)
-        return [event_to_json(e) for e in s.events]
-
-    return asyncio.run(go())
-
-
-class Copier:
-    """Makes per-copy variants of captured event JSON: unique ids, new timestamps, a purpose."""
-
-    def __init__(self, ids: Iterable[str]) -> None:
-        ids = list(ids)
-        self.pattern = re.compile("|".join(re.escape(i) for i in sorted(ids, key=len, reverse=True))) if ids else None
-
-    def text(self, template: str, suffix: str, purpose: str = "meals") -> str:
-        out = self.pattern.sub(lambda m: m.group(0) + suffix, template) if self.pattern else template
-        return out.replace("meals", purpose) if purpose != "meals" else out
-
-
-def _ids(data: dict) -> tuple[list[str], list[str]]:
-    """interrupt_ids and response_ids of an event, as DjangoSessionService computes them."""
-    from agents_app.session_service import event_from_json, event_interrupt_ids, event_response_ids
-
-    event = event_from_json(data)
-    return event_interrupt_ids(event), event_response_ids(event)
-
-
-class TableWriter:
-    """COPY rows (dicts by attname; missing fields take the model's default) into a model's table."""
-
-    def __init__(self, model: Any) -> None:
-        from django.db import connection, models
-
-        self.fields = list(model._meta.concrete_fields)
-        self.json = [isinstance(f, models.JSONField) for f in self.fields]
-        self.defaults = [self._default(f) for f in self.fields]
-        cols = ", ".join(connection.ops.quote_name(f.column) for f in self.fields)
-        self.sql = f"COPY {model._meta.db_table} ({cols}) FROM STDIN"
-        self.count = 0
-
-    @staticmethod
-    def _default(field: Any) -> Any:
-        """The field's Python default, else its database default (COPY does not apply those), else None."""
-        from django.db.models import NOT_PROVIDED
-
-        if field.has_default():
-            return field.get_default()
-        db_default = getattr(field, "db_default", NOT_PROVIDED)
-        if db_default is not NOT_PROVIDED:
-            return getattr(db_default, "value", db_default)
-        return None
-
-    def __enter__(self) -> TableWriter:
-        from django.db import connection
-
-        self._cursor = connection.cursor()
-        self._copy_cm = self._cursor.cursor.copy(self.sql)
-        self._copy = self._copy_cm.__enter__()
-        return self
-
-    def write(self, row: dict) -> None:
-        values = []
-        for f, is_json, default in zip(self.fields, self.json, self.defaults, strict=True):
-            v = row.get(f.attname, default)
-            if is_json and v is not None and not isinstance(v, str):
-                v = json.dumps(v)
-            values.append(v)
-        self._copy.write_row(values)
-        self.count += 1
-
-    def __exit__(self, *exc: object) -> None:
-        self._copy_cm.__exit__(*exc)
-        self._cursor.close()
-
-
-def copy_rows(model: Any, rows: Iterable[dict]) -> int:
-    with TableWriter(model) as w:
-        for row in rows:
-            w.write(row)
-    return w.count
 
 
 @dataclass
@@ -263,7 +78,7 @@ def seed(n_tickets: int = 100_000, n_events: int = 1_000_000, open_share: float 
     events = writer
     copiers = {k: Copier(f.ids) for k, f in flows.items()}
     templates = {k: ([json.dumps(e) for e in f.phase1], [json.dumps(e) for e in f.phase2]) for k, f in flows.items()}
-    denorm = {k: ([_ids(e) for e in f.phase1], [_ids(e) for e in f.phase2]) for k, f in flows.items()}
+    denorm = {k: ([event_ids(e) for e in f.phase1], [event_ids(e) for e in f.phase2]) for k, f in flows.items()}
 
     def next_id(kind: str) -> int:
         ids[kind] += 1
@@ -422,7 +237,7 @@ def seed(n_tickets: int = 100_000, n_events: int = 1_000_000, open_share: float 
         | {p["functionCall"]["id"] for e in chat for p in e.get("content", {}).get("parts", []) if "functionCall" in p}
     )
     chat_tmpl = [json.dumps(e) for e in chat]
-    chat_denorm = [_ids(e) for e in chat]
+    chat_denorm = [event_ids(e) for e in chat]
     j = 0
     while ids["event"] < n_events:
         at = now - span + span * rng.random()
@@ -476,7 +291,7 @@ def seed(n_tickets: int = 100_000, n_events: int = 1_000_000, open_share: float 
     from django.db import connection as c
 
     c.close()
-    _analyze()
+    analyze()
     n_open = sum(t["status"] in ("pending", "in_progress") for t in tickets)
     print(
         f"seeded {len(sessions)} sessions, {len(tickets)} tickets ({n_open} open), {writer.count} events, "
@@ -484,15 +299,3 @@ def seed(n_tickets: int = 100_000, n_events: int = 1_000_000, open_share: float 
         f"the rest and VACUUM ANALYZE in {time.perf_counter() - built:.0f} s"
     )
     return info
-
-
-def _analyze() -> None:
-    """VACUUM ANALYZE outside a transaction (fresh statistics and visibility map, as autovacuum would)."""
-    import psycopg
-    from django.db import connection
-
-    s = connection.settings_dict
-    with psycopg.connect(
-        dbname=s["NAME"], user=s["USER"], host=s["HOST"], port=s["PORT"] or 5432, autocommit=True
-    ) as conn:
-        conn.execute("VACUUM ANALYZE")
