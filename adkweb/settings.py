@@ -309,6 +309,9 @@ ADKWEB_READYZ_TIMEOUT = float(os.environ.get("ADKWEB_READYZ_TIMEOUT", "3"))
 ADKWEB_METRICS_TOKEN = os.environ.get("ADKWEB_METRICS_TOKEN", "")
 # The database-derived metrics are read at most this often, however many scrapers ask.
 ADKWEB_METRICS_CACHE_SECONDS = float(os.environ.get("ADKWEB_METRICS_CACHE_SECONDS", "5"))
+# adkweb_turn_duration_seconds describes the turns that finished within this many seconds (a bounded
+# read on the turn_finished_at index, not every turn ever run).
+ADKWEB_METRICS_TURN_WINDOW_SECONDS = float(os.environ.get("ADKWEB_METRICS_TURN_WINDOW_SECONDS", "3600"))
 
 # --- Notifications (email, webhooks, one-tap approval links) -------------------------------
 EMAIL_HOST = os.environ.get("EMAIL_HOST", "")

@@ -1,6 +1,12 @@
 """The agent side's Prometheus metrics (registered with adkweb.metrics in AgentsAppConfig.ready): turns
-by status, how long finished turns took, and the age of the oldest turn waiting for a worker. Read
-from the database, so they count every worker's turns."""
+by status, how long the turns that finished lately took, and the age of the oldest turn waiting for a
+worker. Read from the database, so they count every worker's turns.
+
+The durations cover the turns that finished within ADKWEB_METRICS_TURN_WINDOW_SECONDS (an hour by
+default): a range of the turn_finished_at index, whose cost follows the recent load rather than the
+number of turns ever run (a scrape every few seconds read them all). Being a window, its buckets go
+down as well as up: read them as they are (`histogram_quantile(0.95, adkweb_turn_duration_seconds_bucket)`),
+not through rate()."""
 
 from __future__ import annotations
 
@@ -8,7 +14,8 @@ from collections.abc import Iterable
 from datetime import timedelta
 from typing import Any
 
-from django.db.models import Count, DurationField, ExpressionWrapper, F, Min, Q, Sum
+from django.conf import settings
+from django.db.models import Count, DurationField, ExpressionWrapper, F, Min, Q, QuerySet, Sum
 from django.utils import timezone
 from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily, Metric
 
@@ -37,20 +44,28 @@ def turn_metrics() -> Iterable[Metric]:
     return [turns, waiting, _durations()]
 
 
-def _durations() -> Metric:
+def duration_rows() -> QuerySet:
+    """Per status: how many turns finished within the window, their total run time and how many
+    took at most each bucket's seconds (one range of the turn_finished_at index)."""
     took = ExpressionWrapper(F("finished_at") - F("started_at"), output_field=DurationField())
     buckets = {f"le_{i}": Count("id", filter=Q(took__lte=timedelta(seconds=b))) for i, b in enumerate(DURATION_BUCKETS)}
-    rows = (
-        Turn.objects.filter(status__in=[Turn.Status.DONE, Turn.Status.FAILED])
+    since = timezone.now() - timedelta(seconds=settings.ADKWEB_METRICS_TURN_WINDOW_SECONDS)
+    return (
+        Turn.objects.filter(finished_at__gte=since, status__in=[Turn.Status.DONE, Turn.Status.FAILED])
         .exclude(started_at=None)
-        .exclude(finished_at=None)
         .annotate(took=took)
         .order_by()
         .values("status")
         .annotate(n=Count("id"), total=Sum("took"), **buckets)
     )
+
+
+def _durations() -> Metric:
+    rows = duration_rows()
     family = HistogramMetricFamily(
-        "adkweb_turn_duration_seconds", "How long finished turns ran, from start to finish.", labels=["status"]
+        "adkweb_turn_duration_seconds",
+        "How long the turns that finished lately (ADKWEB_METRICS_TURN_WINDOW_SECONDS) ran, from start to finish.",
+        labels=["status"],
     )
     for values in rows:
         row: dict[str, Any] = dict(values)

@@ -77,10 +77,12 @@ def test_turns_by_status_and_duration_and_the_oldest_queued(demo):
 
     turn("done", 0.3), turn("done", 4), turn("done", 45), turn("failed", 700)
     turn("running"), turn("queued", waited=90), turn("queued", waited=5)
+    old = turn("done", 1)  # finished before the durations' window (ADKWEB_METRICS_TURN_WINDOW_SECONDS)
+    Turn.objects.filter(pk=old.pk).update(finished_at=now - timedelta(hours=2))
     got = samples(staff())
     assert got[("adkweb_turns", (("status", "queued"),))] == 2
     assert got[("adkweb_turns", (("status", "running"),))] == 1
-    assert got[("adkweb_turns", (("status", "done"),))] == 3
+    assert got[("adkweb_turns", (("status", "done"),))] == 4
     assert got[("adkweb_turns", (("status", "failed"),))] == 1
     done = {
         dict(labels)["le"]: value
