@@ -274,9 +274,12 @@ def seed(n_tickets: int = 100_000, n_events: int = 1_000_000, open_share: float 
         for model in (AdkSession, Turn, StoredEvent, PendingCall, Response):
             table = model._meta.db_table
             cur.execute(f"SELECT setval(pg_get_serial_sequence('{table}', 'id'), (SELECT max(id) FROM {table}))")
-    # COPY saves no model: the sessions' stored status is computed once, as the app's migration does.
+    # COPY saves no model: the sessions' stored status is computed once, as the app's migration does,
+    # after ANALYZE (without statistics the planner scans every turn for each of the sessions: hours).
     from agents_app.session_status import sessions_status_refresh
 
+    with connection.cursor() as cur:
+        cur.execute("ANALYZE")
     sessions_status_refresh(AdkSession, Turn, PendingCall)
     info = SeedInfo(
         tickets=len(tickets),
