@@ -67,6 +67,7 @@ def setup(db: str, reseed: bool, n_tickets: int, n_events: int):  # noqa: ANN201
         DJANGO_SECRET_KEY="bench-only-secret-key-not-for-any-deployment-0123456789",
         DJANGO_ALLOWED_HOSTS="testserver,127.0.0.1",
         ADKWEB_EMBEDDED_WORKER="0",
+        ADKWEB_STATIC_MANIFEST="false",  # static URLs from the source folders: no collectstatic needed
         LOG_LEVEL="WARNING",
     )
     os.environ.pop("REDIS_URL", None)
