@@ -216,7 +216,20 @@ def sessions_visible_to(user: Any) -> QuerySet:
         return qs.none()
     if _sees_everything(user):
         return qs
+    if is_approver(user):
+        return qs.filter(Q(user_id=user.get_username()) | ~Q(pk__in=_sessions_hiding_tickets(user)))
     return qs.filter(Q(user_id=user.get_username()) | _through_tickets_q(user))
+
+
+def _sessions_hiding_tickets(approver: Any) -> QuerySet:
+    """The conversations (live ones: the default manager's) with a ticket hidden from this approver,
+    as `_through_tickets_q` defines it: approvers see every ticket no policy routes, so only routed
+    tickets can be hidden from them (the partial index ticket_routed_session holds those), and the
+    list reads them once rather than the tickets of each conversation it walks."""
+    from approvals.models import PendingCall
+    from approvals.permissions import ticket_scope_q
+
+    return PendingCall.objects.filter(routed=True).exclude(ticket_scope_q(approver)).values("session_id")
 
 
 def session_visible(user: Any, session: AdkSession) -> bool:
