@@ -145,46 +145,59 @@ def long_running_ids(stored: StoredEvent) -> set[str]:
     return set(stored.data.get("long_running_tool_ids") or ())
 
 
-def event_view(stored: StoredEvent, tickets: Mapping[str, Any]) -> EventView:
-    """A readable view of one stored event; `tickets` maps call id -> its ticket (a PendingCall)."""
-    from .session_service import event_from_json
+def _get(data: Mapping[str, Any], snake: str, camel: str) -> Any:
+    """A field of stored event JSON (DjangoSessionService stores ADK's field names; camelCase is
+    ADK's wire spelling, accepted too)."""
+    value = data.get(snake)
+    return data.get(camel) if value is None else value
 
-    event = event_from_json(stored.data)
-    long_running = set(event.long_running_tool_ids or ())
-    items: list[EventItem] = []
-    for part in (event.content.parts if event.content else None) or []:
-        if part.function_call:
-            fc = part.function_call
-            items.append(
-                EventItem(
-                    kind="call",
-                    name=fc.name or "",
-                    call_id=fc.id or "",
-                    data=dict(fc.args or {}),
-                    long_running=fc.id in long_running,
-                    ticket=tickets.get(fc.id or ""),
-                )
-            )
-        elif part.function_response:
-            fr = part.function_response
-            items.append(EventItem(kind="response", name=fr.name or "", call_id=fr.id or "", data=fr.response))
-        elif part.text:
-            items.append(EventItem(kind="text", text=part.text, thought=bool(part.thought)))
-        elif part.executable_code:
-            items.append(EventItem(kind="code", text=part.executable_code.code or ""))
-        elif part.code_execution_result:
-            items.append(EventItem(kind="code", text=part.code_execution_result.output or ""))
-        else:
-            items.append(EventItem(kind="other", data=part.model_dump(mode="json", exclude_none=True)))
+
+def _part_item(part: Mapping[str, Any], long_running: set[str], tickets: Mapping[str, Any]) -> EventItem:
+    """One part of an event's content, as the page shows it (the order of the checks is what a
+    genai Part's fields give: a call, a response, text, code, code output, anything else)."""
+    fc = _get(part, "function_call", "functionCall")
+    if fc:
+        call_id = fc.get("id") or ""
+        return EventItem(
+            kind="call",
+            name=fc.get("name") or "",
+            call_id=call_id,
+            data=dict(fc.get("args") or {}),
+            long_running=bool(call_id) and call_id in long_running,
+            ticket=tickets.get(call_id),
+        )
+    fr = _get(part, "function_response", "functionResponse")
+    if fr:
+        name, call_id = fr.get("name") or "", fr.get("id") or ""
+        return EventItem(kind="response", name=name, call_id=call_id, data=fr.get("response"))
+    if part.get("text"):
+        return EventItem(kind="text", text=part["text"], thought=bool(part.get("thought")))
+    code = _get(part, "executable_code", "executableCode")
+    if code:
+        return EventItem(kind="code", text=code.get("code") or "")
+    result = _get(part, "code_execution_result", "codeExecutionResult")
+    if result:
+        return EventItem(kind="code", text=result.get("output") or "")
+    return EventItem(kind="other", data={k: v for k, v in part.items() if v is not None})
+
+
+def event_view(stored: StoredEvent, tickets: Mapping[str, Any]) -> EventView:
+    """A readable view of one stored event; `tickets` maps call id -> its ticket (a PendingCall).
+    It reads the stored JSON's fields directly: validating every event into ADK's pydantic Event
+    just to show it cost more than rendering it."""
+    data = stored.data
+    long_running = set(_get(data, "long_running_tool_ids", "longRunningToolIds") or ())
+    content = data.get("content") or {}
+    parts = content.get("parts") if isinstance(content, dict) else None
     return EventView(
-        event_id=event.id,
-        author=event.author or "",
-        items=items,
+        event_id=data.get("id") or "",
+        author=data.get("author") or "",
+        items=[_part_item(part, long_running, tickets) for part in parts or [] if isinstance(part, dict)],
         pk=stored.pk,
         timestamp=_dt(stored.timestamp),
-        error_code=event.error_code or "",
-        error_message=event.error_message or "",
-        raw_data=stored.data,
+        error_code=_get(data, "error_code", "errorCode") or "",
+        error_message=_get(data, "error_message", "errorMessage") or "",
+        raw_data=data,
     )
 
 
