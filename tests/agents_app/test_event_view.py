@@ -91,3 +91,18 @@ def test_an_event_without_content_has_no_items():
     data = event_to_json(Event(author="user", invocation_id="inv-2", actions={"state_delta": {"k": 1}}))
     view = timeline.event_view(SimpleNamespace(data=data, pk=1, timestamp=1.0), {})
     assert view.items == [] and view.is_user and not view.is_error
+
+
+@pytest.mark.parametrize("zone", ["UTC", "Europe/Paris"])
+def test_the_cards_time_is_what_the_date_filters_wrote(zone):
+    from django.template import Context, Template
+    from django.utils import timezone
+
+    filters = Template(
+        "<time datetime=\"{{ t|date:'c' }}\" title=\"{{ t|date:'Y-m-d H:i:s T' }}\">{{ t|time:'H:i:s' }}</time>"
+    )
+    with timezone.override(zone):
+        for ts in (1788217922.0191069, 1788217922.0):
+            view = timeline.EventView(event_id="e", author="a", timestamp=timeline._dt(ts))
+            assert view.time_html == filters.render(Context({"t": view.timestamp}))
+    assert timeline.EventView(event_id="e", author="a").time_html == ""
