@@ -137,10 +137,12 @@ def beat(env: dict[str, str]) -> Service:
 
 
 def producer(redis_url: str) -> Any:
-    """A Celery app that sends our tasks to this Redis only (not the test run's shared broker)."""
+    """A Celery app that sends our tasks to this Redis only (not the test run's shared broker). Not made
+    the current app: shared tasks' `.delay()` goes to the current app, and later tests would send to
+    this test's Redis, stopped by then (test_engine_flows.py's sweeper scenarios did, after this)."""
     from celery import Celery
 
-    app = Celery("adkweb-test-producer", broker=redis_url)
+    app = Celery("adkweb-test-producer", broker=redis_url, set_as_current=False)
     app.conf.task_default_queue = "agents"
     return app
 
