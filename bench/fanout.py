@@ -50,6 +50,7 @@ from benchlib import (  # noqa: E402
     redis_flush,
     rss_mb,
 )
+from wsclients import Profile, Socket, Web, close_all, open_sockets, report, settle, wait_all  # noqa: E402
 
 DB = f"{DB_PREFIX}_fanout"
 EVENT_FRAME = re.compile(r'hx-swap-oob="beforeend:#conversation-events"')
@@ -76,123 +77,6 @@ def django_setup(env: dict[str, str]) -> dict[str, str]:
         client.force_login(User.objects.get(username=name))
         cookies[name] = client.cookies["sessionid"].value
     return cookies
-
-
-class Socket:
-    """One websocket client: keeps every frame with its arrival time."""
-
-    def __init__(self) -> None:
-        self.frames: list[tuple[float, str]] = []
-        self.ws = None
-        self.task: asyncio.Task | None = None
-        self.closed = ""  # why the server ended it, if it did
-        self.closing = False
-
-    retries = 0  # handshakes retried, over all sockets
-    missed = 0  # frames not received in time, over all rounds
-    dropped = 0  # sockets the server ended
-
-    async def open(self, url: str, cookie: str, origin: str) -> Socket:
-        from websockets.asyncio.client import connect
-        from websockets.exceptions import InvalidHandshake
-
-        headers = {"Cookie": f"sessionid={cookie}", "Origin": origin}
-        for attempt in range(3):  # a busy server may drop a handshake: count it, retry
-            try:
-                self.ws = await connect(
-                    url, additional_headers=headers, max_size=None, ping_interval=None, open_timeout=120
-                )
-                break
-            except (OSError, InvalidHandshake):
-                Socket.retries += 1
-                if attempt == 2:
-                    raise
-                await asyncio.sleep(0.5)
-        self.task = asyncio.create_task(self._read())
-        return self
-
-    async def _read(self) -> None:
-        try:
-            async for frame in self.ws:
-                self.frames.append((time.perf_counter(), frame if isinstance(frame, str) else frame.decode()))
-            if not self.closing:
-                self.closed = f"closed by the server ({self.ws.close_code})"
-        except Exception as exc:  # noqa: BLE001 - recorded: a dropped socket misses frames
-            self.closed = repr(exc)
-
-    def first(self, needle: re.Pattern | str, after: float) -> float | None:
-        for at, text in self.frames:
-            if at >= after and (needle.search(text) if isinstance(needle, re.Pattern) else needle in text):
-                return at
-        return None
-
-    async def close(self) -> None:
-        self.closing = True
-        if self.ws is not None:
-            await self.ws.close()
-        if self.task is not None:
-            await asyncio.gather(self.task, return_exceptions=True)
-
-
-async def open_sockets(n: int, url: str, cookie: str, origin: str, batch: int = 50) -> list[Socket]:
-    sockets: list[Socket] = []
-    for i in range(0, n, batch):
-        sockets += await asyncio.gather(*(Socket().open(url, cookie, origin) for _ in range(min(batch, n - i))))
-    return sockets
-
-
-async def wait_all(sockets: list[Socket], needle: re.Pattern | str, after: float, timeout: float) -> list[float | None]:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        got = [s.first(needle, after) for s in sockets]
-        if all(g is not None for g in got):
-            return got
-        await asyncio.sleep(0.05)
-    return [s.first(needle, after) for s in sockets]
-
-
-async def settle(sockets: list[Socket], quiet: float = 2.0, limit: float = 180) -> None:
-    """Wait until no socket has received a frame for `quiet` seconds (the last round's tail is over)."""
-    deadline = time.monotonic() + limit
-    while time.monotonic() < deadline:
-        last = max((s.frames[-1][0] for s in sockets if s.frames), default=0)
-        if time.perf_counter() - last >= quiet:
-            return
-        await asyncio.sleep(0.2)
-    print(f"  (warning: frames still arriving after {limit:.0f} s; the next round overlaps this one's tail)")
-
-
-class Web:
-    """HTTP as a browser: session cookie, CSRF token from a page, htmx headers."""
-
-    def __init__(self, base: str, cookie: str) -> None:
-        import httpx
-
-        self.client = httpx.AsyncClient(base_url=base, cookies={"sessionid": cookie}, timeout=120)
-
-    async def post(self, path: str, data: dict, page: str) -> int:
-        if "csrftoken" not in self.client.cookies:
-            (await self.client.get(page)).raise_for_status()
-        headers = {
-            "X-CSRFToken": self.client.cookies["csrftoken"],
-            "HX-Request": "true",
-            "Referer": str(self.client.base_url),
-        }
-        response = await self.client.post(path, data=data, headers=headers)
-        if response.status_code >= 400:
-            raise RuntimeError(f"POST {path}: HTTP {response.status_code}: {response.text[:300]}")
-        return response.status_code
-
-
-def report(label: str, sent: float, got: list[float | None], target: str) -> list[float]:
-    ms = [(g - sent) * 1000 for g in got if g is not None]
-    missed = sum(g is None for g in got)
-    Socket.missed += missed
-    print(
-        f"{label:<44}{len(got):>7}{pct(ms, 0.5):>9.0f}{pct(ms, 0.95):>9.0f}{max(ms, default=float('nan')):>9.0f}"
-        f"{missed:>8}   {target}"
-    )
-    return ms
 
 
 def open_ticket(session_pk: int, timeout: float = 30) -> object:
@@ -259,28 +143,37 @@ async def conversation_watchers(  # noqa: PLR0913
     connect_s = time.perf_counter() - started
     await settle(sockets)
     mem[f"web RSS with {args.sockets} conversation sockets"] = rss_mb(web_pid)
-    all_ms: list[float] = []
+    profile = Profile(args.profile, "web-conversation", web_pid) if args.profile else None
+    stages: list[str] = []
     for r in range(args.rounds):
         token = f"fanout{r}x{uuid.uuid4().hex[:6]}"
-        sent = time.perf_counter()
+        # The frame of the stored event (appended to the conversation) that carries this message.
+        needle = (token, EVENT_FRAME)
+        sent, sent_wall = time.perf_counter(), time.time()
         await requester.post(f"{page}messages/", {"text": f"What is the price of GOOG? {token}"}, page)
-        got = await wait_all(sockets, token, sent, args.timeout)
-        all_ms += report(f"conversation: message -> its event, round {r + 1}", sent, got, "p95 <= 250 ms, 0 missed")
+        posted = time.perf_counter()
+        got = await wait_all(sockets, needle, sent, args.timeout)
+        ms = report(f"conversation: message -> its event, round {r + 1}", sent, got, "p95 <= 250 ms, 0 missed")
+        claimed, stored = await sync_to_async(user_event_times)(chat.pk, token)
+        stages.append(
+            f"POST answered {(posted - sent) * 1000:.0f}, turn claimed {(claimed - sent_wall) * 1000:.0f}, "
+            f"event stored {(stored - sent_wall) * 1000:.0f}, first frame {min(ms, default=float('nan')):.0f}"
+        )
         await settle(sockets)
+    if profile is not None:
+        profile.stop()
     mem[f"web RSS after {args.rounds} rounds"] = rss_mb(web_pid)
+    print("  (ms after the POST, per round: " + "; ".join(stages) + ")")
     await close_all(sockets, connect_s)
 
 
-async def close_all(sockets: list[Socket], connect_s: float) -> None:
-    dropped = [s.closed for s in sockets if s.closed]
-    Socket.dropped += len(dropped)
-    await asyncio.gather(*(s.close() for s in sockets))
-    why = f" ({dropped[0]})" if dropped else ""
-    print(
-        f"  (connecting {len(sockets)} sockets took {connect_s:.1f} s, {Socket.retries} handshakes retried; "
-        f"{len(dropped)} ended by the server{why})"
-    )
-    Socket.retries = 0
+def user_event_times(session_pk: int, token: str) -> tuple[float, float]:
+    """When the worker claimed the message's turn and stored its event (the Turn row, the event's
+    ADK timestamp: the clock of this machine)."""
+    from agents_app.models import StoredEvent
+
+    event = StoredEvent.objects.select_related("turn").get(session_id=session_pk, author="user", data__icontains=token)
+    return event.turn.started_at.timestamp(), event.timestamp
 
 
 async def inbox_watchers(  # noqa: PLR0913
@@ -389,6 +282,7 @@ def main() -> None:
     parser.add_argument(
         "--only", default="conversation,inbox,resume", help="parts to run (default conversation,inbox,resume)"
     )
+    parser.add_argument("--profile", default="", help="py-spy the web process during the conversation rounds: PREFIX")
     args = parser.parse_args()
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     want = max(soft, min(hard, 4 * args.sockets + 1024))
