@@ -16,6 +16,8 @@ from contextlib import contextmanager
 from typing import Any
 
 from asgiref.sync import async_to_sync
+from channels.consumer import get_handler_name
+from channels.generic.websocket import AsyncWebsocketConsumer
 from channels.layers import get_channel_layer
 
 logger = logging.getLogger(__name__)
@@ -123,6 +125,23 @@ async def agroup_send(group: str, message: Mapping[str, object]) -> None:
             await layer.group_send(group, dict(message))
     except Exception:
         logger.warning("Could not publish %s to %s; pages catch up when they reconnect.", message.get("type"), group)
+
+
+class LiveConsumer(AsyncWebsocketConsumer):
+    """The base of adkweb's websocket consumers. Channels (4.2+) hops to the one thread Django's sync
+    code shares (asgiref's thread-sensitive executor) before every message it dispatches, to close
+    stale database connections: with 1,000 sockets on a conversation, that was 1,000 hops per
+    published fragment, queued on the thread the page's POST (and every view) needs, most of a
+    web process's time (bench/README.md). Here a message goes straight to its handler: a handler
+    that forwards a fragment touches no database, and one that reads goes through
+    `database_sync_to_async`, which closes stale connections itself, before and after, on the thread
+    that uses them. So: no ORM calls outside `database_sync_to_async` in these consumers."""
+
+    async def dispatch(self, message: dict) -> None:
+        handler = getattr(self, get_handler_name(message), None)
+        if handler is None:
+            raise ValueError(f"No handler for message type {message['type']}")
+        await handler(message)
 
 
 LAYER_DOWN = 1011  # websocket close code "server error": clients (htmx's ws extension) reconnect later

@@ -9,7 +9,6 @@ from typing import Any
 from urllib.parse import parse_qs
 
 from channels.db import database_sync_to_async
-from channels.generic.websocket import AsyncWebsocketConsumer
 from django.template.loader import render_to_string
 
 from adkweb import live
@@ -33,7 +32,7 @@ def _int(value: Any, default: int) -> int:
         return default
 
 
-class SessionListConsumer(AsyncWebsocketConsumer):
+class SessionListConsumer(live.LiveConsumer):
     """/ws/sessions/?agent=&status=&page=: status changes of the rows this user may see."""
 
     async def connect(self) -> None:
@@ -80,7 +79,7 @@ class SessionListConsumer(AsyncWebsocketConsumer):
             await self.send(text_data=html)
 
 
-class SessionConsumer(AsyncWebsocketConsumer):
+class SessionConsumer(live.LiveConsumer):
     """/ws/sessions/<pk>/?after=<last event pk on the page>: the conversation, live.
 
     It joins its viewer's audience group (agents_app.fanout) and forwards the fragments rendered

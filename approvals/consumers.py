@@ -9,7 +9,6 @@ import time
 from typing import Any
 
 from channels.db import database_sync_to_async
-from channels.generic.websocket import AsyncWebsocketConsumer
 from django.http import QueryDict
 from django.template.loader import render_to_string
 
@@ -32,7 +31,7 @@ def _nav_count_html(count: int) -> str:
     return render_to_string(LIVE + "#nav-count", {"count": count, "oob": True})
 
 
-class InboxConsumer(AsyncWebsocketConsumer):
+class InboxConsumer(live.LiveConsumer):
     """`/ws/approvals/?<inbox filters>`: pushes new, changed and decided rows and the nav count.
     With `?nav=1` only the count (every other page of an approver). It forwards the rows
     approvals.fanout rendered once per change and places them from the facts carried with them;
@@ -140,7 +139,7 @@ class InboxConsumer(AsyncWebsocketConsumer):
             await self.send(text_data=frame)
 
 
-class TicketConsumer(AsyncWebsocketConsumer):
+class TicketConsumer(live.LiveConsumer):
     """`/ws/tickets/<id>/`: joins the ticket's conversation group (`session-<pk>`)."""
 
     async def connect(self) -> None:

@@ -109,3 +109,24 @@ def test_an_event_is_rendered_once_for_every_audience(demo, session, monkeypatch
     assert len(renders) == 2  # the appended card and the in-place replacement, for every audience
     assert sorted(g for g, _ in sent) == sorted(fanout.audience_group(session.pk, a) for a in fanout.AUDIENCES)
     assert all(m["type"] == "live.event" and m["event_pk"] == stored.pk for _, m in sent)
+
+
+async def test_forwarding_a_fragment_makes_no_thread_hop(demo, session, monkeypatch):
+    """Channels' own dispatch hops to Django's one sync thread before every message (to close stale
+    connections): with 1,000 sockets, 1,000 hops per fragment on the thread views need. The live
+    consumers forward without it (adkweb.live.LiveConsumer)."""
+    import channels.consumer
+
+    sockets = [await _socket(session, demo[name]) for name in ("requester", "approver", "observer")]
+    hops: list[str] = []
+
+    async def counted() -> None:
+        hops.append("close_old_connections")
+
+    monkeypatch.setattr(channels.consumer, "aclose_old_connections", counted)
+    stored = await sync_to_async(_stored)(session, "no hop")
+    await sync_to_async(events.notify_session_event)(session_pk=session.pk, event_pk=stored.pk)
+    for comm in sockets:
+        assert f'id="event-{stored.event_id}"' in await comm.receive_from()
+        await comm.disconnect()
+    assert hops == []
