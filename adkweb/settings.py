@@ -203,7 +203,7 @@ MEDIA_URL = "media/"  # not served: artifacts are downloaded through permission-
 if REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {
-            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "BACKEND": "adkweb.channel_layers.RedisChannelLayer",  # channels_redis's, cheaper to receive
             # redis-py 8 reads with a 5 s socket_timeout by default, which aborts channels_redis's
             # blocking 5 s BZPOPMIN: every idle websocket consumer died after 5 s
             # (django/channels_redis#422). Keep a read timeout, above the pop's.

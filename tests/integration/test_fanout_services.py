@@ -91,3 +91,51 @@ async def test_fifty_sockets_get_every_event_exactly_once_in_order(demo, worker,
     finally:
         for comm in sockets:
             await comm.disconnect()
+
+
+async def test_a_process_receives_each_group_message_once_for_all_its_sockets(own_layer):
+    """adkweb.channel_layers.RedisChannelLayer: one reader pops a message for the process's channels
+    and hands it to each channel's queue. channels_redis's own receive made every waiting channel race
+    for a lock, with two new tasks per channel per message (a third of a web process's time with 1,000
+    sockets). Every channel still gets every message once, in order; one that stops receiving loses
+    nothing for the others."""
+    import asyncio
+
+    layer = own_layer
+    names = [await layer.new_channel() for _ in range(200)]
+    for name in names:
+        await layer.group_add("fanout-test", name)
+    got: dict[str, list[int]] = {name: [] for name in names}
+
+    async def listen(name: str, count: int) -> None:
+        for _ in range(count):
+            got[name].append((await layer.receive(name))["n"])
+
+    loop = asyncio.get_running_loop()
+    tasks_made = 0
+    default_factory = loop.get_task_factory()
+
+    def counting(loop, coro, **kwargs):
+        nonlocal tasks_made
+        tasks_made += 1
+        if default_factory is not None:
+            return default_factory(loop, coro, **kwargs)
+        return asyncio.Task(coro, loop=loop, **kwargs)
+
+    quitter = asyncio.ensure_future(listen(names[0], 1))  # stops receiving after the first message
+    listeners = [asyncio.ensure_future(listen(name, 5)) for name in names[1:]]
+    await asyncio.sleep(0.2)
+    loop.set_task_factory(counting)
+    try:
+        for n in range(5):
+            await layer.group_send("fanout-test", {"type": "test.message", "n": n})
+        await asyncio.wait_for(asyncio.gather(*listeners), timeout=30)
+    finally:
+        loop.set_task_factory(default_factory)
+    await quitter
+    assert got[names[0]] == [0]
+    assert all(got[name] == [0, 1, 2, 3, 4] for name in names[1:])
+    # channels_redis's receive made >= 2 tasks per waiting channel per message (2,000 here).
+    assert tasks_made < 100, tasks_made
+    for name in names:
+        await layer.group_discard("fanout-test", name)
