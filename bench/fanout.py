@@ -153,7 +153,7 @@ async def conversation_watchers(  # noqa: PLR0913
         await requester.post(f"{page}messages/", {"text": f"What is the price of GOOG? {token}"}, page)
         posted = time.perf_counter()
         got = await wait_all(sockets, needle, sent, args.timeout)
-        ms = report(f"conversation: message -> its event, round {r + 1}", sent, got, "p95 <= 250 ms, 0 missed")
+        ms = report(f"conversation: message -> its event, round {r + 1}", sent, got, "p95 <= 250 ms, 0 missed", sockets)
         claimed, stored = await sync_to_async(user_event_times)(chat.pk, token)
         stages.append(
             f"POST answered {(posted - sent) * 1000:.0f}, turn claimed {(claimed - sent_wall) * 1000:.0f}, "
@@ -195,14 +195,14 @@ async def inbox_watchers(  # noqa: PLR0913
         _session_pk, ticket_pk, _ = await new_ticket(requester)
         added = re.compile(rf'<tr id="pending-call-{ticket_pk}" class="row-pending')
         got = await wait_all(sockets, added, sent, args.timeout)
-        report(f"inbox: message -> the new ticket's row, round {r + 1}", sent, got, target)
+        report(f"inbox: message -> the new ticket's row, round {r + 1}", sent, got, target, sockets)
         await settle(sockets)
         decided = re.compile(rf'<tr id="pending-call-{ticket_pk}" class="row-approved')
         page = f"/tickets/{ticket_pk}/"
         sent = time.perf_counter()
         await approver.post(f"{page}approve/", {"approve-comment": ""}, page)
         got = await wait_all(sockets, decided, sent, args.timeout)
-        report(f"inbox: approve -> the row's update, round {r + 1}", sent, got, target)
+        report(f"inbox: approve -> the row's update, round {r + 1}", sent, got, target, sockets)
         await settle(sockets)
     await close_all(sockets, connect_s)
 

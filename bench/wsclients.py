@@ -138,7 +138,9 @@ class Web:
         return response.status_code
 
 
-def report(label: str, sent: float, got: list[float | None], target: str) -> list[float]:
+def report(
+    label: str, sent: float, got: list[float | None], target: str, sockets: list[Socket] | None = None
+) -> list[float]:
     ms = [(g - sent) * 1000 for g in got if g is not None]
     missed = sum(g is None for g in got)
     Socket.missed += missed
@@ -146,6 +148,10 @@ def report(label: str, sent: float, got: list[float | None], target: str) -> lis
         f"{label:<44}{len(got):>7}{pct(ms, 0.5):>9.0f}{pct(ms, 0.95):>9.0f}{max(ms, default=float('nan')):>9.0f}"
         f"{missed:>8}   {target}"
     )
+    if missed and sockets:  # what a socket that missed it received since the round began
+        s = sockets[got.index(None)]
+        seen = [f"+{(at - sent) * 1000:.0f} ms {text[:90]!r}" for at, text in s.frames if at >= sent]
+        print(f"  (a socket that missed it, open={s.ws is not None and not s.closed}, got: {seen[:12]})")
     return ms
 
 
