@@ -43,6 +43,7 @@ from benchlib import (  # noqa: E402
     ROOT,
     Server,
     adkweb_env,
+    cpu_seconds,
     free_port,
     pct,
     pg_create,
@@ -145,14 +146,17 @@ async def conversation_watchers(  # noqa: PLR0913
     mem[f"web RSS with {args.sockets} conversation sockets"] = rss_mb(web_pid)
     profile = Profile(args.profile, "web-conversation", web_pid) if args.profile else None
     stages: list[str] = []
+    cpu_turn: list[str] = []  # the web process's CPU (to the last socket's event frame / the whole turn)
     for r in range(args.rounds):
         token = f"fanout{r}x{uuid.uuid4().hex[:6]}"
         # The frame of the stored event (appended to the conversation) that carries this message.
         needle = (token, EVENT_FRAME)
+        cpu = cpu_seconds(web_pid)
         sent, sent_wall = time.perf_counter(), time.time()
         await requester.post(f"{page}messages/", {"text": f"What is the price of GOOG? {token}"}, page)
         posted = time.perf_counter()
         got = await wait_all(sockets, needle, sent, args.timeout)
+        cpu_event = cpu_seconds(web_pid) - cpu
         ms = report(f"conversation: message -> its event, round {r + 1}", sent, got, "p95 <= 250 ms, 0 missed", sockets)
         claimed, stored = await sync_to_async(user_event_times)(chat.pk, token)
         stages.append(
@@ -160,10 +164,17 @@ async def conversation_watchers(  # noqa: PLR0913
             f"event stored {(stored - sent_wall) * 1000:.0f}, first frame {min(ms, default=float('nan')):.0f}"
         )
         await settle(sockets)
+        frames = sum(at >= sent for at, _ in sockets[0].frames)
+        cpu_turn.append(f"{cpu_event:.2f} / {cpu_seconds(web_pid) - cpu:.2f} s, {frames} frames")
     if profile is not None:
         profile.stop()
     mem[f"web RSS after {args.rounds} rounds"] = rss_mb(web_pid)
     print("  (ms after the POST, per round: " + "; ".join(stages) + ")")
+    print(
+        "  (web process CPU per round, to the event at every socket / the whole turn; frames per socket: "
+        + "; ".join(cpu_turn)
+        + ")"
+    )
     await close_all(sockets, connect_s)
 
 
