@@ -139,7 +139,12 @@ class Web:
 
 
 def report(
-    label: str, sent: float, got: list[float | None], target: str, sockets: list[Socket] | None = None
+    label: str,
+    sent: float,
+    got: list[float | None],
+    target: str,
+    sockets: list[Socket] | None = None,
+    needle: tuple[str, re.Pattern] | None = None,
 ) -> list[float]:
     ms = [(g - sent) * 1000 for g in got if g is not None]
     missed = sum(g is None for g in got)
@@ -150,7 +155,12 @@ def report(
     )
     if missed and sockets:  # what a socket that missed it received since the round began
         s = sockets[got.index(None)]
-        seen = [f"+{(at - sent) * 1000:.0f} ms {text[:90]!r}" for at, text in s.frames if at >= sent]
+        seen = [
+            f"+{(at - sent) * 1000:.0f} ms{' (has the text looked for)' if needle and needle[0] in text else ''} "
+            f"{text[:90]!r}"
+            for at, text in s.frames
+            if at >= sent
+        ]
         print(f"  (a socket that missed it, open={s.ws is not None and not s.closed}, got: {seen[:12]})")
     return ms
 
