@@ -104,11 +104,23 @@ async def new_ticket(web_requester: Web, *, text: str = "Please reimburse 200$ f
     page = f"/sessions/{session.pk}/"
     await web_requester.post(f"{page}messages/", {"text": text}, page)
     ticket = await sync_to_async(open_ticket)(session.pk)
-    await asyncio.sleep(0.3)  # the rest of that turn (the model's reply) lands
+    await sync_to_async(turns_done)(session.pk)  # the rest of that turn (the model's reply) lands first
     last = await sync_to_async(
         lambda: StoredEvent.objects.filter(session_id=session.pk).order_by("-id").values_list("pk", flat=True).first()
     )()
     return session.pk, ticket.pk, last or 0
+
+
+def turns_done(session_pk: int, timeout: float = 30) -> None:
+    """Wait until no turn of the session is queued or running (a fixed sleep was too short under load:
+    the first turn's last event then reached a resume socket as if it were the resumed run's)."""
+    from agents_app.models import Turn
+
+    deadline = time.monotonic() + timeout
+    while Turn.objects.filter(session_id=session_pk, status__in=["queued", "running"]).exists():
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the turns of session {session_pk} did not finish")
+        time.sleep(0.02)
 
 
 async def fanout(args: argparse.Namespace, base: str, ws: str, cookies: dict[str, str], web: Server) -> None:
