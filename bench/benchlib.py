@@ -30,6 +30,12 @@ CLK_TCK = os.sysconf("SC_CLK_TCK")
 CELERY_POOL = os.environ.get("BENCH_CELERY_POOL", "prefork")
 
 
+def celery_worker_cmd(concurrency: int = 2) -> list[str]:
+    """The agents-queue Celery worker of services mode, as the Procfile runs it, on the benches' pool."""
+    pool = ["--pool", CELERY_POOL, "--concurrency", str(concurrency)]
+    return [str(BIN / "celery"), "-A", "adkweb", "worker", "-Q", "agents", *pool, "--loglevel", "WARNING"]
+
+
 def pct(values: Iterable[float], q: float) -> float:
     """Nearest-rank percentile (q in 0..1); nan for no values."""
     ordered = sorted(values)

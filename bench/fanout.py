@@ -37,12 +37,12 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from benchlib import (  # noqa: E402
     BIN,
-    CELERY_POOL,
     DB_PREFIX,
     REDIS_URL,
     ROOT,
     Server,
     adkweb_env,
+    celery_worker_cmd,
     cpu_seconds,
     free_port,
     pct,
@@ -324,19 +324,7 @@ def main() -> None:
         cookies = django_setup(env)
         port = free_port()
         web = Server("web", [str(BIN / "daphne"), "-p", str(port), "adkweb.asgi:application"], env, port).start()
-        worker = [
-            str(BIN / "celery"),
-            "-A",
-            "adkweb",
-            "worker",
-            "-Q",
-            "agents",
-            "--pool",
-            CELERY_POOL,
-            "--concurrency",
-            "2",
-        ]
-        servers = [web, Server("worker", worker + ["--loglevel", "WARNING"], env).start()]
+        servers = [web, Server("worker", celery_worker_cmd(), env).start()]
         web.wait_port()
         base, ws = f"http://127.0.0.1:{port}", f"ws://127.0.0.1:{port}"
         print(f"daphne pid {web.pid} on {base}, celery worker pid {servers[1].pid}; fd limit {want}")

@@ -35,12 +35,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from benchlib import (  # noqa: E402
     BENCH,
     BIN,
-    CELERY_POOL,
     DB_PREFIX,
     REDIS_URL,
     ROOT,
     Server,
     adkweb_env,
+    celery_worker_cmd,
     cpu_seconds,
     free_port,
     manage,
@@ -108,19 +108,7 @@ def adkweb_target(key: str, database_url: str, redis_url: str, root: Path = ROOT
     daphne = [str(BIN / "daphne"), "-p", str(port), "adkweb.asgi:application"]
     servers = [Server(f"{key}-web", daphne, env, port, cwd=root)]
     if redis_url:  # as the Procfile runs it
-        worker = [
-            str(BIN / "celery"),
-            "-A",
-            "adkweb",
-            "worker",
-            "-Q",
-            "agents",
-            "--pool",
-            CELERY_POOL,
-            "--concurrency",
-            "2",
-        ]
-        servers.append(Server(f"{key}-worker", worker + ["--loglevel", "WARNING"], env, cwd=root))
+        servers.append(Server(f"{key}-worker", celery_worker_cmd(), env, cwd=root))
     for s in servers:
         s.start()
     return Target(key, f"http://127.0.0.1:{port}/api/adk", servers, {"Authorization": f"Token {key_}"})
