@@ -218,8 +218,9 @@ if REDIS_URL:
 else:
     CHANNEL_LAYERS = {"default": {"BACKEND": "adkweb.channel_layers.ThreadSafeInMemoryChannelLayer"}}
     CELERY_BROKER_URL = "memory://"
-    # The memory transport polls; 1 s by default would add a second to every turn.
-    CELERY_BROKER_TRANSPORT_OPTIONS = {"polling_interval": 0.005}
+    # kombu's memory transport, woken by each publish rather than polling (adkweb.memory_broker).
+    CELERY_BROKER_TRANSPORT = "adkweb.memory_broker:Transport"
+    CELERY_BROKER_TRANSPORT_OPTIONS = {}
 
 CELERY_TASK_DEFAULT_QUEUE = "agents"
 # Workers and beat log with LOGGING's format (time, level, logger, ids), not Celery's own.

@@ -1,0 +1,129 @@
+"""Embedded mode's broker (adkweb.memory_broker): a real Celery worker on it takes a message when it
+is published, and when a busy worker frees a slot, not on its next poll. The poll is set to a
+minute here, so a worker that only polled would miss every deadline below by far."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+
+import pytest
+from celery import Celery
+from celery.contrib.testing.worker import start_worker
+
+from tests.conftest import wait_for
+
+QUEUE = "adkweb-broker-test"
+# kombu's own memory transport ("memory") fails both kombu-level tests below: it waits out its poll.
+TRANSPORT = "adkweb.memory_broker:Transport"  # the memory broker is process-wide: a queue no other worker consumes
+
+
+@pytest.fixture
+def app_and_done():
+    app = Celery("adkweb-broker-test", set_as_current=False)
+    app.conf.update(
+        broker_url="memory://",
+        broker_transport=TRANSPORT,
+        broker_transport_options={"polling_interval": 60},
+        task_default_queue=QUEUE,
+        task_acks_late=True,
+        worker_prefetch_multiplier=1,
+        task_ignore_result=True,
+        worker_hijack_root_logger=False,
+    )
+    done: list[int] = []
+    release = threading.Event()
+
+    @app.task(name=f"broker_test.record.{uuid.uuid4().hex}")  # a fresh task per test
+    def record(n: int, hold: bool = False) -> None:
+        if hold:
+            release.wait(30)
+        done.append(n)
+
+    return app, record, done, release
+
+
+def test_the_transport_is_the_embedded_one(settings):
+    from kombu import Connection
+
+    from adkweb.celery import app
+    from adkweb.memory_broker import Transport
+
+    if settings.CELERY_BROKER_URL != "memory://":
+        pytest.skip("services mode: the broker is Redis")
+    with app.connection_for_write() as conn:
+        assert isinstance(conn.transport, Transport)
+    assert Connection("memory://").transport_cls == "memory"  # plain memory:// is kombu's, untouched
+
+
+def test_an_idle_worker_takes_each_message_when_it_is_published(app_and_done):
+    app, record, done, _ = app_and_done
+    with start_worker(app, pool="threads", concurrency=1, perform_ping_check=False, loglevel="WARNING"):
+        time.sleep(0.5)  # the worker is idle, waiting
+        for n in range(3):
+            started = time.monotonic()
+            record.delay(n)
+            wait_for(lambda n=n: n in done, timeout=10, what=f"message {n} (the poll is 60 s)")
+            assert time.monotonic() - started < 10
+    assert done == [0, 1, 2]
+
+
+def _consumer(conn, queue: str, got: list, *, prefetch: int | None = None):
+    from kombu import Consumer, Queue
+
+    channel = conn.channel()
+    if prefetch:
+        channel.basic_qos(0, prefetch, False)
+    consumer = Consumer(channel, [Queue(queue)], callbacks=[lambda body, message: got.append((body, message))])
+    consumer.consume()
+    return consumer
+
+
+def _drain_in_thread(conn, timeout: float) -> tuple[threading.Thread, list[float]]:
+    took: list[float] = []
+
+    def drain() -> None:
+        started = time.monotonic()
+        conn.drain_events(timeout=timeout)
+        took.append(time.monotonic() - started)
+
+    thread = threading.Thread(target=drain, daemon=True)
+    thread.start()
+    return thread, took
+
+
+def test_a_waiting_consumer_gets_a_message_when_it_is_published_not_at_its_next_poll():
+    from kombu import Connection
+
+    queue = f"adkweb-broker-test-{uuid.uuid4().hex}"
+    got: list = []
+    with Connection("memory://", transport=TRANSPORT, transport_options={"polling_interval": 60}) as conn:
+        _consumer(conn, queue, got)
+        thread, took = _drain_in_thread(conn, timeout=30)
+        time.sleep(0.5)  # the consumer has looked, found nothing and waits
+        with Connection("memory://", transport=TRANSPORT) as producer:
+            producer.SimpleQueue(queue).put({"n": 1})
+        thread.join(35)
+    assert [body for body, _ in got] == [{"n": 1}]
+    assert took and took[0] < 10, took  # a 30 s wait (the poll, capped by the timeout) without the wake-up
+
+
+def test_a_consumer_at_its_prefetch_limit_takes_the_next_message_when_it_acks():
+    from kombu import Connection
+
+    queue = f"adkweb-broker-test-{uuid.uuid4().hex}"
+    got: list = []
+    with Connection("memory://", transport=TRANSPORT, transport_options={"polling_interval": 60}) as conn:
+        _consumer(conn, queue, got, prefetch=1)
+        with Connection("memory://", transport=TRANSPORT) as producer:
+            producer.SimpleQueue(queue).put({"n": 1})
+            producer.SimpleQueue(queue).put({"n": 2})
+        conn.drain_events(timeout=5)
+        assert [body for body, _ in got] == [{"n": 1}]  # unacked: the consumer is at its limit
+        thread, took = _drain_in_thread(conn, timeout=30)
+        time.sleep(0.5)
+        got[0][1].ack()  # a worker thread finished its task
+        thread.join(35)
+    assert [body for body, _ in got] == [{"n": 1}, {"n": 2}]
+    assert took and took[0] < 10, took
