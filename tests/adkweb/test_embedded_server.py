@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import socket
+import sqlite3
 import subprocess
 import sys
 import time
@@ -27,7 +28,7 @@ def _free_port() -> int:
 
 
 @pytest.fixture(scope="module")
-def embedded_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, dict[str, str]]]:
+def embedded_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, dict[str, str], Path]]:
     db = tmp_path_factory.mktemp("embedded") / "db.sqlite3"
     env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "REDIS_URL", "ADKWEB_EMBEDDED_WORKER"}}
     env.update(DJANGO_SETTINGS_MODULE="adkweb.settings", DATABASE_URL=f"sqlite:///{db}", PYTHONPATH=str(ROOT))
@@ -61,14 +62,14 @@ def embedded_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[
         except httpx.TransportError:
             assert server.poll() is None and time.monotonic() < deadline, (db.parent / "server.log").read_text()
             time.sleep(0.3)
-    yield url, {"Authorization": f"Token {key}"}
+    yield url, {"Authorization": f"Token {key}"}, db
     server.terminate()
     server.wait(timeout=20)
     log.close()
 
 
 def test_make_run_serves_the_dashboard_and_runs_agents_in_process(embedded_server):
-    url, headers = embedded_server
+    url, headers, db = embedded_server
     login = httpx.get(f"{url}/accounts/login/")
     assert login.status_code == 200 and "csrfmiddlewaretoken" in login.text
     assert httpx.get(f"{url}/", follow_redirects=False).status_code == 302  # login required
@@ -80,3 +81,6 @@ def test_make_run_serves_the_dashboard_and_runs_agents_in_process(embedded_serve
         seed_client_loop(client, sse=True)
     finally:
         client.close()
+    # The file is in WAL mode (readers don't wait for the worker's writes; a commit syncs the log once).
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
