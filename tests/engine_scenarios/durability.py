@@ -27,8 +27,15 @@ DEAD_BROKER = "redis://127.0.0.1:1/0"  # nothing listens on port 1: connection r
 def broker_down() -> Iterator[list[logging.LogRecord]]:
     """Point this process's task producer at a dead broker (the worker keeps its own connection),
     and collect what the services log meanwhile."""
-    saved = app.conf.broker_write_url, app._pool, app.amqp._producer_pool
-    app.conf.broker_write_url, app._pool, app.amqp._producer_pool = DEAD_BROKER, None, None
+    # The dead broker is a Redis URL: the producer's transport is Redis too (embedded mode names its
+    # memory transport in broker_transport, which kombu would otherwise use for any URL).
+    saved = app.conf.broker_write_url, app.conf.broker_transport, app._pool, app.amqp._producer_pool
+    app.conf.broker_write_url, app.conf.broker_transport, app._pool, app.amqp._producer_pool = (
+        DEAD_BROKER,
+        None,
+        None,
+        None,
+    )
     records: list[logging.LogRecord] = []
     handler = logging.Handler(logging.WARNING)
     handler.emit = records.append  # type: ignore[method-assign]
@@ -40,7 +47,7 @@ def broker_down() -> Iterator[list[logging.LogRecord]]:
         logger.removeHandler(handler)
         # The dead broker's pool is left open: kombu caches pools per URL process-wide, so closing
         # it would make the next outage raise "Acquire on closed pool" instead of a broker error.
-        app.conf.broker_write_url, app._pool, app.amqp._producer_pool = saved
+        app.conf.broker_write_url, app.conf.broker_transport, app._pool, app.amqp._producer_pool = saved
 
 
 def approval_survives_a_broker_outage(demo: dict, wait: Wait) -> None:
