@@ -111,6 +111,16 @@ class RedisChannelLayer(channels_redis.core.RedisChannelLayer):
         if reader is None or reader.done() or reader.get_loop() is not loop:
             self._reader = loop.create_task(self._read(real_channel))
 
+    async def _brpop_with_clean(self, index: int, channel: str, timeout: float) -> Any:
+        """channels_redis's pop, which `receive_single` repeats until a message comes: not once more
+        for a task asked to stop. A reader cancelled as its loop ended (a request's, under Django's
+        test client and `async_to_sync`) was seen to go on popping, its cancellation lost below,
+        so `asyncio.run` waited for it for ever (the integration suite hung there)."""
+        task = asyncio.current_task()
+        if task is not None and task.cancelling():
+            raise asyncio.CancelledError
+        return await super()._brpop_with_clean(index, channel, timeout)
+
     async def _read(self, real_channel: str) -> None:
         try:
             while self._waiting:
