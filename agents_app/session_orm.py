@@ -25,6 +25,21 @@ from .models import AdkSession, AppState, StoredEvent, Turn, UserState
 STALE_MESSAGE = "The session in storage has changed since this copy was read (stale session). Reload it and retry."
 
 
+def update_marker(pk: int, revision: int) -> str:
+    """A copy's `_storage_update_marker`: the row it was read from and its revision then. The row's
+    pk matters: a session deleted (archived) and created again with the same id starts again at
+    revision 0, and a copy of the old one must not write into the new one."""
+    return f"{pk}:{revision}"
+
+
+def parse_marker(marker: str | None) -> tuple[int, int] | None:
+    """(pk, revision) of a marker made by update_marker; None for anything else."""
+    pk, sep, revision = (marker or "").partition(":")
+    if not sep or not pk.isdigit() or not revision.isdigit():
+        return None
+    return int(pk), int(revision)
+
+
 def split_state(state: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return _session_util.extract_json_safe_state_delta(state or {})
 
@@ -129,9 +144,9 @@ def _upsert_user_state(app_name: str, user_id: str, delta: dict[str, Any], ts: f
 @transaction.atomic
 def create(
     app_name: str, user_id: str, session_id: str, deltas: dict[str, dict[str, Any]], now: float
-) -> tuple[int, dict[str, Any], dict[str, Any]]:
-    """Create a session (AlreadyExistsError if a live one has this identity): (revision, app state,
-    user state)."""
+) -> tuple[int, int, dict[str, Any], dict[str, Any]]:
+    """Create a session (AlreadyExistsError if a live one has this identity): (pk, revision, app
+    state, user state)."""
     if AdkSession.objects.filter(app_name=app_name, user_id=user_id, session_id=session_id).exists():
         raise AlreadyExistsError(f"Session with id {session_id} already exists.")
     if deltas["app"]:
@@ -150,7 +165,7 @@ def create(
             )
     except IntegrityError as exc:
         raise AlreadyExistsError(f"Session with id {session_id} already exists.") from exc
-    return row.revision, app_state(app_name), user_state(app_name, user_id)
+    return row.pk, row.revision, app_state(app_name), user_state(app_name, user_id)
 
 
 def store_locked(session: Session, new: NewEvent, lease: Lease | None) -> tuple[AdkSession, StoredEvent]:
@@ -196,7 +211,7 @@ def _locked_row(session: Session, lease: Lease | None) -> AdkSession:
     if row is None:
         raise SessionNotFoundError(f"Session {session.id} not found.")
     marker = session._storage_update_marker
-    if marker is not None and marker != str(row.revision):
+    if marker is not None and parse_marker(marker) != (row.pk, row.revision):
         raise StaleSessionError(STALE_MESSAGE)
     if marker is None and row.update_time > session.last_update_time:
         raise StaleSessionError(STALE_MESSAGE)

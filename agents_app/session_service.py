@@ -46,7 +46,14 @@ from .event_json import (  # noqa: F401  (the store's serialisation, imported fr
 from .events import EVENT_DATA_MAX, anotify_session_event, notify_session_event, notify_session_status
 from .leases import Lease, current_lease
 from .models import AdkSession, StoredEvent, Turn
-from .session_orm import STALE_MESSAGE, NewEvent, merge, split_state  # noqa: F401  (STALE_MESSAGE: tests)
+from .session_orm import (  # noqa: F401  (STALE_MESSAGE: tests)
+    STALE_MESSAGE,
+    NewEvent,
+    merge,
+    parse_marker,
+    split_state,
+    update_marker,
+)
 from .session_status import session_status_sync
 
 # The Turn whose run is storing events (set by the turn runner), recorded on each event row.
@@ -84,12 +91,13 @@ def _to_session(
     state: dict[str, Any],
     events: list[Event],
     update_time: float,
+    pk: int,
     revision: int,
 ) -> Session:
     session = Session(
         app_name=app_name, user_id=user_id, id=session_id, state=state, events=events, last_update_time=update_time
     )
-    session._storage_update_marker = str(revision)
+    session._storage_update_marker = update_marker(pk, revision)
     return session
 
 
@@ -123,11 +131,11 @@ class DjangoSessionService(BaseSessionService):
             made = session_sql.create(app_name=app_name, user_id=user_id, session_id=session_id, deltas=deltas, now=now)
             if made is None:
                 raise AlreadyExistsError(f"Session with id {session_id} already exists.")
-            revision, app_state, user_state = made
+            pk, revision, app_state, user_state = made
         else:
-            revision, app_state, user_state = session_orm.create(app_name, user_id, session_id, deltas, now)
+            pk, revision, app_state, user_state = session_orm.create(app_name, user_id, session_id, deltas, now)
         merged = merge(app_state, user_state, deltas["session"])
-        return _to_session(app_name, user_id, session_id, merged, [], now, revision)
+        return _to_session(app_name, user_id, session_id, merged, [], now, pk, revision)
 
     async def get_session(
         self,
@@ -157,7 +165,9 @@ class DjangoSessionService(BaseSessionService):
                 return None
             events = [Event.model_validate_json(text) for text in loaded.events]
             merged = merge(loaded.app_state, loaded.user_state, loaded.state)
-            return _to_session(app_name, user_id, session_id, merged, events, loaded.update_time, loaded.revision)
+            return _to_session(
+                app_name, user_id, session_id, merged, events, loaded.update_time, loaded.pk, loaded.revision
+            )
         row = AdkSession.objects.filter(app_name=app_name, user_id=user_id, session_id=session_id).first()
         if row is None:
             return None
@@ -171,7 +181,7 @@ class DjangoSessionService(BaseSessionService):
                 qs = qs[:limit]
             events = [event_from_json(data) for data in reversed(list(qs.values_list("data", flat=True)))]
         merged = merge(session_orm.app_state(app_name), session_orm.user_state(app_name, user_id), row.state)
-        return _to_session(app_name, user_id, session_id, merged, events, row.update_time, row.revision)
+        return _to_session(app_name, user_id, session_id, merged, events, row.update_time, row.pk, row.revision)
 
     async def list_sessions(self, *, app_name: str, user_id: str | None = None) -> ListSessionsResponse:
         return await sync_to_async(self.list_sessions_sync)(app_name=app_name, user_id=user_id)
@@ -179,8 +189,8 @@ class DjangoSessionService(BaseSessionService):
     def list_sessions_sync(self, *, app_name: str, user_id: str | None = None) -> ListSessionsResponse:
         return ListSessionsResponse(
             sessions=[
-                _to_session(app_name, user, sid, merge(app_state, user_state, state), [], update_time, revision)
-                for user, sid, update_time, revision, state, app_state, user_state in session_sql.listed(
+                _to_session(app_name, user, sid, merge(app_state, user_state, state), [], update_time, pk, revision)
+                for user, sid, update_time, pk, revision, state, app_state, user_state in session_sql.listed(
                     app_name=app_name, user_id=user_id
                 )
             ]
@@ -252,14 +262,15 @@ class DjangoSessionService(BaseSessionService):
     def _write(
         self, session: Session, event: Event, new: NewEvent, hooks: list[EventHook], lease: Lease | None
     ) -> tuple[int, int, int]:
-        marker = session._storage_update_marker
-        if _on_postgresql() and marker is not None and marker.isdigit():
+        copy_of = parse_marker(session._storage_update_marker)  # (pk, revision) it was read at
+        if _on_postgresql() and copy_of is not None:
             with transaction.atomic() if hooks else nullcontext():
                 done = session_sql.append(
                     app_name=session.app_name,
                     user_id=session.user_id,
                     session_id=session.id,
-                    revision=int(marker),
+                    session_pk=copy_of[0],
+                    revision=copy_of[1],
                     lease=(lease.owner, lease.expiry()) if lease is not None else None,
                     whole_row=bool(hooks),
                     **new.columns(),
@@ -270,24 +281,24 @@ class DjangoSessionService(BaseSessionService):
                         stored = new.row(done.event_pk, done.row)
                         for hook in hooks:
                             hook(done.row, stored, event)
-                    self._stored(session, new, done.revision, done.update_time)
+                    self._stored(session, new, done.session_pk, done.revision, done.update_time)
                     return done.session_pk, done.event_pk, done.revision
         # SQLite, a copy without a revision marker, or the one statement stored nothing: say why.
         with transaction.atomic():
             row, stored = session_orm.store_locked(session, new, lease)
             for hook in hooks:
                 hook(row, stored, event)
-            self._stored(session, new, row.revision, row.update_time)
+            self._stored(session, new, row.pk, row.revision, row.update_time)
             return row.pk, stored.pk, row.revision
 
     @staticmethod
-    def _stored(session: Session, new: NewEvent, revision: int, ts: float) -> None:
+    def _stored(session: Session, new: NewEvent, pk: int, revision: int, ts: float) -> None:
         recorded = current_turn_invocations.get()
         if new.record_invocation and recorded is not None:
             invocation_id = new.invocation_id
             transaction.on_commit(lambda: recorded.add(invocation_id))
         session.last_update_time = ts
-        session._storage_update_marker = str(revision)
+        session._storage_update_marker = update_marker(pk, revision)
 
 
 class SessionBusy(Conflict):

@@ -70,6 +70,7 @@ def append(
     app_name: str,
     user_id: str,
     session_id: str,
+    session_pk: int,
     revision: int,
     ts: float,
     event_id: str,
@@ -85,11 +86,13 @@ def append(
     whole_row: bool,
 ) -> Appended | None:
     """Store one event with everything it changes, in one statement; None when the session row was
-    not this copy's revision, is archived, is gone or is leased to another owner (nothing stored)."""
+    not this copy's (its pk and revision), is archived, is gone or is leased to another owner
+    (nothing stored)."""
     sets = ["revision = s.revision + 1", "update_time = GREATEST(s.update_time, %s)"]
     params: list[Any] = [ts]
-    where = ["s.app_name = %s", "s.user_id = %s", "s.session_id = %s", "s.revision = %s", "s.archived_at IS NULL"]
-    where_params: list[Any] = [app_name, user_id, session_id, revision]
+    where = ["s.id = %s", "s.app_name = %s", "s.user_id = %s", "s.session_id = %s", "s.revision = %s"]
+    where.append("s.archived_at IS NULL")
+    where_params: list[Any] = [session_pk, app_name, user_id, session_id, revision]
     if deltas and deltas["session"]:
         sets.append("state = s.state || %s::jsonb")
         params.append(dumps(deltas["session"]))
@@ -135,6 +138,7 @@ def append(
 
 @dataclass
 class Loaded:
+    pk: int
     revision: int
     update_time: float
     state: dict[str, Any]
@@ -149,7 +153,7 @@ def get(
     """A live session with its app and user state and (unless `events` is False) its events: the
     last `limit` (all if None) of those at or after `after`, in append (row id) order."""
     sql = (
-        f"SELECT s.revision, s.update_time, s.state, "
+        f"SELECT s.id, s.revision, s.update_time, s.state, "
         f"(SELECT a.state FROM {APPS} a WHERE a.app_name = s.app_name), "
         f"(SELECT us.state FROM {USERS} us WHERE us.app_name = s.app_name AND us.user_id = s.user_id), "
         f"CASE WHEN %s THEN (SELECT array_agg(e.data::text ORDER BY e.id) FROM (SELECT id, data FROM {EVENTS} "
@@ -162,20 +166,20 @@ def get(
         found = cursor.fetchone()
     if found is None:
         return None
-    revision, update_time, state, app_state, user_state, texts = found
-    return Loaded(revision, update_time, _loads(state), _loads(app_state), _loads(user_state), texts or [])
+    pk, revision, update_time, state, app_state, user_state, texts = found
+    return Loaded(pk, revision, update_time, _loads(state), _loads(app_state), _loads(user_state), texts or [])
 
 
 def create(
     *, app_name: str, user_id: str, session_id: str, deltas: dict[str, dict[str, Any]], now: float
-) -> tuple[int, dict[str, Any], dict[str, Any]] | None:
+) -> tuple[int, int, dict[str, Any], dict[str, Any]] | None:
     """Insert a live session with its state (app and user state merged in its store), in one
-    statement: (revision, app state, user state) as they are now, or None if a live session with
-    that identity exists (nothing changed)."""
+    statement: (pk, revision, app state, user state) as they are now, or None if a live session
+    with that identity exists (nothing changed)."""
     sql = [
         f"WITH s AS (INSERT INTO {SESSIONS} (app_name, user_id, session_id, state, create_time, update_time, "
         "revision, lease_owner, status, archived_by) VALUES (%s, %s, %s, %s::jsonb, %s, %s, 0, '', 'idle', '') "
-        "ON CONFLICT (app_name, user_id, session_id) WHERE archived_at IS NULL DO NOTHING RETURNING revision)"
+        "ON CONFLICT (app_name, user_id, session_id) WHERE archived_at IS NULL DO NOTHING RETURNING id, revision)"
     ]
     params: list[Any] = [app_name, user_id, session_id, dumps(deltas["session"]), now, now]
     app_state, user_state = f"(SELECT state FROM {APPS} WHERE app_name = %s)", ""
@@ -190,13 +194,13 @@ def create(
         sql.append(f", us AS ({_user_upsert('s')})")
         params += [app_name, user_id, dumps(deltas["user"]), now]
         user_state = f"COALESCE((SELECT state FROM us), {user_state})"
-    sql.append(f" SELECT s.revision, {app_state}, {user_state} FROM s")
+    sql.append(f" SELECT s.id, s.revision, {app_state}, {user_state} FROM s")
     with connection.cursor() as cursor:
         cursor.execute("".join(sql), params + state_params)
         found = cursor.fetchone()
     if found is None:
         return None
-    return found[0], _loads(found[1]), _loads(found[2])
+    return found[0], found[1], _loads(found[2]), _loads(found[3])
 
 
 def archive_quiet(*, app_name: str, user_id: str, session_id: str, at: Any, by: str) -> int | None:
@@ -219,11 +223,12 @@ def archive_quiet(*, app_name: str, user_id: str, session_id: str, at: Any, by: 
     return found[0] if found else None
 
 
-def listed(*, app_name: str, user_id: str | None) -> list[tuple[str, str, float, int, dict, dict, dict]]:
-    """(user id, session id, update time, revision, state, app state, user state) of each live
+def listed(*, app_name: str, user_id: str | None) -> list[tuple[str, str, float, int, int, dict, dict, dict]]:
+    """(user id, session id, update time, pk, revision, state, app state, user state) of each live
     session of the app (of one user), oldest activity first. Plain SQL: PostgreSQL and SQLite."""
     sql = (
-        f"SELECT s.user_id, s.session_id, s.update_time, s.revision, s.state, a.state, us.state FROM {SESSIONS} s "
+        "SELECT s.user_id, s.session_id, s.update_time, s.id, s.revision, s.state, a.state, us.state "
+        f"FROM {SESSIONS} s "
         f"LEFT JOIN {APPS} a ON a.app_name = s.app_name "
         f"LEFT JOIN {USERS} us ON us.app_name = s.app_name AND us.user_id = s.user_id "
         "WHERE s.app_name = %s AND s.archived_at IS NULL"
@@ -236,7 +241,7 @@ def listed(*, app_name: str, user_id: str | None) -> list[tuple[str, str, float,
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         rows = cursor.fetchall()
-    return [(u, sid, t, rev, _loads(st), _loads(a), _loads(us)) for u, sid, t, rev, st, a, us in rows]
+    return [(u, sid, t, pk, rev, _loads(st), _loads(a), _loads(us)) for u, sid, t, pk, rev, st, a, us in rows]
 
 
 def _loads(value: Any) -> dict[str, Any]:

@@ -11,7 +11,7 @@ from google.genai import types
 
 from agents_app import events, services
 from agents_app.models import StoredEvent, Turn
-from agents_app.session_service import event_to_json
+from agents_app.session_service import event_to_json, parse_marker
 from tests.sockets import connect
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -121,7 +121,7 @@ async def test_an_append_through_the_session_store_reaches_open_pages_once(demo,
         "type": "session.event",
         "session_pk": session.pk,
         "event_pk": stored.pk,
-        "revision": int(copy._storage_update_marker),
+        "revision": parse_marker(copy._storage_update_marker)[1],
         "turn_id": None,
         "author": "reimbursement_agent",
     }

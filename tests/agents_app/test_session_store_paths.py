@@ -171,3 +171,19 @@ def test_event_json_text_is_what_the_store_kept_before():
         actions=EventActions(state_delta={"k": "\\u0000"}, skip_summarization=True),
     )
     assert json.loads(event_json_text(event)) == _without_nul(event_to_json(event))
+
+
+@pytest.mark.parametrize("delta", DELTAS)
+async def test_a_copy_of_a_deleted_session_does_not_write_into_a_new_one_with_its_id(service, delta):
+    """Both sessions are at revision 0: the copy is refused because the row is another one, not
+    because the revisions differ (they do not)."""
+    old = await service.create_session(app_name=APP, user_id="u", session_id="s")
+    await service.delete_session(app_name=APP, user_id="u", session_id="s")
+    await service.create_session(app_name=APP, user_id="u", session_id="s")
+    with pytest.raises(StaleSessionError):
+        await service.append_event(old, _event(delta))
+    assert await StoredEvent.objects.acount() == 0
+    got = await service.get_session(app_name=APP, user_id="u", session_id="s")
+    assert got.state == {} and got.events == []
+    assert not await AppState.objects.filter(app_name=APP).aexists()
+    assert not await UserState.objects.filter(app_name=APP).aexists()
