@@ -2,7 +2,8 @@
 changed it, and carried to every inbox socket with the facts a socket needs to place it: who may see
 it, which filters it matches, whether it is open. An inbox socket then updates its rows, its total
 and the navigation count without touching the database (issue 12; before, each socket ran four
-queries and two renders per change).
+queries and two renders per change). With no inbox socket open anywhere (`adkweb.live.groups_watched`)
+nothing is rendered or sent: the change's facts are read (two queries) and swapped in all the same.
 
 Counts move by the difference between a ticket's facts before and after the change. The facts last
 published for each ticket are kept in Redis (in this process's memory in embedded mode) and swapped
@@ -30,7 +31,7 @@ from typing import Any
 from django.conf import settings
 from django.template.loader import render_to_string
 
-from adkweb.live import group_send
+from adkweb.live import group_send, groups_watched
 from adkweb.roles import is_approver, is_observer
 
 from .models import PendingCall
@@ -162,26 +163,60 @@ def _swap(key: str, facts: dict) -> dict | None:
     return None if old is None else json.loads(old)
 
 
+# What a ticket's facts are read from when no row is rendered (the fields ticket_facts uses).
+FACT_FIELDS = (
+    "status",
+    "app_name",
+    "tool_name",
+    "kind",
+    "requester",
+    "routed",
+    "escalated_at",
+    "assigned_to",
+    "closed_by",
+    "created_at",
+)
+
+
+def _facts(ticket: PendingCall) -> dict:
+    """The ticket's facts: its row's fields and its groups and responders, read in one query."""
+    from django.db.models import IntegerField, Value
+
+    from .models import Response
+
+    def tagged(qs: Any, column: str, tag: int) -> Any:
+        return qs.order_by().annotate(tag=Value(tag, output_field=IntegerField())).values_list(column, "tag")
+
+    approver = PendingCall.approver_groups.through.objects.filter(pendingcall_id=ticket.pk)
+    escalation = PendingCall.escalation_groups.through.objects.filter(pendingcall_id=ticket.pk)
+    responders = Response.objects.filter(pending_call_id=ticket.pk, actor_id__isnull=False)
+    rows = tagged(approver, "group_id", 1).union(
+        tagged(escalation, "group_id", 2), tagged(responders, "actor_id", 3), all=True
+    )
+    found: dict[int, set[int]] = {1: set(), 2: set(), 3: set()}
+    for pk, tag in rows:
+        found[tag].add(pk)
+    return ticket_facts(ticket, sorted(found[1]), sorted(found[2]), sorted(found[3]))
+
+
 def publish_ticket(*, ticket_id: int, opened: bool = False) -> None:
-    """A ticket changed (`opened`: it was just created): its row and facts to every inbox socket."""
+    """A ticket changed (`opened`: it was just created): its row and facts to every inbox socket.
+    With no inbox socket open anywhere, only its facts are kept (swapped in as the last published):
+    nothing is rendered or sent, and a socket that opens later counts from the database, then moves
+    by the facts published after."""
     from . import selectors
 
+    if not groups_watched([APPROVALS_GROUP]):
+        bare = PendingCall.objects.only(*FACT_FIELDS).filter(pk=ticket_id).first()
+        if bare is not None:
+            _swap_quietly(bare, _facts(bare))
+        return
     ticket = selectors.ticket_get(ticket_id=ticket_id)
     if ticket is None:
         return
     selectors.approvals_attach([ticket])
-    facts = ticket_facts(
-        ticket,
-        sorted(ticket.approver_groups.values_list("pk", flat=True)),
-        sorted(ticket.escalation_groups.values_list("pk", flat=True)),
-        sorted({pk for pk in ticket.responses.values_list("actor_id", flat=True) if pk is not None}),
-    )
-    key = f"adkweb:ticket-facts:{ticket.pk}:{ticket.created_at.timestamp()}"  # a reused id is another key
-    try:
-        before = _swap(key, facts)
-    except Exception:  # Redis is down: sockets count from the database
-        logger.warning("Could not swap the published facts of ticket %s.", ticket_id, exc_info=True)
-        before = None
+    facts = _facts(ticket)
+    before = _swap_quietly(ticket, facts)
     if before is None and opened:
         before = NEW
     message = {
@@ -196,3 +231,12 @@ def publish_ticket(*, ticket_id: int, opened: bool = False) -> None:
         },
     }
     group_send(APPROVALS_GROUP, message)
+
+
+def _swap_quietly(ticket: PendingCall, facts: dict) -> dict | None:
+    key = f"adkweb:ticket-facts:{ticket.pk}:{ticket.created_at.timestamp()}"  # a reused id is another key
+    try:
+        return _swap(key, facts)
+    except Exception:  # Redis is down: sockets count from the database
+        logger.warning("Could not swap the published facts of ticket %s.", ticket.pk, exc_info=True)
+        return None

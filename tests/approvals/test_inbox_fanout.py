@@ -150,3 +150,38 @@ async def test_a_capped_count_going_down_is_counted_again(demo, monkeypatch, sma
     # 4 open, counted as 3 (the cap + 1: "2+"), less one: counted again (3: "2+"), not 3 - 1 = "2".
     assert frames[-1].split(">")[1].split("<")[0] == "2+"
     await nav.disconnect()
+
+
+async def test_with_no_inbox_open_nothing_is_rendered_and_a_later_socket_counts_right(demo, monkeypatch):
+    """A change nobody watches is not rendered (nor sent) but its facts are kept: a socket opened
+    later counts from the database, then moves by the next change's facts without a query, and
+    gets that change's row."""
+    from channels.layers import get_channel_layer
+
+    await get_channel_layer().flush()  # no inbox socket left open by another test
+    monkeypatch.setattr(fanout, "RECOUNT_SECONDS", 0.0)
+    renders: list[str] = []
+    real_render = fanout.render_to_string
+    monkeypatch.setattr(
+        fanout, "render_to_string", lambda name, *a, **k: renders.append(name) or real_render(name, *a, **k)
+    )
+    first = await database_sync_to_async(open_ticket)()
+    second = await database_sync_to_async(open_ticket)()
+    await database_sync_to_async(_publish)(first, opened=True)
+    await database_sync_to_async(_publish)(second, opened=True)
+    assert renders == []
+
+    inbox, _ = await connect("/ws/approvals/", demo["approver"])  # counts 2 open from the database
+    await database_sync_to_async(_decide)(first, demo["approver"])
+    await database_sync_to_async(_publish)(first)
+    assert "approvals/inbox.html#row" in renders
+    queries: list[str] = []
+    real_execute = CursorWrapper.execute
+    monkeypatch.setattr(
+        CursorWrapper, "execute", lambda self, sql, params=None: queries.append(sql) or real_execute(self, sql, params)
+    )
+    frames = await _frames(inbox)
+    assert queries == [], queries  # the facts before the change were known: no recount
+    assert [f.split(">")[1].split("<")[0] for f in frames if "nav-open-count" in f] == ["1"]
+    assert any(f.startswith(f'<tr id="pending-call-{first.pk}" class="row-approved closed"') for f in frames)
+    await inbox.disconnect()
