@@ -54,7 +54,7 @@ from .session_orm import (  # noqa: F401  (STALE_MESSAGE: tests)
     split_state,
     update_marker,
 )
-from .session_status import session_status_sync
+from .session_status import row_lock_held, session_status_sync
 
 # The Turn whose run is storing events (set by the turn runner), recorded on each event row.
 current_turn_id: contextvars.ContextVar[int | None] = contextvars.ContextVar("current_turn_id", default=None)
@@ -279,15 +279,17 @@ class DjangoSessionService(BaseSessionService):
                     if hooks:
                         assert done.row is not None
                         stored = new.row(done.event_pk, done.row)
-                        for hook in hooks:
-                            hook(done.row, stored, event)
+                        with row_lock_held(done.session_pk):  # the append's UPDATE took it
+                            for hook in hooks:
+                                hook(done.row, stored, event)
                     self._stored(session, new, done.session_pk, done.revision, done.update_time)
                     return done.session_pk, done.event_pk, done.revision
         # SQLite, a copy without a revision marker, or the one statement stored nothing: say why.
         with transaction.atomic():
             row, stored = session_orm.store_locked(session, new, lease)
-            for hook in hooks:
-                hook(row, stored, event)
+            with row_lock_held(row.pk):  # store_locked took it
+                for hook in hooks:
+                    hook(row, stored, event)
             self._stored(session, new, row.pk, row.revision, row.update_time)
             return row.pk, stored.pk, row.revision
 

@@ -17,11 +17,16 @@ only one on turns (a requeue, running -> queued) changes nothing here.
 Concurrency: the sync first locks the session row (FOR NO KEY UPDATE: inserts of turns, events and
 tickets that reference it are not blocked), then computes the status in a new statement, which
 sees every transaction committed before the lock was granted. So the last transaction to touch a
-session's turns or tickets also writes its status last, from everything committed.
+session's turns or tickets also writes its status last, from everything committed. Where the
+transaction already holds the row's lock (the session store's append, around its event hooks:
+`row_lock_held`), the saves' sync is one statement, no savepoint: compute and write if it changed;
+every statement after the lock was granted sees what committed before.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from django.db import transaction
@@ -77,6 +82,33 @@ def session_status_sync(session_pk: int) -> str | None:
         return now
 
 
+@contextmanager
+def row_lock_held(session_pk: int) -> Iterator[None]:
+    """Inside: this connection's transaction holds the session row's lock (the caller took it in the
+    atomic block it is in, e.g. the session store's append): the saves' status sync skips taking it."""
+    db = transaction.get_connection()  # this thread's connection (not the proxy all threads share)
+    held: set[int] = db.__dict__.setdefault("_adkweb_session_rows_locked", set())
+    added = session_pk not in held
+    held.add(session_pk)
+    try:
+        yield
+    finally:
+        if added:
+            held.discard(session_pk)
+
+
+def _sync(session_pk: int) -> None:
+    """The saves' sync: session_status_sync, or one statement when the row's lock is already held."""
+    db = transaction.get_connection()
+    held = db.__dict__.get("_adkweb_session_rows_locked")
+    if not held or session_pk not in held or not db.in_atomic_block:
+        session_status_sync(session_pk)
+        return
+    AdkSession, Turn, PendingCall = _models()
+    now = status_expression(Turn, PendingCall)
+    AdkSession.objects.filter(pk=session_pk).exclude(status=now).update(status=now)
+
+
 def sessions_status_refresh(session_model: Any, turn_model: Any, ticket_model: Any) -> int:
     """Recompute every session's stored status (the data migration; bulk loads such as the bench's
     seed); returns how many rows changed."""
@@ -105,7 +137,7 @@ def _turn_saved(sender: Any, instance: Any, created: bool, update_fields: Any = 
     if created and _active(instance.status):
         _now_running(instance.session_id)
     else:
-        session_status_sync(instance.session_id)
+        _sync(instance.session_id)
     instance._loaded_status = instance.status
 
 
@@ -125,12 +157,12 @@ def _ticket_saved(sender: Any, instance: Any, created: bool, update_fields: Any 
     # Still open (an update sent, an assignment, an edit) or still closed: the session's status holds.
     if not created and before is not None and _open(before) == _open(instance.status):
         return
-    session_status_sync(instance.session_id)
+    _sync(instance.session_id)
     instance._loaded_status = instance.status
 
 
 def _deleted(sender: Any, instance: Any, **kw: Any) -> None:
-    session_status_sync(instance.session_id)
+    _sync(instance.session_id)
 
 
 def connect() -> None:

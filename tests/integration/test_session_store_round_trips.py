@@ -108,6 +108,10 @@ def test_an_event_opening_a_ticket_opens_it_in_its_own_transaction():
         service._store_event(session, event, None)
     assert sent[0] == "BEGIN" and sent[1].startswith("WITH u AS (UPDATE") and "COMMIT" in sent
     assert sent.index("COMMIT") > max(i for i, sql in enumerate(sent) if "INSERT INTO" in sql and "pendingcall" in sql)
+    # The append's UPDATE holds the row: the status is synced in one statement, no lock, no savepoint
+    # (the one savepoint is the notification outbox row's own: notifications.services.notify).
+    assert not [sql for sql in sent if "FOR NO KEY UPDATE" in sql]
+    assert len([sql for sql in sent if sql.startswith("SAVEPOINT")]) == 1
     ticket = PendingCall.objects.get(call_id="c1")
     assert ticket.event == StoredEvent.objects.get(event_id=event.id) and ticket.session.status == "waiting"
     connection.close()

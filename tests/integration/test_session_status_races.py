@@ -1,0 +1,118 @@
+"""The stored status (agents_app.session_status) when an append that opens a ticket races a turn
+finishing, on PostgreSQL's real row locks, in both orders. The append's hooks sync the status in one
+statement, without taking the row's lock again (the append's UPDATE holds it): the statement must
+still see what the other transaction committed while the append waited for the lock."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+
+import pytest
+from django.db import connection, transaction
+from google.adk.events.event import Event
+from google.genai import types
+
+from agents_app import runner
+from agents_app.models import AdkSession, Turn
+from agents_app.session_service import DjangoSessionService
+from approvals.models import PendingCall
+
+pytestmark = pytest.mark.django_db(transaction=True)
+APP = "my_app"
+
+
+@pytest.fixture(autouse=True)
+def _only_the_approvals_hook(monkeypatch: pytest.MonkeyPatch) -> None:
+    from agents_app import session_service
+    from approvals.services import tickets_record_event
+
+    monkeypatch.setattr(session_service, "_event_hooks", [tickets_record_event])
+
+
+def _call(call_id: str) -> Event:
+    call = types.Part(function_call=types.FunctionCall(id=call_id, name="ask_for_approval", args={"amount": 2}))
+    return Event(
+        author="agent", invocation_id="inv", long_running_tool_ids={call_id}, content=types.Content(parts=[call])
+    )
+
+
+def _in_thread(work: Callable[[], None], errors: list[BaseException]) -> threading.Thread:
+    def run() -> None:
+        try:
+            work()
+        except BaseException as exc:  # reported by the test
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread
+
+
+def _setup() -> tuple[DjangoSessionService, object, Turn]:
+    service = DjangoSessionService()
+    session = service.create_session_sync(app_name=APP, user_id="u", session_id="s")
+    row = AdkSession.objects.get(session_id="s")
+    turn = Turn.objects.create(session=row, kind="message", content={}, status=Turn.Status.RUNNING)
+    assert AdkSession.objects.get(pk=row.pk).status == "running"
+    return service, session, turn
+
+
+def _status() -> tuple[str, int]:
+    row = AdkSession.objects.get(session_id="s")
+    return row.status, PendingCall.objects.filter(session=row, status="pending").count()
+
+
+def test_a_turn_finishing_while_the_append_holds_the_row():
+    """The append holds the row (its ticket inserted, status computed: still running) while the
+    turn finishes and waits for the row; then the finish sees the ticket: waiting."""
+    service, session, turn = _setup()
+    appended, release, errors = threading.Event(), threading.Event(), []
+
+    def append() -> None:
+        with transaction.atomic():
+            service._store_event(session, _call("c1"), None)
+            appended.set()
+            release.wait(10)
+
+    def finish() -> None:
+        runner.turn_finish(turn.pk, Turn.Status.DONE)
+
+    a = _in_thread(append, errors)
+    assert appended.wait(10)
+    b = _in_thread(finish, errors)
+    time.sleep(0.3)  # the finish waits for the row's lock
+    release.set()
+    a.join(10), b.join(10)
+    assert not errors, errors
+    assert _status() == ("waiting", 1)
+    connection.close()
+
+
+def test_an_append_waiting_for_the_row_while_a_turn_finishes():
+    """The finish holds the row (status computed: idle) while the append waits for it in its
+    UPDATE; its hook's one-statement sync then sees the turn finished and the ticket: waiting."""
+    service, session, turn = _setup()
+    finished, release, errors = threading.Event(), threading.Event(), []
+
+    def finish() -> None:
+        with transaction.atomic():
+            runner.turn_finish(turn.pk, Turn.Status.DONE)
+            finished.set()
+            release.wait(10)
+
+    def append() -> None:
+        service._store_event(session, _call("c1"), None)
+
+    b = _in_thread(finish, errors)
+    assert finished.wait(10)
+    a = _in_thread(append, errors)
+    time.sleep(0.3)  # the append waits for the row's lock
+    release.set()
+    a.join(10), b.join(10)
+    assert not errors, errors
+    assert _status() == ("waiting", 1)
+    connection.close()
