@@ -13,31 +13,15 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from django.db.models import Q
-
 from . import conditions, grants
 from .decisions import Answer, answers_submit
 from .models import PendingCall, Policy, Response, TicketActivity
 from .payloads import approve_payload, reject_payload, schema_problem
-
-
-def specificity(policy: Policy) -> tuple[int, ...]:
-    has = (policy.condition.strip(), policy.tool, policy.kind, policy.agent)
-    return (policy.priority, *(1 if x else 0 for x in has), -policy.pk)
-
-
-def candidates(*, app_name: str, tool_name: str, kind: str) -> list[Policy]:
-    """Enabled policies whose agent, tool and kind fit, best first (conditions not yet checked)."""
-    qs = Policy.objects.filter(
-        Q(agent="") | Q(agent=app_name), Q(tool="") | Q(tool=tool_name), Q(kind="") | Q(kind=kind), enabled=True
-    ).prefetch_related("approver_groups", "escalation_groups")
-    return sorted(qs, key=specificity, reverse=True)
+from .policy_cache import candidates, fits, policies_and_grant, specificity  # noqa: F401  (dry_run, tests)
 
 
 def matches(policy: Policy, *, app_name: str, tool_name: str, kind: str, args: dict[str, Any]) -> bool:
-    if policy.agent and policy.agent != app_name or policy.tool and policy.tool != tool_name:
-        return False
-    if policy.kind and policy.kind != kind:
+    if not fits(policy, app_name=app_name, tool_name=tool_name, kind=kind):
         return False
     return conditions.evaluate(policy.condition, args)
 
@@ -140,12 +124,14 @@ def apply(ticket: PendingCall, policy: Policy) -> None:
 
 def ticket_open_rules(ticket: PendingCall) -> None:
     """Apply the matching policy to a new ticket, then let the policy or a standing grant decide
-    it at once where they may (the agent resumes with no person involved)."""
-    policy = policy_for(ticket)
+    it at once where they may (the agent resumes with no person involved). The policies and whether
+    a grant may apply: one query (approvals.policy_cache)."""
+    fitting, grant_possible = policies_and_grant(ticket)
+    policy = next((p for p in fitting if conditions.evaluate(p.condition, ticket.tool_args)), None)
     if policy is not None:
         apply(ticket, policy)
     decision = auto_decision(policy, ticket.kind) if policy is not None else None
-    grant = None if decision else grants.grant_matching(ticket)
+    grant = None if decision or not grant_possible else grants.grant_matching(ticket)
     if decision is None and grant is None:
         return
     if decision == "reject":

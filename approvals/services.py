@@ -84,22 +84,25 @@ def tickets_record_event(session: AdkSession, stored: StoredEvent, event: Any) -
                 notify(TICKET_OPENED, ticket=ticket, data={})
     if event.author == "user":
         return  # user-authored answers are recorded by answers_submit
-    for fr in event.get_function_responses():
-        answered = PendingCall.objects.filter(session=session, call_id=fr.id).first()
-        if answered is None:
+    responses = event.get_function_responses()
+    found = PendingCall.objects.filter(session=session, call_id__in=[fr.id for fr in responses])
+    answered = {t.call_id: t for t in found}  # one query for all of the event's responses
+    for fr in responses:
+        answer_to = answered.get(fr.id or "")
+        if answer_to is None:
             continue
-        ticket = answered
         response = dict(fr.response or {})
         aborted = event.error_code == ABORTED or ABORTED in str(response.get("error", ""))
-        if ticket.is_open and aborted:
-            ticket.status = PendingCall.Status.CANCELLED
-            ticket.closed_at = timezone.now()
-        elif ticket.initial_response is None and not aborted:
-            ticket.initial_response = response  # also of a ticket a policy decided as it opened
+        if answer_to.is_open and aborted:
+            answer_to.status = PendingCall.Status.CANCELLED
+            answer_to.closed_at = timezone.now()
+            answer_to.save()
+        elif answer_to.initial_response is None and not aborted:
+            answer_to.initial_response = response  # also of a ticket a policy decided as it opened
+            answer_to.save(update_fields=["initial_response", "updated_at"])
         else:
             continue
-        ticket.save()
-        _announce(ticket)
+        _announce(answer_to)
 
 
 def tickets_cancel_archived(*, session: AdkSession, by: str) -> int:
