@@ -105,8 +105,34 @@ def _sync(session_pk: int) -> None:
         session_status_sync(session_pk)
         return
     AdkSession, Turn, PendingCall = _models()
-    now = status_expression(Turn, PendingCall)
-    AdkSession.objects.filter(pk=session_pk).exclude(status=now).update(status=now)
+    if db.vendor != "postgresql":
+        now = status_expression(Turn, PendingCall)
+        AdkSession.objects.filter(pk=session_pk).exclude(status=now).update(status=now)
+        return
+    with db.cursor() as cursor:  # status_expression in SQL: the ORM took longer to compile it than to run it
+        cursor.execute(_held_sync_sql(), [session_pk] * 4)
+
+
+_HELD_SYNC: list[str] = []
+
+
+def _held_sync_sql() -> str:
+    """One UPDATE: the session's status as status_expression computes it, written if it changed."""
+    if not _HELD_SYNC:
+        AdkSession, Turn, PendingCall = _models()
+        turns, tickets, sessions = Turn._meta.db_table, PendingCall._meta.db_table, AdkSession._meta.db_table
+        active = ", ".join(f"'{s}'" for s in ACTIVE_TURN_STATUSES)
+        open_ = ", ".join(f"'{s}'" for s in OPEN_TICKET_STATUSES)
+        now = (
+            f"CASE WHEN EXISTS (SELECT 1 FROM {turns} WHERE session_id = %s AND status IN ({active})) THEN 'running' "
+            f"WHEN EXISTS (SELECT 1 FROM {tickets} WHERE session_id = %s AND status IN ({open_})) THEN 'waiting' "
+            f"WHEN (SELECT status FROM {turns} WHERE session_id = %s ORDER BY created_at DESC, id DESC LIMIT 1) "
+            "= 'failed' THEN 'failed' ELSE 'idle' END"
+        )
+        _HELD_SYNC.append(
+            f"UPDATE {sessions} s SET status = n.now FROM (SELECT {now} AS now) n WHERE s.id = %s AND s.status <> n.now"
+        )
+    return _HELD_SYNC[0]
 
 
 def sessions_status_refresh(session_model: Any, turn_model: Any, ticket_model: Any) -> int:

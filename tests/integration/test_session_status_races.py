@@ -116,3 +116,33 @@ def test_an_append_waiting_for_the_row_while_a_turn_finishes():
     assert not errors, errors
     assert _status() == ("waiting", 1)
     connection.close()
+
+
+def test_the_one_statement_sync_computes_what_status_expression_computes():
+    """Each status (running, waiting, failed, idle), stored wrong, then synced the held-lock way."""
+    from agents_app.session_status import _sync, row_lock_held, status_expression
+
+    service = DjangoSessionService()
+    rows = {}
+    for sid in ("running", "waiting", "failed", "idle"):
+        service.create_session_sync(app_name=APP, user_id="u", session_id=sid)
+        rows[sid] = AdkSession.objects.get(session_id=sid)
+    Turn.objects.create(session=rows["running"], kind="message", content={}, status=Turn.Status.QUEUED)
+    Turn.objects.create(session=rows["failed"], kind="message", content={}, status=Turn.Status.DONE)
+    Turn.objects.create(session=rows["failed"], kind="message", content={}, status=Turn.Status.FAILED)
+    Turn.objects.create(session=rows["idle"], kind="message", content={}, status=Turn.Status.FAILED)
+    Turn.objects.create(session=rows["idle"], kind="message", content={}, status=Turn.Status.DONE)
+    service._store_event(service.get_session_sync(app_name=APP, user_id="u", session_id="waiting"), _call("c"), None)
+    AdkSession.objects.update(status="wrong")
+    for sid, row in rows.items():
+        with transaction.atomic(), row_lock_held(row.pk):
+            AdkSession.objects.select_for_update().get(pk=row.pk)
+            _sync(row.pk)
+        stored, now = (
+            AdkSession.objects.filter(pk=row.pk)
+            .annotate(now=status_expression(Turn, PendingCall))
+            .values_list("status", "now")
+            .get()
+        )
+        assert stored == now == sid
+    connection.close()
