@@ -41,11 +41,12 @@ def notify_ticket_changed(*, ticket_id: int, session_pk: int, inbox: bool = True
     notify_ticket_card(session_pk=session_pk, ticket_id=ticket_id)
 
 
-def after_commit_ticket_changed(ticket: Any, *, opened: bool = False) -> None:
+def after_commit_ticket_changed(ticket: Any, *, opened: bool = False, inbox: bool = True) -> None:
     """`notify_ticket_changed` once the current transaction commits (never raises into it)."""
     ticket_id, session_pk = ticket.pk, ticket.session_id
     transaction.on_commit(
-        lambda: notify_ticket_changed(ticket_id=ticket_id, session_pk=session_pk, opened=opened), robust=True
+        lambda: notify_ticket_changed(ticket_id=ticket_id, session_pk=session_pk, opened=opened, inbox=inbox),
+        robust=True,
     )
 
 

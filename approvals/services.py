@@ -97,12 +97,11 @@ def tickets_record_event(session: AdkSession, stored: StoredEvent, event: Any) -
             answer_to.status = PendingCall.Status.CANCELLED
             answer_to.closed_at = timezone.now()
             answer_to.save()
+            _announce(answer_to)
         elif answer_to.initial_response is None and not aborted:
             answer_to.initial_response = response  # also of a ticket a policy decided as it opened
             answer_to.save(update_fields=["initial_response", "updated_at"])
-        else:
-            continue
-        _announce(answer_to)
+            _announce(answer_to, inbox=False)  # its page shows it; its inbox row and facts do not change
 
 
 def tickets_cancel_archived(*, session: AdkSession, by: str) -> int:
@@ -125,8 +124,8 @@ def tickets_cancel_archived(*, session: AdkSession, by: str) -> int:
     return count
 
 
-def _announce(ticket: PendingCall, *, opened: bool = False) -> None:
-    events.after_commit_ticket_changed(ticket, opened=opened)
+def _announce(ticket: PendingCall, *, opened: bool = False, inbox: bool = True) -> None:
+    events.after_commit_ticket_changed(ticket, opened=opened, inbox=inbox)
 
 
 def response_submit(

@@ -55,3 +55,45 @@ async def test_a_ticket_page_only_change_reaches_its_pages_and_not_the_inboxes(d
     assert await inbox.receive_nothing(timeout=0.3)
     for comm in (inbox, page):
         await comm.disconnect()
+
+
+def test_a_tools_initial_response_is_announced_to_the_ticket_pages_only(demo, monkeypatch):
+    """The session store opens a ticket (inbox and pages), then the tool's initial response arrives:
+    its page shows it, its inbox row and facts do not change, so the inboxes are not told."""
+    from google.adk.events.event import Event
+    from google.genai import types
+
+    from agents_app.session_service import DjangoSessionService
+    from approvals import fanout
+    from approvals.models import PendingCall
+
+    published: list[tuple[int, bool]] = []
+    monkeypatch.setattr(
+        fanout, "publish_ticket", lambda *, ticket_id, opened=False: published.append((ticket_id, opened))
+    )
+    sent: list[dict] = []
+    monkeypatch.setattr(events, "group_send", lambda group, message: sent.append(dict(message)))
+    service = DjangoSessionService()
+    session = service.create_session_sync(app_name="reimbursement_agent", user_id="requester")
+    call = types.FunctionCall(id="c1", name="ask_for_approval", args={"purpose": "meals", "amount": 20})
+    service._store_event(
+        session,
+        Event(
+            author="a",
+            invocation_id="i",
+            long_running_tool_ids={"c1"},
+            content=types.Content(parts=[types.Part(function_call=call)]),
+        ),
+        None,
+    )
+    ticket = PendingCall.objects.get(call_id="c1")
+    assert published == [(ticket.pk, True)]
+    answer = types.FunctionResponse(id="c1", name="ask_for_approval", response={"status": "pending"})
+    service._store_event(
+        session,
+        Event(author="a", invocation_id="i", content=types.Content(parts=[types.Part(function_response=answer)])),
+        None,
+    )
+    assert PendingCall.objects.get(pk=ticket.pk).initial_response == {"status": "pending"}
+    assert published == [(ticket.pk, True)]  # not again
+    assert [m["type"] for m in sent] == ["ticket.changed", "ticket.changed"]  # its pages, both times
