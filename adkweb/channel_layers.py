@@ -1,5 +1,6 @@
 """Channel layers: an in-memory one that is safe to send to from other threads (embedded mode), and
-channels_redis's with a cheaper receive for a process's websocket consumers (services mode).
+channels_redis's with one reader per process and a process's group memberships kept in its memory
+(services mode): a group message reaches a web process once, whatever its number of sockets.
 
 Embedded mode runs the Celery worker as threads of the serving process, each with its own event
 loop. Channels' InMemoryChannelLayer puts into an asyncio.Queue from whatever loop sends, which
@@ -10,6 +11,7 @@ receiver waits on.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import time
 from copy import deepcopy
 from typing import Any
@@ -59,22 +61,43 @@ class _Failed:
 
 
 class RedisChannelLayer(channels_redis.core.RedisChannelLayer):
-    """channels_redis's layer with a cheaper receive for process-local channels (every websocket
-    consumer's). There, each waiting consumer raced the others for a receive lock on every message
-    the process got: two new tasks, a wait and a cancellation per consumer per message, and a new
-    queue each time, about a third of a web process's time with 1,000 sockets on one conversation
-    (bench/README.md). Here one reader task per process pops the process's messages from Redis (the
-    same `receive_single`: backup queue, cleaners) and puts each into the queue of every channel it is
-    for, in the order popped; a consumer's receive waits on its own queue only. The reader runs while
-    someone waits; a failure (Redis down) is raised in every waiting receive, as channels_redis does
-    in turn, and the next receive starts a new reader."""
+    """channels_redis's layer, with a process's channels (every websocket consumer's) received by one
+    reader and grouped in this process's memory.
+
+    Receive. With channels_redis each waiting consumer raced the others for a receive lock on every
+    message the process got: two new tasks, a wait and a cancellation per consumer per message, and
+    a new queue each time (about a third of a web process's time with 1,000 sockets on one
+    conversation, bench/README.md). Here one reader task per process pops the process's messages
+    from Redis (the same `receive_single`: backup queue, cleaners) and puts each into the queue of
+    every channel it is for, in the order popped; a consumer's receive waits on its own queue only.
+    The reader runs while someone waits; a failure (Redis down) is raised in every waiting receive,
+    as channels_redis does, and the next receive starts a new reader.
+
+    Groups. A group's members in Redis are one channel per process (`specific.<this process>!g<n>`),
+    not one per consumer: this process keeps which of its channels are in the group, in memory, and
+    the reader hands the group's message to each of them. So a `group_send` to 1,000 sockets on one
+    web process sends Redis one message naming one channel (channels_redis's named all 1,000, and
+    the group's sorted set held 1,000 names for every sender to read), and the process decodes it
+    once. The process's member is added with the first of its channels to join (every join renews
+    its time, for `group_expiry`) and removed with the last to leave; each local membership expires
+    `group_expiry` after its own join, as in Redis. Another process's channel (or a channel without
+    `!`) joins the group in Redis itself, as channels_redis does. Messages of one group reach a
+    process in the order they were sent; a channel that joins gets what the process reads after it
+    joined (a message sent just before may still reach it: consumers read their state after joining
+    and ignore what they already have)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._queues: dict[str, asyncio.Queue] = {}
         self._waiting: set[str] = set()
         self._reader: asyncio.Task | None = None
+        self._local: dict[str, dict[str, float]] = {}  # group -> this process's channels in it -> joined at
+        self._member_of: dict[str, str] = {}  # group -> this process's member channel in Redis
+        self._group_of: dict[str, str] = {}  # that member -> group
+        self._members = itertools.count(1)
+        self._group_locks = channels_redis.core.ChannelLock()
 
+    # -- receive ----------------------------------------------------------------------------------
     async def receive(self, channel: str) -> dict:
         if "!" not in channel:
             return await super().receive(channel)
@@ -126,9 +149,85 @@ class RedisChannelLayer(channels_redis.core.RedisChannelLayer):
             while self._waiting:
                 to, message = await self.receive_single(real_channel)
                 for channel in to if isinstance(to, list) else [to]:
-                    self._queue(channel).put_nowait(message)
+                    group = self._group_of.get(channel)
+                    if group is None:
+                        self._queue(channel).put_nowait(message)
+                    else:
+                        self._deliver(group, message)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # noqa: BLE001 - handed to the consumers waiting, as channels_redis does
             for channel in list(self._waiting):
                 self._queue(channel).put_nowait(_Failed(exc))
+
+    def _deliver(self, group: str, message: dict) -> None:
+        """A group's message to this process's channels in it (one dict for all: consumers read it)."""
+        members = self._local.get(group)
+        if not members:
+            return
+        expired = time.time() - self.group_expiry
+        for channel, joined in list(members.items()):
+            if joined < expired:
+                del members[channel]  # as channels_redis drops an expired member at a group_send
+            else:
+                self._queue(channel).put_nowait(message)
+
+    # -- groups -----------------------------------------------------------------------------------
+    def _ours(self, channel: str) -> bool:
+        return "!" in channel and self.non_local_name(channel).endswith(f".{self.client_prefix}!")
+
+    async def group_add(self, group: str, channel: str) -> None:
+        if not self._ours(channel):
+            return await super().group_add(group, channel)
+        assert self.require_valid_group_name(group), "Group name not valid"
+        assert self.require_valid_channel_name(channel), "Channel name not valid"
+        await self._group_locks.acquire(group)
+        try:
+            member = self._member_of.get(group)
+            if member is None:
+                member = f"specific.{self.client_prefix}!g{next(self._members)}"
+                self._member_of[group], self._group_of[member] = member, group
+            self._local.setdefault(group, {})[channel] = time.time()
+            try:
+                await super().group_add(group, member)  # added, or its time renewed
+            except BaseException:
+                self._leave_locally(group, channel)
+                raise
+        finally:
+            self._group_locks.release(group)
+
+    async def group_discard(self, group: str, channel: str) -> None:
+        if not self._ours(channel):
+            return await super().group_discard(group, channel)
+        assert self.require_valid_group_name(group), "Group name not valid"
+        assert self.require_valid_channel_name(channel), "Channel name not valid"
+        await self._group_locks.acquire(group)
+        try:
+            member = self._leave_locally(group, channel)
+            if member is not None:  # the last of this process's channels in the group left
+                await super().group_discard(group, member)
+        finally:
+            self._group_locks.release(group)
+
+    def _leave_locally(self, group: str, channel: str) -> str | None:
+        """Drop a local membership; the process's member channel if it was the group's last one."""
+        members = self._local.get(group)
+        if members is None:
+            return None
+        members.pop(channel, None)
+        if members:
+            return None
+        del self._local[group]
+        member = self._member_of.pop(group)
+        del self._group_of[member]
+        return member
+
+    def local_members(self, group: str) -> set[str]:
+        """This process's channels in a group (for tests and diagnostics)."""
+        return set(self._local.get(group, ()))
+
+    async def flush(self) -> None:
+        await super().flush()
+        self._local.clear()
+        self._member_of.clear()
+        self._group_of.clear()

@@ -1,0 +1,165 @@
+"""One group message per web process (adkweb.channel_layers.RedisChannelLayer): a group's members in
+Redis are one channel per process, each process hands the message to its own sockets in memory.
+With real Redis: two layer instances (two processes' worth), and two daphne processes with 50 real
+websockets (login cookies) fed by the worker process, each socket getting every event once, in order,
+written as frames prepared once per process (adkweb.wsframes)."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import sys
+import time
+
+import redis
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.test import Client
+from websockets.sync.client import connect as ws_connect
+
+from agents_app import services
+from tests.conftest import wait_for
+
+from . import processes
+from .test_fanout_services import MESSAGE, _final_ids, _settled
+
+GROUP = "fanout-processes"
+
+
+def _layer():
+    from channels.layers import channel_layers
+
+    return channel_layers.make_backend("default")
+
+
+async def _got(layer, channel: str, timeout: float = 0.3) -> list[int]:
+    """What a channel has received: every message until none comes for `timeout`."""
+    got = []
+    while True:
+        try:
+            got.append((await asyncio.wait_for(layer.receive(channel), timeout))["n"])
+        except TimeoutError:
+            return got
+
+
+def _members(group: str) -> list[bytes]:
+    client = redis.Redis.from_url(settings.REDIS_URL)
+    try:
+        return client.zrange(f"adkweb:group:{group}", 0, -1)
+    finally:
+        client.close()
+
+
+async def test_a_group_has_one_member_per_process_and_each_process_delivers_in_memory():
+    a, b, sender = _layer(), _layer(), _layer()
+    ours = {a: [await a.new_channel() for _ in range(30)], b: [await b.new_channel() for _ in range(20)]}
+    for layer, names in ours.items():
+        for name in names:
+            await layer.group_add(GROUP, name)
+    assert len(await sync_to_async(_members)(GROUP)) == 2  # not 50
+    try:
+        for n in range(5):
+            await sender.group_send(GROUP, {"type": "test.message", "n": n})
+        for layer, names in ours.items():
+            got = await asyncio.gather(*(_got(layer, name) for name in names))
+            assert got == [[0, 1, 2, 3, 4]] * len(names)  # every message once, in order
+
+        gone, staying = ours[a][:10], ours[a][10:]
+        for name in gone:
+            await a.group_discard(GROUP, name)
+        assert a.local_members(GROUP) == set(staying)
+        await sender.group_send(GROUP, {"type": "test.message", "n": 5})
+        assert await asyncio.gather(*(_got(a, name) for name in gone)) == [[]] * 10  # left: nothing more
+        assert await asyncio.gather(*(_got(a, name) for name in staying)) == [[5]] * 20
+        assert await asyncio.gather(*(_got(b, name) for name in ours[b])) == [[5]] * 20
+
+        for name in staying:
+            await a.group_discard(GROUP, name)
+        # The last of a process's sockets left: nothing of the group stays in its memory, nor in Redis.
+        assert a.local_members(GROUP) == set() and a._local == {} and a._member_of == {} and a._group_of == {}
+        assert len(await sync_to_async(_members)(GROUP)) == 1
+        await sender.group_send(GROUP, {"type": "test.message", "n": 6})
+        assert await asyncio.gather(*(_got(b, name) for name in ours[b])) == [[6]] * 20
+    finally:
+        for name in ours[b]:
+            await b.group_discard(GROUP, name)
+    assert await sync_to_async(_members)(GROUP) == []
+
+
+async def test_a_channel_sent_to_directly_and_through_its_group_gets_both_in_order():
+    layer, sender = _layer(), _layer()
+    name = await layer.new_channel()
+    await layer.group_add(GROUP, name)
+    try:
+        await sender.group_send(GROUP, {"type": "test.message", "n": 0})
+        await sender.send(name, {"type": "test.message", "n": 1})
+        await sender.group_send(GROUP, {"type": "test.message", "n": 2})
+        assert await _got(layer, name) == [0, 1, 2]
+    finally:
+        await layer.group_discard(GROUP, name)
+
+
+def _daphne() -> tuple[processes.Service, str]:
+    port = processes.free_port()
+    args = [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "adkweb.asgi:application"]
+    web = processes.Service(args, processes.service_env(settings.REDIS_URL), ready="Listening on TCP address")
+    return web.start(), f"127.0.0.1:{port}"
+
+
+SOCKETS = 50
+
+
+def test_fifty_real_websockets_on_two_daphne_processes_get_every_event_once_in_order(demo, worker):
+    session = services.session_create(app_name="reimbursement_agent", user_id="requester")
+    approver = Client()
+    approver.force_login(demo["approver"])
+    cookie = f"sessionid={approver.cookies['sessionid'].value}"
+    webs = [_daphne(), _daphne()]
+    sockets = []
+    try:
+        for i in range(SOCKETS):
+            host = webs[i % 2][1]
+            ws = ws_connect(
+                f"ws://{host}/ws/sessions/{session.pk}/?after=0",
+                additional_headers={"Cookie": cookie, "Origin": f"http://{host}"},
+                open_timeout=20,
+            )
+            assert 'id="session-status"' in ws.recv(timeout=20)
+            sockets.append(ws)
+        assert len(_members(f"session-{session.pk}.approver")) == 2  # one per process, not 50
+
+        requester = Client()
+        requester.force_login(demo["requester"])
+        r = requester.post(f"/sessions/{session.pk}/messages/", {"text": MESSAGE}, HTTP_HX_REQUEST="true")
+        assert r.status_code == 200
+        stored = wait_for(lambda: _settled(session.pk), timeout=30, what="the turn and its ticket")
+        assert len(stored) >= 3, stored
+
+        for i, ws in enumerate(sockets):
+            frames: list[str] = []
+            deadline = time.monotonic() + 30
+            while set(_final_ids(frames)) != set(stored) and time.monotonic() < deadline:
+                try:
+                    frames.append(ws.recv(timeout=max(deadline - time.monotonic(), 0.01)))
+                except TimeoutError:
+                    break
+            while True:  # anything after the last event, too
+                try:
+                    frames.append(ws.recv(timeout=0.3))
+                except TimeoutError:
+                    break
+            assert _final_ids(frames) == stored, f"socket {i}: {_final_ids(frames)} != {stored}"
+            text = "".join(frames)
+            assert "waiting for a human" in text, i
+            assert len(re.findall(r'id="session-status"', text)) >= 1, i  # the status badge still moves
+
+        for ws in sockets[0::2]:  # every socket of the first process leaves
+            ws.close()
+        wait_for(
+            lambda: len(_members(f"session-{session.pk}.approver")) == 1, timeout=10, what="the process's member gone"
+        )
+    finally:
+        for ws in sockets:
+            ws.close()
+        for web, _ in webs:
+            web.stop()
