@@ -14,8 +14,9 @@ from django.conf import settings  # noqa: E402
 
 from adkweb.metrics import websocket_counter  # noqa: E402
 from adkweb.routing import websocket_urlpatterns  # noqa: E402
+from adkweb.wsframes import frame_writer  # noqa: E402
 
-application = ProtocolTypeRouter(
+router = ProtocolTypeRouter(
     {
         "http": django_asgi_app,
         "websocket": websocket_counter(
@@ -23,6 +24,8 @@ application = ProtocolTypeRouter(
         ),
     }
 )
+# Outermost: it reads daphne's own `send` to write prebuilt frames (adkweb.wsframes).
+application = frame_writer(router)
 
 if settings.ADKWEB_EMBEDDED_WORKER:
     from agents_app.embedded import start_embedded_worker

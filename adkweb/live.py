@@ -20,6 +20,8 @@ from channels.consumer import get_handler_name
 from channels.generic.websocket import AsyncWebsocketConsumer
 from channels.layers import get_channel_layer
 
+from adkweb import wsframes
+
 logger = logging.getLogger(__name__)
 
 
@@ -142,6 +144,13 @@ class LiveConsumer(AsyncWebsocketConsumer):
         if handler is None:
             raise ValueError(f"No handler for message type {message['type']}")
         await handler(message)
+
+    async def send_frame(self, text: str) -> None:
+        """Send a text frame: under daphne, framed once per process for every socket that sends the
+        same text (adkweb.wsframes); elsewhere through ASGI."""
+        writer = self.scope.get(wsframes.SCOPE_KEY)
+        if writer is None or not writer.write(text):
+            await self.send(text_data=text)
 
 
 LAYER_DOWN = 1011  # websocket close code "server error": clients (htmx's ws extension) reconnect later

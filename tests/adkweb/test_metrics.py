@@ -144,10 +144,10 @@ async def test_websocket_connections_of_this_process(demo):
     from channels.routing import URLRouter
     from channels.testing import WebsocketCommunicator
 
-    from adkweb.asgi import application
+    from adkweb.asgi import router
     from adkweb.routing import websocket_urlpatterns
 
-    assert application.application_mapping["websocket"].__qualname__.startswith("websocket_counter")
+    assert router.application_mapping["websocket"].__qualname__.startswith("websocket_counter")
     app = metrics.websocket_counter(URLRouter(websocket_urlpatterns))
     before = metrics.WEBSOCKETS._value.get()
     sockets = []
