@@ -5,6 +5,7 @@ approvals/partials/live.html)."""
 
 from __future__ import annotations
 
+import functools
 import time
 from typing import Any
 
@@ -29,6 +30,18 @@ REFUSED = 4003  # not one of the codes the htmx ws extension reconnects on
 
 def _nav_count_html(count: int) -> str:
     return render_to_string(LIVE + "#nav-count", {"count": count, "oob": True})
+
+
+@functools.lru_cache(maxsize=8)
+def _fragment(name: str) -> str:
+    """A fragment of approvals/partials/live.html that renders without context, once per process."""
+    return render_to_string(f"{LIVE}#{name}")
+
+
+@functools.lru_cache(maxsize=1024)
+def _counts(open_count: int, total: int, line: str) -> str:
+    """The inbox's counts frame: one string per distinct frame, shared by the sockets that send it."""
+    return fanout.nav_count_html(open_count) + fanout.total_html(total) + line
 
 
 class InboxConsumer(live.LiveConsumer):
@@ -107,36 +120,34 @@ class InboxConsumer(live.LiveConsumer):
         return True
 
     async def inbox_ticket(self, message: dict[str, Any]) -> None:
-        """Frames to send. Table rows travel alone in their frame: an HTML fragment that starts with
-        another element is parsed in body mode, where <tr>/<tbody> tags are dropped."""
+        """At most two frames: the ticket's row, then the counts (and the line that changes with the
+        rows). Table rows travel alone in their frame: an HTML fragment that starts with another
+        element is parsed in body mode, where <tr>/<tbody> tags are dropped. Every fragment is one
+        string per process (rendered by the publisher, or cached here), so sockets that send the same
+        frame share its framing (adkweb.wsframes)."""
         facts, ticket_id = message["facts"], message["ticket_id"]
         viewer = self.viewer
         if not self._moved(facts, message["before"]):
             await self._recount_async()
-        frames = [fanout.nav_count_html(self.open_count)]
         if self.nav_only:
-            await self._send_all(frames)
+            await self.send_frame(fanout.nav_count_html(self.open_count))
             return
         matches = fanout.matches(facts, self.filters, viewer)
         if matches is None:  # a search: the database matches it
             matches, self.total = await self._db_matches(ticket_id)
-        frames.append(fanout.total_html(self.total or 0))
+        line = ""
         if not viewer.sees(facts):
             pass  # not this person's to see: their counts only
         elif ticket_id in self.shown:
             # A decided ticket changes in place (greyed, "approved by …") rather than vanishing under the cursor.
-            frames.append(message["row"])
+            await self.send_frame(message["row"])
         elif matches and self.at_edge:
             self.shown.add(ticket_id)
-            frames.append(message["added"][self.at_edge])
-            frames.append(render_to_string(LIVE + "#empty-gone"))
+            await self.send_frame(message["added"][self.at_edge])
+            line = _fragment("empty-gone")
         elif matches:
-            frames.append(render_to_string(LIVE + "#notice-elsewhere"))
-        await self._send_all(frames)
-
-    async def _send_all(self, frames: list[str]) -> None:
-        for frame in frames:
-            await self.send(text_data=frame)
+            line = _fragment("notice-elsewhere")
+        await self.send_frame(_counts(self.open_count, self.total or 0, line))
 
 
 class TicketConsumer(live.LiveConsumer):
