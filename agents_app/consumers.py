@@ -5,6 +5,7 @@ fragments (every top-level element is swapped out of band). Read-only."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -19,6 +20,7 @@ from .events import SESSIONS_GROUP
 DETAIL = "agents_app/session_detail.html"
 LIVE = "agents_app/partials/live.html"
 REFUSED = 4403
+RUNNING_HOLD = 1.0  # seconds a "running" status waits for the turn's next frame (SessionConsumer.live_status)
 
 
 def _query(scope: dict) -> dict[str, str]:
@@ -95,12 +97,15 @@ class SessionConsumer(live.LiveConsumer):
         self.streams: dict[str, int] = {}  # event id -> turn id of streaming cards this socket created
         self.finals: set[str] = set()
         self.status_sent = ""
+        self.held: str | None = None  # a "running" status waiting for the next frame (live_status)
+        self.hold_timer: asyncio.TimerHandle | None = None
         self.group = fanout.audience_group(self.session_pk, self.audience)
         if not await live.join(self, self.group):
             return
         await self.send(text_data=await database_sync_to_async(self._catch_up)())
 
     async def disconnect(self, code: int) -> None:
+        self._unhold()
         if hasattr(self, "group"):
             await live.leave(self, self.group)
 
@@ -122,6 +127,7 @@ class SessionConsumer(live.LiveConsumer):
         if await database_sync_to_async(selectors.session_visible)(self.user, self.session):
             return True
         self.hidden = True
+        self._unhold()
         await live.leave(self, self.group)
         await self.close(code=REFUSED)
         return False
@@ -147,7 +153,7 @@ class SessionConsumer(live.LiveConsumer):
         self.tickets.update(message["ticket_ids"])
         self.finals.add(message["event_id"])
         streamed = self.streams.pop(message["event_id"], None) is not None
-        await self.send(text_data=message["replace"] if streamed and message["replace"] else message["append"])
+        await self._send(message["replace"] if streamed and message["replace"] else message["append"])
 
     async def live_partial(self, message: dict) -> None:
         if getattr(self, "hidden", False):
@@ -156,22 +162,53 @@ class SessionConsumer(live.LiveConsumer):
         if event_id in self.finals:
             return  # a late chunk of a stored event
         if event_id in self.streams:
-            await self.send(text_data=message["chunk"])
+            await self._send(message["chunk"])
         else:
             self.streams[event_id] = message.get("turn_id") or 0
-            await self.send(text_data=message["card"])
+            await self._send(message["card"])
 
     async def live_status(self, message: dict) -> None:
+        """A "running" status is held until the turn's next frame (its first event, as a rule) and
+        sent with it, or after RUNNING_HOLD seconds: the event is not queued behind a frame of its
+        own at every socket. Any other status goes at once (and replaces a held one)."""
         if getattr(self, "hidden", False):
             return
-        if message["html"] != self.status_sent:  # the same status again says nothing new
-            self.status_sent = message["html"]
-            await self.send(text_data=message["html"])
+        html = message["html"]
+        if html == (self.held or self.status_sent):
+            return  # the same status again says nothing new
+        self._unhold()
+        if html == self.status_sent:
+            return  # back to what the page shows: the held one is dropped
+        if message.get("status") == "running":
+            self.held = html
+            self.hold_timer = asyncio.get_running_loop().call_later(RUNNING_HOLD, self._hold_expired)
+            return
+        self.status_sent = html
+        await self.send_frame(html)
+
+    def _hold_expired(self) -> None:
+        self.hold_timer = None
+        if self.held is not None:
+            self.hold_task = asyncio.ensure_future(self._send(""))
+
+    def _unhold(self) -> None:
+        self.held = None
+        timer, self.hold_timer = getattr(self, "hold_timer", None), None
+        if timer is not None:
+            timer.cancel()
+
+    async def _send(self, html: str) -> None:
+        """A frame, with the held status after it (one frame)."""
+        if self.held is not None:
+            html, self.status_sent = html + self.held, self.held
+            self._unhold()
+        if html:
+            await self.send_frame(html)
 
     async def live_turn_retried(self, message: dict) -> None:
         if getattr(self, "hidden", False):
             return
-        await self.send(text_data=message["html"])
+        await self._send(message["html"])
 
     async def live_turn_finished(self, message: dict) -> None:
         if getattr(self, "hidden", False):
@@ -183,11 +220,11 @@ class SessionConsumer(live.LiveConsumer):
             del self.streams[eid]
         html += message["error"]
         if html:
-            await self.send(text_data=html)
+            await self._send(html)
 
     async def live_ticket(self, message: dict) -> None:
         if getattr(self, "hidden", False):
             return
         # A ticket not yet on the page arrives inside its event's card (same transaction).
         if message["ticket_id"] in self.tickets:
-            await self.send(text_data=message["html"])
+            await self._send(message["html"])

@@ -162,8 +162,8 @@ def publish_status(*, session_pk: int) -> None:
 
     watched = _watched(session_pk)
     if watched:
-        html = status_html(selectors.session_status(session_pk=session_pk))
-        _to_all(session_pk, {"type": "live.status", "html": html}, watched)
+        status = selectors.session_status(session_pk=session_pk)
+        _to_all(session_pk, {"type": "live.status", "html": status_html(status), "status": status}, watched)
 
 
 def publish_turn_finished(*, session_pk: int, turn_id: int, status: str) -> None:

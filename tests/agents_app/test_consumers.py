@@ -159,11 +159,13 @@ async def test_status_and_failed_turn_and_stale_stream(demo, session):
     await comm.receive_from()
     turn = await sync_to_async(Turn.objects.create)(session=session, kind="message", content={}, status="running")
     await _publish(type="session.status", session_pk=session.pk)
-    assert "running" in await comm.receive_from()
+    # "running" waits for the turn's next frame and goes with it (the event is not queued behind it)
+    assert await comm.receive_nothing(timeout=0.2)
     await _publish(
         type="session.partial", session_pk=session.pk, event_id="ev-9", author="a", text="par", turn_id=turn.pk
     )
-    await comm.receive_from()
+    html = await comm.receive_from()
+    assert html.index('id="event-ev-9"') < html.index("running")
     turn.status, turn.error = "failed", "RuntimeError: the model <exploded>"
     await sync_to_async(turn.save)()
     await _publish(type="turn.finished", session_pk=session.pk, turn_id=turn.pk, status="failed")
@@ -172,6 +174,33 @@ async def test_status_and_failed_turn_and_stale_stream(demo, session):
     assert f'id="turn-{turn.pk}-error"' in html and "RuntimeError: the model &lt;exploded&gt;" in html
     await _publish(type="turn.finished", session_pk=session.pk, turn_id=turn.pk + 1, status="done")
     assert await comm.receive_nothing(timeout=0.2)
+    await comm.disconnect()
+
+
+async def test_a_held_running_status_goes_alone_after_the_hold_or_gives_way_to_the_next(demo, session, monkeypatch):
+    from agents_app import consumers
+
+    monkeypatch.setattr(consumers, "RUNNING_HOLD", 0.2)
+    comm, _ = await _connect(f"/ws/sessions/{session.pk}/", demo["requester"])
+    assert "idle" in await comm.receive_from()
+    turn = await sync_to_async(Turn.objects.create)(session=session, kind="message", content={}, status="running")
+    await _publish(type="session.status", session_pk=session.pk)
+    assert await comm.receive_nothing(timeout=0.05)
+    html = await comm.receive_from(timeout=2)  # no frame came: the status alone, after the hold
+    assert 'id="session-status"' in html and "running" in html
+    await _publish(type="session.status", session_pk=session.pk)
+    assert await comm.receive_nothing(timeout=0.4)  # the same status again: nothing
+    turn.status = "done"
+    await sync_to_async(turn.save)()
+    await _publish(type="session.status", session_pk=session.pk)
+    assert "idle" in await comm.receive_from()  # any other status at once
+    turn.status = "running"
+    await sync_to_async(turn.save)()
+    await _publish(type="session.status", session_pk=session.pk)
+    turn.status = "done"
+    await sync_to_async(turn.save)()
+    await _publish(type="session.status", session_pk=session.pk)  # back to what the page shows
+    assert await comm.receive_nothing(timeout=0.4)  # the held "running" was dropped, "idle" is shown
     await comm.disconnect()
 
 
