@@ -7,9 +7,9 @@ encoding and autobahn's framing (`sendMessage`, `sendFrame`, whose debug log arg
 every call): about a third of a web process's time with 1,000 sockets on one conversation
 (bench/README.md). Under daphne, `frame_writer` (ASGI middleware, outermost) gives each websocket's
 scope a `FrameWriter` for its connection; `LiveConsumer.send_frame` writes the frame built once per
-text (autobahn's `PreparedMessage`: encoded and framed once) to the socket's transport, in order with
-everything else sent on it (every write is synchronous). Elsewhere (uvicorn, Channels' test
-communicator) there is no writer and frames go through ASGI as before.
+text (autobahn's `PreparedMessage`: encoded and framed once) to the socket, in order with everything
+else sent on it (every write is synchronous; what waits in Twisted's buffer goes first). Elsewhere
+(uvicorn, Channels' test communicator) there is no writer and frames go through ASGI as before.
 """
 
 from __future__ import annotations
@@ -49,8 +49,36 @@ class FrameWriter:
         if protocol.send_queue or getattr(protocol, "_perMessageCompress", None) is not None:
             protocol.sendPreparedMessage(frame)  # behind queued data, or compressed per socket
         else:
-            protocol.transport.write(frame.payloadHybi)
+            _write_now(protocol.transport, frame.payloadHybi)
         return True
+
+
+def _write_now(transport: Any, data: bytes) -> None:
+    """Send at once when nothing waits in Twisted's buffer of this connection: one `send`, where
+    Twisted's `write` registers for writability (an epoll change), sends on the next loop turn and
+    unregisters (another). What the socket does not take now, and everything on a connection that
+    is not plain TCP or not idle, goes through Twisted's `write` (which also sees a failed socket)."""
+    try:
+        idle = (
+            transport.TLS is False
+            and transport.connected
+            and not transport.disconnecting
+            and not transport._writeDisconnected
+            and not transport._tempDataBuffer
+            and transport.offset == len(transport.dataBuffer)
+        )
+        sock = transport.socket
+    except AttributeError:  # not a Twisted TCP transport
+        idle = False
+    if idle:
+        try:
+            sent = sock.send(data)
+        except OSError:  # would block, or failed: Twisted's write handles both
+            sent = 0
+        if sent == len(data):
+            return
+        data = data[sent:]
+    transport.write(data)
 
 
 def _daphne_connection(send: Any) -> FrameWriter | None:
