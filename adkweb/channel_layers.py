@@ -150,10 +150,11 @@ class RedisChannelLayer(channels_redis.core.RedisChannelLayer):
                 to, message = await self.receive_single(real_channel)
                 for channel in to if isinstance(to, list) else [to]:
                     group = self._group_of.get(channel)
-                    if group is None:
-                        self._queue(channel).put_nowait(message)
-                    else:
+                    if group is not None:
                         self._deliver(group, message)
+                    elif not self._is_member_name(channel):
+                        self._queue(channel).put_nowait(message)
+                    # else: a member this process no longer has (its removal from Redis failed): dropped
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # noqa: BLE001 - handed to the consumers waiting, as channels_redis does
@@ -176,12 +177,28 @@ class RedisChannelLayer(channels_redis.core.RedisChannelLayer):
     def _ours(self, channel: str) -> bool:
         return "!" in channel and self.non_local_name(channel).endswith(f".{self.client_prefix}!")
 
+    def _is_member_name(self, channel: str) -> bool:
+        """A name this process gives its members (`!g<n>`; its own channels end in a uuid's hex)."""
+        return channel.rpartition("!")[2].startswith("g")
+
+    async def _lock(self, group: str) -> None:
+        """Take the group's membership lock; a cancelled wait gives its place back (ChannelLock counts
+        waiters and would otherwise keep the group's lock forever)."""
+        try:
+            await self._group_locks.acquire(group)
+        except asyncio.CancelledError:
+            self._group_locks.wait_counts[group] -= 1
+            if self._group_locks.wait_counts[group] < 1 and not self._group_locks.locked(group):
+                del self._group_locks.locks[group]
+                del self._group_locks.wait_counts[group]
+            raise
+
     async def group_add(self, group: str, channel: str) -> None:
         if not self._ours(channel):
             return await super().group_add(group, channel)
         assert self.require_valid_group_name(group), "Group name not valid"
         assert self.require_valid_channel_name(channel), "Channel name not valid"
-        await self._group_locks.acquire(group)
+        await self._lock(group)
         try:
             member = self._member_of.get(group)
             if member is None:
@@ -201,7 +218,7 @@ class RedisChannelLayer(channels_redis.core.RedisChannelLayer):
             return await super().group_discard(group, channel)
         assert self.require_valid_group_name(group), "Group name not valid"
         assert self.require_valid_channel_name(channel), "Channel name not valid"
-        await self._group_locks.acquire(group)
+        await self._lock(group)
         try:
             member = self._leave_locally(group, channel)
             if member is not None:  # the last of this process's channels in the group left

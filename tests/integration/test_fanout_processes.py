@@ -99,6 +99,23 @@ async def test_a_channel_sent_to_directly_and_through_its_group_gets_both_in_ord
         await layer.group_discard(GROUP, name)
 
 
+async def test_a_member_left_in_redis_by_a_failed_leave_delivers_nothing():
+    layer, sender = _layer(), _layer()
+    name = await layer.new_channel()
+    await layer.group_add(GROUP, name)
+    old = layer._member_of[GROUP]
+    layer._leave_locally(GROUP, name)  # as when the removal from Redis failed (Redis down)
+    await layer.group_add(GROUP, name)
+    assert layer._member_of[GROUP] != old and len(await sync_to_async(_members)(GROUP)) == 2
+    try:
+        await sender.group_send(GROUP, {"type": "test.message", "n": 0})
+        assert await _got(layer, name) == [0]  # once, not once per member
+        assert old not in layer._queues  # no queue piling up for the stale member
+    finally:
+        await layer.group_discard(GROUP, name)
+        await sender.group_discard(GROUP, old)
+
+
 def _daphne() -> tuple[processes.Service, str]:
     port = processes.free_port()
     args = [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "adkweb.asgi:application"]
