@@ -66,28 +66,34 @@ def _status() -> tuple[str, int]:
     return row.status, PendingCall.objects.filter(session=row, status="pending").count()
 
 
+def _race(holder: Callable[[], None], waiter: Callable[[], None]) -> None:
+    """`holder` runs in a transaction that stays open (holding what it locked) until `waiter`, in
+    another thread, has had time to block on the session row; then both finish."""
+    held, release, errors = threading.Event(), threading.Event(), []
+
+    def hold() -> None:
+        with transaction.atomic():
+            holder()
+            held.set()
+            release.wait(10)
+
+    a = _in_thread(hold, errors)
+    assert held.wait(10)
+    b = _in_thread(waiter, errors)
+    time.sleep(0.3)  # the waiter waits for the row's lock
+    release.set()
+    a.join(10), b.join(10)
+    assert not errors, errors
+
+
 def test_a_turn_finishing_while_the_append_holds_the_row():
     """The append holds the row (its ticket inserted, status computed: still running) while the
     turn finishes and waits for the row; then the finish sees the ticket: waiting."""
     service, session, turn = _setup()
-    appended, release, errors = threading.Event(), threading.Event(), []
-
-    def append() -> None:
-        with transaction.atomic():
-            service._store_event(session, _call("c1"), None)
-            appended.set()
-            release.wait(10)
-
-    def finish() -> None:
-        runner.turn_finish(turn.pk, Turn.Status.DONE)
-
-    a = _in_thread(append, errors)
-    assert appended.wait(10)
-    b = _in_thread(finish, errors)
-    time.sleep(0.3)  # the finish waits for the row's lock
-    release.set()
-    a.join(10), b.join(10)
-    assert not errors, errors
+    _race(
+        holder=lambda: service._store_event(session, _call("c1"), None),
+        waiter=lambda: runner.turn_finish(turn.pk, Turn.Status.DONE),
+    )
     assert _status() == ("waiting", 1)
     connection.close()
 
@@ -96,24 +102,10 @@ def test_an_append_waiting_for_the_row_while_a_turn_finishes():
     """The finish holds the row (status computed: idle) while the append waits for it in its
     UPDATE; its hook's one-statement sync then sees the turn finished and the ticket: waiting."""
     service, session, turn = _setup()
-    finished, release, errors = threading.Event(), threading.Event(), []
-
-    def finish() -> None:
-        with transaction.atomic():
-            runner.turn_finish(turn.pk, Turn.Status.DONE)
-            finished.set()
-            release.wait(10)
-
-    def append() -> None:
-        service._store_event(session, _call("c1"), None)
-
-    b = _in_thread(finish, errors)
-    assert finished.wait(10)
-    a = _in_thread(append, errors)
-    time.sleep(0.3)  # the append waits for the row's lock
-    release.set()
-    a.join(10), b.join(10)
-    assert not errors, errors
+    _race(
+        holder=lambda: runner.turn_finish(turn.pk, Turn.Status.DONE),
+        waiter=lambda: service._store_event(session, _call("c1"), None),
+    )
     assert _status() == ("waiting", 1)
     connection.close()
 
