@@ -1,6 +1,8 @@
-"""Embedded mode's broker (adkweb.memory_broker): a real Celery worker on it takes a message when it
-is published, and when a busy worker frees a slot, not on its next poll. The poll is set to a
-minute here, so a worker that only polled would miss every deadline below by far."""
+"""Embedded mode's broker (adkweb.memory_broker). The kombu-level tests show a waiting consumer
+takes a message when it is published, and a consumer at its prefetch limit when it acks, not at its
+next poll: with the poll set to a minute, kombu's own memory transport waits out the 30 s drain
+timeout in both (checked). The Celery test shows a real worker runs on this transport, in order; it
+would pass on kombu's transport too, since Celery's loop drains with a 2 s timeout of its own."""
 
 from __future__ import annotations
 
