@@ -56,6 +56,7 @@ class Op:
     query: dict[str, str] = field(default_factory=dict)  # name -> description
     errors: tuple[int, ...] = (400, 401, 403, 404)
     stream: bool = False  # text/event-stream of `response` items
+    media: str = ""  # the 200 body's media type when it is not JSON (e.g. text/csv); response: str
     status: int = 200  # the success status
 
 
@@ -97,7 +98,7 @@ def _operation(route: Route, op: Op, schemas: dict[Any, Any], tag: str) -> dict[
         body = schemas[(f"{route.name}.{op.method}.in", "validation")]
         out["requestBody"] = {"required": True, "content": {"application/json": {"schema": body}}}
     ok = schemas.get((f"{route.name}.{op.method}.out", "serialization"), {"type": "null"})
-    media = "text/event-stream" if op.stream else "application/json"
+    media = op.media or ("text/event-stream" if op.stream else "application/json")
     out["responses"] = {str(op.status): {"description": "OK", "content": {media: {"schema": ok}}}}
     for code in op.errors:
         content = {"application/json": {"schema": _error_schema(code)}}

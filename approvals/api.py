@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
-from django.http import HttpRequest, JsonResponse
+from django.http import HttpRequest, JsonResponse, StreamingHttpResponse
 from django.urls import reverse
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr
 
@@ -21,7 +21,7 @@ from adkweb.errors import Invalid, NotFound
 from agents_app import idempotency
 from agents_app.idempotency import Outcome
 
-from . import edits, selectors, services
+from . import audit_views, edits, selectors, services
 from .grants import GrantSpec
 from .models import PendingCall, Response
 
@@ -272,3 +272,15 @@ def assign(request: HttpRequest, ticket_id: int) -> JsonResponse:
         raise Invalid('assignee must be "me" or null: approvers assign tickets to themselves.')
     ticket = services.ticket_assign(ticket=ticket, actor=request.user, assignee=request.user if body.assignee else None)
     return JsonResponse(ticket_json(selectors.ticket_get(ticket_id=ticket.pk) or ticket))
+
+
+@api_view("GET")
+def audit_csv(request: HttpRequest) -> StreamingHttpResponse:
+    """The audit page's CSV export for API clients: same filters, scope and refusals."""
+    return audit_views.export_response(request.user, request.GET, "csv")
+
+
+@api_view("GET")
+def audit_jsonl(request: HttpRequest) -> StreamingHttpResponse:
+    """The audit page's JSON Lines export for API clients: same filters, scope and refusals."""
+    return audit_views.export_response(request.user, request.GET, "jsonl")

@@ -198,4 +198,44 @@ ROUTES = [
         ),
     ),
 ]
+AUDIT_QUERY = {
+    "agent": "an app name",
+    "tool": "a tool name",
+    "person": "the decider's username or display name",
+    "outcome": "approve, reject, update, custom or expire",
+    "since": "YYYY-MM-DD (from that day)",
+    "until": "YYYY-MM-DD (through that day)",
+}
+ROUTES += [
+    Route(
+        "audit/decisions.csv",
+        api.audit_csv,
+        "audit-csv",
+        (
+            Op(
+                "GET",
+                "Every decision you may audit, newest first, as CSV (streamed; the audit page's export)",
+                response=str,
+                media="text/csv",
+                query=AUDIT_QUERY,
+                errors=(400, 401, 403),
+            ),
+        ),
+    ),
+    Route(
+        "audit/decisions.jsonl",
+        api.audit_jsonl,
+        "audit-jsonl",
+        (
+            Op(
+                "GET",
+                "Every decision you may audit, newest first, as JSON Lines (streamed; one object per line)",
+                response=str,
+                media="application/x-ndjson",
+                query=AUDIT_QUERY,
+                errors=(400, 401, 403),
+            ),
+        ),
+    ),
+]
 ROUTES += policy_routes.ROUTES

@@ -3,8 +3,10 @@ filters, linking to its ticket and conversation, and its CSV and JSON Lines expo
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
+from django.http import HttpRequest, HttpResponse, QueryDict, StreamingHttpResponse
 from django.shortcuts import render
 from django.utils import timezone
 from django.views.decorators.http import require_GET
@@ -15,10 +17,10 @@ from . import audit
 from .permissions import audit_scope_q, may_audit
 
 
-def _filters(request: HttpRequest) -> tuple[audit.AuditFilterForm, audit.AuditFilters]:
-    if not may_audit(request.user):
+def _filters(user: Any, params: QueryDict) -> tuple[audit.AuditFilterForm, audit.AuditFilters]:
+    if not may_audit(user):
         raise Forbidden("The audit trail is for approvers, staff observers and agent admins.")
-    form = audit.AuditFilterForm(request.GET)
+    form = audit.AuditFilterForm(params)
     if not form.is_valid():
         problems = "; ".join(
             f"{'' if k == '__all__' else k + ': '}{' '.join(str(e) for e in v)}" for k, v in form.errors.items()
@@ -30,7 +32,7 @@ def _filters(request: HttpRequest) -> tuple[audit.AuditFilterForm, audit.AuditFi
 @login_required
 @require_GET
 def audit_list(request: HttpRequest) -> HttpResponse:
-    form, filters = _filters(request)
+    form, filters = _filters(request.user, request.GET)
     page = audit.audit_page(filters, audit_scope_q(request.user))
     query = request.GET.copy()
     query.pop("page", None)
@@ -48,9 +50,14 @@ def audit_list(request: HttpRequest) -> HttpResponse:
 @login_required
 @require_GET
 def audit_export(request: HttpRequest, fmt: str) -> StreamingHttpResponse:
-    """CSV or JSON Lines of every matching decision, streamed as it is read."""
-    _, filters = _filters(request)
-    rows = audit.export_rows(filters, audit_scope_q(request.user))
+    return export_response(request.user, request.GET, fmt)
+
+
+def export_response(user: Any, params: QueryDict, fmt: str) -> StreamingHttpResponse:
+    """CSV or JSON Lines of every matching decision the user may audit, streamed as it is read (the
+    page's export links, and the API's `/api/audit/decisions.csv|jsonl` for token clients)."""
+    _, filters = _filters(user, params)
+    rows = audit.export_rows(filters, audit_scope_q(user))
     stamp = timezone.now().strftime("%Y%m%d-%H%M%S")
     if fmt == "csv":
         response = StreamingHttpResponse(audit.csv_lines(rows), content_type="text/csv; charset=utf-8")

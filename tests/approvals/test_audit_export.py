@@ -15,6 +15,7 @@ from asgiref.sync import sync_to_async
 from django.http import StreamingHttpResponse
 from django.test import AsyncClient
 
+from agents_app.tokens import token_create
 from approvals import audit, services
 from approvals.models import Response
 from tests.approvals_factories import ticket
@@ -101,6 +102,34 @@ async def test_exports_refuse_requesters_and_bad_filters(exported):
     assert r.status_code == 403
     r = await _get(exported["demo"]["approver"], "/audit/export.jsonl?since=nope")
     assert r.status_code == 400 and r.content.startswith(b"Bad filter: since:")
+
+
+async def _token_get(user, url: str):
+    """GET as an API client: a token, no login session."""
+    _, key = await sync_to_async(token_create)(user=user, name="audit export")
+    return await AsyncClient().get(url, headers={"Authorization": f"Token {key}"})
+
+
+async def test_api_exports_serve_token_clients_with_the_pages_filters_and_refusals(exported):
+    demo, approve, reject = exported["demo"], exported["approve"], exported["reject"]
+    observer = demo["observer"]
+    r = await _token_get(observer, "/api/audit/decisions.jsonl?outcome=reject&tool=transfer_money")
+    assert r.status_code == 200 and r["Content-Type"] == "application/x-ndjson; charset=utf-8"
+    assert [json.loads(line)["id"] for line in (await _body(r)).splitlines()] == [reject.pk]
+    r = await _token_get(observer, "/api/audit/decisions.csv")
+    assert r.status_code == 200 and r["Content-Type"] == "text/csv; charset=utf-8"
+    rows = list(csv.reader(io.StringIO(await _body(r))))
+    assert rows[0] == list(audit.EXPORT_FIELDS)
+    assert [int(row[0]) for row in rows[1:]] == [reject.pk, approve.pk]
+    assert rows[2][list(audit.EXPORT_FIELDS).index("comment")] == "'" + FORMULA
+
+    r = await AsyncClient().get("/api/audit/decisions.csv")
+    assert r.status_code == 401 and "Token" in r.json()["detail"]
+    r = await _token_get(demo["requester"], "/api/audit/decisions.jsonl")
+    assert r.status_code == 403 and "audit trail" in r.json()["detail"]
+    r = await _token_get(observer, "/api/audit/decisions.jsonl?since=2026-02-01&until=2026-01-01")
+    assert r.status_code == 400 and r.json()["detail"].startswith("Bad filter:")
+    assert "ends before it starts" in r.json()["detail"]
 
 
 def _many(n: int) -> None:

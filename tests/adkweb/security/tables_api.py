@@ -253,6 +253,20 @@ def api_targets(w: World) -> list[Target]:
             {"POST": ("json", {"assignee": "me"})},
         ),
         Target(
+            "audit CSV (API)",
+            "approvals_api:audit-csv",
+            "/api/audit/decisions.csv",
+            True,
+            {"GET": E(401, 403, 403, 200, 200), "POST": E(405, 405, 405, 405, 405)},
+        ),
+        Target(
+            "audit JSON Lines (API)",
+            "approvals_api:audit-jsonl",
+            "/api/audit/decisions.jsonl",
+            True,
+            {"GET": E(401, 403, 403, 200, 200), "POST": E(405, 405, 405, 405, 405)},
+        ),
+        Target(
             "missing pending-call approve",
             "approvals_api:approve",
             f"/api/pending-calls/{MISSING}/approve",
