@@ -6,7 +6,9 @@ network, and the tests' local receiver).
 Checked when an endpoint is registered (a name that does not resolve yet is accepted) and again at
 each delivery, where the POST goes to the address that was checked (the name's later answers, e.g.
 a DNS record switched to 127.0.0.1 after registration, are not asked again), with the name kept for
-the Host header and TLS (SNI and certificate check)."""
+the Host header and TLS (SNI and certificate check). A name with several addresses (all checked) is
+tried address by address, as a client library would: the next one only when nothing could be sent
+to the one before (the connection failed)."""
 
 from __future__ import annotations
 
@@ -79,9 +81,11 @@ def registration_refusal(url: str) -> str | None:
 @dataclass(frozen=True)
 class Target:
     """Where one delivery goes: the URL to POST to (its host the checked address), and the name
-    kept for the Host header and TLS; `refusal` when it may not go anywhere."""
+    kept for the Host header and TLS; `refusal` when it may not go anywhere. `fallbacks`: the same
+    URL pinned to the name's other checked addresses, in the resolver's order."""
 
     url: str
+    fallbacks: tuple[str, ...] = ()
     host_header: str = ""
     sni_hostname: str = ""
     refusal: str = ""
@@ -102,5 +106,5 @@ def delivery_target(url: str) -> Target:
             return Target(url=url, refusal=_refusal(host, ip))
     if literal is not None:
         return Target(url=url)
-    pinned = parsed.copy_with(host=str(addresses[0]))
-    return Target(url=str(pinned), host_header=parsed.netloc.decode("ascii"), sni_hostname=host)
+    first, *others = [str(parsed.copy_with(host=str(ip))) for ip in dict.fromkeys(addresses)]
+    return Target(url=first, fallbacks=tuple(others), host_header=parsed.netloc.decode("ascii"), sni_hostname=host)

@@ -164,13 +164,22 @@ def webhook_send(delivery: Delivery) -> Outcome:
         headers["Host"] = target.host_header
     extensions = {"sni_hostname": target.sni_hostname} if target.sni_hostname else None
     timeout = settings.ADKWEB_WEBHOOK_TIMEOUT
-    try:
-        with httpx.Client(timeout=timeout, follow_redirects=False) as client:
-            response = client.post(target.url, content=body, headers=headers, extensions=extensions)
-    except httpx.TimeoutException:
-        return Outcome.fail(f"Timed out after {timeout:g} s.")
-    except httpx.HTTPError as exc:
-        return Outcome.fail(f"{type(exc).__name__}: {exc}")
+    unreachable: list[str] = []
+    with httpx.Client(timeout=timeout, follow_redirects=False) as client:
+        for url in (target.url, *target.fallbacks):
+            try:
+                response = client.post(url, content=body, headers=headers, extensions=extensions)
+                break
+            except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
+                # Nothing was sent: the name's next checked address may answer (never after a
+                # request went out, which the receiver may have acted on).
+                unreachable.append(f"{httpx.URL(url).host}: {type(exc).__name__}: {exc}")
+            except httpx.TimeoutException:
+                return Outcome.fail(f"Timed out after {timeout:g} s.")
+            except httpx.HTTPError as exc:
+                return Outcome.fail(f"{type(exc).__name__}: {exc}")
+        else:
+            return Outcome.fail("Could not connect: " + "; ".join(unreachable))
     if 200 <= response.status_code < 300:
         return Outcome(ok=True, status_code=response.status_code)
     snippet = response.text[:300].strip()

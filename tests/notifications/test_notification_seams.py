@@ -86,6 +86,30 @@ def test_a_name_is_resolved_at_delivery_and_the_post_goes_to_the_address_checked
     assert receiver.hits[0].headers["Host"] == f"hooks.customer.test:{port}"
 
 
+def test_a_name_with_several_addresses_is_tried_address_by_address_when_a_connection_fails(
+    demo, webhook_receiver, settings, monkeypatch
+):
+    receiver = webhook_receiver(SECRET)
+    port = receiver.url.split(":")[2].split("/")[0]
+    WebhookEndpoint.objects.create(
+        url=f"http://hooks.customer.test:{port}/hooks/adkweb", secret=SECRET, events=["ticket.opened"]
+    )
+    settings.ADKWEB_WEBHOOK_ALLOW_PRIVATE = False
+    monkeypatch.setattr(webhook_urls, "is_public", lambda ip: True)  # the receiver stands in for a public host
+    # The name's first address takes no connections (nothing listens on 127.0.0.2); its second is the receiver.
+    answers = [ipaddress.ip_address("127.0.0.2"), ipaddress.ip_address("127.0.0.1")]
+    monkeypatch.setattr(webhook_urls, "resolve", lambda host, port: answers)
+    (sent,) = _deliver(NotificationEvent.objects.create(name="ticket.opened", ticket=open_ticket()))
+    assert sent.status == "delivered" and len(receiver.hits) == 1 and receiver.hits[0].signature_ok
+    assert receiver.hits[0].headers["Host"] == f"hooks.customer.test:{port}"
+    # No address takes the connection: the delivery fails (to be retried) and says what was tried.
+    answers[1:] = [ipaddress.ip_address("127.0.0.3")]
+    (failed,) = _deliver(NotificationEvent.objects.create(name="ticket.opened", ticket=open_ticket()))
+    assert failed.status != "delivered" and len(receiver.hits) == 1
+    assert failed.last_error.startswith("Could not connect: 127.0.0.2: ConnectError")
+    assert "127.0.0.3: ConnectError" in failed.last_error
+
+
 def test_no_stale_reminder_for_a_ticket_closed_another_way(emails, webhook_receiver):
     receiver = webhook_receiver(SECRET)
     WebhookEndpoint.objects.create(url=receiver.url, secret=SECRET, events=["ticket.reminder", "ticket.escalated"])
