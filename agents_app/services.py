@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import timedelta
 from typing import Any, cast
 
@@ -19,6 +21,7 @@ from adkweb.errors import Conflict, Invalid, TooManyRequests
 from . import agents
 from .models import AdkSession, Turn
 from .session_service import DjangoSessionService, SessionBusy, session_archive
+from .session_status import row_lock_held
 
 logger = logging.getLogger(__name__)
 __all__ = ["SessionBusy", "session_archive"]  # the store's, used from here by pages and the admin
@@ -127,11 +130,23 @@ def turn_create(
     return turn
 
 
-def session_lock(session_pk: int) -> None:
+def session_lock(session_pk: int) -> bool:
     """Lock a session row for the rest of the transaction (FOR NO KEY UPDATE: rows that reference it
     may still be inserted). Writers that touch a session's tickets or turns and its row take the
-    row first (agents_app.session_status)."""
-    list(AdkSession.objects.select_for_update(no_key=True).filter(pk=session_pk).values_list("pk"))
+    row first (agents_app.session_status). False: no such (live) session, nothing locked."""
+    return bool(list(AdkSession.objects.select_for_update(no_key=True).filter(pk=session_pk).values_list("pk")))
+
+
+@contextmanager
+def session_locked(session_pk: int) -> Iterator[None]:
+    """`session_lock`, and inside the block the saves of the session's turns and tickets keep its
+    stored status in one statement (`session_status.row_lock_held`) instead of taking the lock
+    again in a savepoint and computing the status in another statement. Inside a transaction."""
+    if not session_lock(session_pk):
+        yield  # nothing locked: the saves take the lock themselves, as without this
+        return
+    with row_lock_held(session_pk):
+        yield
 
 
 def turn_quota_check(user: Any) -> None:

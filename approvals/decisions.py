@@ -17,8 +17,7 @@ from adkweb.errors import Conflict, Forbidden
 from adkweb.notify import TICKET_DECIDED, notify
 from agents_app.agents import remote_app
 from agents_app.models import AdkSession, Turn
-from agents_app.services import session_lock as lock_session
-from agents_app.services import turn_create
+from agents_app.services import session_locked, turn_create
 from agents_app.timeline import readable
 
 from . import chain, edits, events, grants, payloads
@@ -211,8 +210,21 @@ def answers_submit(
     if not answers:
         raise InvalidResponse("No responses given.")
     # The session row first, then its tickets: the order the session store's append (which may
-    # touch a ticket) takes them, and the stored status (agents_app.session_status) needs it.
-    lock_session(session.pk)
+    # touch a ticket) takes them, and the stored status (agents_app.session_status) needs it. With
+    # the row held, the status follows the new turn and the closed tickets in one UPDATE each.
+    with session_locked(session.pk):
+        return _submit(session, answers, actor, streaming, state_delta, source, grant)
+
+
+def _submit(  # noqa: PLR0913
+    session: AdkSession,
+    answers: list[Answer],
+    actor: Any,
+    streaming: bool,
+    state_delta: dict | None,
+    source: str,
+    grant: StandingGrant | None,
+) -> tuple[Turn | None, list[Response]]:
     locked = {
         c.pk: c
         for c in PendingCall.objects.select_for_update(of=("self",))

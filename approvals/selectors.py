@@ -164,11 +164,14 @@ def ticket_activities(*, ticket: PendingCall) -> list[TicketActivity]:
     return list(TicketActivity.objects.filter(ticket=ticket).select_related("actor").order_by("created_at", "id"))
 
 
-def ticket_approvals(*, ticket: PendingCall) -> list[Response]:
+def ticket_approvals(*, ticket: PendingCall, responses: list[Response] | None = None) -> list[Response]:
     """The approvals that count now toward the ticket's quorum: one per person, for the arguments
-    as they are now (an edit starts the count again), oldest first."""
+    as they are now (an edit starts the count again), oldest first. `responses`: the ticket's
+    `ticket_responses`, already read (the approvals are among them: no second query)."""
     current = ticket.args_hash
     rows: Any = getattr(ticket, "approve_rows", None)  # prefetched by with_rules
+    if responses is not None:
+        rows = [r for r in responses if r.action == Response.Action.APPROVE]
     if rows is None:
         rows = Response.objects.filter(pending_call=ticket, action=Response.Action.APPROVE).select_related("actor")
         rows = rows.order_by("created_at", "id")

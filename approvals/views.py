@@ -67,10 +67,11 @@ def ticket_context(
     refusal = decide_refusal(user, ticket)
     answerable = ticket.is_open and refusal is None
     confirmation = ticket.kind == PendingCall.Kind.CONFIRMATION
-    approvals = selectors.ticket_approvals(ticket=ticket)
+    responses = selectors.ticket_responses(ticket=ticket)
+    approvals = selectors.ticket_approvals(ticket=ticket, responses=responses)
     ctx: dict[str, Any] = {
         "ticket": ticket,
-        "responses": selectors.ticket_responses(ticket=ticket),
+        "responses": responses,
         "activities": selectors.ticket_activities(ticket=ticket),
         "approvals": approvals,
         "approved_by_me": any(r.actor_id == getattr(user, "pk", None) for r in approvals),

@@ -17,6 +17,7 @@ from google.genai import types
 from agents_app import runner
 from agents_app.models import AdkSession, Turn
 from agents_app.session_service import DjangoSessionService
+from agents_app.session_status import status_expression
 from approvals.models import PendingCall
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -138,3 +139,53 @@ def test_the_one_statement_sync_computes_what_status_expression_computes():
         )
         assert stored == now == sid
     connection.close()
+
+
+def _decision_race(order: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A decision (answers_submit: it locks the session row, then syncs the status in one statement
+    as its saves go) races the session's running turn finishing."""
+    from agents_app import services
+    from approvals.decisions import Answer, answers_submit
+    from approvals.models import Response
+
+    monkeypatch.setattr(services, "_send_drain", lambda session_pk: None)  # no worker here
+    service, session, turn = _setup()
+    with transaction.atomic():
+        service._store_event(session, _call("c1"), None)
+    ticket = PendingCall.objects.get(call_id="c1")
+    row = AdkSession.objects.get(pk=ticket.session_id)
+
+    def decide() -> None:
+        answer = Answer(ticket, {"status": "approved"}, True)
+        answers_submit(session=row, answers=[answer], actor=None, source=Response.Source.POLICY)
+
+    def finish() -> None:
+        runner.turn_finish(turn.pk, Turn.Status.DONE)
+
+    if order == "decision holds":
+        _race(holder=decide, waiter=finish)
+    else:
+        _race(holder=finish, waiter=decide)
+    assert _status() == ("running", 0)  # the decision's turn is queued; its ticket closed
+    assert sorted(Turn.objects.values_list("status", flat=True)) == ["done", "queued"]
+    assert Response.objects.filter(pending_call=ticket, final=True).count() == 1
+    stored, now = (
+        AdkSession.objects.filter(pk=row.pk)
+        .annotate(now=status_expression(Turn, PendingCall))
+        .values_list("status", "now")
+        .get()
+    )
+    assert stored == now
+    connection.close()
+
+
+def test_a_decision_holding_the_row_while_the_turn_finishes(monkeypatch):
+    """The decision holds the row (its turn queued, its ticket closed: running) while the old turn
+    finishes and waits; the finish then sees the new turn: still running."""
+    _decision_race("decision holds", monkeypatch)
+
+
+def test_a_decision_waiting_for_the_row_while_the_turn_finishes(monkeypatch):
+    """The finish holds the row (status computed: waiting) while the decision waits for it; the
+    decision's one-statement syncs then see the finish and the new turn: running."""
+    _decision_race("finish holds", monkeypatch)
