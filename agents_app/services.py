@@ -112,6 +112,29 @@ def turn_create(
     """Queue work for a session; the worker is told to look after commit. No content: the agent
     runs again on the session's history (ADK's run without a new message), or, with an
     invocation id, continues that invocation (ADK's resume)."""
+    return turn_add(
+        session=session,
+        content=content,
+        actor=actor,
+        state_delta=state_delta,
+        streaming=streaming,
+        invocation_id=invocation_id,
+    )
+
+
+def turn_add(
+    *,
+    session: AdkSession,
+    content: types.Content | None,
+    actor: Any = None,
+    state_delta: dict | None = None,
+    streaming: bool = False,
+    invocation_id: str = "",
+) -> Turn:
+    """turn_create inside the caller's transaction (no savepoint of its own: an error here rolls
+    the caller's transaction back). Must run in an atomic block: the enqueue waits for its commit."""
+    if not transaction.get_connection().in_atomic_block:
+        raise RuntimeError("turn_add runs inside a transaction (use turn_create otherwise).")
     parts = content.parts or [] if content is not None else []
     kind = Turn.Kind.FUNCTION_RESPONSE if any(p.function_response for p in parts) else Turn.Kind.MESSAGE
     if kind == Turn.Kind.MESSAGE and actor is not None and actor.is_authenticated:

@@ -56,8 +56,10 @@ def link(responses: Iterable[Any]) -> None:
     rows = [r for r in responses if r.chain_seq is None]
     if not rows:
         return
-    DecisionChain.objects.bulk_create([DecisionChain(pk=1)], ignore_conflicts=True)
-    head = DecisionChain.objects.select_for_update().get(pk=1)
+    head = DecisionChain.objects.select_for_update().filter(pk=1).order_by().first()
+    if head is None:  # the first decision ever (a concurrent first one waits on the key, then adds nothing)
+        DecisionChain.objects.bulk_create([DecisionChain(pk=1)], ignore_conflicts=True)
+        head = DecisionChain.objects.select_for_update().get(pk=1)
     stored = Response.objects.in_bulk([r.pk for r in rows])  # hash what the database holds, as it reads back
     for row in rows:
         row.chain_seq = head.length + 1

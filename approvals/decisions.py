@@ -17,7 +17,7 @@ from adkweb.errors import Conflict, Forbidden
 from adkweb.notify import TICKET_DECIDED, notify
 from agents_app.agents import remote_app
 from agents_app.models import AdkSession, Turn
-from agents_app.services import session_locked, turn_create
+from agents_app.services import session_locked, turn_add
 from agents_app.timeline import readable
 
 from . import chain, edits, events, grants, payloads
@@ -245,7 +245,7 @@ def _submit(  # noqa: PLR0913
     if parts:
         content = types.Content(role="user", parts=parts)
         who = actor if source == Response.Source.PERSON else None
-        turn = turn_create(session=session, content=content, actor=who, state_delta=state_delta, streaming=streaming)
+        turn = turn_add(session=session, content=content, actor=who, state_delta=state_delta, streaming=streaming)
     responses = [_record(plan, turn, actor, source, grant) for plan in plans]
     chain.link(responses)  # last: the chain's lock is held to commit, and waits for nothing else
     return turn, responses
