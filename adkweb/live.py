@@ -28,6 +28,9 @@ logger = logging.getLogger(__name__)
 _batch: contextvars.ContextVar[list[tuple[str, dict]] | None] = contextvars.ContextVar(
     "adkweb_live_batch", default=None
 )
+# Inside a `batched()` block, groups whose watchers were asked ahead (`groups_watched_ahead`): the
+# answers, so that the publishers it calls do not each wait on the channel layer for their own.
+_ahead: contextvars.ContextVar[dict[str, bool] | None] = contextvars.ContextVar("adkweb_live_ahead", default=None)
 
 
 def group_send(group: str, message: Mapping[str, object]) -> None:
@@ -48,11 +51,12 @@ def batched() -> Iterator[None]:
         yield
         return
     pairs: list[tuple[str, dict]] = []
-    token = _batch.set(pairs)
+    token, ahead = _batch.set(pairs), _ahead.set({})
     try:
         yield
     finally:
         _batch.reset(token)
+        _ahead.reset(ahead)
         _send_many(pairs)
 
 
@@ -87,7 +91,28 @@ async def _agroup_send_many(layer: Any, pairs: list[tuple[str, dict]]) -> None:
 def groups_watched(groups: list[str]) -> set[str]:
     """The groups that have members now (all of them if the layer cannot tell, or on an error): a
     publisher renders nothing for nobody. A socket that joins just after still sees what was
-    committed before: consumers read what they missed when they connect."""
+    committed before: consumers read what they missed when they connect. Inside `batched()`, the
+    groups asked with `groups_watched_ahead` are answered from there (asked after the commit that
+    is being announced, which is all the above needs), the others from the layer."""
+    known = _ahead.get()
+    if known and all(g in known for g in groups):
+        return {g for g in groups if known[g]}
+    return _groups_watched(groups)
+
+
+def groups_watched_ahead(groups: list[str]) -> None:
+    """Inside `batched()`: ask the layer once for all these groups, for the publishers called next
+    (each thread hop to the event loop of an ASGI server waits behind its websockets)."""
+    known = _ahead.get()
+    if known is None:
+        return
+    missing = [g for g in groups if g not in known]
+    if missing:
+        watched = _groups_watched(missing)
+        known.update({g: g in watched for g in missing})
+
+
+def _groups_watched(groups: list[str]) -> set[str]:
     try:
         layer = get_channel_layer()
         if layer is None:

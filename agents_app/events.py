@@ -195,6 +195,13 @@ def notify_turn_retried(*, session_pk: int, turn_id: int) -> None:
     _quietly("publish_turn_retried", session_pk=session_pk, turn_id=turn_id)
 
 
+def ticket_card_groups(session_pk: int) -> list[str]:
+    """The groups `notify_ticket_card` publishes to (to ask the layer about them ahead, in one go)."""
+    if _fanout is None:
+        return []
+    return [_fanout.audience_group(session_pk, a) for a in _fanout.AUDIENCES]
+
+
 def notify_ticket_card(*, session_pk: int, ticket_id: int) -> None:
     """A ticket of this conversation changed (approvals.events sends the ids): its card on the pages."""
     _quietly("publish_ticket", session_pk=session_pk, ticket_id=ticket_id)

@@ -8,9 +8,9 @@ from typing import Any, Literal, TypedDict
 
 from django.db import transaction
 
-from adkweb.live import batched, group_send
+from adkweb.live import batched, group_send, groups_watched_ahead
 from adkweb.notify import TICKET_ESCALATED, TICKET_EXPIRED, TICKET_REMINDER, notify
-from agents_app.events import notify_ticket_card, session_group
+from agents_app.events import notify_ticket_card, session_group, ticket_card_groups
 
 from . import fanout
 
@@ -32,6 +32,8 @@ def notify_ticket_changed(*, ticket_id: int, session_pk: int, inbox: bool = True
     `inbox=False`: only its pages (e.g. its notification status changed; the inbox row did not).
     `opened`: the ticket was just created. Inboxes get its row rendered once (approvals.fanout)."""
     msg = TicketChangedMessage(type="ticket.changed", ticket_id=ticket_id, session_pk=session_pk)
+    # Who watches the inbox and the ticket's conversation: one question to the channel layer, not two.
+    groups_watched_ahead(([fanout.APPROVALS_GROUP] if inbox else []) + ticket_card_groups(session_pk))
     if inbox:
         try:
             fanout.publish_ticket(ticket_id=ticket_id, opened=opened)
