@@ -33,3 +33,34 @@ def test_batched_sends_leave_together_in_order_per_group(monkeypatch):
     assert [n for g, n in layer.sent if g == "g1"] == [1, 3, 5]
     live.group_send("g1", {"type": "x", "n": 7})  # outside a batch: at once
     assert layer.sent[-1] == ("g1", 7)
+
+
+class CountingLayer:
+    """Channels' in-memory layer's shape (a `groups` dict), counting how often it is asked."""
+
+    def __init__(self, watched: set[str]) -> None:
+        self.asked = 0
+        self._groups = {g: {"ch": 1} for g in watched}
+
+    @property
+    def groups(self) -> dict:
+        self.asked += 1
+        return self._groups
+
+
+def test_groups_asked_ahead_are_answered_from_the_batch(monkeypatch):
+    layer = CountingLayer({"inbox", "s.owner"})
+    monkeypatch.setattr(live, "get_channel_layer", lambda: layer)
+    with live.batched():
+        live.groups_watched_ahead(["inbox", "s.owner", "s.approver"])
+        assert layer.asked == 1
+        assert live.groups_watched(["inbox"]) == {"inbox"}
+        assert live.groups_watched(["s.owner", "s.approver"]) == {"s.owner"}
+        assert layer.asked == 1  # answered from what was asked ahead
+        assert live.groups_watched(["other"]) == set()  # not asked ahead: the layer is asked
+        assert layer.asked == 2
+    assert live.groups_watched(["inbox"]) == {"inbox"}  # after the batch: the layer again
+    assert layer.asked == 3
+    live.groups_watched_ahead(["inbox"])  # outside a batch: nothing asked, nothing kept
+    assert live.groups_watched(["inbox"]) == {"inbox"}
+    assert layer.asked == 4
