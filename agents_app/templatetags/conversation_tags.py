@@ -45,3 +45,33 @@ def model_label(model: str) -> str:
     from agents_app.demo.model import DEMO_LABEL, is_demo_model
 
     return DEMO_LABEL if model and is_demo_model(model) else (model or "(default)")
+
+
+@register.simple_tag
+def session_row(s: Any, oob: Any = "") -> str:
+    """A row of the conversation list (adkweb.markup: written in Python, as the template wrote it)."""
+    from adkweb import markup
+
+    return markup.session_row(s, oob)
+
+
+EVENT_TEMPLATE = "agents_app/partials/event.html"
+
+
+@register.simple_tag(takes_context=True)
+def event_card(context: Any, event: Any, oob: Any = "") -> str:
+    """`{% include "agents_app/partials/event.html" with event=event oob=oob %}`, with stored events'
+    cards rendered once per process (agents_app.cards: the key holds what the card depends on)."""
+    from django.utils.safestring import mark_safe
+
+    from agents_app import cards
+
+    key = cards.card_key(event, oob)
+    html = cards.get(key) if key is not None else None
+    if html is None:
+        template = context.template.engine.get_template(EVENT_TEMPLATE)
+        with context.push(event=event, oob=oob):
+            html = template.render(context)
+        if key is not None:
+            cards.put(key, html)
+    return mark_safe(html)

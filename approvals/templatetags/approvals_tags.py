@@ -99,3 +99,11 @@ def approval_count(ticket: Any) -> int:
     from approvals.selectors import ticket_approvals
 
     return len(ticket_approvals(ticket=ticket))
+
+
+@register.simple_tag
+def inbox_row(ticket: Any, oob: Any = "") -> str:
+    """An inbox row (adkweb.markup: written in Python, as the template wrote it)."""
+    from adkweb import markup
+
+    return markup.inbox_row(ticket, oob)

@@ -1,0 +1,104 @@
+"""The inbox's and the conversation list's rows, written in Python (adkweb.markup), are the markup
+their templates wrote, byte for byte: every branch of the row, hostile text escaped, in two time
+zones. The templates below are the rows as they were before issue 12's target 4 (kept here as the
+reference)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.template import Context, Template
+from django.utils import timezone
+
+from adkweb import markup
+from agents_app import services as agent_services
+from agents_app.models import AdkSession
+from approvals.models import PendingCall, Response
+from tests.approvals_factories import session_for, ticket
+
+INBOX_ROW = Template(
+    "{% load approvals_tags %}"
+    + """
+<tr id="pending-call-{{ ticket.pk }}" class="row-{{ ticket.status }}{% if not ticket.is_open %} closed{% endif %}"{% if oob %} hx-swap-oob="{{ oob }}"{% endif %}>
+  <td class="sel"><input type="checkbox" name="ticket" value="{{ ticket.pk }}" form="bulk-form" aria-label="Select ticket #{{ ticket.pk }}"{% if not ticket.is_open %} disabled{% endif %}></td>
+  {% url 'approvals:ticket' ticket.pk as ticket_url %}<td data-label="#"><a href="{{ ticket_url }}">#{{ ticket.pk }}</a></td>
+  <td data-label="Agent">{{ ticket.app_name }}</td>
+  <td data-label="Tool"><code>{{ ticket|tool_label }}</code></td>
+  <td data-label="Arguments"><a class="summary" href="{{ ticket_url }}">{{ ticket|args_summary|default:"(no arguments)" }}</a></td>
+  <td data-label="Requester">{{ ticket.requester }}</td>
+  <td data-label="Age"><time datetime="{{ ticket.created_at|date:'c' }}" title="{{ ticket.created_at }}">{{ ticket.created_at|timesince }}</time></td>
+  <td data-label="Status"><span class="chip st-{{ ticket.status }}">{{ ticket.get_status_display }}</span>{% if ticket.required_approvals > 1 and ticket.is_open %} <span class="quorum">{{ ticket|approval_count }} of {{ ticket.required_approvals }} approvals</span>{% endif %}{% if ticket.due_at and ticket.is_open %} <span class="muted due">due in {{ ticket.due_at|timeuntil }}</span>{% endif %}{% if ticket.closed_by %} <span class="muted">by {{ ticket.closed_by.get_username }}</span>{% elif ticket.assigned_to %} <span class="muted">· {{ ticket.assigned_to.get_username }}</span>{% endif %}</td>
+</tr>
+"""
+)
+SESSION_ROW = Template(
+    "{% load conversation_tags %}"
+    + """
+<tr id="session-row-{{ s.pk }}"{% if oob %} hx-swap-oob="{{ oob }}"{% endif %}>
+  <td data-label="Agent"><a href="{% url 'agents_app:session-detail' s.pk %}">{{ s.app_name }}</a></td>
+  <td data-label="User">{{ s.user_id }}</td>
+  <td data-label="Status"><span class="chip act-{{ s.status }}">{{ s.status|status_label }}</span></td>
+  <td data-label="Last activity">{% with when=s.update_time|epoch %}<time datetime="{{ when|date:'c' }}" title="{{ when|date:'Y-m-d H:i:s T' }}">{{ when|timesince }} ago</time>{% endwith %}</td>
+  <td data-label="Session" class="muted"><code>{{ s.session_id|truncatechars:13 }}</code></td>
+</tr>
+"""
+)
+HOSTILE = "<script>alert(1)</script> & \"quotes\" 'x'"
+
+
+def _template_row(t: PendingCall, oob: str = "") -> str:
+    return INBOX_ROW.render(Context({"ticket": t, "oob": oob}))
+
+
+def _reloaded(t: PendingCall) -> PendingCall:
+    return PendingCall.objects.select_related("closed_by", "assigned_to").get(pk=t.pk)
+
+
+@pytest.fixture
+def tickets(demo) -> list[PendingCall]:
+    s = session_for(user_id=HOSTILE, app_name="reimbursement_agent")
+    out = [
+        ticket(session=s),  # open, plain
+        ticket(session=s, args={"purpose": HOSTILE, "amount": 1234.5}, app_name=HOSTILE),
+        ticket(session=s, args={}, status="approved", closed_by=demo["approver"]),
+        ticket(session=s, status="in_progress", assigned_to=demo["admin"]),
+        ticket(session=s, required_approvals=2, due_at=timezone.now() + timedelta(hours=5)),
+        ticket(session=s, kind="confirmation"),
+        ticket(session=s, kind="input"),
+        ticket(session=s, status="rejected", closed_by=demo["approver"], assigned_to=demo["admin"]),
+    ]
+    Response.objects.create(
+        pending_call=out[4], action="approve", payload={}, final=False, actor=demo["admin"], args_hash=out[4].args_hash
+    )
+    return [_reloaded(t) for t in out]
+
+
+@pytest.mark.parametrize("zone", ["UTC", "America/New_York"])
+def test_inbox_rows_are_the_template_rows_byte_for_byte(tickets, zone):
+    with timezone.override(zone):
+        for t in tickets:
+            for oob in ("", "outerHTML"):
+                assert str(markup.inbox_row(t, oob)) == _template_row(t, oob).strip("\n"), (t.pk, oob)
+
+
+def test_inbox_rows_escape_what_agents_and_people_wrote(tickets):
+    html = str(markup.inbox_row(tickets[1]))
+    assert "<script>" not in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+    assert "&quot;quotes&quot;" in html and "&#x27;x&#x27;" in html
+
+
+@pytest.mark.parametrize("zone", ["UTC", "Asia/Kolkata"])
+def test_conversation_rows_are_the_template_rows_byte_for_byte(demo, zone):
+    rows = [
+        agent_services.session_create(app_name="reimbursement_agent", user_id="requester"),
+        agent_services.session_create(app_name="stock_agent", user_id=HOSTILE, session_id="<b>a-very-long-session-id"),
+    ]
+    AdkSession.objects.filter(pk=rows[1].pk).update(app_name=HOSTILE)
+    with timezone.override(zone):
+        for s in AdkSession.objects.filter(pk__in=[r.pk for r in rows]):
+            for oob in ("", "true"):
+                expected = SESSION_ROW.render(Context({"s": s, "oob": oob})).strip("\n")
+                assert str(markup.session_row(s, oob)) == expected, (s.pk, oob)
+    html = str(markup.session_row(AdkSession.objects.get(pk=rows[1].pk)))
+    assert "<script>" not in html and "&lt;b" in html
