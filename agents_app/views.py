@@ -50,7 +50,7 @@ def _detail_context(request: HttpRequest, session: AdkSession, form: MessageForm
         "last_event_pk": last_pk,
         "form": form,
         "sent": sent,
-        "status": selectors.session_status(session_pk=session.pk),
+        "status": session.status or "idle",  # read with the session just now (selectors.session_status)
         "is_owner": _is_owner(request, session),
         "can_retry": can_retry_turns(request.user, session),
         "artifacts": selectors.session_artifacts(session=session),

@@ -81,7 +81,7 @@ def ticket_context(
         "can_answer": answerable,
         # Lazy (SimpleLazyObject): asked only by what renders them (the page, the ticket socket), not
         # by the panel an action answers with.
-        "activity": SimpleLazyObject(lambda: conversations.session_status(session_pk=ticket.session_id)),
+        "activity": SimpleLazyObject(lambda: _activity(ticket)),
         "approve_ok": forms.fits_schema(ticket, services.approve_payload(ticket)),
         "reject_ok": forms.fits_schema(ticket, services.reject_payload(ticket, "reason")),
         "update_ok": not confirmation,
@@ -103,6 +103,13 @@ def ticket_context(
         ctx.update({f"{name}_form": form for name, form in (bound or {}).items()})
     ctx.update(extra)
     return ctx
+
+
+def _activity(ticket: PendingCall) -> str:
+    """The conversation's stored status (agents_app.selectors.session_status), from the session row
+    ticket_get read with the ticket: "idle" once the conversation is deleted (archived)."""
+    session = ticket.session
+    return "idle" if session.archived_at is not None else (session.status or "idle")
 
 
 @login_required
