@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from django import template
@@ -23,10 +23,9 @@ def event_view(event: Any, tickets: dict | None = None) -> Any:
 @register.filter
 def epoch(value: Any) -> datetime | None:
     """A float UNIX timestamp (ADK's time fields) as an aware datetime."""
-    try:
-        return datetime.fromtimestamp(float(value), tz=UTC)
-    except (TypeError, ValueError):
-        return None
+    from agents_app.rows import epoch as to_datetime
+
+    return to_datetime(value)
 
 
 @register.filter
@@ -50,9 +49,9 @@ def model_label(model: str) -> str:
 @register.simple_tag
 def session_row(s: Any, oob: Any = "") -> str:
     """A row of the conversation list (adkweb.markup: written in Python, as the template wrote it)."""
-    from adkweb import markup
+    from agents_app.rows import session_row as row
 
-    return markup.session_row(s, oob)
+    return row(s, oob)
 
 
 EVENT_TEMPLATE = "agents_app/partials/event.html"

@@ -41,7 +41,9 @@ def args_summary(ticket: Any) -> str:
 @register.filter
 def tool_label(ticket: Any) -> str:
     """The tool's name, or the pause kind for ADK's own pauses."""
-    return ticket.tool_name if ticket.kind == "long_running" else ticket.kind
+    from approvals.rows import tool_label as label
+
+    return label(ticket)
 
 
 @register.filter
@@ -104,6 +106,6 @@ def approval_count(ticket: Any) -> int:
 @register.simple_tag
 def inbox_row(ticket: Any, oob: Any = "") -> str:
     """An inbox row (adkweb.markup: written in Python, as the template wrote it)."""
-    from adkweb import markup
+    from approvals.rows import inbox_row as row
 
-    return markup.inbox_row(ticket, oob)
+    return row(ticket, oob)

@@ -118,3 +118,29 @@ def test_inbox_pages_take_a_constant_number_of_queries(approver):
     # Filters, search and "mine" cost no extra query; the default inbox one fewer (its count is the badge's).
     assert {url: n - after["/?status=all"] for url, n in after.items()} == {url: -(url == "/") for url in URLS}
     assert _queries(approver, deep) == before["/?status=all"]  # a keyset page costs what the first does
+
+
+def test_the_nav_count_is_each_persons_and_follows_changes(demo):
+    """The badge's count is compiled once per process per way of seeing tickets
+    (approvals.selectors.open_ticket_count): each person still gets their own count, and it follows
+    new tickets, closed ones and a change of role."""
+    from django.contrib.auth.models import Group, User
+
+    from adkweb.roles import APPROVERS
+    from approvals import selectors
+
+    mine = session_for(user_id="requester")
+    others = session_for(user_id="someone")
+    made = [ticket(session=mine) for _ in range(2)] + [ticket(session=others) for _ in range(3)]
+    newcomer = User.objects.create_user("newcomer")
+
+    def counts() -> dict[str, int]:
+        names = ("approver", "requester", "newcomer")
+        return {u: selectors.open_ticket_count(user=User.objects.get(username=u)) for u in names}
+
+    assert counts() == {"approver": 5, "requester": 2, "newcomer": 0}
+    PendingCall.objects.filter(pk=made[0].pk).update(status="approved")
+    ticket(session=others)
+    assert counts() == {"approver": 5, "requester": 1, "newcomer": 0}
+    newcomer.groups.add(Group.objects.get(name=APPROVERS))
+    assert counts() == {"approver": 5, "requester": 1, "newcomer": 5}

@@ -1,0 +1,55 @@
+"""The inbox's row (approvals/inbox.html#row) written in Python, as the template wrote it (adkweb.markup)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.urls import reverse
+from django.utils.safestring import SafeString, mark_safe
+
+from adkweb.markup import date, oob_attr, timesince, timeuntil, value
+
+
+def inbox_row(ticket: Any, oob: Any = "") -> SafeString:
+    """One inbox row: `ticket` an approvals.PendingCall with closed_by and assigned_to selected;
+    `oob` an hx-swap-oob value for the sockets' rows."""
+    from agents_app.timeline import ticket_summary
+
+    from .selectors import ticket_approvals
+
+    pk, is_open = value(ticket.pk), ticket.is_open
+    url = value(reverse("approvals:ticket", args=[ticket.pk]))
+    created = ticket.created_at
+    status = f'<span class="chip st-{value(ticket.status)}">{value(ticket.get_status_display())}</span>'
+    if ticket.required_approvals > 1 and is_open:
+        status += (
+            f' <span class="quorum">{value(len(ticket_approvals(ticket=ticket)))} of {value(ticket.required_approvals)}'
+            " approvals</span>"
+        )
+    if ticket.due_at and is_open:
+        status += f' <span class="muted due">due in {timeuntil(ticket.due_at)}</span>'
+    if ticket.closed_by:
+        status += f' <span class="muted">by {value(ticket.closed_by.get_username())}</span>'
+    elif ticket.assigned_to:
+        status += f' <span class="muted">· {value(ticket.assigned_to.get_username())}</span>'
+    disabled = "" if is_open else " disabled"
+    return mark_safe(
+        f'<tr id="pending-call-{pk}" class="row-{value(ticket.status)}{"" if is_open else " closed"}"{oob_attr(oob)}>\n'
+        f'  <td class="sel"><input type="checkbox" name="ticket" value="{pk}" form="bulk-form"'
+        f' aria-label="Select ticket #{pk}"{disabled}></td>\n'
+        f'  <td data-label="#"><a href="{url}">#{pk}</a></td>\n'
+        f'  <td data-label="Agent">{value(ticket.app_name)}</td>\n'
+        f'  <td data-label="Tool"><code>{value(tool_label(ticket))}</code></td>\n'
+        f'  <td data-label="Arguments"><a class="summary" href="{url}">'
+        f"{value(ticket_summary(ticket) or '(no arguments)')}</a></td>\n"
+        f'  <td data-label="Requester">{value(ticket.requester)}</td>\n'
+        f'  <td data-label="Age"><time datetime="{date(created, "c")}" title="{value(created)}">'
+        f"{timesince(created)}</time></td>\n"
+        f'  <td data-label="Status">{status}</td>\n'
+        "</tr>"
+    )
+
+
+def tool_label(ticket: Any) -> str:
+    """The tool's name, or the pause kind for ADK's own pauses (the `tool_label` filter)."""
+    return ticket.tool_name if ticket.kind == "long_running" else ticket.kind
