@@ -12,6 +12,7 @@ from typing import Any
 
 from django.db.models import Exists, OuterRef, Q, QuerySet
 
+from adkweb.compiled import exists_by_pk
 from adkweb.paging import KeysetPage, keyset_page
 from adkweb.roles import is_approver, is_observer
 
@@ -239,7 +240,13 @@ def session_visible(user: Any, session: AdkSession) -> bool:
     if _sees_everything(user) or session.user_id == user.get_username():
         return True
     # all_objects: an archived conversation's tickets keep their pages (its own pages are gone anyway).
-    return AdkSession.all_objects.filter(_through_tickets_q(user), pk=session.pk).exists()
+    # Compiled once per way of seeing tickets (what _through_tickets_q depends on): pages ask it each time.
+    from approvals.selectors import visibility_key
+
+    def build(pk: int) -> QuerySet:
+        return AdkSession.all_objects.filter(_through_tickets_q(user), pk=pk)
+
+    return exists_by_pk(("session_visible", *visibility_key(user)), build, session.pk)
 
 
 def session_list(*, user: Any, app_name: str = "", status: str = "") -> QuerySet:

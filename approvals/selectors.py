@@ -30,7 +30,7 @@ def open_ticket_count(*, user: Any) -> int:
     compiling the ORM query cost more CPU than PostgreSQL's answer; issue 12, target 4)."""
     if not (user and user.is_authenticated):
         return capped_count(PendingCall.objects.filter(visible_q(user), status__in=PendingCall.OPEN_STATUSES))
-    key = (connection.vendor, *_visibility_key(user))
+    key = (connection.vendor, *visibility_key(user))
     compiled = _open_count_sql.get(key)
     if compiled is None:
         qs = PendingCall.objects.filter(visible_q(user), status__in=PendingCall.OPEN_STATUSES)
@@ -44,7 +44,7 @@ def open_ticket_count(*, user: Any) -> int:
 _open_count_sql: dict[tuple, tuple[str, tuple]] = {}
 
 
-def _visibility_key(user: Any) -> tuple:
+def visibility_key(user: Any) -> tuple:
     """Everything approvals.permissions.visible_q builds its filter from, for a logged-in person
     (their groups are read by the query itself)."""
     return (user.pk, user.get_username(), bool(user.is_superuser), is_observer(user), is_approver(user))
