@@ -27,9 +27,12 @@ from django.utils import timezone, translation
 
 from .timeline import EventView
 
-MAX_CARDS = 4096  # a few KiB each: a few MiB per process at most
+MAX_CARDS = 4096  # most cards are 1-3 KiB
+MAX_CHARS = 16 * 1024 * 1024  # all cards together, per process
+MAX_CARD_CHARS = 256 * 1024  # a bigger card (a huge tool result) is rendered each time
 
 _cards: OrderedDict[tuple, str] = OrderedDict()
+_chars = 0
 _lock = threading.Lock()
 
 
@@ -61,13 +64,19 @@ def get(key: tuple) -> str | None:
 
 
 def put(key: tuple, html: str) -> None:
+    global _chars
+    if len(html) > MAX_CARD_CHARS:
+        return
     with _lock:
+        old = _cards.pop(key, None)
+        _chars += len(html) - (len(old) if old is not None else 0)
         _cards[key] = html
-        _cards.move_to_end(key)
-        while len(_cards) > MAX_CARDS:
-            _cards.popitem(last=False)
+        while len(_cards) > MAX_CARDS or _chars > MAX_CHARS:
+            _chars -= len(_cards.popitem(last=False)[1])
 
 
 def clear() -> None:
+    global _chars
     with _lock:
         _cards.clear()
+        _chars = 0

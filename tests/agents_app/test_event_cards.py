@@ -112,3 +112,16 @@ def test_each_time_zone_and_each_stored_json_has_its_own_card(demo):
     StoredEvent.objects.filter(pk=first.pk).update(data=data)
     html = c.get(f"/sessions/{s.pk}/").content.decode()
     assert "rewritten" in html and _uncached(s) in _events_html(html)
+
+
+def test_the_cache_keeps_within_its_bounds(monkeypatch):
+    monkeypatch.setattr(cards, "MAX_CARDS", 3)
+    monkeypatch.setattr(cards, "MAX_CHARS", 10)
+    monkeypatch.setattr(cards, "MAX_CARD_CHARS", 5)
+    cards.put(("big",), "x" * 6)  # bigger than a card may be: not kept
+    assert cards.get(("big",)) is None
+    for n in range(4):
+        cards.put((n,), "abcd")
+    assert [k for k in cards._cards] == [(2,), (3,)] and cards._chars == 8  # 10 chars at most: the oldest go
+    cards.put((3,), "ab")
+    assert cards._chars == 6 and cards.get((3,)) == "ab"
