@@ -18,6 +18,7 @@ from django.db.models import QuerySet
 # A pk no row has, put in the query while it is compiled and found again among its parameters.
 _SENTINEL = -7_301_555_000_000_017
 _compiled: dict[tuple, tuple[str, tuple, int]] = {}
+MAX_ENTRIES = 4096
 _lock = threading.Lock()
 
 
@@ -33,6 +34,8 @@ def exists_by_pk(key: tuple, build: Callable[[int], QuerySet], pk: int) -> bool:
             return build(pk).exists()
         entry = (compiled_sql, tuple(compiled_params), found[0])
         with _lock:
+            if len(_compiled) >= MAX_ENTRIES:  # one per person and query: start again past the cap
+                _compiled.clear()
             _compiled[full_key] = entry
     sql, template, at = entry
     params: list[Any] = list(template)

@@ -35,6 +35,8 @@ def open_ticket_count(*, user: Any) -> int:
     if compiled is None:
         qs = PendingCall.objects.filter(visible_q(user), status__in=PendingCall.OPEN_STATUSES)
         sql, params = qs.order_by().values("pk")[: COUNT_CAP + 1].query.sql_with_params()
+        if len(_open_count_sql) >= 4096:  # one per person: start again past the cap
+            _open_count_sql.clear()
         compiled = _open_count_sql[key] = (f"SELECT COUNT(*) FROM ({sql}) subquery", params)
     with connection.cursor() as cursor:
         cursor.execute(*compiled)
