@@ -21,6 +21,7 @@ import logging
 import traceback
 import uuid
 from collections.abc import Coroutine
+from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,10 +33,13 @@ from django.utils import timezone
 from adkweb.log_context import log_ids
 from adkweb.notify import TURN_FAILED, notify
 
-from . import events
+from . import events, worker_loop
 from .config_history import current_version_id, turn_config_record
 from .leases import Heartbeat, Lease, LeaseLost, current_lease, lease_acquire, lease_release
 from .models import AdkSession, StoredEvent, Turn
+from .run_cache import app_for_run, runner_for
+
+__all__ = ["app_for_run", "session_turns_run", "turn_run"]
 
 logger = logging.getLogger(__name__)
 
@@ -131,17 +135,9 @@ def turn_plan(turn: Turn) -> Plan:
     return Plan("resume")
 
 
-def app_for_run(app_name: str) -> Any:
-    """The app's ADK `App` (agents.build_app) with adkweb's plugins after the app's own."""
-    from .agents import build_app
-    from .plugins import BackendFieldsPlugin
-
-    app = build_app(app_name)
-    return app.model_copy(update={"plugins": [*app.plugins, BackendFieldsPlugin()]})
-
-
 def app_and_config_version(app_name: str) -> tuple[Any, int | None]:
-    """The app to run and the configuration version it was built from (None for code agents)."""
+    """The app to run and the configuration version it was built from (None for code agents),
+    built anew (the worker's runs use agents_app.run_cache, which builds once per configuration)."""
     before = current_version_id(app_name)
     app = app_for_run(app_name)
     after = current_version_id(app_name)
@@ -150,45 +146,46 @@ def app_and_config_version(app_name: str) -> tuple[Any, int | None]:
     return app, after
 
 
-def run_services() -> dict[str, Any]:
-    """The artifact and memory services every run gets (see agents_app.adk_services)."""
-    from .adk_services import artifact_service, memory_service
+@dataclass(frozen=True)
+class _Prepared:
+    session: AdkSession
+    runner: Any = None  # this loop's cached Runner (run_cache)
+    remote: Any = None  # a RemoteApp: agents_app.remote runs the turn there
 
-    return {"artifact_service": artifact_service(), "memory_service": memory_service()}
+
+def _prepare(turn: Turn) -> _Prepared:
+    """A turn's start in one database hop: its session, the runner (built only when the agent's
+    configuration changed) and the configuration version recorded on the turn."""
+    from .agents import remote_app
+
+    session = AdkSession.objects.get(pk=turn.session_id)
+    found = runner_for(session.app_name)
+    if found is None:  # no local app of that name: a remote one, or an error saying there is none
+        remote = remote_app(session.app_name)
+        if remote is None:
+            app_for_run(session.app_name)  # raises why
+        return _Prepared(session, remote=remote)
+    runner, config_version = found
+    turn_config_record(turn_id=turn.pk, version_id=config_version)
+    return _Prepared(session, runner=runner)
 
 
 async def turn_run(turn: Turn, *, resume: bool, lease: Lease | None = None) -> None:
     """One `Runner.run_async` for one turn (or its resumption); stored events are published by the
     session service after commit, streaming chunks are published here and never stored."""
-    # The turn's database work runs on a thread of its own (asgiref's default is one thread for the
-    # whole process, which serialised every drain of a worker behind the slowest one).
-    async with ThreadSensitiveContext():
-        try:
-            await _turn_run(turn, resume=resume, lease=lease)
-        finally:
-            await sync_to_async(connections.close_all)()
-
-
-async def _turn_run(turn: Turn, *, resume: bool, lease: Lease | None) -> None:
     from google.adk.agents.run_config import RunConfig, StreamingMode
-    from google.adk.runners import Runner
     from google.genai import types
 
     from .api.render import partial_event_json
-    from .session_service import DjangoSessionService, current_turn_id, current_turn_invocations
+    from .session_service import current_turn_id, current_turn_invocations
 
-    session = await AdkSession.objects.aget(pk=turn.session_id)
-    remote = await sync_to_async(_remote_app)(session.app_name)
-    if remote is not None:  # served by another ADK server: agents_app.remote runs the turn there
+    prepared = await sync_to_async(_prepare)(turn)
+    session = prepared.session
+    if prepared.remote is not None:
         from .remote.run import remote_turn_run
 
-        await _within_time_limit(remote_turn_run(turn, session=session, app=remote, lease=lease))
+        await _within_time_limit(remote_turn_run(turn, session=session, app=prepared.remote, lease=lease))
         return
-    app, config_version = await sync_to_async(app_and_config_version)(session.app_name)
-    await sync_to_async(turn_config_record)(turn_id=turn.pk, version_id=config_version)
-    if lease is not None:
-        app = app.model_copy(update={"plugins": [*app.plugins, _lease_guard(lease)]})
-    runner = Runner(app=app, app_name=session.app_name, session_service=DjangoSessionService(), **run_services())
     mode = StreamingMode.SSE if turn.streaming else StreamingMode.NONE
     if resume:
         what: dict[str, Any] = {"invocation_id": turn.invocation_id, "new_message": None}
@@ -199,14 +196,12 @@ async def _turn_run(turn: Turn, *, resume: bool, lease: Lease | None) -> None:
     recorded = {turn.invocation_id} if turn.invocation_id else set()
     tokens = current_turn_id.set(turn.pk), current_lease.set(lease), current_turn_invocations.set(recorded)
     limit = asyncio.timeout(settings.ADKWEB_TURN_SOFT_TIME_LIMIT)
+    run = prepared.runner.run_async(
+        user_id=session.user_id, session_id=session.session_id, run_config=RunConfig(streaming_mode=mode), **what
+    )
     try:
-        async with limit:
-            async for event in runner.run_async(
-                user_id=session.user_id,
-                session_id=session.session_id,
-                run_config=RunConfig(streaming_mode=mode),
-                **what,
-            ):
+        async with limit, aclosing(run):  # closed here, within the turn, whatever ends it
+            async for event in run:
                 if event.partial:
                     partial = partial_event_json(event)
                     await events.anotify_partial(session_pk=session.pk, event=partial, turn_id=turn.pk)
@@ -222,12 +217,6 @@ async def _turn_run(turn: Turn, *, resume: bool, lease: Lease | None) -> None:
         current_turn_invocations.reset(tokens[2])
 
 
-def _remote_app(app_name: str) -> Any:
-    from .agents import remote_app
-
-    return remote_app(app_name)
-
-
 async def _within_time_limit(run: Coroutine[Any, Any, None]) -> None:
     limit = asyncio.timeout(settings.ADKWEB_TURN_SOFT_TIME_LIMIT)
     try:
@@ -241,79 +230,86 @@ async def _within_time_limit(run: Coroutine[Any, Any, None]) -> None:
         raise
 
 
-def _lease_guard(lease: Lease) -> Any:
-    """An ADK plugin that stops a run before a model or tool call once its lease is known lost."""
-    from google.adk.plugins.base_plugin import BasePlugin
-
-    class LeaseGuard(BasePlugin):
-        async def before_model_callback(self, **kwargs: Any) -> None:
-            lease.check()
-
-        async def before_tool_callback(self, **kwargs: Any) -> None:
-            lease.check()
-
-    return LeaseGuard(name="adkweb_lease_guard")
-
-
-def turn_execute(turn: Turn, lease: Lease) -> bool:
+async def turn_execute(turn: Turn, lease: Lease) -> bool:
     """Run, resume or close one claimed turn; False when the drain must stop (lease lost, or an
     outage of the database or broker: the sweeper brings the turn back later, to be resumed)."""
     with log_ids(turn=turn.pk, session=turn.session_id):  # on every line logged meanwhile
-        return _turn_execute(turn, lease)
+        return await _turn_execute(turn, lease)
 
 
-def _turn_execute(turn: Turn, lease: Lease) -> bool:
+async def _turn_execute(turn: Turn, lease: Lease) -> bool:
     from google.adk.errors._stale_session_error import StaleSessionError
 
+    db = sync_to_async
     try:
-        plan = turn_plan(turn)
+        plan = await db(turn_plan)(turn)
         if plan.action in ("done", "failed"):
             logger.info("Turn %s: its invocation already ended (%s); closing it, not resuming.", turn.pk, plan.action)
-            turn_finish(turn.pk, plan.action, plan.error, lease)
+            await db(turn_finish)(turn.pk, plan.action, plan.error, lease)
             return True
-        asyncio.run(turn_run(turn, resume=plan.action == "resume", lease=lease))
+        await turn_run(turn, resume=plan.action == "resume", lease=lease)
     except LeaseLost:
         logger.warning("Turn %s: lease lost; leaving the turn to the worker that owns it now.", turn.pk)
         return False
     except StaleSessionError:
         if turn.attempts < settings.ADKWEB_MAX_TURN_ATTEMPTS:
             logger.info("Turn %s hit a stale session; resuming it after reload.", turn.pk)
-            turn_requeue(turn.pk, lease)
+            await db(turn_requeue)(turn.pk, lease)
             return True
-        turn_finish(turn.pk, Turn.Status.FAILED, "The session kept changing under this turn (stale session).", lease)
+        msg = "The session kept changing under this turn (stale session)."
+        await db(turn_finish)(turn.pk, Turn.Status.FAILED, msg, lease)
     except TurnTimedOut as exc:
-        turn_finish(turn.pk, Turn.Status.FAILED, str(exc), lease)
+        await db(turn_finish)(turn.pk, Turn.Status.FAILED, str(exc), lease)
     except Exception as exc:
         if _is_outage(exc):
             logger.warning("Turn %s cut short by an outage; it will be resumed.", turn.pk, exc_info=True)
-            _requeue_quietly(turn.pk, lease)
+            await db(_requeue_quietly)(turn.pk, lease)
             return False
         logger.warning("Turn %s failed", turn.pk, exc_info=True)  # a tool or model error must not wedge the session
-        turn_finish(turn.pk, Turn.Status.FAILED, _describe(exc), lease)
+        await db(turn_finish)(turn.pk, Turn.Status.FAILED, _describe(exc), lease)
     else:
-        turn_finish(turn.pk, Turn.Status.DONE, "", lease)
+        await db(turn_finish)(turn.pk, Turn.Status.DONE, "", lease)
     return True
 
 
 def session_turns_run(session_pk: int) -> int:
-    """Run every owed turn of one session, oldest first, under its lease; returns how many ran."""
+    """Run every owed turn of one session, oldest first, under its lease; returns how many ran.
+    On this thread's long-lived loop (agents_app.worker_loop), its database work on the loop's
+    database thread: one thread, one connection checkout, one channel-layer pool per drain."""
+    return worker_loop.run(_drain(session_pk))
+
+
+async def _drain(session_pk: int) -> int:
+    db = sync_to_async
     owner = uuid.uuid4().hex
     ran = 0
-    while lease_acquire(session_pk, owner):
-        lease = Lease(session_pk, owner)
-        go_on = True
+    publisher = worker_loop.Publisher()
+    handoff = events.publish_handoff.set(publisher)  # live updates leave the turn's path
+    async with ThreadSensitiveContext(executor=worker_loop.db_executor()):
         try:
-            with Heartbeat(lease) as heartbeat:
-                while go_on and (turn := turn_claim_next(session_pk)) is not None:
-                    heartbeat.turn_started()
-                    ran += 1
-                    go_on = turn_execute(turn, lease)
+            while await db(lease_acquire)(session_pk, owner):
+                lease = Lease(session_pk, owner)
+                go_on = True
+                try:
+                    with Heartbeat(lease) as heartbeat:
+                        while go_on and (turn := await db(turn_claim_next)(session_pk)) is not None:
+                            heartbeat.turn_started()
+                            ran += 1
+                            go_on = await turn_execute(turn, lease)
+                finally:
+                    await db(lease_release)(session_pk, owner)
+                # A turn queued between our last look and the release would otherwise wait for the sweeper.
+                if not go_on or not await db(_owed)(session_pk):
+                    break
         finally:
-            lease_release(session_pk, owner)
-        # A turn queued between our last look and the release would otherwise wait for the sweeper.
-        if not go_on or not Turn.objects.filter(session_id=session_pk, status=Turn.Status.QUEUED).exists():
-            break
+            events.publish_handoff.reset(handoff)
+            await publisher.close()  # every update of the drain sent before its task ends
+            await db(connections.close_all)()  # back to the pool between drains
     return ran
+
+
+def _owed(session_pk: int) -> bool:
+    return Turn.objects.filter(session_id=session_pk, status=Turn.Status.QUEUED).exists()
 
 
 def _is_outage(exc: BaseException) -> bool:

@@ -1,0 +1,155 @@
+"""Runners built once per configuration and kept for the event loop that runs them.
+
+Building a turn's `App` (the agent from its configuration rows, its tools, the model object) and
+its `Runner` cost more than a short turn's own work (bench/README.md). A worker thread's loop
+(agents_app.worker_loop) keeps the runner of each app it has run, with a *stamp* of what it was
+built from, and reuses it while the stamp read at the start of each turn is the same:
+
+- an admin-configured agent: its row and the rows of the agents it uses as tools, by content
+  (what `agents.build_app` reads, plus `enabled` and `updated_at`: an admin edit, a
+  `QuerySet.update()` and a disabled agent all change it), the identity of the registered tools it
+  names and the Gemini base URL; read in one query (two per level of agents used as tools);
+- a code agent: the identity of the object its dotted path or agents folder gives.
+
+Nothing is shared across loops (a model's HTTP client may be bound to the loop that first used
+it). The runner's `App` carries no lease: the lease guard reads the turn's lease from a context
+variable (leases.current_lease), which the runner sets per turn. Each turn still records the
+configuration version it ran with (read in the same query as the stamp).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from django.conf import settings
+from django.db.models import Exists, OuterRef, Subquery
+from google.adk.plugins.base_plugin import BasePlugin
+
+from . import code_apps
+from .leases import current_lease
+from .models import AgentConfig, AgentConfigVersion, AgentToolLink
+from .tools import registry
+from .worker_loop import loop_state
+
+FIELDS = ("pk", "name", "description", "model", "instruction", "tools", "generation_settings", "enabled", "updated_at")
+
+
+class LeaseGuard(BasePlugin):
+    """Stops a run before a model or tool call once its turn's lease is known lost (the lease is
+    the context's, set per turn: one plugin serves every turn of a cached runner)."""
+
+    def __init__(self) -> None:
+        super().__init__(name="adkweb_lease_guard")
+
+    async def before_model_callback(self, **kwargs: Any) -> None:
+        _check()
+
+    async def before_tool_callback(self, **kwargs: Any) -> None:
+        _check()
+
+
+def _check() -> None:
+    lease = current_lease.get()
+    if lease is not None:
+        lease.check()
+
+
+@dataclass(frozen=True)
+class _Cached:
+    stamp: tuple
+    runner: Any
+
+
+def config_stamp(app_name: str) -> tuple[tuple | None, int | None]:
+    """(stamp, configuration version id) of what `agents.build_app(app_name)` builds now; stamp None
+    when no local app has that name (a remote app, or none)."""
+    try:
+        obj = code_apps.load(app_name)
+    except code_apps.CodeAppError:
+        return ("error",), None  # never matches a cached runner: building says what is wrong
+    if obj is not None:
+        return ("code", id(obj), _services_stamp()), None
+    latest = AgentConfigVersion.objects.filter(agent=OuterRef("pk")).order_by("-version").values("pk")[:1]
+    linked = AgentToolLink.objects.filter(parent=OuterRef("pk"))
+    row = (
+        AgentConfig.objects.filter(name=app_name)
+        .annotate(latest=Subquery(latest), linked=Exists(linked))
+        .values_list(*FIELDS, "latest", "linked")
+        .first()
+    )
+    if row is None:
+        return None, None
+    rows = [row[: len(FIELDS)]]
+    if row[-1]:
+        rows += _linked_rows(row[0], {row[0]})
+    tools = tuple(id(registry.get(n)) if n in registry else None for r in rows for n in (r[5] or []))
+    return ("config", tuple(rows), tools, settings.GEMINI_BASE_URL, _services_stamp()), row[-2]
+
+
+def _linked_rows(parent_pk: int, seen: set[int]) -> list[tuple]:
+    links = AgentToolLink.objects.filter(parent_id=parent_pk).order_by("id")
+    out: list[tuple] = []
+    for link in links.values_list("skip_summarization", *(f"child__{f}" for f in FIELDS)):
+        out.append(link)
+        child = link[1]
+        if child not in seen:  # a cycle is refused when building; the stamp just stops there
+            out += _linked_rows(child, seen | {child})
+    return out
+
+
+def _services_stamp() -> int:
+    from .adk_services import memory_service
+
+    return id(memory_service())  # one per ADKWEB_MEMORY_SERVICE choice and process
+
+
+def app_for_run(app_name: str) -> Any:
+    """The app's ADK `App` (agents.build_app) with adkweb's plugins after the app's own."""
+    from .agents import build_app
+    from .plugins import BackendFieldsPlugin
+
+    app = build_app(app_name)
+    return app.model_copy(update={"plugins": [*app.plugins, BackendFieldsPlugin()]})
+
+
+def run_services() -> dict[str, Any]:
+    """The artifact and memory services every run gets (see agents_app.adk_services)."""
+    from .adk_services import artifact_service, memory_service
+
+    return {"artifact_service": artifact_service(), "memory_service": memory_service()}
+
+
+def runner_for(app_name: str) -> tuple[Any, int | None] | None:
+    """This loop's runner for the app and the configuration version it runs; None when no local
+    app has that name. Builds (and raises what building raises: unknown or disabled agent, bad
+    configuration) when the stamp changed. Runs in the loop's database thread."""
+    stamp, version = config_stamp(app_name)
+    if stamp is None:
+        return None
+    cache: dict[str, _Cached] = loop_state().setdefault("runners", {})
+    hit = cache.get(app_name)
+    if hit is not None and hit.stamp == stamp and stamp[0] != "error":
+        return hit.runner, version
+    runner = _build(app_name)
+    again, version = config_stamp(app_name)
+    if again != stamp:  # saved while it was being built: build the newer one
+        runner, stamp = _build(app_name), again
+    if stamp is not None and stamp[0] != "error":
+        cache[app_name] = _Cached(stamp, runner)
+    return runner, version
+
+
+def _build(app_name: str) -> Any:
+    from google.adk.runners import Runner
+
+    from .session_service import DjangoSessionService
+
+    app = app_for_run(app_name)
+    app = app.model_copy(update={"plugins": [*app.plugins, LeaseGuard()]})
+    return Runner(app=app, app_name=app_name, session_service=DjangoSessionService(), **run_services())
+
+
+def cached_runners() -> dict[str, Any]:
+    """This loop's cached runners by app name (for tests)."""
+    return {name: c.runner for name, c in loop_state().get("runners", {}).items()}

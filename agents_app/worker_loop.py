@@ -1,0 +1,173 @@
+"""A long-lived event loop per worker thread, for the turns that thread runs.
+
+`asyncio.run` per turn paid, every turn, for a new event loop, a new thread for the turn's
+database work (and a PostgreSQL connection checked out again), new Redis connections for the
+channel layer (channels_redis pools them per loop) and a rebuilt agent (a model's HTTP client may
+be bound to the loop that first used it, so nothing could be cached across loops). Here each
+thread that runs turns keeps, for its lifetime:
+
+- one event loop (`run()` runs a coroutine on it to completion, as `asyncio.run` did);
+- one thread for the loop's thread-sensitive database work (`sync_to_async`), the same for every
+  turn of the loop, and for every `async_to_sync` made there (they come back to this loop);
+- per-loop state (`loop_state()`): agents_app.run_cache keeps its runners there, so nothing built
+  for one loop is ever used on another;
+- one thread for the live updates a drain publishes after each commit (`Publisher`): rendered
+  and sent in order while the turn goes on, rather than holding the turn at every commit.
+
+Created lazily in the thread that first runs a turn and keyed by process id: a prefork child never
+uses a loop, thread or connection made in the parent before the fork (there is none: the worker's
+main process runs no turn), and a thread that ends takes its loop with it (closed when collected).
+Each thread has its own loop, so a tool that blocks its loop (a sync tool, a test gate) holds up
+its own turn only, as it did with `asyncio.run`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import logging
+import os
+import threading
+import weakref
+from collections.abc import Callable, Coroutine
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
+
+from asgiref.sync import sync_to_async
+
+logger = logging.getLogger(__name__)
+T = TypeVar("T")
+
+
+class _ThreadLoop:
+    """One thread's loop, its database thread and what is cached for that loop."""
+
+    def __init__(self) -> None:
+        self.pid = os.getpid()
+        self.loop = asyncio.new_event_loop()
+        name = threading.current_thread().name
+        self.db = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"{name}-db")
+        self.pub = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"{name}-publish")
+        self.state: dict[str, Any] = {}
+        self.turns = 0
+        weakref.finalize(self, _close, self.loop, self.db, self.pub)
+
+
+def _close(loop: asyncio.AbstractEventLoop, *pools: ThreadPoolExecutor) -> None:
+    for pool in pools:
+        pool.shutdown(wait=False)
+    if not loop.is_running() and not loop.is_closed():
+        loop.close()
+
+
+_local = threading.local()
+# The loop whose coroutine is running in this context: also seen by the database thread's calls
+# (sync_to_async copies the context), which belong to that loop.
+_running: contextvars.ContextVar[_ThreadLoop | None] = contextvars.ContextVar("adkweb_worker_loop", default=None)
+
+
+def _current() -> _ThreadLoop:
+    held: _ThreadLoop | None = getattr(_local, "held", None)
+    if held is None or held.pid != os.getpid() or held.loop.is_closed():
+        held = _local.held = _ThreadLoop()
+    return held
+
+
+def run(coro: Coroutine[Any, Any, T]) -> T:
+    """Run `coro` on this thread's long-lived loop and return its result. Tasks it leaves behind
+    are cancelled (as `asyncio.run` does), so nothing of one turn runs during the next."""
+    held = _current()
+    loop = held.loop
+    asyncio.set_event_loop(loop)
+    token = _running.set(held)
+    try:
+        return loop.run_until_complete(coro)
+    finally:
+        _running.reset(token)
+        held.turns += 1
+        _cancel_leftovers(loop)
+        asyncio.set_event_loop(None)
+
+
+def _owner() -> _ThreadLoop:
+    """The loop running in this context (also from its database thread), else this thread's."""
+    held = _running.get()
+    return held if held is not None and held.pid == os.getpid() else _current()
+
+
+def _cancel_leftovers(loop: asyncio.AbstractEventLoop) -> None:
+    left = [t for t in asyncio.all_tasks(loop) if not t.done()]
+    if not left:
+        return
+    for task in left:
+        task.cancel()
+    loop.run_until_complete(asyncio.gather(*left, return_exceptions=True))
+    for task in left:
+        if not task.cancelled() and task.exception() is not None:
+            logger.warning("A task left by a turn failed: %r", task.exception())
+
+
+class Publisher:
+    """Runs publishes (sync callables: render, then send to the channel layer) in the order they
+    were handed over, one after another on the loop's publishing thread, while the turn goes on.
+    Their `async_to_sync` sends come back to this loop (its Redis connections are reused).
+    `wait()` returns when every publish handed over so far is done."""
+
+    def __init__(self) -> None:
+        held = _owner()
+        self._loop, self._pool = held.loop, held.pub
+        self._pending: list[asyncio.Future[None]] = []
+
+    def __call__(self, publish: Callable[[], None]) -> None:
+        """From any thread of this loop (at commit, the database thread): in order, never raises."""
+        self._loop.call_soon_threadsafe(self._start, publish)
+
+    def _start(self, publish: Callable[[], None]) -> None:
+        # Tasks take their first step in the order they are created: the one publishing thread
+        # receives the publishes in the order they were handed over.
+        run = sync_to_async(_publish, thread_sensitive=False, executor=self._pool)
+        self._pending.append(asyncio.ensure_future(run(publish)))
+
+    async def wait(self) -> None:
+        await asyncio.sleep(0)  # hand-overs already queued on the loop start first
+        while self._pending:
+            pending, self._pending = self._pending, []
+            await asyncio.gather(*pending, return_exceptions=True)
+
+    async def close(self) -> None:
+        """Wait, then give the publishing thread's database connection back."""
+        from django.db import connections
+
+        await self.wait()
+        await sync_to_async(connections.close_all, thread_sensitive=False, executor=self._pool)()
+
+
+def _publish(publish: Callable[[], None]) -> None:
+    from .events import publish_handoff
+
+    token = publish_handoff.set(None)  # this is where it runs: not handed over again
+    try:
+        publish()
+    except Exception:
+        logger.warning("A live update could not be published; pages catch up when they reconnect.", exc_info=True)
+    finally:
+        publish_handoff.reset(token)
+
+
+def db_executor() -> ThreadPoolExecutor:
+    """The one thread that runs this loop's thread-sensitive database calls (for ThreadSensitiveContext)."""
+    return _owner().db
+
+
+def loop_state() -> dict[str, Any]:
+    """A dict that lives as long as the loop running in this context (for objects bound to it)."""
+    return _owner().state
+
+
+def loop_turns() -> int:
+    """How many coroutines this thread's loop has run (tests: one loop survives many turns)."""
+    return _owner().turns
+
+
+def loop_id() -> int:
+    return id(_owner().loop)
