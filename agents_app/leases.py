@@ -105,5 +105,6 @@ class Heartbeat:
                         return
                 except Exception:  # a database blip: try again at the next beat, well inside the lease
                     logger.warning("Session %s: lease renewal failed", self.lease.session_pk, exc_info=True)
+                connection.close()  # back to the pool until the next beat (seconds away)
         finally:
             connection.close()
