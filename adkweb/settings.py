@@ -243,6 +243,15 @@ CELERY_TASK_ROUTES = {
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+# Workers run tasks on threads: a turn mostly waits (on its model, tools, the database and Redis),
+# and each worker thread keeps an event loop, a database thread and runners for its turns
+# (agents_app.worker_loop). Measured against prefork (bench/README.md, "The worker's loop and
+# pool"): threads hand a task over without a process hop and run more turns per MiB. Each running
+# turn holds two pooled connections (its database and publishing threads) and its lease heartbeat
+# one now and then: keep concurrency x 2 + a few under DATABASE_POOL_MAX_SIZE.
+# `celery worker --pool/--concurrency` override these; the integration tests' workers use them.
+CELERY_WORKER_POOL = os.environ.get("ADKWEB_WORKER_POOL", "threads")
+CELERY_WORKER_CONCURRENCY = int(os.environ.get("ADKWEB_WORKER_CONCURRENCY", "8"))
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # Reconnect to the broker every second after an outage (agents_app.broker.Consumer).
 CELERY_WORKER_CONSUMER = "agents_app.broker:Consumer"

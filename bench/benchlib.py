@@ -26,8 +26,9 @@ REDIS_URL = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/5")
 DB_PREFIX = os.environ.get("BENCH_DB_PREFIX", "adkweb_bench")
 assert DB_PREFIX.startswith("adkweb_bench"), "BENCH_DB_PREFIX must start with adkweb_bench"
 CLK_TCK = os.sysconf("SC_CLK_TCK")
-# The Celery pool of the services-mode workers the benches start (BENCH_CELERY_POOL: prefork, threads).
-CELERY_POOL = os.environ.get("BENCH_CELERY_POOL", "prefork")
+# The Celery pool of the services-mode workers the benches start (BENCH_CELERY_POOL: prefork, threads;
+# by default production's, settings.CELERY_WORKER_POOL).
+CELERY_POOL = os.environ.get("BENCH_CELERY_POOL", "threads")
 
 
 def celery_worker_cmd(concurrency: int = 2) -> list[str]:

@@ -4,7 +4,8 @@ services mode. Not a test: it prints figures.
     .venv/bin/python bench/fanout.py [--sockets 1000] [--rounds 3] [--resume 30] [--timeout 90]
     .venv/bin/python bench/fanout.py --sockets 100 --rounds 2 --resume 10           # quick
 
-Starts daphne (one process) and a `celery worker` (prefork, --concurrency 2) on PostgreSQL
+Starts daphne (one process) and a `celery worker`
+(BENCH_CELERY_POOL: threads as in production, or prefork; --concurrency 2) on PostgreSQL
 (adkweb_bench_fanout, created and dropped) and Redis (BENCH_REDIS_URL, default DB 5), then:
 
   conversation  N sockets (the approver's session cookie) watch one stock_agent conversation; the

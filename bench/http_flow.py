@@ -13,7 +13,8 @@ runs the flow once on each, in a rotating order), so load from the rest of the m
 
   adk-pg        adk api_server --session_service_uri postgresql+asyncpg://.../adkweb_bench_http_adk
   adk-sqlite    adk api_server --session_service_uri sqlite:///<tmp>/adk.sqlite3
-  web-services  adkweb services mode: daphne + `celery worker` (prefork, --concurrency 2), PostgreSQL
+  web-services  adkweb services mode: daphne + `celery worker`
+                (BENCH_CELERY_POOL: threads as in production, or prefork; --concurrency 2), PostgreSQL
                 (adkweb_bench_http_web) + Redis (BENCH_REDIS_URL, default DB 5); token auth
   web-embedded  adkweb embedded mode: daphne with the in-process worker, SQLite in <tmp>, in-memory layer
 

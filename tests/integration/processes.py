@@ -125,7 +125,8 @@ class Service:
 
 
 def worker(env: dict[str, str], concurrency: int = 8) -> Service:
-    args = [sys.executable, "-m", "celery", "-A", "adkweb", "worker", "-Q", "agents", "--pool", "threads"]
+    """The pool production runs (settings.CELERY_WORKER_POOL, as the Procfile's worker: no --pool)."""
+    args = [sys.executable, "-m", "celery", "-A", "adkweb", "worker", "-Q", "agents"]
     args += ["--concurrency", str(concurrency), "--loglevel", "INFO", "--without-gossip", "--without-mingle"]
     return Service(args, env, ready="ready.")
 
