@@ -54,8 +54,8 @@ class FinishedTurns:
     """Listens on the channel layer (as a browser's page does) for `turn.finished`, in a thread with
     its own event loop, and wakes whoever waits for that turn."""
 
-    def __init__(self, session_pks: list[int]) -> None:
-        self._pks = session_pks
+    def __init__(self, session_pks: list[int], timeout: float = WAIT_SECONDS) -> None:
+        self._pks, self._timeout = session_pks, timeout
         self._done: dict[int, tuple[float, float, str]] = {}  # turn id -> (perf_counter, time, status)
         self._cond = threading.Condition()
         self._ready = threading.Event()
@@ -98,8 +98,8 @@ class FinishedTurns:
 
     def wait(self, turn_id: int) -> tuple[float, float]:
         with self._cond:
-            if not self._cond.wait_for(lambda: turn_id in self._done, WAIT_SECONDS):
-                raise RuntimeError(f"turn {turn_id} did not finish within {WAIT_SECONDS:.0f} s")
+            if not self._cond.wait_for(lambda: turn_id in self._done, self._timeout):
+                raise RuntimeError(f"turn {turn_id} did not finish within {self._timeout:.0f} s")
             at, wall, status = self._done[turn_id]
         if status != "done":
             raise RuntimeError(f"turn {turn_id} finished {status}")
@@ -129,12 +129,19 @@ def drive(session: Any, per_session: int, finished: FinishedTurns, streaming: bo
         connection.close()
 
 
-def worker_phase(name: str, sessions: list[Any], per_session: int, parallel: bool, streaming: bool = False) -> Row:
+def worker_phase(
+    name: str,
+    sessions: list[Any],
+    per_session: int,
+    parallel: bool,
+    streaming: bool = False,
+    timeout: float = WAIT_SECONDS,
+) -> Row:
     """Drive the sessions one after another (`parallel=False`) or all at once, one thread each."""
     from agents_app.models import StoredEvent, Turn
 
     samples: list[Sample] = []
-    with FinishedTurns([s.pk for s in sessions]) as finished:
+    with FinishedTurns([s.pk for s in sessions], timeout) as finished:
         started, cpu = time.perf_counter(), worker_cpu_ms()
         if parallel:
             threads = [
@@ -199,8 +206,9 @@ def new_sessions(count: int) -> list[Any]:
 
 
 def warm_up(streaming: bool = False) -> None:
-    """One turn outside the timings: the worker's first task imports and connects."""
-    worker_phase("warm-up", new_sessions(1), 1, parallel=False, streaming=streaming)
+    """One turn outside the timings: the worker's first task imports and connects (a worker starting
+    on a loaded machine may take minutes)."""
+    worker_phase("warm-up", new_sessions(1), 1, parallel=False, streaming=streaming, timeout=300)
 
 
 def worker_phases(label: str, args: argparse.Namespace) -> list[Row]:
