@@ -147,7 +147,11 @@ async def direct_paths(tmp: Path, n_sessions: int, per_session: int) -> list[Row
     from google.adk.sessions.sqlite_session_service import SqliteSessionService
 
     from agents_app.agents import build_agent
-    from agents_app.run_cache import app_for_run
+
+    try:
+        from agents_app.run_cache import app_for_run
+    except ImportError:  # a main before the runner cache (for before/after runs)
+        from agents_app.runner import app_for_run  # type: ignore[no-redef]
     from agents_app.session_service import DjangoSessionService
 
     agent = await sync_to_async(build_agent)(APP)  # built once here, as the worker's runner cache does
