@@ -59,9 +59,7 @@ def celery_worker_process(django_db_setup, django_db_blocker):
             "adkweb",
             "worker",
             "-Q",
-            "agents",
-            "--pool",
-            "threads",
+            "agents",  # the pool production runs: settings.CELERY_WORKER_POOL (threads)
             "--concurrency",
             "4",
             "--loglevel",

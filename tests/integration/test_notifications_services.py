@@ -55,7 +55,7 @@ def notifications_worker(worker, smtp_sink):
     }
     log = Path(ROOT / f".celery-notify-{os.getpid()}.log")
     with open(log, "w") as out:
-        args = ["-Q", "notifications", "--pool", "threads", "--concurrency", "2", "-n", f"notify-{os.getpid()}@%h"]
+        args = ["-Q", "notifications", "--concurrency", "2", "-n", f"notify-{os.getpid()}@%h"]
         proc = subprocess.Popen(
             [sys.executable, "-m", "celery", "-A", "adkweb", "worker", *args, "--loglevel", "INFO"]
             + ["--without-gossip", "--without-mingle", "--without-heartbeat"],
