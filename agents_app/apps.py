@@ -19,9 +19,11 @@ class AgentsAppConfig(AppConfig):
             events,
             fanout,
             session_status,
+            worker_loop,
         )
         from .metrics import turn_metrics
 
         session_status.connect()  # sessions' stored status follows their turns and tickets
         events.register_fanout(fanout)  # the conversation pages' fragments, rendered once per audience
         register_source("turns", turn_metrics)  # /metrics (adkweb.metrics)
+        worker_loop.connect_shutdown()  # a Celery worker's shutdown closes its turns' loops and threads

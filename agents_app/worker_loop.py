@@ -19,6 +19,11 @@ uses a loop, thread or connection made in the parent before the fork (there is n
 main process runs no turn), and a thread that ends takes its loop with it (closed when collected).
 Each thread has its own loop, so a tool that blocks its loop (a sync tool, a test gate) holds up
 its own turn only, as it did with `asyncio.run`.
+
+Nothing here keeps a process alive: the database and publishing threads are daemon threads
+(`_DaemonThread`: a `ThreadPoolExecutor`'s threads are joined at interpreter exit, so one blocked
+in a call held the process), and `close_all()` closes every loop of the process and stops its
+threads at a Celery worker's shutdown (`connect_shutdown`, from AgentsAppConfig.ready) and in tests.
 """
 
 from __future__ import annotations
@@ -27,16 +32,66 @@ import asyncio
 import contextvars
 import logging
 import os
+import queue
 import threading
 import weakref
 from collections.abc import Callable, Coroutine
-from concurrent.futures import ThreadPoolExecutor
-from typing import Any, TypeVar
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
+from typing import Any, TypeVar, cast
 
 from asgiref.sync import sync_to_async
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
+
+
+class _DaemonThread(Executor):
+    """An executor of one daemon thread, started at its first call: calls run one at a time, in
+    order (as ThreadSensitiveContext needs). Unlike a ThreadPoolExecutor it is not joined at
+    interpreter exit and keeps running what it is given until shut down."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+        self._calls: queue.SimpleQueue[tuple[Future[Any], Callable[..., Any], tuple, dict] | None] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._closed = False
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
+        future: Future[Any] = Future()
+        with self._lock:
+            if self._closed:
+                raise RuntimeError(f"{self._name} is shut down")
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._work, name=self._name, daemon=True)
+                self._thread.start()
+            self._calls.put((future, fn, args, kwargs))
+        return future
+
+    def _work(self) -> None:
+        while (call := self._calls.get()) is not None:
+            future, fn, args, kwargs = call
+            if not future.set_running_or_notify_cancel():
+                continue
+            try:
+                future.set_result(fn(*args, **kwargs))
+            except BaseException as exc:  # handed to the awaiting loop, as ThreadPoolExecutor does
+                future.set_exception(exc)
+            del call, future, fn, args, kwargs
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            thread = self._thread
+            self._calls.put(None)  # after the calls already queued
+        if wait and thread is not None and thread is not threading.current_thread():
+            thread.join()
+
+    @property
+    def alive(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
 
 
 class _ThreadLoop:
@@ -46,14 +101,16 @@ class _ThreadLoop:
         self.pid = os.getpid()
         self.loop = asyncio.new_event_loop()
         name = threading.current_thread().name
-        self.db = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"{name}-db")
-        self.pub = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"{name}-publish")
+        self.db = _DaemonThread(f"{name}-db")
+        self.pub = _DaemonThread(f"{name}-publish")
         self.state: dict[str, Any] = {}
         self.turns = 0
         weakref.finalize(self, _close, self.loop, self.db, self.pub)
+        with _every_lock:
+            _every.add(self)
 
 
-def _close(loop: asyncio.AbstractEventLoop, *pools: ThreadPoolExecutor) -> None:
+def _close(loop: asyncio.AbstractEventLoop, *pools: Executor) -> None:
     for pool in pools:
         pool.shutdown(wait=False)
     if not loop.is_running() and not loop.is_closed():
@@ -61,6 +118,9 @@ def _close(loop: asyncio.AbstractEventLoop, *pools: ThreadPoolExecutor) -> None:
 
 
 _local = threading.local()
+# Every loop of this process (weakly: a thread that ends takes its loop with it), for close_all().
+_every: weakref.WeakSet[_ThreadLoop] = weakref.WeakSet()
+_every_lock = threading.Lock()
 # The loop whose coroutine is running in this context: also seen by the database thread's calls
 # (sync_to_async copies the context), which belong to that loop.
 _running: contextvars.ContextVar[_ThreadLoop | None] = contextvars.ContextVar("adkweb_worker_loop", default=None)
@@ -125,7 +185,7 @@ class Publisher:
     def _start(self, publish: Callable[[], None]) -> None:
         # Tasks take their first step in the order they are created: the one publishing thread
         # receives the publishes in the order they were handed over.
-        run = sync_to_async(_publish, thread_sensitive=False, executor=self._pool)
+        run = sync_to_async(_publish, thread_sensitive=False, executor=cast(ThreadPoolExecutor, self._pool))
         self._pending.append(asyncio.ensure_future(run(publish)))
 
     async def wait(self) -> None:
@@ -139,7 +199,8 @@ class Publisher:
         from django.db import connections
 
         await self.wait()
-        await sync_to_async(connections.close_all, thread_sensitive=False, executor=self._pool)()
+        pool = cast(ThreadPoolExecutor, self._pool)  # asgiref's annotation: any one-thread Executor does
+        await sync_to_async(connections.close_all, thread_sensitive=False, executor=pool)()
 
 
 def _publish(publish: Callable[[], None]) -> None:
@@ -154,7 +215,40 @@ def _publish(publish: Callable[[], None]) -> None:
         publish_handoff.reset(token)
 
 
-def db_executor() -> ThreadPoolExecutor:
+def close_all(**_signal: Any) -> int:
+    """Close every loop of this process and stop its threads (a Celery worker's shutdown; tests).
+    A loop still running a turn is left to its thread (its threads are daemons: they do not hold
+    the process); a thread that runs a turn again later makes a new loop. Returns how many closed."""
+    with _every_lock:
+        held = [h for h in _every if h.pid == os.getpid()]
+        _every.clear()
+    closed = 0
+    for h in held:
+        if h.loop.is_running():
+            continue
+        _close(h.loop, h.db, h.pub)
+        closed += 1
+    if held:
+        logger.info("Worker loops closed: %d of %d (the others were running a turn).", closed, len(held))
+    return closed
+
+
+def connect_shutdown() -> None:
+    """At a Celery worker's shutdown (its main process; a prefork child's too), close every loop."""
+    from celery.signals import worker_process_shutdown, worker_shutdown
+
+    worker_shutdown.connect(close_all, weak=False, dispatch_uid="adkweb-worker-loop-close")
+    worker_process_shutdown.connect(close_all, weak=False, dispatch_uid="adkweb-worker-loop-close-child")
+
+
+def loop_threads() -> list[threading.Thread]:
+    """The live database and publishing threads of this process's loops (tests)."""
+    with _every_lock:
+        held = list(_every)
+    return [t for h in held for t in (h.db._thread, h.pub._thread) if t is not None and t.is_alive()]
+
+
+def db_executor() -> Executor:
     """The one thread that runs this loop's thread-sensitive database calls (for ThreadSensitiveContext)."""
     return _owner().db
 

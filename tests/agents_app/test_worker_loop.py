@@ -128,3 +128,32 @@ def test_a_forked_child_runs_turns_on_a_loop_of_its_own(demo, drained):
     assert os.waitstatus_to_exitcode(status) == 0
     turn.refresh_from_db()
     assert turn.status == "done"
+
+
+def test_loop_threads_are_daemons_and_close_all_stops_them(demo, drained):
+    """Nothing a turn leaves behind holds the process at exit: the loop's database and publishing
+    threads are daemons, and close_all() (a Celery worker's shutdown) ends them; the next turn
+    makes a new loop."""
+    session = services.session_create(app_name="stock_agent", user_id="requester")
+    _turn(session)
+    threads = worker_loop.loop_threads()
+    assert threads and all(t.daemon for t in threads), threads
+    before = worker_loop.loop_id()
+    assert worker_loop.close_all() >= 1
+    for thread in threads:
+        thread.join(10)
+    assert not any(t.is_alive() for t in threads)
+    _turn(session, "And MSFT?")
+    assert worker_loop.loop_id() != before
+
+
+def test_a_celery_worker_shutdown_closes_the_loops(demo, drained):
+    from celery.signals import worker_shutdown
+
+    session = services.session_create(app_name="stock_agent", user_id="requester")
+    _turn(session)
+    threads = worker_loop.loop_threads()
+    worker_shutdown.send(sender=None)
+    for thread in threads:
+        thread.join(10)
+    assert threads and not any(t.is_alive() for t in threads)
