@@ -1,6 +1,7 @@
 """SIGKILL a real `celery worker` at each point of a turn; a new worker (found by `celery beat`'s
 sweeper once the dead worker's lease has run out) resumes every turn within 60 s with default
-settings, each tool runs once, and no event is stored twice.
+settings, each tool runs once, and no event is stored twice. The worker runs the threads pool (as
+production): the six turns are in flight in one process when it is killed, and die together.
 
 Every conversation runs the scripted agent (tests/engine_scenarios/crashy.py), which writes a
 file when it reaches its gate and then blocks, so the kill lands exactly there; tools count
@@ -104,3 +105,21 @@ def test_killed_worker_turns_resume_within_60s_and_repeat_nothing(demo, stack, t
     approvals.ticket_approve(ticket=ticket, actor=demo["approver"])
     wait_for(lambda: agent_texts(sessions["ticket"])[-1:] == ["signed ticket"], timeout=30, what="the sign-off")
     assert [e[:2] for e in crashy.executions() if e[1] == "ticket"] == [("request_signoff", "ticket")]
+
+
+def test_a_worker_stopped_after_its_turns_exits_promptly(demo, stack):
+    """SIGTERM (Celery's warm shutdown) after turns ran on several of its threads: the process exits
+    within seconds, with its turns' loops closed; no loop, database or publishing thread holds it."""
+    worker = stack("worker")
+    sessions = [services.session_create(app_name=crashy.APP_NAME, user_id="requester") for _ in range(3)]
+    for i, session in enumerate(sessions):
+        services.message_send(session=session, text=f"work stop{i}", actor=demo["requester"], streaming=False)
+    wait_for(lambda: Turn.objects.filter(status="done").count() == 3, timeout=60, what="three turns done")
+    assert worker.proc is not None
+    started = time.monotonic()
+    worker.proc.terminate()
+    code = worker.proc.wait(timeout=60)
+    took = time.monotonic() - started
+    print(f"the worker exited {took:.1f} s after SIGTERM")
+    assert code == 0 and took < 15, worker.text()[-3000:]
+    assert "Worker loops closed" in worker.text(), worker.text()[-3000:]
