@@ -245,10 +245,10 @@ CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 # Workers run tasks on threads: a turn mostly waits (on its model, tools, the database and Redis),
 # and each worker thread keeps an event loop, a database thread and runners for its turns
-# (agents_app.worker_loop). Measured against prefork (bench/README.md, "The worker's loop and
-# pool"): threads hand a task over without a process hop and run more turns per MiB. Each running
-# turn holds two pooled connections (its database and publishing threads) and its lease heartbeat
-# one now and then: keep concurrency x 2 + a few under DATABASE_POOL_MAX_SIZE.
+# (agents_app.worker_loop). Measured against prefork (bench/README.md, phase 3 of turn_path.py):
+# threads hand a task over without a process hop and run more turns per MiB. Each running turn
+# holds one pooled connection (its loop's database thread) and its lease heartbeat one for a moment
+# every few seconds: keep concurrency x 2 + a few under DATABASE_POOL_MAX_SIZE.
 # `celery worker --pool/--concurrency` override these; the integration tests' workers use them.
 CELERY_WORKER_POOL = os.environ.get("ADKWEB_WORKER_POOL", "threads")
 CELERY_WORKER_CONCURRENCY = int(os.environ.get("ADKWEB_WORKER_CONCURRENCY", "8"))

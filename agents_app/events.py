@@ -6,11 +6,8 @@ once per audience and send it to the audience groups (pages forward it as it is)
 
 from __future__ import annotations
 
-import contextvars
-import functools
 import json
 import logging
-from collections.abc import Callable
 from typing import Any, Literal, TypedDict
 
 from asgiref.sync import sync_to_async
@@ -30,26 +27,6 @@ def register_fanout(module: Any) -> None:
 
 
 SESSIONS_GROUP = "sessions"  # every conversation list (status and last activity)
-
-# Set by the worker for a drain (agents_app.runner): the notify_* marked @handed_off (status, turn
-# finished, ticket changes) give their call to it (it publishes them in order on a thread of its
-# own, off the turn's path) instead of running it in the committing thread. Stored events are not
-# handed off: the session store publishes them from the event loop once committed.
-publish_handoff: contextvars.ContextVar[Callable[[Callable[[], None]], None] | None] = contextvars.ContextVar(
-    "adkweb_publish_handoff", default=None
-)
-
-
-def handed_off(notify: Callable[..., None]) -> Callable[..., None]:
-    @functools.wraps(notify)
-    def maybe_later(**kwargs: Any) -> None:
-        handoff = publish_handoff.get()
-        if handoff is None:
-            notify(**kwargs)
-        else:
-            handoff(functools.partial(notify, **kwargs))
-
-    return maybe_later
 
 
 def session_group(session_pk: int) -> str:
@@ -191,7 +168,6 @@ async def anotify_partial(*, session_pk: int, event: dict, turn_id: int) -> None
         logger.warning("Could not render a streaming chunk of session %s.", session_pk, exc_info=True)
 
 
-@handed_off
 @batched()
 def notify_session_status(*, session_pk: int) -> None:
     """The conversation's status changed (running, waiting, idle, failed)."""
@@ -201,7 +177,6 @@ def notify_session_status(*, session_pk: int) -> None:
     _quietly("publish_status", session_pk=session_pk)
 
 
-@handed_off
 @batched()
 def notify_turn_finished(*, session_pk: int, turn_id: int, status: str) -> None:
     group_send(

@@ -283,8 +283,6 @@ async def _drain(session_pk: int) -> int:
     db = sync_to_async
     owner = uuid.uuid4().hex
     ran = 0
-    publisher = worker_loop.Publisher()
-    handoff = events.publish_handoff.set(publisher)  # live updates leave the turn's path
     async with ThreadSensitiveContext(executor=worker_loop.db_executor()):
         try:
             while await db(lease_acquire)(session_pk, owner):
@@ -302,8 +300,6 @@ async def _drain(session_pk: int) -> int:
                 if not go_on or not await db(_owed)(session_pk):
                     break
         finally:
-            events.publish_handoff.reset(handoff)
-            await publisher.close()  # every update of the drain sent before its task ends
             await db(connections.close_all)()  # back to the pool between drains
     return ran
 

@@ -10,9 +10,7 @@ thread that runs turns keeps, for its lifetime:
 - one thread for the loop's thread-sensitive database work (`sync_to_async`), the same for every
   turn of the loop, and for every `async_to_sync` made there (they come back to this loop);
 - per-loop state (`loop_state()`): agents_app.run_cache keeps its runners there, so nothing built
-  for one loop is ever used on another;
-- one thread for the live updates a drain publishes after each commit (`Publisher`): rendered
-  and sent in order while the turn goes on, rather than holding the turn at every commit.
+  for one loop is ever used on another.
 
 Created lazily in the thread that first runs a turn and keyed by process id: a prefork child never
 uses a loop, thread or connection made in the parent before the fork (there is none: the worker's
@@ -20,7 +18,7 @@ main process runs no turn), and a thread that ends takes its loop with it (close
 Each thread has its own loop, so a tool that blocks its loop (a sync tool, a test gate) holds up
 its own turn only, as it did with `asyncio.run`.
 
-Nothing here keeps a process alive: the database and publishing threads are daemon threads
+Nothing here keeps a process alive: the database threads are daemon threads
 (`_DaemonThread`: a `ThreadPoolExecutor`'s threads are joined at interpreter exit, so one blocked
 in a call held the process), and `close_all()` closes every loop of the process and stops its
 threads at a Celery worker's shutdown (`connect_shutdown`, from AgentsAppConfig.ready) and in tests.
@@ -36,10 +34,8 @@ import queue
 import threading
 import weakref
 from collections.abc import Callable, Coroutine
-from concurrent.futures import Executor, Future, ThreadPoolExecutor
-from typing import Any, TypeVar, cast
-
-from asgiref.sync import sync_to_async
+from concurrent.futures import Executor, Future
+from typing import Any, TypeVar
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -102,10 +98,9 @@ class _ThreadLoop:
         self.loop = asyncio.new_event_loop()
         name = threading.current_thread().name
         self.db = _DaemonThread(f"{name}-db")
-        self.pub = _DaemonThread(f"{name}-publish")
         self.state: dict[str, Any] = {}
         self.turns = 0
-        weakref.finalize(self, _close, self.loop, self.db, self.pub)
+        weakref.finalize(self, _close, self.loop, self.db)
         with _every_lock:
             _every.add(self)
 
@@ -167,54 +162,6 @@ def _cancel_leftovers(loop: asyncio.AbstractEventLoop) -> None:
             logger.warning("A task left by a turn failed: %r", task.exception())
 
 
-class Publisher:
-    """Runs publishes (sync callables: render, then send to the channel layer) in the order they
-    were handed over, one after another on the loop's publishing thread, while the turn goes on.
-    Their `async_to_sync` sends come back to this loop (its Redis connections are reused).
-    `wait()` returns when every publish handed over so far is done."""
-
-    def __init__(self) -> None:
-        held = _owner()
-        self._loop, self._pool = held.loop, held.pub
-        self._pending: list[asyncio.Future[None]] = []
-
-    def __call__(self, publish: Callable[[], None]) -> None:
-        """From any thread of this loop (at commit, the database thread): in order, never raises."""
-        self._loop.call_soon_threadsafe(self._start, publish)
-
-    def _start(self, publish: Callable[[], None]) -> None:
-        # Tasks take their first step in the order they are created: the one publishing thread
-        # receives the publishes in the order they were handed over.
-        run = sync_to_async(_publish, thread_sensitive=False, executor=cast(ThreadPoolExecutor, self._pool))
-        self._pending.append(asyncio.ensure_future(run(publish)))
-
-    async def wait(self) -> None:
-        await asyncio.sleep(0)  # hand-overs already queued on the loop start first
-        while self._pending:
-            pending, self._pending = self._pending, []
-            await asyncio.gather(*pending, return_exceptions=True)
-
-    async def close(self) -> None:
-        """Wait, then give the publishing thread's database connection back."""
-        from django.db import connections
-
-        await self.wait()
-        pool = cast(ThreadPoolExecutor, self._pool)  # asgiref's annotation: any one-thread Executor does
-        await sync_to_async(connections.close_all, thread_sensitive=False, executor=pool)()
-
-
-def _publish(publish: Callable[[], None]) -> None:
-    from .events import publish_handoff
-
-    token = publish_handoff.set(None)  # this is where it runs: not handed over again
-    try:
-        publish()
-    except Exception:
-        logger.warning("A live update could not be published; pages catch up when they reconnect.", exc_info=True)
-    finally:
-        publish_handoff.reset(token)
-
-
 def close_all(**_signal: Any) -> int:
     """Close every loop of this process and stop its threads (a Celery worker's shutdown; tests).
     A loop still running a turn is left to its thread (its threads are daemons: they do not hold
@@ -226,7 +173,7 @@ def close_all(**_signal: Any) -> int:
     for h in held:
         if h.loop.is_running():
             continue
-        _close(h.loop, h.db, h.pub)
+        _close(h.loop, h.db)
         closed += 1
     if held:
         logger.info("Worker loops closed: %d of %d (the others were running a turn).", closed, len(held))
@@ -242,10 +189,10 @@ def connect_shutdown() -> None:
 
 
 def loop_threads() -> list[threading.Thread]:
-    """The live database and publishing threads of this process's loops (tests)."""
+    """The live database threads of this process's loops (tests)."""
     with _every_lock:
         held = list(_every)
-    return [t for h in held for t in (h.db._thread, h.pub._thread) if t is not None and t.is_alive()]
+    return [t for h in held if (t := h.db._thread) is not None and t.is_alive()]
 
 
 def db_executor() -> Executor:

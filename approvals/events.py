@@ -10,7 +10,7 @@ from django.db import transaction
 
 from adkweb.live import batched, group_send, groups_watched_ahead
 from adkweb.notify import TICKET_ESCALATED, TICKET_EXPIRED, TICKET_REMINDER, notify
-from agents_app.events import handed_off, notify_ticket_card, session_group, ticket_card_groups
+from agents_app.events import notify_ticket_card, session_group, ticket_card_groups
 
 from . import fanout
 
@@ -26,7 +26,6 @@ class TicketChangedMessage(TypedDict):
     session_pk: int
 
 
-@handed_off  # in a worker's drain: in order with the conversation's other updates, off the turn's path
 @batched()
 def notify_ticket_changed(*, ticket_id: int, session_pk: int, inbox: bool = True, opened: bool = False) -> None:
     """A ticket was opened, answered or closed: inboxes, the ticket page and its conversation update.

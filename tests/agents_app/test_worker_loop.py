@@ -131,9 +131,8 @@ def test_a_forked_child_runs_turns_on_a_loop_of_its_own(demo, drained):
 
 
 def test_loop_threads_are_daemons_and_close_all_stops_them(demo, drained):
-    """Nothing a turn leaves behind holds the process at exit: the loop's database and publishing
-    threads are daemons, and close_all() (a Celery worker's shutdown) ends them; the next turn
-    makes a new loop."""
+    """Nothing a turn leaves behind holds the process at exit: the loop's database thread is a
+    daemon, and close_all() (a Celery worker's shutdown) ends it; the next turn makes a new loop."""
     session = services.session_create(app_name="stock_agent", user_id="requester")
     _turn(session)
     threads = worker_loop.loop_threads()

@@ -109,7 +109,7 @@ def test_killed_worker_turns_resume_within_60s_and_repeat_nothing(demo, stack, t
 
 def test_a_worker_stopped_after_its_turns_exits_promptly(demo, stack):
     """SIGTERM (Celery's warm shutdown) after turns ran on several of its threads: the process exits
-    within seconds, with its turns' loops closed; no loop, database or publishing thread holds it."""
+    within seconds, with its turns' loops closed; no loop or database thread holds it."""
     worker = stack("worker")
     sessions = [services.session_create(app_name=crashy.APP_NAME, user_id="requester") for _ in range(3)]
     for i, session in enumerate(sessions):
