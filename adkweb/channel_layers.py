@@ -53,6 +53,42 @@ class ThreadSafeInMemoryChannelLayer(InMemoryChannelLayer):
         return await super().receive(channel)
 
 
+class _CancelSafeSend:
+    """redis-py's asyncio connection, whose command write does not lose a cancellation.
+
+    With a `socket_timeout` (ours is 30 s, settings.CHANNEL_LAYERS) redis-py writes a command
+    through `asyncio.wait_for`, and Python 3.11's `wait_for` returns the write's result when the
+    cancel of its caller lands after the write finished but before the caller resumed (fixed in
+    3.12, where wait_for is built on asyncio.timeout): the task goes on as if never cancelled. The
+    layer's reader sends a pop as soon as the previous one returns, so `asyncio.run`'s cancel at the
+    end of a request's loop (Django's test client, `async_to_sync`) often landed there, and the
+    reader popped for ever while the loop waited for it. Here a cancel asked during the write and
+    not delivered is delivered once it is done; the connection is closed first, as redis-py does
+    for a write cut short (the command's reply will never be read)."""
+
+    async def send_packed_command(self, *args: Any, **kwargs: Any) -> None:
+        task = asyncio.current_task()
+        asked = task.cancelling() if task is not None else 0
+        await super().send_packed_command(*args, **kwargs)  # type: ignore[misc]
+        if task is not None and task.cancelling() > asked:
+            await self.disconnect(nowait=True)  # type: ignore[attr-defined]
+            raise asyncio.CancelledError
+
+
+_cancel_safe_classes: dict[type, type] = {}
+
+
+def cancel_safe(connection_class: type) -> type:
+    """`connection_class` (redis-py's, SSL's, a Sentinel's) with `_CancelSafeSend`'s write."""
+    if issubclass(connection_class, _CancelSafeSend):
+        return connection_class
+    made = _cancel_safe_classes.get(connection_class)
+    if made is None:
+        made = type(f"CancelSafe{connection_class.__name__}", (_CancelSafeSend, connection_class), {})
+        _cancel_safe_classes[connection_class] = made
+    return made
+
+
 class _Failed:
     """Put in a waiting consumer's queue when the reader failed (Redis down): its receive raises."""
 
@@ -97,6 +133,11 @@ class RedisChannelLayer(channels_redis.core.RedisChannelLayer):
         self._members = itertools.count(1)
         self._group_locks = channels_redis.core.ChannelLock()
 
+    def create_pool(self, index: int) -> Any:
+        pool = super().create_pool(index)
+        pool.connection_class = cancel_safe(pool.connection_class)  # see _CancelSafeSend
+        return pool
+
     # -- receive ----------------------------------------------------------------------------------
     async def receive(self, channel: str) -> dict:
         if "!" not in channel:
@@ -137,8 +178,9 @@ class RedisChannelLayer(channels_redis.core.RedisChannelLayer):
     async def _brpop_with_clean(self, index: int, channel: str, timeout: float) -> Any:
         """channels_redis's pop, which `receive_single` repeats until a message comes: not once more
         for a task asked to stop. A reader cancelled as its loop ended (a request's, under Django's
-        test client and `async_to_sync`) was seen to go on popping, its cancellation lost below,
-        so `asyncio.run` waited for it for ever (the integration suite hung there)."""
+        test client and `async_to_sync`) was seen to go on popping, its cancellation lost below
+        (by Python 3.11's `wait_for` in redis-py's write: `_CancelSafeSend` delivers it now), so
+        `asyncio.run` waited for it for ever (the integration suite hung there)."""
         task = asyncio.current_task()
         if task is not None and task.cancelling():
             raise asyncio.CancelledError
