@@ -14,7 +14,8 @@ thread that runs turns keeps, for its lifetime:
 
 Created lazily in the thread that first runs a turn and keyed by process id: a prefork child never
 uses a loop, thread or connection made in the parent before the fork (there is none: the worker's
-main process runs no turn), and a thread that ends takes its loop with it (closed when collected).
+main process runs no turn), nor closes one (`_inherited`), and a thread that ends takes its loop
+with it (closed when collected).
 Each thread has its own loop, so a tool that blocks its loop (a sync tool, a test gate) holds up
 its own turn only, as it did with `asyncio.run`.
 
@@ -100,9 +101,14 @@ class _ThreadLoop:
         self.db = _DaemonThread(f"{name}-db")
         self.state: dict[str, Any] = {}
         self.turns = 0
-        weakref.finalize(self, _close, self.loop, self.db)
+        weakref.finalize(self, _close_in, self.pid, self.loop, self.db)
         with _every_lock:
             _every.add(self)
+
+
+def _close_in(pid: int, loop: asyncio.AbstractEventLoop, db: Executor) -> None:
+    if pid == os.getpid():  # never a parent's loop in a forked child: see _forked
+        _close(loop, db)
 
 
 def _close(loop: asyncio.AbstractEventLoop, *pools: Executor) -> None:
@@ -116,6 +122,21 @@ _local = threading.local()
 # Every loop of this process (weakly: a thread that ends takes its loop with it), for close_all().
 _every: weakref.WeakSet[_ThreadLoop] = weakref.WeakSet()
 _every_lock = threading.Lock()
+# In a forked child, the parent's loops, kept for the child's lifetime and never closed there: a
+# loop's selector (epoll) is shared with the parent across the fork, and closing the loop in the
+# child unregisters its wake-up socket from it, so the parent's loop then slept through every
+# result its database thread handed back (a parent's turn hung after a child had run one).
+_inherited: list[_ThreadLoop] = []
+
+
+def _forked() -> None:
+    global _every_lock
+    _every_lock = threading.Lock()  # another thread may have held it at the fork
+    _inherited.extend(_every)
+    _every.clear()
+
+
+os.register_at_fork(after_in_child=_forked)
 # The loop whose coroutine is running in this context: also seen by the database thread's calls
 # (sync_to_async copies the context), which belong to that loop.
 _running: contextvars.ContextVar[_ThreadLoop | None] = contextvars.ContextVar("adkweb_worker_loop", default=None)

@@ -6,8 +6,10 @@ runs turns on a loop of its own."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import threading
+import time
 
 import pytest
 
@@ -128,6 +130,18 @@ def test_a_forked_child_runs_turns_on_a_loop_of_its_own(demo, drained):
     assert os.waitstatus_to_exitcode(status) == 0
     turn.refresh_from_db()
     assert turn.status == "done"
+    # The child left the parent's loop alone: it still wakes at once for its database thread (a
+    # child that closed it unregistered the wake-up from the selector they share; the parent then
+    # woke only at its next timer, here the 5 s limit, and a drain with no timer hung).
+    assert worker_loop.run(_database_thread_round_trip()) < 2.5
+    assert worker_loop.loop_id() == parent_loop
+
+
+async def _database_thread_round_trip() -> float:
+    started = time.monotonic()
+    loop = asyncio.get_running_loop()
+    await asyncio.wait_for(loop.run_in_executor(worker_loop.db_executor(), time.sleep, 0.3), 5)
+    return time.monotonic() - started
 
 
 def test_loop_threads_are_daemons_and_close_all_stops_them(demo, drained):
