@@ -3,6 +3,9 @@ socket that shows the ticket: the inbox, the ticket page and its conversation.""
 
 from __future__ import annotations
 
+import threading
+from typing import Any
+
 import pytest
 from asgiref.sync import sync_to_async
 
@@ -69,12 +72,22 @@ def test_a_tools_initial_response_is_announced_to_the_ticket_pages_only(demo, mo
     from approvals import fanout
     from approvals.models import PendingCall
 
+    # Only what this test's thread sends: an earlier test's notification tasks may still be running on
+    # the in-process worker, and they announce delivery status to their own tickets' pages.
+    here = threading.get_ident()
     published: list[tuple[int, bool]] = []
-    monkeypatch.setattr(
-        fanout, "publish_ticket", lambda *, ticket_id, opened=False: published.append((ticket_id, opened))
-    )
     sent: list[dict] = []
-    monkeypatch.setattr(events, "group_send", lambda group, message: sent.append(dict(message)))
+
+    def publish(*, ticket_id: int, opened: bool = False) -> None:
+        if threading.get_ident() == here:
+            published.append((ticket_id, opened))
+
+    def send(group: str, message: Any) -> None:
+        if threading.get_ident() == here:
+            sent.append(dict(message))
+
+    monkeypatch.setattr(fanout, "publish_ticket", publish)
+    monkeypatch.setattr(events, "group_send", send)
     service = DjangoSessionService()
     session = service.create_session_sync(app_name="reimbursement_agent", user_id="requester")
     call = types.FunctionCall(id="c1", name="ask_for_approval", args={"purpose": "meals", "amount": 20})
