@@ -8,6 +8,7 @@ from typing import Any
 from django.db import connection
 from django.db.models import Exists, OuterRef, Q, QuerySet
 
+from adkweb.compiled import compiled
 from adkweb.paging import COUNT_CAP, KeysetPage, capped_count, keyset_page
 from adkweb.roles import APPROVERS, DECIDE_TICKETS, is_approver, is_observer, is_policy_admin
 
@@ -30,20 +31,15 @@ def open_ticket_count(*, user: Any) -> int:
     compiling the ORM query cost more CPU than PostgreSQL's answer; issue 12, target 4)."""
     if not (user and user.is_authenticated):
         return capped_count(PendingCall.objects.filter(visible_q(user), status__in=PendingCall.OPEN_STATUSES))
-    key = (connection.vendor, *visibility_key(user))
-    compiled = _open_count_sql.get(key)
-    if compiled is None:
+
+    def count_sql() -> tuple[str, tuple]:
         qs = PendingCall.objects.filter(visible_q(user), status__in=PendingCall.OPEN_STATUSES)
         sql, params = qs.order_by().values("pk")[: COUNT_CAP + 1].query.sql_with_params()
-        if len(_open_count_sql) >= 4096:  # one per person: start again past the cap
-            _open_count_sql.clear()
-        compiled = _open_count_sql[key] = (f"SELECT COUNT(*) FROM ({sql}) subquery", params)
+        return f"SELECT COUNT(*) FROM ({sql}) subquery", tuple(params)
+
     with connection.cursor() as cursor:
-        cursor.execute(*compiled)
+        cursor.execute(*compiled("open_ticket_count", visibility_key(user), count_sql))
         return cursor.fetchone()[0]
-
-
-_open_count_sql: dict[tuple, tuple[str, tuple]] = {}
 
 
 def visibility_key(user: Any) -> tuple:
