@@ -90,8 +90,13 @@ class TurnWatch:
             self.task.add_done_callback(lambda task: task.cancelled() or task.exception())
 
     async def next(self, timeout: float) -> dict | None:
+        """The next message, or None after `timeout` seconds. `asyncio.timeout`, not `wait_for`:
+        Python 3.11's `wait_for` returns the message when a cancel (the client gone) lands in the
+        same loop step as the message, and the response would go on following a turn nobody reads.
+        A cancelled `Queue.get` loses nothing (the message stays queued)."""
         try:
-            return await asyncio.wait_for(self.queue.get(), timeout=max(timeout, 0.0))
+            async with asyncio.timeout(max(timeout, 0.0)):
+                return await self.queue.get()
         except TimeoutError:
             return None
 

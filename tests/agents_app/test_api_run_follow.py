@@ -5,6 +5,7 @@ them: each run returns exactly the events its turn stored, in stored order."""
 
 from __future__ import annotations
 
+import asyncio
 from collections import Counter
 from typing import Any
 
@@ -121,3 +122,24 @@ def test_follower_takes_only_contiguous_revisions():
     body_missing = {k: v for k, v in ours.items() if k != "data"}
     assert here.take({**body_missing, "revision": 14, "event_pk": 5}) == ("read", None)
     assert here.take({"type": "session.event", "event_pk": 5}) == ("read", None)  # an old publisher's
+
+
+async def test_a_cancel_that_lands_with_a_message_still_cancels_the_follower():
+    """A client that goes away cancels the response's task; when the cancel lands in the same loop
+    step as a group message, the follower must still stop (Python 3.11's `wait_for` returned the
+    message and dropped the cancel), and the message stays queued rather than lost."""
+    follower = watch.TurnWatch(session_pk=1)
+    waiting = asyncio.ensure_future(follower.next(timeout=5))
+    await asyncio.sleep(0)  # the follower now waits on its queue
+    follower.queue.put_nowait({"type": "session.event", "revision": 1})
+    waiting.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await waiting
+    assert follower.queue.qsize() == 1
+
+
+async def test_the_follower_returns_none_after_its_timeout_and_a_message_when_one_comes():
+    follower = watch.TurnWatch(session_pk=1)
+    assert await follower.next(timeout=0.01) is None
+    follower.queue.put_nowait({"type": "turn.finished"})
+    assert await follower.next(timeout=0.01) == {"type": "turn.finished"}
