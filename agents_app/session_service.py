@@ -68,20 +68,22 @@ current_turn_invocations: contextvars.ContextVar[set[str] | None] = contextvars.
 # open tickets for new interrupts atomically with the event that raised them.
 EventHook = Callable[[AdkSession, StoredEvent, Event], None]
 _event_hooks: list[EventHook] = []
-# A hook's filter says, cheaply and from the event alone, whether the hook has anything to do with
-# it: an event no hook wants is stored in one statement, without a transaction around hooks.
-_hook_filters: dict[EventHook, Callable[[Event], bool]] = {}
+# A hook's filter says, cheaply and without a query (from the event and the ADK session's events in
+# memory), whether the hook has anything to do with it: an event no hook wants is stored in one
+# statement, without a transaction around hooks.
+HookFilter = Callable[[Event, Session], bool]
+_hook_filters: dict[EventHook, HookFilter] = {}
 
 
-def register_event_hook(hook: EventHook, wants: Callable[[Event], bool] | None = None) -> None:
+def register_event_hook(hook: EventHook, wants: HookFilter | None = None) -> None:
     if hook not in _event_hooks:
         _event_hooks.append(hook)
     if wants is not None:
         _hook_filters[hook] = wants
 
 
-def _hooks_for(event: Event) -> list[EventHook]:
-    return [hook for hook in _event_hooks if (wants := _hook_filters.get(hook)) is None or wants(event)]
+def _hooks_for(event: Event, session: Session) -> list[EventHook]:
+    return [hook for hook in _event_hooks if (wants := _hook_filters.get(hook)) is None or wants(event, session)]
 
 
 def _to_session(
@@ -243,7 +245,7 @@ class DjangoSessionService(BaseSessionService):
         `publish_committed=False`: once committed, the message to publish is returned
         rather than published here (inside a caller's transaction it is published on its commit)."""
         new = NewEvent.of(event, turn_id, current_turn_invocations.get())
-        session_pk, event_pk, revision = self._write(session, event, new, _hooks_for(event), lease)
+        session_pk, event_pk, revision = self._write(session, event, new, _hooks_for(event, session), lease)
         # What API followers of the turn take from the message (agents_app.events.SessionEventMessage).
         small = turn_id is not None and new.author != "user" and len(new.data) <= EVENT_DATA_MAX
         message: dict[str, Any] = {

@@ -44,14 +44,37 @@ ABORTED = "INVOCATION_ABORTED"
 
 
 # -- tickets from events (runs inside the session service's append transaction) ---------------
-def tickets_event_wanted(event: Any) -> bool:
+def tickets_event_wanted(event: Any, session: Any = None) -> bool:
     """Whether tickets_record_event has anything to do with this event: a long-running call (a new
-    ticket) or a tool's response (an initial response, an abort). From the event alone, no query: the
-    session store stores the other events without running the hook (in one statement)."""
+    ticket) or a tool's response (an initial response, an abort) that may have a ticket. Without a
+    query: the session store stores the other events without running the hook (in one statement).
+    A response to a call the ADK session in memory shows was not long-running has no ticket (tickets
+    are opened for long-running calls only), so an ordinary tool's response needs no lookup."""
     interrupts = event.long_running_tool_ids
     if interrupts and any(fc.id in interrupts for fc in event.get_function_calls()):
         return True
-    return event.author != "user" and bool(event.get_function_responses())
+    if event.author == "user":
+        return False
+    responses = event.get_function_responses()
+    return bool(responses) and not _answers_only_plain_calls(session, {fr.id for fr in responses})
+
+
+def _answers_only_plain_calls(session: Any, call_ids: set[Any]) -> bool:
+    """True when each of these ids is the id of a function call among the session's events (newest
+    first) that was not long-running. Not found (a call from before a partial load), no id, or a
+    long-running call: False, and the hook looks in the database."""
+    left = set(call_ids)
+    if session is None or not left or None in left or "" in left:
+        return False
+    for past in reversed(session.events):
+        for fc in past.get_function_calls():
+            if fc.id in left:
+                if fc.id in (past.long_running_tool_ids or ()):
+                    return False
+                left.discard(fc.id)
+        if not left:
+            return True
+    return False
 
 
 def tickets_record_event(session: AdkSession, stored: StoredEvent, event: Any) -> None:

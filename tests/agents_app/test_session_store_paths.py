@@ -132,7 +132,7 @@ async def test_hooks_run_only_for_events_they_want_and_in_the_append_transaction
         if "explode" in event.content.parts[0].text:
             raise RuntimeError("hook failed")
 
-    service_module.register_event_hook(hook, wants=lambda e: "hook" in (e.content.parts[0].text or ""))
+    service_module.register_event_hook(hook, wants=lambda e, s: "hook" in (e.content.parts[0].text or ""))
     try:
         await service.append_event(session, _event(None, text="plain"))
         wanted = _event(None, text="hook me")
