@@ -6,12 +6,17 @@ reference)."""
 from __future__ import annotations
 
 # ruff: noqa: E501  (the reference templates are the rows as they were written, one line each)
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
+from zoneinfo import ZoneInfo
 
 import pytest
+from django import forms
 from django.template import Context, Template
 from django.utils import timezone
+from django.utils.safestring import mark_safe
+from django.utils.translation import gettext_lazy
 
+from adkweb import markup
 from agents_app import services as agent_services
 from agents_app.models import AdkSession
 from agents_app.rows import session_row
@@ -104,3 +109,71 @@ def test_conversation_rows_are_the_template_rows_byte_for_byte(demo, zone):
                 assert str(session_row(s, oob)) == expected, (s.pk, oob)
     html = str(session_row(AdkSession.objects.get(pk=rows[1].pk)))
     assert "<script>" not in html and "&lt;b" in html
+
+
+# -- the helpers' fast paths are Django's output ---------------------------------------------------
+_INSTANTS = [
+    datetime(2026, 12, 1, 7, 31, 19, 123456, tzinfo=UTC),
+    datetime(2026, 1, 5, 0, 0, 0, tzinfo=UTC),
+    datetime(1999, 12, 31, 23, 59, 59, tzinfo=UTC),
+    datetime(2026, 11, 1, 5, 30, tzinfo=UTC),  # 01:30 EDT in New York: an ambiguous local time
+    datetime(2026, 11, 1, 6, 30, tzinfo=UTC),  # 01:30 EST, its second occurrence
+    datetime(2026, 3, 8, 7, 30, tzinfo=UTC),  # 03:30 EDT, just after the spring gap
+    datetime(2026, 6, 1, 12, 0, tzinfo=ZoneInfo("Asia/Kolkata")),  # aware in a zone of its own
+]
+
+
+@pytest.mark.parametrize("zone", ["UTC", "America/New_York", "Asia/Kolkata", "Australia/Lord_Howe"])
+@pytest.mark.parametrize("fmt", ["c", "Y-m-d H:i:s T", "Y-m-d", "N j, Y, P"])
+def test_date_is_the_date_filter(zone, fmt):
+    template = Template("{{ when|date:fmt }}")
+    with timezone.override(zone):
+        for when in [*_INSTANTS, None, ""]:
+            assert markup.date(when, fmt) == template.render(Context({"when": when, "fmt": fmt})), (when, fmt)
+
+
+@pytest.mark.parametrize("thousands", [False, True])
+def test_value_is_the_template_variable(settings, thousands):
+    settings.USE_THOUSAND_SEPARATOR = thousands
+    template = Template("{{ v }}")
+    for v in [0, 7, -12, 1234567, HOSTILE, "", "plain", "a & b", 1234.5, True, None, _INSTANTS[0]]:
+        assert markup.value(v) == template.render(Context({"v": v})), v
+
+
+_CHOICES = [
+    ("", "any"),
+    ("open", "Open"),
+    (HOSTILE, HOSTILE),
+    (7, "seven"),
+    ("lazy", gettext_lazy("Yes")),
+    ("safe", mark_safe("<b>safe</b>")),
+    ("Group <1>", [("g1", "in a group"), ("g2", HOSTILE)]),
+    ("last", "Last"),
+]
+
+
+@pytest.mark.parametrize("selected", [None, "", "open", HOSTILE, 7, "7", "g2", "missing"])
+@pytest.mark.parametrize(
+    "attrs", [None, {"id": "id_f"}, {"id": HOSTILE, "data-x": True, "hidden": False, "data-safe": mark_safe("<i>")}]
+)
+def test_the_select_widget_is_djangos_byte_for_byte(selected, attrs):
+    ours = markup.Select(choices=_CHOICES).render("f<", selected, attrs)
+    assert ours == forms.Select(choices=_CHOICES).render("f<", selected, attrs)
+    assert "<script>" not in ours
+
+
+def test_the_filter_forms_selects_are_djangos(demo):
+    """The inbox's and the conversation list's filter forms, bound to what a person may send."""
+    from agents_app.forms import SessionFilterForm
+    from approvals.forms import InboxFilterForm
+
+    for data in [{}, {"status": "closed", "kind": "input", "sort": "oldest"}, {"status": HOSTILE, "agent": HOSTILE}]:
+        for form in (InboxFilterForm(data), SessionFilterForm(data, agents=["a", HOSTILE])):
+            for field in form:
+                widget = field.field.widget
+                if isinstance(widget, markup.Select):
+                    ours = str(field)
+                    field.field.widget = forms.Select(choices=widget.choices, attrs=widget.attrs)
+                    assert ours == str(field), (data, field.name)
+    assert isinstance(InboxFilterForm().fields["status"].widget, markup.Select)
+    assert isinstance(SessionFilterForm(agents=[]).fields["agent"].widget, markup.Select)
