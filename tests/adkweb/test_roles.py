@@ -56,3 +56,56 @@ def test_demo_setup_is_for_the_demo_only(db, settings):
     assert User.objects.filter(username="approver").exists() and "demo only" in out.getvalue()
     settings.DEPLOYED = False
     call_command("demo_setup", stdout=io.StringIO())  # the embedded demo: as `make run` runs it
+
+
+def test_permissions_are_read_in_one_query_and_are_django_s(db):
+    """roles.load_permissions reads a person's permissions (their own and their groups') in one
+    query, and they are the set Django's ModelBackend reads in two: for a group member, a direct
+    grant, both, neither, several groups, an inactive user, and after a change of groups."""
+    from django.contrib.auth.backends import ModelBackend
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    call_command("setup_roles", stdout=io.StringIO())
+    perm = Permission.objects.get(codename="view_all_sessions", content_type__app_label="agents_app")
+    people = {
+        "member": User.objects.create_user("member"),
+        "direct": User.objects.create_user("direct"),
+        "both": User.objects.create_user("both"),
+        "two_groups": User.objects.create_user("two_groups"),
+        "nobody": User.objects.create_user("nobody"),
+        "inactive": User.objects.create_user("inactive", is_active=False),
+    }
+    people["member"].groups.add(Group.objects.get(name=roles.APPROVERS))
+    people["direct"].user_permissions.add(perm)
+    people["both"].groups.add(Group.objects.get(name=roles.AGENT_ADMINS))
+    people["both"].user_permissions.add(perm)
+    people["two_groups"].groups.add(*Group.objects.filter(name__in=[roles.APPROVERS, roles.STAFF_OBSERVERS]))
+    people["inactive"].groups.add(Group.objects.get(name=roles.APPROVERS))
+
+    def djangos(user: User) -> set[str]:
+        return ModelBackend().get_all_permissions(User.objects.get(pk=user.pk))
+
+    for name, person in people.items():
+        user = User.objects.get(pk=person.pk)
+        with CaptureQueriesContext(connection) as ctx:
+            answers = [f(user) for f in (roles.is_approver, roles.is_observer, roles.is_agent_admin, roles.can_audit)]
+            answers.append(roles.is_policy_admin(user))
+        assert len(ctx.captured_queries) == (0 if name == "inactive" else 1), name
+        assert user.get_all_permissions() == djangos(person), name
+        fresh = User.objects.get(pk=person.pk)
+        assert answers == [
+            fresh.has_perm(roles.DECIDE_TICKETS),
+            fresh.is_staff or fresh.has_perm(roles.VIEW_ALL_SESSIONS),
+            fresh.has_perm(roles.CONFIGURE_AGENTS),
+            any(answers[:3]),
+            fresh.has_perm(roles.MANAGE_POLICIES),
+        ], name
+    assert roles.is_approver(User.objects.get(username="two_groups"))
+    assert roles.is_observer(User.objects.get(username="two_groups"))
+    assert not roles.is_approver(User.objects.get(username="inactive"))
+    # A change of groups counts from the next request's user object (nothing is kept across them).
+    people["nobody"].groups.add(Group.objects.get(name=roles.APPROVERS))
+    assert roles.is_approver(User.objects.get(username="nobody"))
+    people["member"].groups.clear()
+    assert not roles.is_approver(User.objects.get(username="member"))
