@@ -118,6 +118,9 @@ TEMPLATES = [
     },
 ]
 
+# Django's form renderer, with the commonest widgets written in Python (adkweb.markup.FormRenderer).
+FORM_RENDERER = "adkweb.markup.FormRenderer"
+
 # --- Database ---------------------------------------------------------------------------
 DATABASES = {
     "default": dj_database_url.parse(

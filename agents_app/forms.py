@@ -6,8 +6,6 @@ from typing import Any, cast
 
 from django import forms
 
-from adkweb.markup import Select
-
 from .selectors import SESSION_STATUSES
 
 EMPTY_MESSAGE = "The message is empty: type something for the agent."
@@ -35,9 +33,8 @@ class NewConversationForm(MessageForm):
 
 
 class SessionFilterForm(forms.Form):
-    # Django's Select, written in Python rather than with an include per option (adkweb.markup).
-    agent = forms.ChoiceField(required=False, widget=Select)
-    status = forms.ChoiceField(required=False, choices=[("", "Any status"), *SESSION_STATUSES.items()], widget=Select)
+    agent = forms.ChoiceField(required=False)
+    status = forms.ChoiceField(required=False, choices=[("", "Any status"), *SESSION_STATUSES.items()])
 
     def __init__(self, *args: Any, agents: list[str], **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

@@ -7,7 +7,6 @@ from typing import Any
 
 from django import forms
 
-from adkweb.markup import Select
 from adkweb.storable import unstorable
 
 from .edits import Param
@@ -22,12 +21,11 @@ SORT_CHOICES = [("newest", "newest first"), ("oldest", "oldest first")]
 class InboxFilterForm(forms.Form):
     agent = forms.CharField(required=False, max_length=128)
     tool = forms.CharField(required=False, max_length=128)
-    # The filter menus: Django's Select, written in Python rather than with an include per option.
-    status = forms.ChoiceField(required=False, choices=STATUS_CHOICES, widget=Select)
-    kind = forms.ChoiceField(required=False, choices=[("", "any kind"), *PendingCall.Kind.choices], widget=Select)
+    status = forms.ChoiceField(required=False, choices=STATUS_CHOICES)
+    kind = forms.ChoiceField(required=False, choices=[("", "any kind"), *PendingCall.Kind.choices])
     mine = forms.BooleanField(required=False)
     q = forms.CharField(required=False, max_length=200, label="Search")
-    sort = forms.ChoiceField(required=False, choices=SORT_CHOICES, widget=Select)
+    sort = forms.ChoiceField(required=False, choices=SORT_CHOICES)
     page = forms.IntegerField(required=False, min_value=1, max_value=10_000_000)
     after = forms.CharField(required=False, max_length=64)  # keyset cursors of the pager's links
     before = forms.CharField(required=False, max_length=64)

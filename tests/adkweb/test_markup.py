@@ -11,6 +11,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 from django import forms
+from django.forms.renderers import DjangoTemplates
 from django.template import Context, Template
 from django.utils import timezone
 from django.utils.safestring import mark_safe
@@ -150,30 +151,67 @@ _CHOICES = [
     ("Group <1>", [("g1", "in a group"), ("g2", HOSTILE)]),
     ("last", "Last"),
 ]
+_WIDGETS = [
+    forms.TextInput(),
+    forms.TextInput(attrs={"placeholder": HOSTILE, "maxlength": 40, "data-safe": mark_safe("<i>")}),
+    forms.HiddenInput(),
+    forms.NumberInput(attrs={"min": 0, "step": "any"}),
+    forms.EmailInput(),
+    forms.URLInput(),
+    forms.PasswordInput(render_value=True),
+    forms.DateInput(),
+    forms.DateTimeInput(),
+    forms.CheckboxInput(),
+    forms.Textarea(),
+    forms.Textarea(attrs={"rows": 5, "spellcheck": "false", "class": "mono"}),
+    forms.Select(choices=_CHOICES),
+    forms.NullBooleanSelect(),
+]
+_VALUES = [None, "", "open", HOSTILE, mark_safe("<b>safe</b>"), 7, 0, 1234.5, True, False, "g2", "\nline\n", ("a", 1)]
 
 
-@pytest.mark.parametrize("selected", [None, "", "open", HOSTILE, 7, "7", "g2", "missing"])
-@pytest.mark.parametrize(
-    "attrs", [None, {"id": "id_f"}, {"id": HOSTILE, "data-x": True, "hidden": False, "data-safe": mark_safe("<i>")}]
-)
-def test_the_select_widget_is_djangos_byte_for_byte(selected, attrs):
-    ours = markup.Select(choices=_CHOICES).render("f<", selected, attrs)
-    assert ours == forms.Select(choices=_CHOICES).render("f<", selected, attrs)
-    assert "<script>" not in ours
+@pytest.mark.parametrize("widget", _WIDGETS, ids=lambda w: type(w).__name__)
+@pytest.mark.parametrize("attrs", [None, {"id": "id_f"}, {"id": HOSTILE, "data-x": True, "hidden": False}])
+def test_the_form_renderer_writes_djangos_widgets_byte_for_byte(widget, attrs):
+    ours, djangos = markup.FormRenderer(), DjangoTemplates()
+    for val in _VALUES:
+        expected = widget.render("f<", val, attrs, djangos)
+        assert widget.render("f<", val, attrs, ours) == expected, val
+        assert "<script>" not in expected
 
 
-def test_the_filter_forms_selects_are_djangos(demo):
-    """The inbox's and the conversation list's filter forms, bound to what a person may send."""
+def test_other_templates_render_as_before():
+    """Radio buttons, a select whose options have a template of their own, error lists: the templates."""
+
+    class OwnOption(forms.Select):
+        option_template_name = "django/forms/widgets/radio_option.html"
+
+    ours, djangos = markup.FormRenderer(), DjangoTemplates()
+    for widget in (forms.RadioSelect(choices=_CHOICES), OwnOption(choices=_CHOICES), forms.ClearableFileInput()):
+        assert widget.render("f", "open", {"id": "x"}, ours) == widget.render("f", "open", {"id": "x"}, djangos)
+    errors = forms.utils.ErrorList([HOSTILE], renderer=ours)
+    assert str(errors) == str(forms.utils.ErrorList([HOSTILE], renderer=djangos))
+
+
+def test_the_pages_forms_are_djangos(demo, settings):
+    """The inbox's and the conversation list's filter forms and the ticket page's decision forms,
+    bound to what a person may send (errors included), with the settings' renderer."""
+    from django.forms.renderers import get_default_renderer
+
     from agents_app.forms import SessionFilterForm
-    from approvals.forms import InboxFilterForm
+    from approvals.forms import ApproveForm, InboxFilterForm, RejectForm, UpdateForm
 
-    for data in [{}, {"status": "closed", "kind": "input", "sort": "oldest"}, {"status": HOSTILE, "agent": HOSTILE}]:
-        for form in (InboxFilterForm(data), SessionFilterForm(data, agents=["a", HOSTILE])):
+    assert type(get_default_renderer()) is markup.FormRenderer
+    for data in [{}, {"status": "closed", "kind": "input", "sort": "oldest", "q": HOSTILE}, {"status": HOSTILE}]:
+        for form in (
+            InboxFilterForm(data),
+            SessionFilterForm(data, agents=["a", HOSTILE]),
+            RejectForm(data, prefix="reject"),
+            UpdateForm(data, prefix="update", initial={"args_hash": HOSTILE}),
+            ApproveForm(data, prefix="approve"),
+        ):
             for field in form:
-                widget = field.field.widget
-                if isinstance(widget, markup.Select):
-                    ours = str(field)
-                    field.field.widget = forms.Select(choices=widget.choices, attrs=widget.attrs)
-                    assert ours == str(field), (data, field.name)
-    assert isinstance(InboxFilterForm().fields["status"].widget, markup.Select)
-    assert isinstance(SessionFilterForm(agents=[]).fields["agent"].widget, markup.Select)
+                ours = str(field)
+                form.renderer = DjangoTemplates()
+                assert ours == str(field), (data, field.name)
+                form.renderer = markup.FormRenderer()
