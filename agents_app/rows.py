@@ -7,10 +7,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 from django.template.defaultfilters import truncatechars
-from django.urls import reverse
 from django.utils.safestring import SafeString, mark_safe
 
-from adkweb.markup import date, oob_attr, timesince, value
+from adkweb.markup import date, oob_attr, timesince, url_for_pk, value
 
 
 def session_row(s: Any, oob: Any = "") -> SafeString:
@@ -18,7 +17,7 @@ def session_row(s: Any, oob: Any = "") -> SafeString:
     from .selectors import SESSION_STATUSES
 
     when = epoch(s.update_time)
-    url = value(reverse("agents_app:session-detail", args=[s.pk]))
+    url = value(url_for_pk("agents_app:session-detail", s.pk))
     return mark_safe(
         f'<tr id="session-row-{value(s.pk)}"{oob_attr(oob)}>\n'
         f'  <td data-label="Agent"><a href="{url}">{value(s.app_name)}</a></td>\n'

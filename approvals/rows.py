@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
-from django.urls import reverse
+from django.utils.encoding import force_str
 from django.utils.safestring import SafeString, mark_safe
 
-from adkweb.markup import date, oob_attr, timesince, timeuntil, value
+from adkweb.markup import date, oob_attr, timesince, timeuntil, url_for_pk, value
 
 
 def inbox_row(ticket: Any, oob: Any = "") -> SafeString:
@@ -18,9 +19,10 @@ def inbox_row(ticket: Any, oob: Any = "") -> SafeString:
     from .selectors import ticket_approvals
 
     pk, is_open = value(ticket.pk), ticket.is_open
-    url = value(reverse("approvals:ticket", args=[ticket.pk]))
+    url = value(url_for_pk("approvals:ticket", ticket.pk))
     created = ticket.created_at
-    status = f'<span class="chip st-{value(ticket.status)}">{value(ticket.get_status_display())}</span>'
+    label = force_str(_status_labels().get(ticket.status, ticket.status), strings_only=True)  # get_status_display()
+    status = f'<span class="chip st-{value(ticket.status)}">{value(label)}</span>'
     if ticket.required_approvals > 1 and is_open:
         status += (
             f' <span class="quorum">{value(len(ticket_approvals(ticket=ticket)))} of {value(ticket.required_approvals)}'
@@ -48,6 +50,13 @@ def inbox_row(ticket: Any, oob: Any = "") -> SafeString:
         f'  <td data-label="Status">{status}</td>\n'
         "</tr>"
     )
+
+
+@functools.cache
+def _status_labels() -> dict[Any, Any]:
+    from .models import PendingCall
+
+    return dict(PendingCall._meta.get_field("status").flatchoices)
 
 
 def tool_label(ticket: Any) -> str:

@@ -215,3 +215,23 @@ def test_the_pages_forms_are_djangos(demo, settings):
                 form.renderer = DjangoTemplates()
                 assert ours == str(field), (data, field.name)
                 form.renderer = markup.FormRenderer()
+
+
+def test_url_for_pk_is_reverse():
+    """Rows' links, reversed once per process and script prefix: the URLs reverse() gives, under
+    another script prefix too; what is not an integer pk is reversed as usual."""
+    from django.urls import NoReverseMatch, get_script_prefix, reverse, set_script_prefix
+
+    names = ["approvals:ticket", "agents_app:session-detail"]
+    before = get_script_prefix()
+    try:
+        for prefix in ["/", "/sub path/", "/ünï/"]:
+            set_script_prefix(prefix)
+            for name in names:
+                for pk in [0, 1, 7, 123456789, 730_155_500_000_041]:
+                    assert markup.url_for_pk(name, pk) == reverse(name, args=[pk]), (prefix, name, pk)
+                assert markup.url_for_pk(name, "12") == reverse(name, args=["12"])
+                with pytest.raises(NoReverseMatch):
+                    markup.url_for_pk(name, -1)
+    finally:
+        set_script_prefix(before)
