@@ -18,6 +18,8 @@ from datetime import datetime
 from typing import Any
 
 from django.conf import settings
+from django.core.signals import setting_changed
+from django.dispatch import receiver
 from django.forms.renderers import DjangoTemplates
 from django.template.defaultfilters import date as date_filter
 from django.template.defaultfilters import timesince_filter, timeuntil_filter
@@ -26,7 +28,8 @@ from django.utils.dateformat import DateFormat
 from django.utils.formats import localize
 from django.utils.html import conditional_escape
 from django.utils.safestring import SafeData
-from django.utils.timezone import template_localtime  # type: ignore[attr-defined]  # not in django-stubs
+from django.utils.timezone import get_current_timezone, template_localtime  # type: ignore[attr-defined]
+from django.utils.translation import get_language
 
 
 def value(obj: Any) -> str:
@@ -36,8 +39,25 @@ def value(obj: Any) -> str:
         return html.escape(obj)  # django.utils.html.escape's characters, without its lazy-string wrapper
     if kind is int and not settings.USE_THOUSAND_SEPARATOR:
         return str(obj)  # what localize() makes of an int without grouping (numberformat's fast path)
+    if kind is datetime and obj.tzinfo is not None and settings.USE_TZ:
+        # The same instant in the same language and time zone always reads the same (no "now" in it).
+        return _localized_instant(obj, get_language(), get_current_timezone())
+    return _localized(obj)
+
+
+def _localized(obj: Any) -> str:
     obj = localize(template_localtime(obj))
     return conditional_escape(obj if isinstance(obj, str) else str(obj))
+
+
+@functools.lru_cache(maxsize=4096)
+def _localized_instant(obj: datetime, language: str | None, zone: Any) -> str:
+    return _localized(obj)  # called in that language and zone (they are the key, not arguments)
+
+
+@receiver(setting_changed)
+def _formats_changed(**kwargs: Any) -> None:
+    _localized_instant.cache_clear()  # tests change USE_TZ, formats, languages
 
 
 _value = value  # for the form renderer's writers, where `value` names a widget's value

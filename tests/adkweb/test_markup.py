@@ -235,3 +235,20 @@ def test_url_for_pk_is_reverse():
                     markup.url_for_pk(name, -1)
     finally:
         set_script_prefix(before)
+
+
+def test_a_localized_instant_is_the_template_variable_in_each_language_and_zone(settings):
+    """value() keeps an instant's localized text per process: keyed by language and time zone, so
+    each reads its own (asked in turns, so a cached text would show in the wrong one)."""
+    from django.utils import translation
+
+    template = Template("{{ v }}")
+    for _ in range(2):
+        for language in ["en", "de", "fr"]:
+            for zone in ["UTC", "America/New_York", "Asia/Kolkata"]:
+                with translation.override(language), timezone.override(zone):
+                    for when in _INSTANTS:
+                        assert markup.value(when) == template.render(Context({"v": when})), (language, zone, when)
+    settings.USE_TZ = False  # naive rendering: the cached texts are not used
+    with timezone.override("Asia/Kolkata"):
+        assert markup.value(_INSTANTS[0]) == template.render(Context({"v": _INSTANTS[0]}))
