@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.conf import settings
+from django.db.models import JSONField, Value
 
 from adkweb.errors import NotFound
 
@@ -71,12 +72,25 @@ class Menus:
 
 def menus() -> Menus:
     enabled, every, tools = set(code_agents()), set(code_agents()), set(registry.names())
-    for name, on, names in AgentConfig.objects.values_list("name", "enabled", "tools"):
+    remote: set[str] = set()
+    # One query: the configured agents, and the enabled remote apps (marked, with no tools).
+    configured = AgentConfig.objects.order_by().annotate(remote=Value(False))
+    enabled_remote = (
+        RemoteApp.objects.filter(enabled=True)
+        .order_by()
+        .annotate(on=Value(True), no_tools=Value(None, output_field=JSONField()), remote=Value(True))
+    )
+    rows = configured.values_list("name", "enabled", "tools", "remote").union(
+        enabled_remote.values_list("name", "on", "no_tools", "remote"), all=True
+    )
+    for name, on, names, is_remote in rows:
+        if is_remote:
+            remote.add(name)
+            continue
         every.add(name)
         if on:
             enabled.add(name)
         tools.update(t for t in names or [] if isinstance(t, str))
-    remote = set(RemoteApp.objects.filter(enabled=True).values_list("name", flat=True))
     for app_name in code_agents():
         tools.update(_code_tool_names(app_name))
     return Menus(sorted(enabled | remote), sorted(every | remote), sorted(tools))

@@ -105,3 +105,26 @@ def __getattr__(name: str):
     if name == "CODE_AGENT":
         return _code_agent()
     raise AttributeError(name)
+
+
+def test_menus_read_configured_agents_and_remote_apps_in_one_query(demo):
+    """The filter menus (inbox, conversation list): configured agents (enabled or not, their tools,
+    a tool list that is not a list of names ignored) and enabled remote apps (disabled ones left
+    out), in one query."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from agents_app.agents import menus
+    from agents_app.models import RemoteApp
+
+    AgentConfig.objects.create(name="menu_on", tools=["tool_a", 7, "tool_b"])
+    AgentConfig.objects.create(name="menu_off", enabled=False, tools=["tool_c"])
+    for name, enabled in (("remote_on", True), ("remote_off", False)):
+        RemoteApp.objects.create(name=name, base_url="http://127.0.0.1:9", remote_app_name="x", enabled=enabled)
+    with CaptureQueriesContext(connection) as ctx:
+        found = menus()
+    assert len(ctx.captured_queries) == 1
+    assert {"menu_on", "remote_on"} <= set(found.apps) and not {"menu_off", "remote_off"} & set(found.apps)
+    assert {"menu_on", "menu_off", "remote_on"} <= set(found.all_apps) and "remote_off" not in found.all_apps
+    assert {"tool_a", "tool_b", "tool_c"} <= set(found.tools) and "7" not in found.tools
+    assert found.apps == sorted(found.apps) and found.tools == sorted(found.tools)
