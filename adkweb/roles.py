@@ -57,7 +57,7 @@ def _permissions_sql() -> tuple[str, tuple]:
     from django.contrib.auth.models import Group, Permission
     from django.db.models import Q
 
-    through = get_user_model().user_permissions.through  # type: ignore[attr-defined]
+    through = get_user_model().user_permissions.through
     direct = through.objects.filter(**{f"{through._meta.get_field('user').attname}": _SENTINEL})
     via_groups = Group.permissions.through.objects.filter(group__user=_SENTINEL)
     perms = Permission.objects.filter(
