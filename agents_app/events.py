@@ -177,6 +177,34 @@ def notify_session_status(*, session_pk: int) -> None:
     _quietly("publish_status", session_pk=session_pk)
 
 
+async def anotify_session_status(*, session_pk: int, status: str) -> None:
+    """notify_session_status from async code (the drain's loop), with the status the caller just
+    wrote: the messages leave from the loop, and the page fragment needs no read."""
+    msg = SessionStatusMessage(type="session.status", session_pk=session_pk)
+    await agroup_send(session_group(session_pk), msg)
+    await agroup_send(SESSIONS_GROUP, msg)
+    if _fanout is not None:
+        try:
+            await _fanout.apublish_status(session_pk=session_pk, status=status)
+        except Exception:
+            logger.warning("Could not render the live status of session %s.", session_pk, exc_info=True)
+
+
+async def anotify_turn_finished(*, session_pk: int, turn_id: int, status: str) -> None:
+    """notify_turn_finished from async code (the drain's loop)."""
+    msg = TurnFinishedMessage(type="turn.finished", session_pk=session_pk, turn_id=turn_id, status=status)
+    await agroup_send(session_group(session_pk), msg)
+    if _fanout is None:
+        return
+    if status != "done":  # a failed turn's error line is read and rendered on a thread
+        await sync_to_async(_quietly)("publish_turn_finished", session_pk=session_pk, turn_id=turn_id, status=status)
+        return
+    try:
+        await _fanout.apublish_turn_done(session_pk=session_pk, turn_id=turn_id)
+    except Exception:
+        logger.warning("Could not publish the end of turn %s.", turn_id, exc_info=True)
+
+
 @batched()
 def notify_turn_finished(*, session_pk: int, turn_id: int, status: str) -> None:
     group_send(

@@ -32,7 +32,7 @@ from typing import Any
 
 from django.template.loader import render_to_string
 
-from adkweb.live import agroup_send, group_send, groups_watched
+from adkweb.live import agroup_send, agroups_watched, group_send, groups_watched
 from adkweb.roles import is_approver
 
 DETAIL = "agents_app/session_detail.html"
@@ -164,6 +164,27 @@ def publish_status(*, session_pk: int) -> None:
     if watched:
         status = selectors.session_status(session_pk=session_pk)
         _to_all(session_pk, {"type": "live.status", "html": status_html(status), "status": status}, watched)
+
+
+async def apublish_status(*, session_pk: int, status: str) -> None:
+    """publish_status from async code, with the status its caller just wrote (nothing to read)."""
+    groups = [audience_group(session_pk, a) for a in AUDIENCES]
+    watched = await agroups_watched(groups)
+    if watched:
+        message = {"type": "live.status", "html": status_html(status), "status": status}
+        for group in groups:
+            if group in watched:
+                await agroup_send(group, message)
+
+
+async def apublish_turn_done(*, session_pk: int, turn_id: int) -> None:
+    """publish_turn_finished from async code for a turn that ended well (no error line: nothing to read)."""
+    groups = [audience_group(session_pk, a) for a in AUDIENCES]
+    watched = await agroups_watched(groups)
+    message = {"type": "live.turn_finished", "turn_id": turn_id, "error": ""}
+    for group in groups:
+        if group in watched:
+            await agroup_send(group, message)
 
 
 def publish_turn_finished(*, session_pk: int, turn_id: int, status: str) -> None:

@@ -23,17 +23,18 @@ import uuid
 from collections.abc import Coroutine
 from contextlib import aclosing
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 from asgiref.sync import ThreadSensitiveContext, sync_to_async
 from django.conf import settings
-from django.db import connections, transaction
+from django.db import connection, connections, transaction
 from django.utils import timezone
 
 from adkweb.log_context import log_ids
 from adkweb.notify import TURN_FAILED, notify
 
-from . import events, worker_loop
+from . import events, turn_sql, worker_loop
 from .config_history import current_version_id, turn_config_record
 from .leases import Heartbeat, Lease, LeaseLost, current_lease, lease_acquire, lease_release
 from .models import AdkSession, StoredEvent, Turn
@@ -230,32 +231,38 @@ async def _within_time_limit(run: Coroutine[Any, Any, None]) -> None:
         raise
 
 
-async def turn_execute(turn: Turn, lease: Lease) -> bool:
-    """Run, resume or close one claimed turn; False when the drain must stop (lease lost, or an
-    outage of the database or broker: the sweeper brings the turn back later, to be resumed)."""
+# What `turn_execute` tells the drain: go on with the next turn, stop, or (with `finish_done=False`)
+# the turn ran to its end and is owed its DONE by the caller (agents_app.turn_sql.done_next).
+NEXT, STOP, RAN = "next", "stop", "ran"
+
+
+async def turn_execute(turn: Turn, lease: Lease, *, finish_done: bool = True) -> str:
+    """Run, resume or close one claimed turn: NEXT, or STOP when the drain must stop (lease lost, or
+    an outage of the database or broker: the sweeper brings the turn back later, to be resumed), or
+    RAN when it ran to its end and `finish_done` is False (the caller marks it done)."""
     with log_ids(turn=turn.pk, session=turn.session_id):  # on every line logged meanwhile
-        return await _turn_execute(turn, lease)
+        return await _turn_execute(turn, lease, finish_done)
 
 
-async def _turn_execute(turn: Turn, lease: Lease) -> bool:
+async def _turn_execute(turn: Turn, lease: Lease, finish_done: bool) -> str:
     from google.adk.errors._stale_session_error import StaleSessionError
 
     db = sync_to_async
     try:
-        plan = await db(turn_plan)(turn)
+        plan = await db(turn_plan)(turn) if turn.invocation_id else Plan("run")  # no hop when nothing is stored
         if plan.action in ("done", "failed"):
             logger.info("Turn %s: its invocation already ended (%s); closing it, not resuming.", turn.pk, plan.action)
             await db(turn_finish)(turn.pk, plan.action, plan.error, lease)
-            return True
+            return NEXT
         await turn_run(turn, resume=plan.action == "resume", lease=lease)
     except LeaseLost:
         logger.warning("Turn %s: lease lost; leaving the turn to the worker that owns it now.", turn.pk)
-        return False
+        return STOP
     except StaleSessionError:
         if turn.attempts < settings.ADKWEB_MAX_TURN_ATTEMPTS:
             logger.info("Turn %s hit a stale session; resuming it after reload.", turn.pk)
             await db(turn_requeue)(turn.pk, lease)
-            return True
+            return NEXT
         msg = "The session kept changing under this turn (stale session)."
         await db(turn_finish)(turn.pk, Turn.Status.FAILED, msg, lease)
     except TurnTimedOut as exc:
@@ -264,12 +271,14 @@ async def _turn_execute(turn: Turn, lease: Lease) -> bool:
         if _is_outage(exc):
             logger.warning("Turn %s cut short by an outage; it will be resumed.", turn.pk, exc_info=True)
             await db(_requeue_quietly)(turn.pk, lease)
-            return False
+            return STOP
         logger.warning("Turn %s failed", turn.pk, exc_info=True)  # a tool or model error must not wedge the session
         await db(turn_finish)(turn.pk, Turn.Status.FAILED, _describe(exc), lease)
     else:
+        if not finish_done:
+            return RAN
         await db(turn_finish)(turn.pk, Turn.Status.DONE, "", lease)
-    return True
+    return NEXT
 
 
 def session_turns_run(session_pk: int) -> int:
@@ -280,28 +289,102 @@ def session_turns_run(session_pk: int) -> int:
 
 
 async def _drain(session_pk: int) -> int:
-    db = sync_to_async
     owner = uuid.uuid4().hex
-    ran = 0
     async with ThreadSensitiveContext(executor=worker_loop.db_executor()):
         try:
-            while await db(lease_acquire)(session_pk, owner):
-                lease = Lease(session_pk, owner)
-                go_on = True
-                try:
-                    with Heartbeat(lease) as heartbeat:
-                        while go_on and (turn := await db(turn_claim_next)(session_pk)) is not None:
-                            heartbeat.turn_started()
-                            ran += 1
-                            go_on = await turn_execute(turn, lease)
-                finally:
-                    await db(lease_release)(session_pk, owner)
-                # A turn queued between our last look and the release would otherwise wait for the sweeper.
-                if not go_on or not await db(_owed)(session_pk):
-                    break
+            if await sync_to_async(_on_postgresql)():
+                return await _drain_pg(session_pk, owner)
+            return await _drain_orm(session_pk, owner)
         finally:
-            await db(connections.close_all)()  # back to the pool between drains
+            await sync_to_async(connections.close_all)()  # back to the pool between drains
+
+
+def _on_postgresql() -> bool:
+    return connection.vendor == "postgresql"
+
+
+async def _drain_orm(session_pk: int, owner: str) -> int:
+    db = sync_to_async
+    ran = 0
+    while await db(lease_acquire)(session_pk, owner):
+        lease = Lease(session_pk, owner)
+        go_on = True
+        try:
+            with Heartbeat(lease) as heartbeat:
+                while go_on and (turn := await db(turn_claim_next)(session_pk)) is not None:
+                    heartbeat.turn_started()
+                    ran += 1
+                    go_on = await turn_execute(turn, lease) == NEXT
+        finally:
+            await db(lease_release)(session_pk, owner)
+        # A turn queued between our last look and the release would otherwise wait for the sweeper.
+        if not go_on or not await db(_owed)(session_pk):
+            break
     return ran
+
+
+async def _drain_pg(session_pk: int, owner: str) -> int:
+    """As `_drain_orm`, with the lease, the claims and a turn's DONE in one round trip each
+    (agents_app.turn_sql): `start` takes the lease and claims, `done_next` finishes the turn, claims
+    the next and releases the lease when nothing is owed, under the session row's lock. A turn found
+    still running (its worker died), and any turn that does not end DONE, take the ORM path."""
+    db = sync_to_async
+    ran = 0
+    while True:
+        started = await db(_start)(session_pk, owner)
+        if not started.leased:
+            break
+        lease = Lease(session_pk, owner)
+        go_on, released = True, False
+        try:
+            with Heartbeat(lease) as heartbeat:
+                turn = started.turn
+                if turn is not None:
+                    await events.anotify_session_status(session_pk=session_pk, status="running")
+                elif started.orphan:
+                    turn = await db(turn_claim_next)(session_pk)
+                while go_on and turn is not None:
+                    heartbeat.turn_started()
+                    ran += 1
+                    outcome = await turn_execute(turn, lease, finish_done=False)
+                    go_on = outcome != STOP
+                    if outcome == RAN:
+                        done = await db(_done_next)(turn, lease)
+                        if not done.leased:
+                            lease.lost = True
+                            logger.warning("Turn %s: lease lost before it was marked done.", turn.pk)
+                            go_on = False
+                            break
+                        if not done.finished:  # not running any more: the checked path says why
+                            await db(turn_finish)(turn.pk, Turn.Status.DONE, "", lease)
+                        else:
+                            await events.anotify_turn_finished(session_pk=session_pk, turn_id=turn.pk, status="done")
+                            await events.anotify_session_status(session_pk=session_pk, status=done.status)
+                            released = done.released
+                            if done.turn is not None or done.orphan or released:
+                                turn = done.turn
+                                if turn is None and done.orphan:
+                                    turn = await db(turn_claim_next)(session_pk)
+                                continue
+                    turn = await db(turn_claim_next)(session_pk) if go_on else None
+        finally:
+            if not released:
+                await db(lease_release)(session_pk, owner)
+        if released or not go_on or not await db(_owed)(session_pk):
+            break
+    return ran
+
+
+def _start(session_pk: int, owner: str) -> turn_sql.Started:
+    now = timezone.now()
+    until = now + timedelta(seconds=settings.ADKWEB_SESSION_LEASE_SECONDS)
+    return turn_sql.start(session_pk=session_pk, owner=owner, until=until, now=now)
+
+
+def _done_next(turn: Turn, lease: Lease) -> turn_sql.DoneNext:
+    now = timezone.now()
+    until = now + timedelta(seconds=settings.ADKWEB_SESSION_LEASE_SECONDS)
+    return turn_sql.done_next(turn_id=turn.pk, session_pk=lease.session_pk, owner=lease.owner, until=until, now=now)
 
 
 def _owed(session_pk: int) -> bool:

@@ -1,0 +1,142 @@
+"""The drain's bookkeeping on PostgreSQL in one round trip each (agents_app.runner uses it there).
+
+A drain used to take its lease, claim a turn, finish it, claim the next, release the lease and
+look again for owed work in some fourteen statements and five transactions (each BEGIN and
+COMMIT a round trip of its own), the ORM compiling most of them every turn. Here:
+
+    start        take the lease (only when the session owes work) and claim its oldest queued turn
+    done_next    the running turn done, the next queued turn claimed (or the lease released when
+                 nothing is owed), the session's stored status written (agents_app.session_status)
+
+Each is sent as two statements in one query string (the simple query protocol: Django's psycopg
+cursors bind parameters on the client), which PostgreSQL runs as one implicit transaction, rolled
+back as a whole if either fails. The first statement locks the session row (FOR NO KEY UPDATE); the
+second takes its snapshot once the lock is granted, so it sees every transaction that committed
+before (the rule agents_app.session_status keeps: the last transaction to touch a session's turns
+and tickets writes its status from everything committed). Whoever queues a turn takes that row
+lock in the same transaction (session_status's `_now_running`): so a turn queued while `done_next`
+waits for the lock is seen and claimed, and one queued after it released the lease is enqueued
+after that commit and finds the lease free. No second look for owed work is needed.
+
+What these do not handle (a turn still marked running by a worker that died, a turn to fail or to
+requeue) goes through the ORM path in agents_app.runner as before: `start` and `done_next` say so
+(`orphan`, `finished`) rather than decide it.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from django.db import connection
+
+from .models import AdkSession, Turn
+from .session_status import ACTIVE_TURN_STATUSES, OPEN_TICKET_STATUSES
+
+SESSIONS = AdkSession._meta.db_table
+TURNS = Turn._meta.db_table
+TICKETS = "approvals_pendingcall"  # approvals.models.PendingCall (agents_app does not import approvals)
+_ACTIVE = ", ".join(f"'{s}'" for s in ACTIVE_TURN_STATUSES)
+_OPEN = ", ".join(f"'{s}'" for s in OPEN_TICKET_STATUSES)
+_FIELDS = [f for f in Turn._meta.concrete_fields]
+_COLUMNS = ", ".join(f"t.{f.column}" for f in _FIELDS)
+
+_LOCK = f"SELECT id FROM {SESSIONS} WHERE id = %(pk)s FOR NO KEY UPDATE; "
+
+# The oldest queued turn, marked running (its attempt counted), if `gate` holds.
+_CLAIM = (
+    f"c AS (UPDATE {TURNS} t SET status = 'running', attempts = t.attempts + 1, started_at = %(now)s "
+    f"WHERE t.id = (SELECT id FROM {TURNS} WHERE session_id = %(pk)s AND status = 'queued' ORDER BY id LIMIT 1) "
+    "AND t.status = 'queued' AND {gate} RETURNING " + _COLUMNS + ")"
+)
+
+_START = _LOCK + (
+    f"WITH s AS (UPDATE {SESSIONS} SET lease_owner = %(owner)s, lease_expires_at = %(until)s "
+    "WHERE id = %(pk)s AND (lease_owner = '' OR lease_expires_at < %(now)s OR lease_owner = %(owner)s) "
+    f"AND EXISTS (SELECT 1 FROM {TURNS} WHERE session_id = %(pk)s AND status IN ({_ACTIVE})) RETURNING id), "
+    f"o AS (SELECT EXISTS (SELECT 1 FROM {TURNS} WHERE session_id = %(pk)s AND status = 'running') AS orphan), "
+    + _CLAIM.format(gate="EXISTS (SELECT 1 FROM s) AND NOT (SELECT orphan FROM o)")
+    + " SELECT (SELECT count(*) FROM s), (SELECT orphan FROM o), c.* FROM (SELECT 1) one LEFT JOIN c ON true"
+)
+
+# The session's status once turn %(tid)s is %(status)s (session_status.status_expression, with that
+# turn's new status put in by hand: a statement does not see its own changes).
+_STATUS = (
+    f"CASE WHEN EXISTS (SELECT 1 FROM {TURNS} WHERE session_id = %(pk)s AND status IN ({_ACTIVE}) "
+    "AND id <> %(tid)s) THEN 'running' "
+    f"WHEN EXISTS (SELECT 1 FROM {TICKETS} WHERE session_id = %(pk)s AND status IN ({_OPEN})) THEN 'waiting' "
+    f"WHEN (SELECT CASE WHEN id = %(tid)s THEN %(status)s ELSE status END FROM {TURNS} WHERE session_id = %(pk)s "
+    "ORDER BY created_at DESC, id DESC LIMIT 1) = 'failed' THEN 'failed' ELSE 'idle' END"
+)
+
+_DONE_NEXT = _LOCK + (
+    f"WITH s AS (SELECT id FROM {SESSIONS} WHERE id = %(pk)s AND lease_owner = %(owner)s), "
+    f"f AS (UPDATE {TURNS} SET status = %(status)s, error = '', finished_at = %(now)s WHERE id = %(tid)s "
+    "AND session_id = %(pk)s AND status = 'running' AND EXISTS (SELECT 1 FROM s) RETURNING id), "
+    f"o AS (SELECT EXISTS (SELECT 1 FROM {TURNS} WHERE session_id = %(pk)s AND status = 'running' "
+    "AND id <> %(tid)s) AS orphan), "
+    + _CLAIM.format(gate="EXISTS (SELECT 1 FROM f) AND NOT (SELECT orphan FROM o)")
+    + f", st AS (SELECT {_STATUS} AS now), "
+    f"u AS (UPDATE {SESSIONS} SET status = st.now, "
+    "lease_owner = CASE WHEN EXISTS (SELECT 1 FROM c) OR (SELECT orphan FROM o) THEN lease_owner ELSE '' END, "
+    "lease_expires_at = CASE WHEN EXISTS (SELECT 1 FROM c) OR (SELECT orphan FROM o) THEN %(until)s ELSE NULL END "
+    f"FROM st WHERE {SESSIONS}.id = %(pk)s AND EXISTS (SELECT 1 FROM f) RETURNING 1) "
+    "SELECT (SELECT count(*) FROM s), (SELECT count(*) FROM f), (SELECT orphan FROM o), (SELECT now FROM st), "
+    "(SELECT count(*) FROM u), c.* FROM (SELECT 1) one LEFT JOIN c ON true"
+)
+
+
+@dataclass(frozen=True)
+class Started:
+    leased: bool  # the lease is ours now (the session owes work)
+    orphan: bool  # a turn is still marked running (its worker died): claim through the ORM path
+    turn: Turn | None  # the turn claimed, marked running
+
+
+@dataclass(frozen=True)
+class DoneNext:
+    leased: bool  # False: another worker owns the session now; nothing was changed
+    finished: bool  # False: the turn was not running (nothing changed): let the ORM path say why
+    orphan: bool  # another turn is marked running: the lease is kept, claim through the ORM path
+    status: str  # the session's stored status now
+    released: bool  # nothing owed: the lease was released in the same transaction
+    turn: Turn | None  # the next turn, claimed
+
+
+def _run(sql: str, params: dict[str, Any]) -> tuple:
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        cursor.nextset()  # the second statement's row
+        row = cursor.fetchone()
+    assert row is not None
+    return row
+
+
+def _turn(values: tuple) -> Turn | None:
+    if values[0] is None:
+        return None
+    converted = [
+        json.loads(v) if isinstance(v, str | bytes) and f.get_internal_type() == "JSONField" else v
+        for f, v in zip(_FIELDS, values, strict=True)
+    ]
+    return Turn.from_db(connection.alias, [f.attname for f in _FIELDS], converted)
+
+
+def start(*, session_pk: int, owner: str, until: datetime, now: datetime) -> Started:
+    """Take the session's lease if it owes work and is free (or ours), and claim its oldest queued
+    turn unless one is still marked running."""
+    row = _run(_START, {"pk": session_pk, "owner": owner, "until": until, "now": now})
+    return Started(leased=bool(row[0]), orphan=bool(row[1]), turn=_turn(row[2:]))
+
+
+def done_next(*, turn_id: int, session_pk: int, owner: str, until: datetime, now: datetime) -> DoneNext:
+    """Turn `turn_id` (running, under our lease) done; the next queued turn claimed, or the lease
+    released when nothing is owed; the session's status written. All or nothing."""
+    params = {"pk": session_pk, "owner": owner, "until": until, "now": now, "tid": turn_id, "status": "done"}
+    row = _run(_DONE_NEXT, params)
+    leased, finished, orphan, status, wrote = bool(row[0]), bool(row[1]), bool(row[2]), row[3], bool(row[4])
+    turn = _turn(row[5:])
+    released = wrote and turn is None and not orphan
+    return DoneNext(leased, finished, orphan, status, released, turn)
