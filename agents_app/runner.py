@@ -35,7 +35,7 @@ from adkweb.log_context import log_ids
 from adkweb.notify import TURN_FAILED, notify
 
 from . import events, turn_sql, worker_loop
-from .config_history import current_version_id, turn_config_record
+from .config_history import current_version_id
 from .leases import Heartbeat, Lease, LeaseLost, current_lease, lease_acquire, lease_release
 from .models import AdkSession, StoredEvent, Turn
 from .run_cache import app_for_run, runner_for
@@ -80,11 +80,18 @@ def turn_claim_next(session_pk: int) -> Turn | None:
     return turn
 
 
-def _turn_finish(turn: Turn, status: str, error: str = "") -> None:
+_KEEP: Any = object()  # turn_finish: the turn's configuration version stays as stored
+
+
+def _turn_finish(turn: Turn, status: str, error: str = "", config_version: Any = _KEEP) -> None:
     turn.status = status
     turn.error = error
     turn.finished_at = timezone.now()
-    turn.save(update_fields=["status", "error", "finished_at"])
+    fields = ["status", "error", "finished_at"]
+    if config_version is not _KEEP:
+        turn.config_version_id = config_version
+        fields.append("config_version")
+    turn.save(update_fields=fields)
     session_pk, turn_id = turn.session_id, turn.pk
     if status == Turn.Status.FAILED:
         notify(TURN_FAILED, turn=turn, data={"error": error})  # webhooks; sent by Celery after commit
@@ -107,9 +114,13 @@ def _hold(lease: Lease | None) -> None:
 
 
 @transaction.atomic
-def turn_finish(turn_id: int, status: str, error: str = "", lease: Lease | None = None) -> None:
+def turn_finish(
+    turn_id: int, status: str, error: str = "", lease: Lease | None = None, config_version: Any = _KEEP
+) -> None:
+    """Close a turn (in a transaction, the lease checked); `config_version`: the agent configuration
+    version its run was built from (recorded with its end, in the same write)."""
     _hold(lease)
-    _turn_finish(Turn.objects.select_for_update().get(pk=turn_id), status, error)
+    _turn_finish(Turn.objects.select_for_update().get(pk=turn_id), status, error, config_version)
 
 
 @transaction.atomic
@@ -156,7 +167,8 @@ class _Prepared:
 
 def _prepare(turn: Turn) -> _Prepared:
     """A turn's start in one database hop: its session, the runner (built only when the agent's
-    configuration changed) and the configuration version recorded on the turn."""
+    configuration changed) and the configuration version it runs, kept on `turn` until the write
+    that ends it (turn_finish, turn_sql.done_next) records it."""
     from .agents import remote_app
 
     session = AdkSession.objects.get(pk=turn.session_id)
@@ -167,7 +179,7 @@ def _prepare(turn: Turn) -> _Prepared:
             app_for_run(session.app_name)  # raises why
         return _Prepared(session, remote=remote)
     runner, config_version = found
-    turn_config_record(turn_id=turn.pk, version_id=config_version)
+    turn.config_version_id = config_version  # recorded when the turn ends, in the same write
     return _Prepared(session, runner=runner)
 
 
@@ -264,20 +276,20 @@ async def _turn_execute(turn: Turn, lease: Lease, finish_done: bool) -> str:
             await db(turn_requeue)(turn.pk, lease)
             return NEXT
         msg = "The session kept changing under this turn (stale session)."
-        await db(turn_finish)(turn.pk, Turn.Status.FAILED, msg, lease)
+        await db(turn_finish)(turn.pk, Turn.Status.FAILED, msg, lease, turn.config_version_id)
     except TurnTimedOut as exc:
-        await db(turn_finish)(turn.pk, Turn.Status.FAILED, str(exc), lease)
+        await db(turn_finish)(turn.pk, Turn.Status.FAILED, str(exc), lease, turn.config_version_id)
     except Exception as exc:
         if _is_outage(exc):
             logger.warning("Turn %s cut short by an outage; it will be resumed.", turn.pk, exc_info=True)
             await db(_requeue_quietly)(turn.pk, lease)
             return STOP
         logger.warning("Turn %s failed", turn.pk, exc_info=True)  # a tool or model error must not wedge the session
-        await db(turn_finish)(turn.pk, Turn.Status.FAILED, _describe(exc), lease)
+        await db(turn_finish)(turn.pk, Turn.Status.FAILED, _describe(exc), lease, turn.config_version_id)
     else:
         if not finish_done:
             return RAN
-        await db(turn_finish)(turn.pk, Turn.Status.DONE, "", lease)
+        await db(turn_finish)(turn.pk, Turn.Status.DONE, "", lease, turn.config_version_id)
     return NEXT
 
 
@@ -356,7 +368,7 @@ async def _drain_pg(session_pk: int, owner: str) -> int:
                             go_on = False
                             break
                         if not done.finished:  # not running any more: the checked path says why
-                            await db(turn_finish)(turn.pk, Turn.Status.DONE, "", lease)
+                            await db(turn_finish)(turn.pk, Turn.Status.DONE, "", lease, turn.config_version_id)
                         else:
                             await events.anotify_turn_finished(session_pk=session_pk, turn_id=turn.pk, status="done")
                             await events.anotify_session_status(session_pk=session_pk, status=done.status)
@@ -384,7 +396,14 @@ def _start(session_pk: int, owner: str) -> turn_sql.Started:
 def _done_next(turn: Turn, lease: Lease) -> turn_sql.DoneNext:
     now = timezone.now()
     until = now + timedelta(seconds=settings.ADKWEB_SESSION_LEASE_SECONDS)
-    return turn_sql.done_next(turn_id=turn.pk, session_pk=lease.session_pk, owner=lease.owner, until=until, now=now)
+    return turn_sql.done_next(
+        turn_id=turn.pk,
+        session_pk=lease.session_pk,
+        owner=lease.owner,
+        until=until,
+        now=now,
+        config_version=turn.config_version_id,
+    )
 
 
 def _owed(session_pk: int) -> bool:

@@ -5,8 +5,9 @@ look again for owed work in some fourteen statements and five transactions (each
 COMMIT a round trip of its own), the ORM compiling most of them every turn. Here:
 
     start        take the lease (only when the session owes work) and claim its oldest queued turn
-    done_next    the running turn done, the next queued turn claimed (or the lease released when
-                 nothing is owed), the session's stored status written (agents_app.session_status)
+    done_next    the running turn done (with the agent configuration version it ran with), the
+                 next queued turn claimed (or the lease released when nothing is owed), the
+                 session's stored status written (agents_app.session_status)
 
 Each is sent as two statements in one query string (the simple query protocol: Django's psycopg
 cursors bind parameters on the client), which PostgreSQL runs as one implicit transaction, rolled
@@ -73,7 +74,8 @@ _STATUS = (
 
 _DONE_NEXT = _LOCK + (
     f"WITH s AS (SELECT id FROM {SESSIONS} WHERE id = %(pk)s AND lease_owner = %(owner)s), "
-    f"f AS (UPDATE {TURNS} SET status = %(status)s, error = '', finished_at = %(now)s WHERE id = %(tid)s "
+    f"f AS (UPDATE {TURNS} SET status = %(status)s, error = '', finished_at = %(now)s, "
+    "config_version_id = %(version)s WHERE id = %(tid)s "
     "AND session_id = %(pk)s AND status = 'running' AND EXISTS (SELECT 1 FROM s) RETURNING id), "
     f"o AS (SELECT EXISTS (SELECT 1 FROM {TURNS} WHERE session_id = %(pk)s AND status = 'running' "
     "AND id <> %(tid)s) AS orphan), "
@@ -131,10 +133,14 @@ def start(*, session_pk: int, owner: str, until: datetime, now: datetime) -> Sta
     return Started(leased=bool(row[0]), orphan=bool(row[1]), turn=_turn(row[2:]))
 
 
-def done_next(*, turn_id: int, session_pk: int, owner: str, until: datetime, now: datetime) -> DoneNext:
-    """Turn `turn_id` (running, under our lease) done; the next queued turn claimed, or the lease
-    released when nothing is owed; the session's status written. All or nothing."""
-    params = {"pk": session_pk, "owner": owner, "until": until, "now": now, "tid": turn_id, "status": "done"}
+def done_next(
+    *, turn_id: int, session_pk: int, owner: str, until: datetime, now: datetime, config_version: int | None = None
+) -> DoneNext:
+    """Turn `turn_id` (running, under our lease) done, with the agent configuration version it ran
+    with; the next queued turn claimed, or the lease released when nothing is owed; the session's
+    status written. All or nothing."""
+    params: dict[str, Any] = {"pk": session_pk, "owner": owner, "until": until, "now": now, "tid": turn_id}
+    params.update(status="done", version=config_version)
     row = _run(_DONE_NEXT, params)
     leased, finished, orphan, status, wrote = bool(row[0]), bool(row[1]), bool(row[2]), row[3], bool(row[4])
     turn = _turn(row[5:])

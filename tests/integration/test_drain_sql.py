@@ -17,7 +17,7 @@ from google.adk.events.event import Event
 from google.genai import types
 
 from agents_app import turn_sql
-from agents_app.models import AdkSession, Turn
+from agents_app.models import AdkSession, AgentConfigVersion, Turn
 from agents_app.session_service import DjangoSessionService
 from agents_app.session_status import status_expression
 from approvals.models import PendingCall
@@ -49,10 +49,11 @@ def _start(row: AdkSession, owner: str = "me") -> turn_sql.Started:
     return turn_sql.start(session_pk=row.pk, owner=owner, until=now + timedelta(seconds=30), now=now)
 
 
-def _done_next(turn: Turn, owner: str = "me") -> turn_sql.DoneNext:
+def _done_next(turn: Turn, owner: str = "me", version: int | None = None) -> turn_sql.DoneNext:
     now = timezone.now()
+    until = now + timedelta(seconds=30)
     return turn_sql.done_next(
-        turn_id=turn.pk, session_pk=turn.session_id, owner=owner, until=now + timedelta(seconds=30), now=now
+        turn_id=turn.pk, session_pk=turn.session_id, owner=owner, until=until, now=now, config_version=version
     )
 
 
@@ -113,7 +114,9 @@ def test_done_next_claims_the_next_turn_and_keeps_the_lease():
     row = _session()
     first, second = _turn(row), _turn(row)
     _start(row)
-    done = _done_next(first)
+    version = AgentConfigVersion.objects.create(agent_name=APP, version=1, config={})
+    done = _done_next(first, version=version.pk)  # the configuration version it ran with, in the same write
+    assert Turn.objects.get(pk=first.pk).config_version_id == version.pk
     assert done.leased and done.finished and not done.released and done.status == "running"
     assert done.turn is not None and done.turn.pk == second.pk and done.turn.status == "running"
     assert Turn.objects.get(pk=first.pk).status == "done" and Turn.objects.get(pk=first.pk).finished_at
