@@ -19,6 +19,10 @@ lock in the same transaction (session_status's `_now_running`): so a turn queued
 waits for the lock is seen and claimed, and one queued after it released the lease is enqueued
 after that commit and finds the lease free. No second look for owed work is needed.
 
+A turn's started_at and finished_at are stamped as its row is written, once the locks are held
+(clock_timestamp(), this host's clock as the ORM's timezone.now() is), where the ORM path stamped
+them after its locking reads: the queue and run stages (bench/turn_path.py) mean the same on both.
+
 What these do not handle (a turn still marked running by a worker that died, a turn to fail or to
 requeue) goes through the ORM path in agents_app.runner as before: `start` and `done_next` say so
 (`orphan`, `finished`) rather than decide it.
@@ -48,7 +52,7 @@ _LOCK = f"SELECT id FROM {SESSIONS} WHERE id = %(pk)s FOR NO KEY UPDATE; "
 
 # The oldest queued turn, marked running (its attempt counted), if `gate` holds.
 _CLAIM = (
-    f"c AS (UPDATE {TURNS} t SET status = 'running', attempts = t.attempts + 1, started_at = %(now)s "
+    f"c AS (UPDATE {TURNS} t SET status = 'running', attempts = t.attempts + 1, started_at = clock_timestamp() "
     f"WHERE t.id = (SELECT id FROM {TURNS} WHERE session_id = %(pk)s AND status = 'queued' ORDER BY id LIMIT 1) "
     "AND t.status = 'queued' AND {gate} RETURNING " + _COLUMNS + ")"
 )
@@ -74,7 +78,7 @@ _STATUS = (
 
 _DONE_NEXT = _LOCK + (
     f"WITH s AS (SELECT id FROM {SESSIONS} WHERE id = %(pk)s AND lease_owner = %(owner)s), "
-    f"f AS (UPDATE {TURNS} SET status = %(status)s, error = '', finished_at = %(now)s, "
+    f"f AS (UPDATE {TURNS} SET status = %(status)s, error = '', finished_at = clock_timestamp(), "
     "config_version_id = %(version)s WHERE id = %(tid)s "
     "AND session_id = %(pk)s AND status = 'running' AND EXISTS (SELECT 1 FROM s) RETURNING id), "
     f"o AS (SELECT EXISTS (SELECT 1 FROM {TURNS} WHERE session_id = %(pk)s AND status = 'running' "
