@@ -5,8 +5,10 @@ ADK session in memory shows was not long-running, is stored without looking for 
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import pytest
 from asgiref.sync import sync_to_async
@@ -43,15 +45,28 @@ def _response(call_id: str, name: str, response: dict) -> Event:
 
 
 @contextmanager
-def statements(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
-    """Every statement any thread runs meanwhile (the store runs in sync_to_async's thread)."""
-    seen: list[str] = []
-    real = CursorWrapper.execute
-    monkeypatch.setattr(
-        CursorWrapper, "execute", lambda self, sql, params=None: seen.append(sql) or real(self, sql, params)
-    )
-    yield seen
+def statements(monkeypatch: pytest.MonkeyPatch, service: DjangoSessionService) -> Iterator[list[str]]:
+    """The statements the service's appends run meanwhile: those of the thread its `_store_event`
+    runs in (sync_to_async's), not another test's leftover worker threads."""
+    seen: list[tuple[int, str]] = []
+    store_threads: set[int] = set()
+    real_execute, real_store = CursorWrapper.execute, service._store_event
+
+    def store(*args: Any, **kwargs: Any) -> Any:
+        store_threads.add(threading.get_ident())
+        return real_store(*args, **kwargs)
+
+    def execute(self: CursorWrapper, sql: str, params: Any = None) -> Any:
+        seen.append((threading.get_ident(), sql))
+        return real_execute(self, sql, params)
+
+    monkeypatch.setattr(CursorWrapper, "execute", execute)
+    monkeypatch.setattr(service, "_store_event", store)
+    mine: list[str] = []
+    yield mine
     monkeypatch.undo()
+    assert store_threads, "no append ran"
+    mine.extend(sql for thread, sql in seen if thread in store_threads)
 
 
 async def test_an_ordinary_tools_response_is_stored_without_a_ticket_lookup(demo, monkeypatch):
@@ -60,7 +75,7 @@ async def test_an_ordinary_tools_response_is_stored_without_a_ticket_lookup(demo
     await service.append_event(session, _call("lr-1", "ask_for_approval", long_running=True))
     await service.append_event(session, _response("lr-1", "ask_for_approval", {"status": "pending"}))
     await service.append_event(session, _call("plain-1", "reimburse", long_running=False))
-    with statements(monkeypatch) as seen:
+    with statements(monkeypatch, service) as seen:
         await service.append_event(session, _response("plain-1", "reimburse", {"status": "ok"}))
     assert seen and not [sql for sql in seen if "approvals_pendingcall" in sql], seen
     ticket = await PendingCall.objects.aget(call_id="lr-1")
