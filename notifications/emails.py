@@ -17,7 +17,7 @@ from approvals.services import approve_payload, reject_payload
 from approvals.templatetags.approvals_tags import items_readable, tool_label
 
 from . import links
-from .models import Delivery
+from .models import ApprovalLink, Delivery
 from .outcome import Outcome
 from .selectors import preferences_for, unwanted_reason
 
@@ -59,8 +59,9 @@ def _absolute(path: str) -> str:
     return settings.ADKWEB_BASE_URL + path
 
 
-def email_message(delivery: Delivery, link: Any = None) -> EmailMultiAlternatives:
-    """The message for one delivery (one-tap links only when a link is given)."""
+def email_message(delivery: Delivery, link: Any = None, connection: Any = None) -> EmailMultiAlternatives:
+    """The message for one delivery (one-tap links only when a link is given), sent through
+    `connection` (a new one, with EMAIL_TIMEOUT, when none is given)."""
     ticket, event = delivery.ticket, delivery.event
     assert ticket is not None, "email deliveries are about a ticket"
     status = ticket.get_status_display()
@@ -92,18 +93,25 @@ def email_message(delivery: Delivery, link: Any = None) -> EmailMultiAlternative
             "X-Adkweb-Delivery": str(delivery.uuid),
             "X-Adkweb-Event": event.name,
         },
-        connection=get_connection(timeout=settings.EMAIL_TIMEOUT),
+        connection=connection or email_connection(),
     )
     message.attach_alternative(render_to_string(f"{template}.html", ctx), "text/html")
     return message
 
 
-def email_send(delivery: Delivery) -> Outcome:
-    """Send one email; a decider's email carries a fresh one-tap link while the ticket can take one."""
+def email_connection() -> Any:
+    """A connection to the mail server (opened when first used), with EMAIL_TIMEOUT."""
+    return get_connection(timeout=settings.EMAIL_TIMEOUT)
+
+
+def email_prepare(delivery: Delivery) -> Outcome | ApprovalLink | None:
+    """Whether this email still goes out: a skip `Outcome` (the ticket closed, no longer theirs to
+    decide, preferences changed since it was queued), or the fresh one-tap link it carries (a
+    decider's, while the ticket can take one), or None (no link). Writes the link: call it in the
+    transaction that claims the delivery, so a link exists only for an email being sent."""
     ticket, person = delivery.ticket, delivery.recipient
     if ticket is None or person is None:
         return Outcome.skip("The ticket or the person no longer exists.")
-    link = None
     if delivery.role == "decider":  # opened, reminder, escalated: a call to act, stale once it is not
         if ticket.is_closed:
             return Outcome.skip(f"The ticket was {ticket.get_status_display()} before the email went out.")
@@ -115,12 +123,18 @@ def email_send(delivery: Delivery) -> Outcome:
         return Outcome.skip(unwanted)
     if delivery.role == "decider":
         if fits_schema(ticket, approve_payload(ticket)) and fits_schema(ticket, reject_payload(ticket, "reason")):
-            link = links.link_create(ticket=ticket, user=person)
-    delivery.target = person.email or delivery.target
+            return links.link_create(ticket=ticket, user=person)
+    return None
+
+
+def email_deliver(delivery: Delivery, link: ApprovalLink | None, connection: Any = None) -> Outcome:
+    """Send one prepared email; its link is deleted if it could not be sent (no live link for it)."""
+    assert delivery.recipient is not None, "a prepared email has a recipient"
+    delivery.target = delivery.recipient.email or delivery.target
     try:
-        email_message(delivery, link).send(fail_silently=False)
+        email_message(delivery, link, connection).send(fail_silently=False)
     except Exception:
         if link is not None:
-            link.delete()  # never sent: no live link should exist for it
+            link.delete()
         raise
     return Outcome(ok=True)

@@ -1,20 +1,23 @@
-"""One attempt of one delivery: claim it (so a duplicate task cannot send it twice), send, record
-the attempt, and say when to try again (exponential backoff from ADKWEB_NOTIFY_RETRY_DELAYS)."""
+"""Attempts of deliveries: claim them (so a duplicate task cannot send one twice), send, record each
+attempt, and say when to try again (exponential backoff from ADKWEB_NOTIFY_RETRY_DELAYS). An event's
+deliveries are tried together (`deliveries_attempt`), a retry one by one (`delivery_attempt`)."""
 
 from __future__ import annotations
 
+import functools
 import logging
 import random
 import time
 import traceback
 from datetime import datetime, timedelta
+from typing import Any
 
 from django.conf import settings
 from django.db import transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
-from .models import Delivery, DeliveryAttempt
+from .models import ApprovalLink, Delivery, DeliveryAttempt
 from .outcome import Outcome
 
 logger = logging.getLogger(__name__)
@@ -28,54 +31,93 @@ def retry_delay(attempt: int) -> float:
     return base * random.uniform(0.9, 1.1)
 
 
-def delivery_claim(delivery_id: int) -> Delivery | None:
-    """Mark an owed, due delivery as sending (one atomic UPDATE), or None if it is not ours to send."""
+def _claim(delivery_ids: list[int]) -> list[tuple[Delivery, Outcome | ApprovalLink | None]]:
+    """Mark the owed, due deliveries among these as sending (a duplicate task or the sweeper cannot
+    send them twice), each email with what `email_prepare` says (a skip, or the link it carries):
+    one transaction for them all. Returns those claimed, by id; those not ours are left out."""
+    from .emails import email_prepare
+
     now = timezone.now()
     due = Q(next_attempt_at__isnull=True) | Q(next_attempt_at__lte=now + EARLY)
-    claimed = (
-        Delivery.objects.filter(due, pk=delivery_id, status__in=Delivery.OWED)
-        .filter(attempts__lt=F("max_attempts"))
-        .update(status=Delivery.Status.SENDING, attempts=F("attempts") + 1, updated_at=now)
-    )
-    if not claimed:
-        return None
-    return Delivery.objects.select_related("event", "ticket__closed_by", "recipient", "endpoint").get(pk=delivery_id)
+    with transaction.atomic():
+        # The rows stay locked to the end (PostgreSQL; SQLite's transaction is a writer's from its
+        # BEGIN): a concurrent claim waits, then finds them sending and leaves them.
+        owed = Delivery.objects.select_for_update(of=("self",)).filter(due, pk__in=delivery_ids)
+        pks = list(owed.filter(status__in=Delivery.OWED, attempts__lt=F("max_attempts")).values_list("pk", flat=True))
+        if not pks:
+            return []
+        Delivery.objects.filter(pk__in=pks).update(
+            status=Delivery.Status.SENDING, attempts=F("attempts") + 1, updated_at=now
+        )
+        related = ("event", "ticket__closed_by", "recipient", "endpoint")
+        claimed: list[tuple[Delivery, Outcome | ApprovalLink | None]] = []
+        for delivery in Delivery.objects.select_related(*related).filter(pk__in=pks).order_by("pk"):
+            prepared: Outcome | ApprovalLink | None = None
+            if delivery.channel == Delivery.Channel.EMAIL:
+                try:
+                    with transaction.atomic():  # a savepoint: one email's failure leaves the others claimed
+                        prepared = email_prepare(delivery)
+                except Exception as exc:
+                    prepared = _failed(delivery, exc)
+            claimed.append((delivery, prepared))
+    return claimed
 
 
-def _send(delivery: Delivery) -> Outcome:
-    from .emails import email_send
+def _failed(delivery: Delivery, exc: BaseException) -> Outcome:
+    """An SMTP error, a template bug: recorded on the row, retried."""
+    logger.warning("Delivery %s failed", delivery.pk, exc_info=exc)
+    return Outcome.fail(traceback.format_exception_only(type(exc), exc)[-1].strip())
+
+
+def _send(delivery: Delivery, prepared: Outcome | ApprovalLink | None, connection: Any) -> Outcome:
+    from .emails import email_deliver
     from .webhooks import webhook_send
 
+    if isinstance(prepared, Outcome):
+        return prepared
     try:
-        return email_send(delivery) if delivery.channel == Delivery.Channel.EMAIL else webhook_send(delivery)
-    except Exception as exc:  # an SMTP error, a template bug: recorded on the row, retried
-        logger.warning("Delivery %s failed", delivery.pk, exc_info=True)
-        return Outcome.fail(traceback.format_exception_only(type(exc), exc)[-1].strip())
+        if delivery.channel != Delivery.Channel.EMAIL:
+            return webhook_send(delivery)
+        connection.open()  # once for the batch's emails (a no-op while open)
+        return email_deliver(delivery, prepared, connection)
+    except Exception as exc:
+        if delivery.channel == Delivery.Channel.EMAIL:
+            connection.close()  # maybe broken: the next email opens a new one
+        return _failed(delivery, exc)
+
+
+def deliveries_attempt(*, delivery_ids: list[int]) -> dict[int, float]:
+    """Try these deliveries once, together: one transaction claims them (and makes the deciders'
+    one-tap links), the emails go through one connection to the mail server, one transaction records
+    every attempt, and each ticket's page is told once. Those not owed or not due now (sent already,
+    claimed by another task) are left alone. Returns {delivery id: seconds until its next try} for
+    the attempts that failed and may be retried."""
+    from .emails import email_connection
+
+    claimed = _claim(delivery_ids)
+    if not claimed:
+        return {}
+    connection = email_connection() if any(d.channel == Delivery.Channel.EMAIL for d, _ in claimed) else None
+    tried: list[tuple[Delivery, Outcome, datetime, float]] = []
+    try:
+        for delivery, prepared in claimed:
+            started, clock = timezone.now(), time.monotonic()
+            outcome = _send(delivery, prepared, connection)
+            tried.append((delivery, outcome, started, time.monotonic() - clock))
+    finally:
+        if connection is not None:
+            connection.close()
+    return deliveries_record(tried)
 
 
 def delivery_attempt(*, delivery_id: int) -> float | None:
     """Try a delivery once; returns seconds until the next try, or None when there is nothing more to do."""
-    delivery = delivery_claim(delivery_id)
-    if delivery is None:
-        return None
-    started, clock = timezone.now(), time.monotonic()
-    outcome = _send(delivery)
-    return delivery_record(delivery, outcome, started=started, duration=time.monotonic() - clock)
+    return deliveries_attempt(delivery_ids=[delivery_id]).get(delivery_id)
 
 
-@transaction.atomic
-def delivery_record(delivery: Delivery, outcome: Outcome, *, started: datetime, duration: float) -> float | None:
-    """Keep the attempt and move the delivery on: delivered, skipped, retrying or failed."""
-    DeliveryAttempt.objects.create(
-        delivery=delivery,
-        number=delivery.attempts,
-        started_at=started,
-        duration_ms=int(duration * 1000),
-        ok=outcome.ok,
-        status_code=outcome.status_code,
-        error=outcome.error,
-    )
-    now, delay = timezone.now(), None
+def _moved_on(delivery: Delivery, outcome: Outcome, now: datetime) -> float | None:
+    """Set a tried delivery's status: delivered, skipped, retrying (returns the delay) or failed."""
+    delay = None
     delivery.last_status_code, delivery.last_error = outcome.status_code, outcome.error
     if outcome.ok:
         delivery.status, delivery.delivered_at, delivery.next_attempt_at = Delivery.Status.DELIVERED, now, None
@@ -87,21 +129,46 @@ def delivery_record(delivery: Delivery, outcome: Outcome, *, started: datetime, 
         delivery.status, delivery.next_attempt_at = Delivery.Status.RETRYING, now + timedelta(seconds=delay)
     else:
         delivery.status, delivery.next_attempt_at = Delivery.Status.FAILED, None
-    delivery.save(
-        update_fields=[
-            "status",
-            "target",
-            "last_status_code",
-            "last_error",
-            "delivered_at",
-            "next_attempt_at",
-            "updated_at",
-        ]
-    )
-    if delivery.ticket is not None:
-        ticket_id, session_pk = delivery.ticket.pk, delivery.ticket.session_id
-        transaction.on_commit(lambda: _announce(ticket_id, session_pk))
     return delay
+
+
+@transaction.atomic
+def deliveries_record(tried: list[tuple[Delivery, Outcome, datetime, float]]) -> dict[int, float]:
+    """Keep each attempt and move each delivery on (one transaction); returns the retry delays by id."""
+    now, delays = timezone.now(), {}
+    DeliveryAttempt.objects.bulk_create(
+        DeliveryAttempt(
+            delivery=delivery,
+            number=delivery.attempts,
+            started_at=started,
+            duration_ms=int(duration * 1000),
+            ok=outcome.ok,
+            status_code=outcome.status_code,
+            error=outcome.error,
+        )
+        for delivery, outcome, started, duration in tried
+    )
+    tickets: dict[int, int] = {}
+    for delivery, outcome, _, _ in tried:
+        delay = _moved_on(delivery, outcome, now)
+        if delay is not None:
+            delays[delivery.pk] = delay
+        delivery.save(
+            update_fields=[
+                "status",
+                "target",
+                "last_status_code",
+                "last_error",
+                "delivered_at",
+                "next_attempt_at",
+                "updated_at",
+            ]
+        )
+        if delivery.ticket is not None:
+            tickets[delivery.ticket.pk] = delivery.ticket.session_id
+    for ticket_id, session_pk in tickets.items():  # its page shows delivery status: once per ticket
+        transaction.on_commit(functools.partial(_announce, ticket_id, session_pk))
+    return delays
 
 
 def _announce(ticket_id: int, session_pk: int) -> None:

@@ -47,9 +47,29 @@ def enqueue(task_name: str, *args: Any, countdown: float | None = None) -> None:
         logger.warning("Could not enqueue %s%s; the sweeper will retry.", task_name, args, exc_info=True)
 
 
-@transaction.atomic
+def event_deliver(*, event_id: int) -> dict[int, float]:
+    """Fan an event out and send what it owes: its emails here, together (one claim, one connection
+    to the mail server, one record: `sending.deliveries_attempt`), each webhook in a task of its own
+    (an endpoint that hangs until its timeout delays nobody else). Returns the emails' retry delays by
+    delivery id (the caller sends each retry)."""
+    from .sending import deliveries_attempt
+
+    owed = _fan_out(event_id=event_id)
+    for delivery_id, channel in owed:
+        if channel != Delivery.Channel.EMAIL:
+            enqueue("delivery_send", delivery_id)
+    emails = [delivery_id for delivery_id, channel in owed if channel == Delivery.Channel.EMAIL]
+    return deliveries_attempt(delivery_ids=emails) if emails else {}
+
+
 def event_fan_out(*, event_id: int) -> list[int]:
     """Create the deliveries an event owes (once), and return the ids of those never tried."""
+    return [delivery_id for delivery_id, _ in _fan_out(event_id=event_id)]
+
+
+@transaction.atomic
+def _fan_out(*, event_id: int) -> list[tuple[int, str]]:
+    """`event_fan_out`, with each delivery's channel."""
     event = (
         NotificationEvent.objects.select_for_update(of=("self",))
         .select_related("ticket__session", "turn__session")
@@ -67,7 +87,7 @@ def event_fan_out(*, event_id: int) -> list[int]:
             _create(event, channel="webhook", endpoint=endpoint, target=endpoint.url, payload=payload, uuid=delivery_id)
         event.fanned_out_at = timezone.now()
         event.save(update_fields=["fanned_out_at"])
-    return list(event.deliveries.filter(status__in=Delivery.OWED, attempts=0).values_list("pk", flat=True))
+    return list(event.deliveries.filter(status__in=Delivery.OWED, attempts=0).values_list("pk", "channel"))
 
 
 def _create(event: NotificationEvent, **fields: Any) -> None:

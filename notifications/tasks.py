@@ -10,14 +10,14 @@ NOTIFICATIONS_QUEUE = "notifications"
 
 @shared_task(acks_late=True)
 def event_fan_out(event_id: int) -> int:
-    """Create an event's deliveries and send each."""
-    from .services import enqueue
-    from .services import event_fan_out as fan_out
+    """Create an event's deliveries and send them: its emails in this task, each webhook in a
+    `delivery_send` of its own; a failed email is retried by a `delivery_send` after its delay."""
+    from .services import enqueue, event_deliver
 
-    ids = fan_out(event_id=event_id)
-    for delivery_id in ids:
-        enqueue("delivery_send", delivery_id)
-    return len(ids)
+    retries = event_deliver(event_id=event_id)
+    for delivery_id, delay in retries.items():
+        enqueue("delivery_send", delivery_id, countdown=delay)
+    return len(retries)
 
 
 @shared_task(bind=True, acks_late=True, max_retries=None)

@@ -1,0 +1,104 @@
+"""An event's emails are sent by its fan-out task, together: one claim, one connection to the mail
+server, one record of every attempt. Pinned here: each recipient gets exactly one email, also when
+the task runs twice (a redelivered message, a crash before the fan-out said so); a failed email is
+retried alone, later, by a task of its own; a webhook still gets a task of its own; two batches that
+claim the same deliveries send each once."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.core import mail
+from django.core.mail import EmailMultiAlternatives
+
+from notifications import sending, tasks
+from notifications.models import ApprovalLink, Delivery, DeliveryAttempt, NotificationEvent, WebhookEndpoint
+from tests.approvals_factories import ticket
+
+APPROVERS = ["admin@example.com", "approver2@example.com", "approver@example.com"]
+
+
+@pytest.fixture
+def sent_tasks(monkeypatch) -> list[tuple[str, tuple, Any]]:
+    """The tasks the code sends to the broker (name, args, countdown), not run."""
+    from adkweb.celery import app
+
+    sent: list[tuple[str, tuple, Any]] = []
+    monkeypatch.setattr(
+        app, "send_task", lambda name, args=(), countdown=None, **kw: sent.append((name, args, countdown))
+    )
+    return sent
+
+
+def _emails() -> list[Delivery]:
+    return list(Delivery.objects.filter(channel="email").order_by("target"))
+
+
+def test_one_event_n_recipients_n_deliveries_each_sent_once_under_a_retried_task(emails, sent_tasks):
+    hook = WebhookEndpoint.objects.create(url="https://hooks.example.com/a", secret="s" * 20, events=["ticket.opened"])
+    event = NotificationEvent.objects.create(name="ticket.opened", ticket=ticket())
+
+    tasks.event_fan_out(event.pk)  # the task's body, as a worker runs it
+    assert sorted(m.to[0] for m in mail.outbox) == APPROVERS
+    rows = _emails()
+    assert [(d.target, d.status, d.attempts) for d in rows] == [(t, "delivered", 1) for t in APPROVERS]
+    assert DeliveryAttempt.objects.filter(delivery__channel="email", ok=True).count() == 3
+    assert ApprovalLink.objects.count() == 3  # each decider's email carries their own one-tap link
+    webhook = Delivery.objects.get(channel="webhook", endpoint=hook)
+    # No task per email: only the webhook's own (an endpoint that hangs delays nobody else).
+    assert sent_tasks == [("notifications.tasks.delivery_send", (webhook.pk,), None)]
+
+    # The same message delivered again, and once more as if the first run died before saying it fanned out.
+    tasks.event_fan_out(event.pk)
+    NotificationEvent.objects.filter(pk=event.pk).update(fanned_out_at=None)
+    tasks.event_fan_out(event.pk)
+    assert len(mail.outbox) == 3 and ApprovalLink.objects.count() == 3
+    assert [(d.status, d.attempts) for d in _emails()] == [("delivered", 1)] * 3
+    assert DeliveryAttempt.objects.filter(delivery__channel="email").count() == 3
+    assert {name for name, _, _ in sent_tasks} == {"notifications.tasks.delivery_send"}
+    assert {args for _, args, _ in sent_tasks} == {(webhook.pk,)}  # never tried yet: its own claim decides
+
+
+def test_a_failed_email_is_retried_alone_and_the_others_are_delivered(emails, sent_tasks, monkeypatch, settings):
+    settings.ADKWEB_NOTIFY_RETRY_DELAYS = [60.0]
+    send = EmailMultiAlternatives.send
+
+    def refuse_one(message, *args, **kwargs):
+        if message.to == ["approver2@example.com"]:
+            raise ConnectionRefusedError("the mail server refused approver2")
+        return send(message, *args, **kwargs)
+
+    monkeypatch.setattr(EmailMultiAlternatives, "send", refuse_one)
+    event = NotificationEvent.objects.create(name="ticket.opened", ticket=ticket())
+    tasks.event_fan_out(event.pk)
+
+    assert sorted(m.to[0] for m in mail.outbox) == ["admin@example.com", "approver@example.com"]
+    by_target = {d.target: d for d in _emails()}
+    failed = by_target["approver2@example.com"]
+    assert failed.status == "retrying" and "refused approver2" in failed.last_error and failed.attempts == 1
+    assert failed.attempt_log.get().ok is False
+    assert not ApprovalLink.objects.filter(user=failed.recipient).exists(), "no live link for an email never sent"
+    assert all(by_target[t].status == "delivered" for t in ("admin@example.com", "approver@example.com"))
+    ((name, args, countdown),) = sent_tasks
+    assert (name, args) == ("notifications.tasks.delivery_send", (failed.pk,)) and 54 <= countdown <= 66
+
+    monkeypatch.setattr(EmailMultiAlternatives, "send", send)  # the server is back: the retry task runs
+    Delivery.objects.filter(pk=failed.pk).update(next_attempt_at=None)  # as if its delay had passed
+    tasks.delivery_send(failed.pk)
+    failed.refresh_from_db()
+    assert (failed.status, failed.attempts) == ("delivered", 2) and len(mail.outbox) == 3
+
+
+def test_a_batch_claims_only_what_is_still_owed(emails, sent_tasks):
+    event = NotificationEvent.objects.create(name="ticket.opened", ticket=ticket())
+    from notifications import services
+
+    ids = services.event_fan_out(event_id=event.pk)
+    assert len(ids) == 3
+    Delivery.objects.filter(pk=ids[0]).update(status="sending", attempts=1)  # another worker has it
+    assert sending.deliveries_attempt(delivery_ids=ids) == {}
+    assert len(mail.outbox) == 2
+    assert sending.deliveries_attempt(delivery_ids=ids) == {}  # the others went out: nothing left to claim
+    assert len(mail.outbox) == 2
+    assert Delivery.objects.get(pk=ids[0]).status == "sending"
