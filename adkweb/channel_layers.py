@@ -27,6 +27,10 @@ class ThreadSafeInMemoryChannelLayer(InMemoryChannelLayer):
         self._receiver_loops: dict[str, asyncio.AbstractEventLoop] = {}
 
     async def send(self, channel: str, message: dict) -> None:
+        self.send_now(channel, message)
+
+    def send_now(self, channel: str, message: dict) -> None:
+        """`send` from any thread, with or without an event loop (a put handed to the receiver's loop)."""
         assert isinstance(message, dict), "message is not a dict"
         self.require_valid_channel_name(channel)
         loop = self._receiver_loops.get(channel)
@@ -39,6 +43,26 @@ class ThreadSafeInMemoryChannelLayer(InMemoryChannelLayer):
             loop.call_soon_threadsafe(self._put, channel, item)
             return
         self._put(channel, item)
+
+    async def group_send(self, group: str, message: dict) -> None:
+        self.group_send_now(group, message)
+
+    def group_send_now(self, group: str, message: dict) -> None:
+        """`group_send` from any thread, with or without an event loop: sync code (a view, a
+        worker's task after commit) publishes without starting an event loop on a new thread
+        (asgiref's `async_to_sync` from a thread with none) or hopping to the server's loop."""
+        assert isinstance(message, dict), "Message is not a dict"
+        self.require_valid_group_name(group)
+        self._clean_expired()
+        for channel in list(self.groups.get(group, ())):  # a copy: the server's loop adds and discards
+            try:
+                self.send_now(channel, message)
+            except ChannelFull:
+                pass
+
+    def groups_watched_now(self, groups: list[str]) -> set[str]:
+        """Of these groups, those with members now (from any thread)."""
+        return {g for g in groups if self.groups.get(g)}
 
     def _put(self, channel: str, item: tuple) -> None:
         queue = self.channels.setdefault(channel, asyncio.Queue(maxsize=self.get_capacity(channel)))

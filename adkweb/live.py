@@ -65,8 +65,17 @@ def _send_many(pairs: list[tuple[str, dict]]) -> None:
         return
     try:
         layer = get_channel_layer()
-        if layer is not None:
-            async_to_sync(_agroup_send_many)(layer, pairs)
+        if layer is None:
+            return
+        send_now = getattr(layer, "group_send_now", None)
+        if send_now is not None:  # embedded mode's in-memory layer: no event loop to run, no thread
+            for group, message in pairs:
+                try:
+                    send_now(group, message)
+                except Exception:
+                    logger.warning("Could not publish %s to %s.", message.get("type"), group, exc_info=True)
+            return
+        async_to_sync(_agroup_send_many)(layer, pairs)
     except Exception:  # the layer cannot even be reached (each send's failure is logged below)
         logger.warning("Could not publish %d live updates; pages catch up when they reconnect.", len(pairs))
 
@@ -117,6 +126,9 @@ def _groups_watched(groups: list[str]) -> set[str]:
         layer = get_channel_layer()
         if layer is None:
             return set()
+        watched_now = getattr(layer, "groups_watched_now", None)
+        if watched_now is not None:  # embedded mode's in-memory layer: answered here, no thread
+            return watched_now(groups)
         return async_to_sync(_awatched)(layer, groups)
     except Exception:
         return set(groups)

@@ -64,3 +64,34 @@ def test_groups_asked_ahead_are_answered_from_the_batch(monkeypatch):
     live.groups_watched_ahead(["inbox"])  # outside a batch: nothing asked, nothing kept
     assert live.groups_watched(["inbox"]) == {"inbox"}
     assert layer.asked == 4
+
+
+def test_embedded_layer_is_published_to_from_a_thread_without_a_loop_and_without_a_hop(monkeypatch):
+    """Embedded mode: a worker thread's after-commit publish reaches a consumer waiting on the server's
+    loop, sent in place (asgiref's async_to_sync would start a loop on a new thread for each)."""
+    import threading
+    import time
+
+    from adkweb.channel_layers import ThreadSafeInMemoryChannelLayer
+
+    layer = ThreadSafeInMemoryChannelLayer()
+    monkeypatch.setattr(live, "get_channel_layer", lambda: layer)
+    monkeypatch.setattr(live, "async_to_sync", None)  # not used: calling it would raise
+    server = asyncio.new_event_loop()
+    threading.Thread(target=server.run_forever, daemon=True).start()
+    try:
+        channel = asyncio.run_coroutine_threadsafe(layer.new_channel(), server).result(5)
+        asyncio.run_coroutine_threadsafe(layer.group_add("watchers", channel), server).result(5)
+        first = asyncio.run_coroutine_threadsafe(layer.receive(channel), server)
+        while channel not in layer._receiver_loops:  # waiting on the server's loop: puts go through it
+            time.sleep(0.001)
+        assert live.groups_watched(["watchers", "nobody"]) == {"watchers"}
+        with live.batched():
+            live.group_send("watchers", {"type": "x", "n": 1})
+            live.group_send("nobody", {"type": "x", "n": 0})
+            live.group_send("watchers", {"type": "x", "n": 2})
+        assert first.result(5) == {"type": "x", "n": 1}
+        second = asyncio.run_coroutine_threadsafe(layer.receive(channel), server)
+        assert second.result(5) == {"type": "x", "n": 2}
+    finally:
+        server.call_soon_threadsafe(server.stop)
