@@ -25,6 +25,9 @@ class ThreadSafeInMemoryChannelLayer(InMemoryChannelLayer):
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self._receiver_loops: dict[str, asyncio.AbstractEventLoop] = {}
+        self._handed_clean_at = 0.0
+
+    CLEAN_EVERY = 1.0  # seconds between expiry cleanings handed to the receivers' loop by other threads
 
     async def send(self, channel: str, message: dict) -> None:
         self.send_now(channel, message)
@@ -40,9 +43,16 @@ class ThreadSafeInMemoryChannelLayer(InMemoryChannelLayer):
         except RuntimeError:
             current = None
         if loop is not None and loop is not current and not loop.is_closed():
-            loop.call_soon_threadsafe(self._put, channel, item)
+            loop.call_soon_threadsafe(self._put_or_drop, channel, item)
             return
         self._put(channel, item)
+
+    def _put_or_drop(self, channel: str, item: tuple) -> None:
+        """A put handed to the receiver's loop: a full channel drops it, as a group send does."""
+        try:
+            self._put(channel, item)
+        except ChannelFull:
+            pass
 
     async def group_send(self, group: str, message: dict) -> None:
         self.group_send_now(group, message)
@@ -53,12 +63,33 @@ class ThreadSafeInMemoryChannelLayer(InMemoryChannelLayer):
         (asgiref's `async_to_sync` from a thread with none) or hopping to the server's loop."""
         assert isinstance(message, dict), "Message is not a dict"
         self.require_valid_group_name(group)
-        self._clean_expired()
+        self._clean_expired_on_the_loop()
         for channel in list(self.groups.get(group, ())):  # a copy: the server's loop adds and discards
             try:
                 self.send_now(channel, message)
             except ChannelFull:
                 pass
+
+    def _clean_expired_on_the_loop(self) -> None:
+        """Expired messages and memberships are dropped on the loop the consumers receive on
+        (asyncio queues are not thread-safe): here when this is it (or there is none), else
+        handed to it, at most every CLEAN_EVERY seconds (its receives clean too)."""
+        try:
+            current: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            current = None
+        loops = {loop for loop in list(self._receiver_loops.values()) if not loop.is_closed()}
+        if not loops or current in loops:
+            self._clean_expired()
+            return
+        now = time.monotonic()
+        if now - self._handed_clean_at < self.CLEAN_EVERY:
+            return
+        self._handed_clean_at = now
+        try:
+            next(iter(loops)).call_soon_threadsafe(self._clean_expired)
+        except RuntimeError:  # closed meanwhile: the next send hands it to another
+            self._handed_clean_at = 0.0
 
     def groups_watched_now(self, groups: list[str]) -> set[str]:
         """Of these groups, those with members now (from any thread)."""

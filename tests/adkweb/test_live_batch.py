@@ -95,3 +95,51 @@ def test_embedded_layer_is_published_to_from_a_thread_without_a_loop_and_without
         assert second.result(5) == {"type": "x", "n": 2}
     finally:
         server.call_soon_threadsafe(server.stop)
+
+
+def test_embedded_layer_takes_sends_from_worker_threads_while_its_consumer_receives():
+    """Two worker threads publish 200 messages each to a group while its consumer receives on the
+    server's loop: every message arrives, each thread's in order, and expiry cleaning (which
+    touches the consumers' queues) runs on that loop only, never on a sending thread."""
+    import threading
+
+    from adkweb.channel_layers import ThreadSafeInMemoryChannelLayer
+
+    layer = ThreadSafeInMemoryChannelLayer(capacity=1000)
+    layer.CLEAN_EVERY = 0.0  # hand a cleaning over on every send
+    cleaned_on: set[str] = set()
+    clean = layer._clean_expired
+
+    def recording_clean() -> None:
+        cleaned_on.add(threading.current_thread().name)
+        clean()
+
+    layer._clean_expired = recording_clean  # type: ignore[method-assign]
+    server = asyncio.new_event_loop()
+    threading.Thread(target=server.run_forever, name="server-loop", daemon=True).start()
+    try:
+        channel = asyncio.run_coroutine_threadsafe(layer.new_channel(), server).result(5)
+        asyncio.run_coroutine_threadsafe(layer.group_add("watchers", channel), server).result(5)
+
+        async def receive_all(n: int) -> list[dict]:
+            return [await layer.receive(channel) for _ in range(n)]
+
+        received = asyncio.run_coroutine_threadsafe(receive_all(400), server)
+        while channel not in layer._receiver_loops:
+            threading.Event().wait(0.001)
+
+        def publish(name: str) -> None:
+            for n in range(200):
+                layer.group_send_now("watchers", {"type": "x", "from": name, "n": n})
+
+        workers = [threading.Thread(target=publish, args=(f"w{i}",), name=f"w{i}") for i in range(2)]
+        for w in workers:
+            w.start()
+        for w in workers:
+            w.join(10)
+        messages = received.result(10)
+        for name in ("w0", "w1"):
+            assert [m["n"] for m in messages if m["from"] == name] == list(range(200))
+        assert cleaned_on == {"server-loop"}
+    finally:
+        server.call_soon_threadsafe(server.stop)
