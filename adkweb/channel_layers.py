@@ -6,13 +6,24 @@ Embedded mode runs the Celery worker as threads of the serving process, each wit
 loop. Channels' InMemoryChannelLayer puts into an asyncio.Queue from whatever loop sends, which
 does not wake a consumer waiting on the server's loop. This layer hands the put to the loop the
 receiver waits on.
+
+Both layers can hand a message to its consumer directly (`deliver_directly`): a consumer that is idle
+(nothing of its queued or being handled) and can act on the message without awaiting anything
+(adkweb.live.LiveConsumer: forward a fragment rendered once per audience) does so in the call that
+delivers it, instead of the message being put into its queue, waking its task, and going through
+Channels' dispatch loop (a task and an `asyncio.wait` per message per socket: most of what a web
+process spent per socket per message, bench/README.md). Anything it cannot do at once goes into
+its queue as before, and while something is queued or being handled, everything after it is
+queued too: the consumer sees its messages in the order they came.
 """
 
 from __future__ import annotations
 
 import asyncio
 import itertools
+import logging
 import time
+from collections.abc import Callable
 from copy import deepcopy
 from typing import Any
 
@@ -20,11 +31,51 @@ import channels_redis.core
 from channels.exceptions import ChannelFull
 from channels.layers import InMemoryChannelLayer
 
+logger = logging.getLogger(__name__)
 
-class ThreadSafeInMemoryChannelLayer(InMemoryChannelLayer):
+# A consumer's direct handler (see the module docstring): True if it took the message, False (having
+# changed nothing) to have it queued.
+Direct = Callable[[dict], bool]
+
+
+class DirectDelivery:
+    """`deliver_directly` / `stop_delivering_directly`, shared by both layers."""
+
+    _direct: dict[str, tuple[Direct, asyncio.AbstractEventLoop]]
+
+    def deliver_directly(self, channel: str, handler: Direct) -> None:
+        """From now on, offer each message for `channel` to `handler` (on this event loop, the one the
+        channel is received on) before queueing it: see the module docstring."""
+        self._direct[channel] = (handler, asyncio.get_running_loop())
+
+    def stop_delivering_directly(self, channel: str) -> None:
+        self._direct.pop(channel, None)
+
+    def _taken(self, channel: str, message: dict, queue: asyncio.Queue | None) -> bool:
+        """Whether the channel's direct handler took the message: only with nothing queued before it,
+        and on the handler's own loop."""
+        direct = self._direct.get(channel)
+        if direct is None or (queue is not None and not queue.empty()):
+            return False
+        handler, loop = direct
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:  # a thread without a loop (embedded mode's sync publishers)
+            return False
+        if loop is not running:
+            return False
+        try:
+            return handler(message)
+        except Exception:  # the handler's own failure: queued, for its consumer's dispatch to meet
+            logger.exception("Direct delivery to %s failed; the message is queued instead.", channel)
+            return False
+
+
+class ThreadSafeInMemoryChannelLayer(DirectDelivery, InMemoryChannelLayer):
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self._receiver_loops: dict[str, asyncio.AbstractEventLoop] = {}
+        self._direct = {}
         self._handed_clean_at = 0.0
 
     CLEAN_EVERY = 1.0  # seconds between expiry cleanings handed to the receivers' loop by other threads
@@ -96,6 +147,8 @@ class ThreadSafeInMemoryChannelLayer(InMemoryChannelLayer):
         return {g for g in groups if self.groups.get(g)}
 
     def _put(self, channel: str, item: tuple) -> None:
+        if self._direct and self._taken(channel, item[1], self.channels.get(channel)):
+            return
         queue = self.channels.setdefault(channel, asyncio.Queue(maxsize=self.get_capacity(channel)))
         try:
             queue.put_nowait(item)
@@ -151,7 +204,7 @@ class _Failed:
         self.exc = exc
 
 
-class RedisChannelLayer(channels_redis.core.RedisChannelLayer):
+class RedisChannelLayer(DirectDelivery, channels_redis.core.RedisChannelLayer):
     """channels_redis's layer, with a process's channels (every websocket consumer's) received by one
     reader and grouped in this process's memory.
 
@@ -187,6 +240,7 @@ class RedisChannelLayer(channels_redis.core.RedisChannelLayer):
         self._group_of: dict[str, str] = {}  # that member -> group
         self._members = itertools.count(1)
         self._group_locks = channels_redis.core.ChannelLock()
+        self._direct = {}
 
     def create_pool(self, index: int) -> Any:
         pool = super().create_pool(index)
@@ -250,7 +304,7 @@ class RedisChannelLayer(channels_redis.core.RedisChannelLayer):
                     if group is not None:
                         self._deliver(group, message)
                     elif not self._is_member_name(channel):
-                        self._queue(channel).put_nowait(message)
+                        self._put(channel, message)
                     # else: a member this process no longer has (its removal from Redis failed): dropped
         except asyncio.CancelledError:
             raise
@@ -268,7 +322,12 @@ class RedisChannelLayer(channels_redis.core.RedisChannelLayer):
             if joined < expired:
                 del members[channel]  # as channels_redis drops an expired member at a group_send
             else:
-                self._queue(channel).put_nowait(message)
+                self._put(channel, message)
+
+    def _put(self, channel: str, message: dict) -> None:
+        """To the channel's direct handler if it takes it, else into its queue."""
+        if not self._taken(channel, message, self._queues.get(channel)):
+            self._queue(channel).put_nowait(message)
 
     # -- groups -----------------------------------------------------------------------------------
     def _ours(self, channel: str) -> bool:

@@ -37,6 +37,15 @@ class FrameWriter:
     def __init__(self, connections: dict, protocol: Any) -> None:
         self.connections, self.protocol = connections, protocol
 
+    def ready(self) -> bool:
+        """Whether `write` takes a frame now (the socket is open, or gone: dropped) rather than
+        leaving it to ASGI (connecting, or closing)."""
+        protocol = self.protocol
+        details = self.connections.get(protocol)
+        if details is None or details.get("disconnected"):
+            return True
+        return protocol.state == protocol.STATE_OPEN
+
     def write(self, text: str) -> bool:
         """Send `text` as one frame; False if it must go through ASGI instead (not open yet)."""
         protocol = self.protocol

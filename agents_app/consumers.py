@@ -6,7 +6,8 @@ fragments (every top-level element is swapped out of band). Read-only."""
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from collections.abc import Callable
+from typing import Any, ClassVar
 from urllib.parse import parse_qs
 
 from channels.db import database_sync_to_async
@@ -20,7 +21,8 @@ from .events import SESSIONS_GROUP
 DETAIL = "agents_app/session_detail.html"
 LIVE = "agents_app/partials/live.html"
 REFUSED = 4403
-RUNNING_HOLD = 1.0  # seconds a "running" status waits for the turn's next frame (SessionConsumer.live_status)
+RUNNING_HOLD = 1.0  # seconds a "running" status waits for the turn's next frame (SessionConsumer._status)
+NEEDS_DATABASE = object()  # a live.* message SessionConsumer cannot handle without awaiting the database
 
 
 def _query(scope: dict) -> dict[str, str]:
@@ -144,47 +146,102 @@ class SessionConsumer(live.LiveConsumer):
             self.last_pk = newest
         return html
 
-    async def live_event(self, message: dict) -> None:
+    # Each live.* message's handling without awaiting anything: the frame it sends (None: nothing),
+    # or NEEDS_DATABASE (having changed nothing). Used by the async handlers and by `frames_now`
+    # (adkweb.live.LiveConsumer: the layer's direct delivery, no task per message).
+    def _event(self, message: dict, checked: bool = False) -> str | None | object:
         if message["event_pk"] <= self.last_pk or getattr(self, "hidden", False):
-            return  # already on the page
-        if set(message["ticket_ids"]) - self.tickets and not await self._still_visible():
-            return
+            return None  # already on the page
+        if not checked and set(message["ticket_ids"]) - self.tickets:
+            return NEEDS_DATABASE  # a ticket the page has not seen: may this person still watch?
         self.last_pk = message["event_pk"]
         self.tickets.update(message["ticket_ids"])
         self.finals.add(message["event_id"])
         streamed = self.streams.pop(message["event_id"], None) is not None
-        await self._send(message["replace"] if streamed and message["replace"] else message["append"])
+        return message["replace"] if streamed and message["replace"] else message["append"]
 
-    async def live_partial(self, message: dict) -> None:
+    def _partial(self, message: dict) -> str | None:
         if getattr(self, "hidden", False):
-            return
+            return None
         event_id = message["event_id"]
         if event_id in self.finals:
-            return  # a late chunk of a stored event
+            return None  # a late chunk of a stored event
         if event_id in self.streams:
-            await self._send(message["chunk"])
-        else:
-            self.streams[event_id] = message.get("turn_id") or 0
-            await self._send(message["card"])
+            return message["chunk"]
+        self.streams[event_id] = message.get("turn_id") or 0
+        return message["card"]
 
-    async def live_status(self, message: dict) -> None:
+    def _status(self, message: dict) -> str | None:
         """A "running" status is held until the turn's next frame (its first event, as a rule) and
         sent with it, or after RUNNING_HOLD seconds: the event is not queued behind a frame of its
         own at every socket. Any other status goes at once (and replaces a held one)."""
         if getattr(self, "hidden", False):
-            return
+            return None
         html = message["html"]
         if html == (self.held or self.status_sent):
-            return  # the same status again says nothing new
+            return None  # the same status again says nothing new
         self._unhold()
         if html == self.status_sent:
-            return  # back to what the page shows: the held one is dropped
+            return None  # back to what the page shows: the held one is dropped
         if message.get("status") == "running":
             self.held = html
             self.hold_timer = asyncio.get_running_loop().call_later(RUNNING_HOLD, self._hold_expired)
-            return
+            return None
         self.status_sent = html
-        await self.send_frame(html)
+        return html
+
+    def _turn_retried(self, message: dict) -> str | None:
+        return None if getattr(self, "hidden", False) else message["html"]
+
+    def _turn_finished(self, message: dict) -> str | None:
+        if getattr(self, "hidden", False):
+            return None
+        # Streaming cards whose final event never came (the turn failed mid-stream) go away.
+        stale = [eid for eid, turn_id in self.streams.items() if turn_id == message["turn_id"]]
+        html = "".join(render_to_string(LIVE + "#gone", {"dom_id": timeline.event_dom_id(eid)}) for eid in stale)
+        for eid in stale:
+            del self.streams[eid]
+        html += message["error"]
+        return html or None
+
+    def _ticket(self, message: dict) -> str | None:
+        if getattr(self, "hidden", False):
+            return None
+        # A ticket not yet on the page arrives inside its event's card (same transaction).
+        return message["html"] if message["ticket_id"] in self.tickets else None
+
+    HANDLING: ClassVar[dict[str, Callable[..., Any]]] = {
+        "live.event": _event,
+        "live.partial": _partial,
+        "live.status": _status,
+        "live.turn_retried": _turn_retried,
+        "live.turn_finished": _turn_finished,
+        "live.ticket": _ticket,
+    }
+
+    def frames_now(self, message: dict) -> list[str] | None:
+        handling = self.HANDLING.get(message["type"])
+        if handling is None:
+            return None
+        html = handling(self, message)
+        if html is NEEDS_DATABASE:
+            return None
+        frame = "" if html is None else self._with_held(html)
+        return [frame] if frame else []
+
+    async def live_event(self, message: dict) -> None:
+        html = self._event(message)
+        if html is NEEDS_DATABASE:
+            if not await self._still_visible():
+                return
+            html = self._event(message, checked=True)
+        await self._send(html)
+
+    async def live_partial(self, message: dict) -> None:
+        await self._send(self._partial(message))
+
+    async def live_status(self, message: dict) -> None:
+        await self._send(self._status(message))
 
     def _hold_expired(self) -> None:
         self.hold_timer = None
@@ -197,34 +254,25 @@ class SessionConsumer(live.LiveConsumer):
         if timer is not None:
             timer.cancel()
 
-    async def _send(self, html: str) -> None:
-        """A frame, with the held status after it (one frame)."""
+    def _with_held(self, html: str) -> str:
+        """The frame, with the held status after it (one frame)."""
         if self.held is not None:
             html, self.status_sent = html + self.held, self.held
             self._unhold()
-        if html:
-            await self.send_frame(html)
+        return html
+
+    async def _send(self, html: Any) -> None:
+        """A frame (None: none; "": the held status alone, if any)."""
+        if html is not None:
+            html = self._with_held(html)
+            if html:
+                await self.send_frame(html)
 
     async def live_turn_retried(self, message: dict) -> None:
-        if getattr(self, "hidden", False):
-            return
-        await self._send(message["html"])
+        await self._send(self._turn_retried(message))
 
     async def live_turn_finished(self, message: dict) -> None:
-        if getattr(self, "hidden", False):
-            return
-        # Streaming cards whose final event never came (the turn failed mid-stream) go away.
-        stale = [eid for eid, turn_id in self.streams.items() if turn_id == message["turn_id"]]
-        html = "".join(render_to_string(LIVE + "#gone", {"dom_id": timeline.event_dom_id(eid)}) for eid in stale)
-        for eid in stale:
-            del self.streams[eid]
-        html += message["error"]
-        if html:
-            await self._send(html)
+        await self._send(self._turn_finished(message))
 
     async def live_ticket(self, message: dict) -> None:
-        if getattr(self, "hidden", False):
-            return
-        # A ticket not yet on the page arrives inside its event's card (same transaction).
-        if message["ticket_id"] in self.tickets:
-            await self._send(message["html"])
+        await self._send(self._ticket(message))

@@ -119,35 +119,50 @@ class InboxConsumer(live.LiveConsumer):
             self.total = min(self.total + added, COUNT_CAP + 1)
         return True
 
+    def frames_now(self, message: dict) -> list[str] | None:
+        """A ticket change this socket can place and count from its facts alone (adkweb.live: the
+        layer's direct delivery); None, having changed nothing, when the database must answer."""
+        if message["type"] != "inbox.ticket":
+            return None
+        facts = message["facts"]
+        matches = None if self.nav_only else fanout.matches(facts, self.filters, self.viewer)
+        if (matches is None and not self.nav_only) or not self._moved(facts, message["before"]):
+            return None  # a search, or counts only the database can tell
+        return self._frames(message, bool(matches))
+
     async def inbox_ticket(self, message: dict[str, Any]) -> None:
+        facts = message["facts"]
+        if not self._moved(facts, message["before"]):
+            await self._recount_async()
+        matches = None if self.nav_only else fanout.matches(facts, self.filters, self.viewer)
+        if matches is None and not self.nav_only:  # a search: the database matches it
+            matches, self.total = await self._db_matches(message["ticket_id"])
+        for frame in self._frames(message, bool(matches)):
+            await self.send_frame(frame)
+
+    def _frames(self, message: dict[str, Any], matches: bool) -> list[str]:
         """At most two frames: the ticket's row, then the counts (and the line that changes with the
         rows). Table rows travel alone in their frame: an HTML fragment that starts with another
         element is parsed in body mode, where <tr>/<tbody> tags are dropped. Every fragment is one
         string per process (rendered by the publisher, or cached here), so sockets that send the same
         frame share its framing (adkweb.wsframes)."""
-        facts, ticket_id = message["facts"], message["ticket_id"]
-        viewer = self.viewer
-        if not self._moved(facts, message["before"]):
-            await self._recount_async()
         if self.nav_only:
-            await self.send_frame(fanout.nav_count_html(self.open_count))
-            return
-        matches = fanout.matches(facts, self.filters, viewer)
-        if matches is None:  # a search: the database matches it
-            matches, self.total = await self._db_matches(ticket_id)
-        line = ""
-        if not viewer.sees(facts):
+            return [fanout.nav_count_html(self.open_count)]
+        facts, ticket_id = message["facts"], message["ticket_id"]
+        frames, line = [], ""
+        if not self.viewer.sees(facts):
             pass  # not this person's to see: their counts only
         elif ticket_id in self.shown:
             # A decided ticket changes in place (greyed, "approved by …") rather than vanishing under the cursor.
-            await self.send_frame(message["row"])
+            frames.append(message["row"])
         elif matches and self.at_edge:
             self.shown.add(ticket_id)
-            await self.send_frame(message["added"][self.at_edge])
+            frames.append(message["added"][self.at_edge])
             line = _fragment("empty-gone")
         elif matches:
             line = _fragment("notice-elsewhere")
-        await self.send_frame(_counts(self.open_count, self.total or 0, line))
+        frames.append(_counts(self.open_count, self.total or 0, line))
+        return frames
 
 
 class TicketConsumer(live.LiveConsumer):

@@ -96,3 +96,12 @@ def _session_status_stays_right(request):
         .values_list("pk", "status", "now")
     )
     assert not wrong, f"sessions whose stored status is wrong (pk, stored, actual): {wrong}"
+
+
+@pytest.fixture(params=["asgi", "direct"])
+def transport(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Live sockets both ways: frames through ASGI, and as under daphne (written at once, the channel
+    layer's messages taken without a task per message). See tests/frames.py."""
+    from tests.frames import use
+
+    return use(request.param, monkeypatch)

@@ -4,6 +4,8 @@ gets only its own render."""
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 from asgiref.sync import sync_to_async
 from channels.routing import URLRouter
@@ -18,7 +20,7 @@ from agents_app.models import StoredEvent, Turn
 from agents_app.routing import websocket_urlpatterns
 from agents_app.session_service import event_to_json
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("transport")]
 app = URLRouter(websocket_urlpatterns)
 
 
@@ -130,3 +132,60 @@ async def test_forwarding_a_fragment_makes_no_thread_hop(demo, session, monkeypa
         assert f'id="event-{stored.event_id}"' in await comm.receive_from()
         await comm.disconnect()
     assert hops == []
+
+
+def _live_event(pk: int, ticket_ids: tuple[int, ...] = ()) -> dict:
+    return {
+        "type": "live.event",
+        "event_pk": pk,
+        "event_id": f"e{pk}",
+        "ticket_ids": list(ticket_ids),
+        "append": f"<div>event {pk}</div>",
+        "replace": "",
+    }
+
+
+async def test_a_message_behind_one_that_awaits_the_database_waits_for_it(demo, session, monkeypatch, transport):
+    """Under daphne a socket takes a fragment as the layer receives it (no task per message), but
+    never ahead of a message still queued or being handled: an event that brings a ticket the page
+    has not seen waits for the database (may this person still watch?), and what comes meanwhile
+    follows it, in order."""
+    from channels.layers import get_channel_layer
+
+    from agents_app.consumers import SessionConsumer
+
+    comm = await _socket(session, demo["approver"])
+    gate, asked = asyncio.Event(), asyncio.Event()
+    checked = SessionConsumer._still_visible
+
+    async def slow_check(self) -> bool:
+        asked.set()
+        await gate.wait()
+        return await checked(self)
+
+    monkeypatch.setattr(SessionConsumer, "_still_visible", slow_check)
+    layer, group = get_channel_layer(), fanout.audience_group(session.pk, "approver")
+    await layer.group_send(group, _live_event(1_000_001, ticket_ids=(424242,)))  # a ticket not on the page
+    await asyncio.wait_for(asked.wait(), 5)  # being handled: awaiting the database
+    await layer.group_send(group, _live_event(1_000_002))
+    await layer.group_send(group, _live_event(1_000_003))
+    assert await comm.receive_nothing(timeout=0.2)  # nothing overtook it
+    gate.set()
+    got = [await comm.receive_from() for _ in range(3)]
+    assert [g.split("event ")[1].split("<")[0] for g in got] == ["1000001", "1000002", "1000003"]
+    assert await comm.receive_nothing(timeout=0.2)
+    await comm.disconnect()
+
+
+async def test_under_daphne_a_forwarded_fragment_is_written_in_the_call_that_delivers_it(demo, session, transport):
+    """The direct way: the frame is written before the layer's send returns (no task, no queue);
+    through ASGI it waits for the consumer's task."""
+    from channels.layers import get_channel_layer
+
+    comm = await _socket(session, demo["approver"])
+    writer = comm.scope.get("adkweb.frame_writer")
+    await get_channel_layer().group_send(fanout.audience_group(session.pk, "approver"), _live_event(1_000_001))
+    if transport == "direct":
+        assert writer.frames == ["<div>event 1000001</div>"]  # already written
+    assert "event 1000001" in await comm.receive_from()
+    await comm.disconnect()

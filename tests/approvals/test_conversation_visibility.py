@@ -139,6 +139,7 @@ async def _connect(app, path: str, user) -> tuple[WebsocketCommunicator, bool]:
 
 
 @pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("transport")
 async def test_the_conversation_socket_refuses_an_outsider_and_closes_when_a_ticket_goes_elsewhere(demo):
     w = await sync_to_async(_world_for_sockets)(demo)
     _, connected = await _connect(conversation_app, f"/ws/sessions/{w['session'].pk}/", w["outsider"])

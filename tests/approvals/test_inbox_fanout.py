@@ -15,7 +15,7 @@ from approvals.models import PendingCall
 from tests.approvals.policy_helpers import open_ticket, person, policy, team
 from tests.approvals.test_consumers import connect
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("transport")]
 
 
 def _publish(ticket, opened: bool = False) -> None:

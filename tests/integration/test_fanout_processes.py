@@ -19,6 +19,7 @@ from websockets.sync.client import connect as ws_connect
 
 from agents_app import services
 from tests.conftest import wait_for
+from tests.frames import direct_delivery_contract
 
 from . import processes
 from .test_fanout_services import MESSAGE, _final_ids, _settled
@@ -180,3 +181,7 @@ def test_fifty_real_websockets_on_two_daphne_processes_get_every_event_once_in_o
             ws.close()
         for web, _ in webs:
             web.stop()
+
+
+async def test_direct_delivery_takes_or_queues_in_order():
+    await direct_delivery_contract(_layer())

@@ -55,6 +55,7 @@ def _settled(session_pk: int) -> list[str] | None:
     return list(StoredEvent.objects.filter(session_id=session_pk).order_by("id").values_list("event_id", flat=True))
 
 
+@pytest.mark.usefixtures("transport")  # through ASGI, and as under daphne (frames written as the layer receives)
 async def test_fifty_sockets_get_every_event_exactly_once_in_order(demo, worker, own_layer):
     session = await sync_to_async(services.session_create)(app_name="reimbursement_agent", user_id="requester")
     viewers = [demo["requester"], demo["approver"], demo["observer"], demo["admin"]]
