@@ -252,8 +252,8 @@ class LiveConsumer(AsyncWebsocketConsumer):
             return False
         if frames is None:
             return False
-        for text in frames:
-            writer.write(text)
+        if frames:
+            writer.write(*frames)
         return True
 
     def frames_now(self, message: dict) -> list[str] | None:

@@ -42,7 +42,8 @@ logger = logging.getLogger(__name__)
 APPROVALS_GROUP = "approvals"
 LIVE = "approvals/partials/live.html"
 FACTS_TTL = 30 * 24 * 3600  # seconds a ticket's last published facts are kept
-CLOSED = tuple(s for s in PendingCall.Status.values if s not in PendingCall.OPEN_STATUSES)
+STATUSES = frozenset(PendingCall.Status.values)  # Django builds the list anew on each `.values`
+CLOSED = frozenset(s for s in STATUSES if s not in PendingCall.OPEN_STATUSES)
 RECOUNT_SECONDS = 1.0
 NEW = {"exists": False}  # the facts "before" a ticket that was just opened
 
@@ -112,7 +113,7 @@ def matches(facts: dict, filters: Any, viewer: Viewer) -> bool | None:
         ok = facts["status"] in CLOSED
     elif status == "all":
         ok = True
-    elif status in PendingCall.Status.values:
+    elif status in STATUSES:
         ok = facts["status"] == status
     else:
         ok = facts["open"]

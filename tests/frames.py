@@ -32,9 +32,10 @@ class QueueFrameWriter:
     def ready(self) -> bool:
         return True
 
-    def write(self, text: str) -> bool:
-        self.frames.append(text)
-        self.communicator.output_queue.put_nowait({"type": "websocket.send", "text": text})
+    def write(self, *texts: str) -> bool:
+        for text in texts:
+            self.frames.append(text)
+            self.communicator.output_queue.put_nowait({"type": "websocket.send", "text": text})
         return True
 
 

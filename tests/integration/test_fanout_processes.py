@@ -18,6 +18,8 @@ from django.test import Client
 from websockets.sync.client import connect as ws_connect
 
 from agents_app import services
+from approvals.events import notify_ticket_changed
+from tests.approvals.policy_helpers import open_ticket, person, policy, team
 from tests.conftest import wait_for
 from tests.frames import direct_delivery_contract
 
@@ -185,3 +187,76 @@ def test_fifty_real_websockets_on_two_daphne_processes_get_every_event_once_in_o
 
 async def test_direct_delivery_takes_or_queues_in_order():
     await direct_delivery_contract(_layer())
+
+
+def _inbox_frames(ws, quiet: float = 0.5) -> list[str]:
+    frames = [ws.recv(timeout=20)]
+    while True:
+        try:
+            frames.append(ws.recv(timeout=quiet))
+        except TimeoutError:
+            return frames
+
+
+def _routed_world(demo) -> tuple[dict[str, str], object]:
+    """A policy routes tickets over 100 to finance (approver2); olga, an approver outside it, may not
+    see them. Their login cookies."""
+    finance = team("finance", demo["approver2"])
+    policy("finance", groups=(finance,), condition="amount > 100")
+    cookies = {}
+    for name, user in (("insider", demo["approver2"]), ("outsider", person("olga", approver=True))):
+        client = Client()
+        client.force_login(user)
+        cookies[name] = f"sessionid={client.cookies['sessionid'].value}"
+    return cookies, finance
+
+
+def test_inbox_sockets_on_daphne_get_each_change_once_and_only_rows_they_may_see(transactional_db, demo):
+    """Inbox sockets under daphne take a ticket's change from the layer's message as it is received,
+    and write its row and counts (two frames, one write): each socket gets both, as two messages,
+    once per change; a socket whose viewer may not see the ticket (routed to another group) gets its
+    counts only, never the row rendered once for everyone."""
+    cookies, _ = _routed_world(demo)
+    web, host = _daphne()
+    sockets: dict[str, list] = {"insider": [], "outsider": []}
+    try:
+        for i in range(20):
+            who = "insider" if i % 2 else "outsider"
+            sockets[who].append(
+                ws_connect(
+                    f"ws://{host}/ws/approvals/",
+                    additional_headers={"Cookie": cookies[who], "Origin": f"http://{host}"},
+                    open_timeout=20,
+                )
+            )
+        time.sleep(1.5)  # past the sockets' first second (they count from the database then: fanout.RECOUNT_SECONDS)
+        ticket = open_ticket(args={"purpose": "laptop", "amount": 900.0})
+        assert ticket.routed
+        notify_ticket_changed(ticket_id=ticket.pk, session_pk=ticket.session_id, opened=True)
+        for ws in sockets["insider"]:
+            frames = _inbox_frames(ws)
+            assert len(frames) == 2, frames
+            assert frames[0].startswith('<tbody id="inbox-rows" hx-swap-oob="afterbegin">'), frames[0]
+            assert f"pending-call-{ticket.pk}" in frames[0] and "laptop" in frames[0]
+            assert 'id="nav-open-count"' in frames[1] and ">1<" in frames[1]
+        for ws in sockets["outsider"]:
+            frames = _inbox_frames(ws)
+            assert len(frames) == 1 and ">0<" in frames[0], frames
+            assert f"pending-call-{ticket.pk}" not in frames[0] and "laptop" not in frames[0]
+
+        ticket.status, ticket.closed_by = "approved", demo["approver2"]
+        ticket.save()
+        notify_ticket_changed(ticket_id=ticket.pk, session_pk=ticket.session_id)
+        for ws in sockets["insider"]:
+            frames = _inbox_frames(ws)
+            assert len(frames) == 2, frames
+            assert frames[0].startswith(f'<tr id="pending-call-{ticket.pk}" class="row-approved'), frames[0]
+            assert ">0<" in frames[1]
+        for ws in sockets["outsider"]:
+            frames = _inbox_frames(ws)
+            assert len(frames) == 1 and "laptop" not in frames[0], frames
+    finally:
+        for group in sockets.values():
+            for ws in group:
+                ws.close()
+        web.stop()
