@@ -284,21 +284,38 @@ class RedisChannelLayer(DirectDelivery, channels_redis.core.RedisChannelLayer):
         if reader is None or reader.done() or reader.get_loop() is not loop:
             self._reader = loop.create_task(self._read(real_channel))
 
-    async def _brpop_with_clean(self, index: int, channel: str, timeout: float) -> Any:
-        """channels_redis's pop, which `receive_single` repeats until a message comes: not once more
-        for a task asked to stop. A reader cancelled as its loop ended (a request's, under Django's
-        test client and `async_to_sync`) was seen to go on popping, its cancellation lost below
-        (by Python 3.11's `wait_for` in redis-py's write: `_CancelSafeSend` delivers it now), so
-        `asyncio.run` waited for it for ever (the integration suite hung there)."""
+    async def _pop(self, index: int, key: str) -> bytes | None:
+        """One blocking pop of the process's channel (None when it timed out): not once more for a
+        task asked to stop. A reader cancelled as its loop ended (a request's, under Django's test
+        client and `async_to_sync`) was seen to go on popping, its cancellation lost below (by Python
+        3.11's `wait_for` in redis-py's write: `_CancelSafeSend` delivers it now), so `asyncio.run`
+        waited for it for ever (the integration suite hung there)."""
         task = asyncio.current_task()
         if task is not None and task.cancelling():
             raise asyncio.CancelledError
-        return await super()._brpop_with_clean(index, channel, timeout)
+        popped = await self.connection(index).bzpopmin(key, timeout=self.brpop_timeout)
+        return None if popped is None else popped[1]
 
     async def _read(self, real_channel: str) -> None:
+        """Pop the process's messages and hand each out as it comes, in the order popped.
+
+        One round trip per message. channels_redis's `receive_single` made four and held a lock
+        across them: a script restoring the channel's backup queue, the pop, a copy of the message
+        into the backup queue, and a task removing it again once received. The backup keeps a
+        message whose receive was cancelled between the pop and its return; here nothing awaits
+        between the pop's reply and the hand-out (direct delivery or the consumers' queues, all in
+        this process's memory), so it would protect nothing. A cancel landing while the pop's reply
+        is on its way loses that message with either, and a process that dies loses what it held
+        in memory with either (its channel dies with it)."""
+        index = self.consistent_hash(real_channel)
+        key = self.prefix + real_channel
         try:
             while self._waiting:
-                to, message = await self.receive_single(real_channel)
+                content = await self._pop(index, key)
+                if content is None:
+                    continue  # the pop timed out: go on while someone waits
+                message = self.deserialize(content)
+                to = message.pop("__asgi_channel__", real_channel)
                 for channel in to if isinstance(to, list) else [to]:
                     group = self._group_of.get(channel)
                     if group is not None:

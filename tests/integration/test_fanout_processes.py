@@ -260,3 +260,32 @@ def test_inbox_sockets_on_daphne_get_each_change_once_and_only_rows_they_may_see
             for ws in group:
                 ws.close()
         web.stop()
+
+
+async def test_the_reader_pops_each_message_with_one_round_trip():
+    """channels_redis's receive made four round trips per message (restore the backup queue, pop,
+    back the message up, remove the backup); the process's reader pops, and hands out."""
+    layer, sender = _layer(), _layer()
+    names = [await layer.new_channel() for _ in range(3)]
+    for name in names:
+        await layer.group_add(GROUP, name)
+    client = layer.connection(0)  # the receiving layer's Redis client on this loop (one host)
+    commands: list[str] = []
+    execute = client.execute_command
+
+    async def recorded(*args, **kwargs):
+        commands.append(str(args[0]).upper())
+        return await execute(*args, **kwargs)
+
+    client.execute_command = recorded
+    try:
+        for n in range(5):
+            await sender.group_send(GROUP, {"type": "test.message", "n": n})
+        got = await asyncio.gather(*(_got(layer, name) for name in names))
+        assert got == [[0, 1, 2, 3, 4]] * 3
+        assert set(commands) == {"BZPOPMIN"}, commands  # no EVAL, ZADD, ZPOPMIN
+        assert len(commands) <= 5 + 2, commands  # one per message (and the pops that wait)
+    finally:
+        del client.execute_command
+        for name in names:
+            await layer.group_discard(GROUP, name)
