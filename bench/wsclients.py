@@ -5,6 +5,7 @@ a server during the timed rounds. Not app code."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import re
 import signal
 import subprocess
@@ -20,6 +21,30 @@ def matches(needle: Needle, text: str) -> bool:
     if isinstance(needle, tuple):
         return needle[0] in text and needle[1].search(text) is not None
     return needle in text if isinstance(needle, str) else needle.search(text) is not None
+
+
+@functools.cache
+def _timed_connection() -> type:
+    """websockets' client connection that notes when each text frame arrived: when the client's loop
+    read it off the socket and parsed it, not when the socket's reader task got to it (with 1,000
+    sockets in one client process, those tasks run one after the other: tens of milliseconds of the
+    client's own, not the server's)."""
+    from collections import deque
+
+    from websockets.asyncio.client import ClientConnection
+    from websockets.frames import Opcode
+
+    class TimedConnection(ClientConnection):
+        def __init__(self, *args, **kwargs) -> None:  # noqa: ANN002, ANN003
+            super().__init__(*args, **kwargs)
+            self.arrivals: deque[float] = deque()
+
+        def process_event(self, event) -> None:  # noqa: ANN001
+            if self.response is not None and event.opcode is Opcode.TEXT:
+                self.arrivals.append(time.perf_counter())  # unfragmented: one frame per message
+            super().process_event(event)
+
+    return TimedConnection
 
 
 class Socket:
@@ -45,7 +70,12 @@ class Socket:
         for attempt in range(3):  # a busy server may drop a handshake: count it, retry
             try:
                 self.ws = await connect(
-                    url, additional_headers=headers, max_size=None, ping_interval=None, open_timeout=120
+                    url,
+                    additional_headers=headers,
+                    max_size=None,
+                    ping_interval=None,
+                    open_timeout=120,
+                    create_connection=_timed_connection(),
                 )
                 break
             except (OSError, InvalidHandshake):
@@ -59,8 +89,10 @@ class Socket:
 
     async def _read(self) -> None:
         try:
+            arrivals = self.ws.arrivals
             async for frame in self.ws:
-                self.frames.append((time.perf_counter(), frame if isinstance(frame, str) else frame.decode()))
+                at = arrivals.popleft() if arrivals else time.perf_counter()
+                self.frames.append((at, frame if isinstance(frame, str) else frame.decode()))
             if not self.closing:
                 self.closed = f"closed by the server ({self.ws.close_code})"
         except Exception as exc:  # noqa: BLE001 - recorded: a dropped socket misses frames
