@@ -5,22 +5,18 @@ free for its drain, and the stored status is what status_expression computes."""
 
 from __future__ import annotations
 
-import threading
-import time
-from collections.abc import Callable
 from datetime import timedelta
 
 import pytest
 from django.db import connection, transaction
 from django.utils import timezone
-from google.adk.events.event import Event
-from google.genai import types
 
 from agents_app import turn_sql
 from agents_app.models import AdkSession, AgentConfigVersion, Turn
 from agents_app.session_service import DjangoSessionService
 from agents_app.session_status import status_expression
 from approvals.models import PendingCall
+from tests.integration.test_session_status_races import _call, _race  # the same row-lock races
 
 pytestmark = pytest.mark.django_db(transaction=True)
 APP = "my_app"
@@ -185,47 +181,6 @@ def test_a_statement_that_fails_leaves_nothing_half_done(monkeypatch):
 
 
 # -- races on the session row ------------------------------------------------------------------
-
-
-def _call(call_id: str) -> Event:
-    call = types.Part(function_call=types.FunctionCall(id=call_id, name="ask_for_approval", args={"amount": 2}))
-    return Event(
-        author="agent", invocation_id="inv", long_running_tool_ids={call_id}, content=types.Content(parts=[call])
-    )
-
-
-def _in_thread(work: Callable[[], None], errors: list[BaseException]) -> threading.Thread:
-    def run() -> None:
-        try:
-            work()
-        except BaseException as exc:  # reported by the test
-            errors.append(exc)
-        finally:
-            connection.close()
-
-    thread = threading.Thread(target=run)
-    thread.start()
-    return thread
-
-
-def _race(holder: Callable[[], None], waiter: Callable[[], None]) -> None:
-    """`holder` runs in a transaction that stays open until `waiter`, in another thread, has had
-    time to block on the session row; then both finish."""
-    held, release, errors = threading.Event(), threading.Event(), []
-
-    def hold() -> None:
-        with transaction.atomic():
-            holder()
-            held.set()
-            release.wait(10)
-
-    a = _in_thread(hold, errors)
-    assert held.wait(10)
-    b = _in_thread(waiter, errors)
-    time.sleep(0.3)  # the waiter waits for the row's lock
-    release.set()
-    a.join(10), b.join(10)
-    assert not errors, errors
 
 
 def test_a_turn_queued_while_the_finish_waits_is_claimed():
