@@ -44,7 +44,7 @@ ABORTED = "INVOCATION_ABORTED"
 
 
 # -- tickets from events (runs inside the session service's append transaction) ---------------
-def tickets_event_wanted(event: Any, session: Any = None) -> bool:
+def tickets_event_wanted(event: Any, session: Any) -> bool:
     """Whether tickets_record_event has anything to do with this event: a long-running call (a new
     ticket) or a tool's response (an initial response, an abort) that may have a ticket. Without a
     query: the session store stores the other events without running the hook (in one statement).
@@ -59,12 +59,12 @@ def tickets_event_wanted(event: Any, session: Any = None) -> bool:
     return bool(responses) and not _answers_only_plain_calls(session, {fr.id for fr in responses})
 
 
-def _answers_only_plain_calls(session: Any, call_ids: set[Any]) -> bool:
-    """True when each of these ids is the id of a function call among the session's events (newest
-    first) that was not long-running. Not found (a call from before a partial load), no id, or a
-    long-running call: False, and the hook looks in the database."""
-    left = set(call_ids)
-    if session is None or not left or None in left or "" in left:
+def _answers_only_plain_calls(session: Any, left: set[Any]) -> bool:
+    """True when each of these ids (a set of its own: emptied as they are found) is the id of a
+    function call among the session's events (newest first) that was not long-running. Not found
+    (a call from before a partial load), no id, or a long-running call: False, and the hook looks in
+    the database."""
+    if not left or None in left or "" in left:
         return False
     for past in reversed(session.events):
         for fc in past.get_function_calls():
