@@ -11,19 +11,11 @@ from typing import Any
 
 import pytest
 
+from tests.chromium import CHROMIUM, LAUNCH_ARGS, missing
 from tests.conftest_live import live_asgi, live_asgi_server  # noqa: F401  (fixtures)
 
-CHROMIUM = "/usr/bin/chromium"
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
-LAUNCH_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 
 # Playwright's sync API keeps an event loop in this thread; the test's own ORM calls are still sync.
 os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
@@ -31,19 +23,12 @@ os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 
 def pytest_collection_modifyitems(config: Any, items: list[Any]) -> None:
     here = Path(__file__).parent
-    missing = None
-    if not os.path.exists(CHROMIUM):
-        missing = f"{CHROMIUM} is missing (CI installs it: apt-get install -y chromium)"
-    else:
-        try:
-            import playwright.sync_api  # noqa: F401
-        except ImportError:
-            missing = "playwright (Python) is not installed"
+    reason = missing()
     for item in items:
         if here in Path(str(item.fspath)).parents:
             item.add_marker(pytest.mark.browser)
-            if missing:
-                item.add_marker(pytest.mark.skip(reason=missing))
+            if reason:
+                item.add_marker(pytest.mark.skip(reason=reason))
 
 
 @pytest.fixture(scope="session")
