@@ -8,11 +8,13 @@ from django.contrib.auth.models import Group
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from agents_app import services as agent_services
 from approvals import policies
-from approvals.models import Policy
+from approvals.models import PendingCall, Policy
 from tests.approvals.policy_helpers import open_ticket, policy, team
 from tests.approvals.test_deadlines_and_grants import *  # noqa: F403
 from tests.approvals.test_policy_rules import *  # noqa: F403
+from tests.conftest import wait_for
 
 SMALL = {"purpose": "meals", "amount": 20.0}
 
@@ -73,3 +75,38 @@ def test_a_grant_is_looked_for_only_when_one_may_apply(demo):
     open_ticket(args=SMALL)
     _, sent = _rules_queries(args=SMALL)
     assert len(sent) == 1 and "approvals_standinggrant" in sent[0], sent
+
+
+def _worker_ticket(text: str) -> PendingCall:
+    """A ticket opened by the worker process (its own policy cache), for a new conversation."""
+    session = agent_services.session_create(app_name="reimbursement_agent", user_id="requester")
+    agent_services.message_send(session=session, text=text)
+    return wait_for(lambda: PendingCall.objects.filter(session=session).first(), timeout=30, what="the worker's ticket")
+
+
+def test_an_edit_in_this_process_takes_effect_in_the_worker_processs_next_ticket(demo, worker):
+    """The cache is per process: the worker's, warmed by its first ticket, must see an edit made by
+    another process (here the test's, as the policy pages in a web process would) at its next ticket."""
+    Policy.objects.all().delete()
+    finance, legal = team("finance-w"), team("legal-w")
+    made = policies.policy_save(
+        policy=None,
+        values={"name": "meals", "tool": "ask_for_approval"},
+        approver_groups=[finance],
+        escalation_groups=[],
+        actor=demo["admin"],
+    )
+    first = _worker_ticket("Please reimburse 200$ for meals")
+    assert first.policy == made and [g.name for g in first.approver_groups.all()] == ["finance-w"]
+
+    made.approver_groups.set([legal])
+    second = _worker_ticket("Please reimburse 300$ for meals")
+    assert [g.name for g in second.approver_groups.all()] == ["legal-w"]
+
+    Policy.objects.filter(pk=made.pk).update(required_approvals=3)  # a bulk update: no signal, no version bump
+    third = _worker_ticket("Please reimburse 400$ for meals")
+    assert third.required_approvals == 3
+
+    Policy.objects.filter(pk=made.pk).update(enabled=False)
+    fourth = _worker_ticket("Please reimburse 500$ for meals")
+    assert fourth.policy is None and not fourth.routed
