@@ -12,7 +12,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from adkweb.log_context import log_ids
-from agents_app.services import session_lock as lock_session
+from agents_app.services import session_locked
 
 from . import events
 from .decisions import Answer, answers_submit
@@ -71,8 +71,15 @@ def ticket_expire(*, ticket_id: int) -> bool:
     """Close an undecided ticket past its due time as expired, and tell the agent so with the
     final FunctionResponse `{"status": "expired", ...}` (once; later answers get 409)."""
     session_pk = PendingCall.objects.filter(pk=ticket_id).values_list("session_id", flat=True).first()
-    if session_pk is not None:
-        lock_session(session_pk)  # before the ticket: the order every writer of both takes
+    if session_pk is None:
+        return False
+    # The session before the ticket: the order every writer of both takes. Inside the block the
+    # ticket's and the new turn's saves keep the session's stored status without locking it again.
+    with session_locked(session_pk):
+        return _expire(ticket_id)
+
+
+def _expire(ticket_id: int) -> bool:
     ticket = _locked_open(ticket_id)
     if ticket is None or not ticket.due_at or ticket.due_at > timezone.now():
         return False
