@@ -19,11 +19,12 @@ configuration version it ran with (read in the same query as the stamp).
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
-from django.db.models import Exists, OuterRef, Subquery
+from django.db import connection
 from google.adk.plugins.base_plugin import BasePlugin
 
 from . import code_apps
@@ -61,23 +62,59 @@ class _Cached:
     runner: Any
 
 
-def config_stamp(app_name: str) -> tuple[tuple | None, int | None]:
+# The stamp's row of one agent configuration: its FIELDS, the id of its latest version, whether it
+# uses agents as tools. Written once here rather than built by the ORM each turn (compiling the
+# Subquery and Exists cost more CPU than PostgreSQL took to answer); agents_app.turn_sql reads it in
+# the statement that claims a turn (`stamp_select`), so a turn whose runner is cached starts without
+# another round trip.
+_CONFIGS = AgentConfig._meta.db_table
+_FIELD_OBJECTS: list[Any] = [AgentConfig._meta.pk if f == "pk" else AgentConfig._meta.get_field(f) for f in FIELDS]
+_COLUMNS = ", ".join(f"a.{f.column}" for f in _FIELD_OBJECTS)
+_JSON_AT = frozenset(i for i, f in enumerate(_FIELD_OBJECTS) if f.get_internal_type() == "JSONField")
+STAMP_WIDTH = len(FIELDS) + 2
+
+
+def stamp_select(name_sql: str) -> str:
+    """SELECT of the stamp's row (STAMP_WIDTH columns) of the agent whose name is the SQL `name_sql`."""
+    versions, links = AgentConfigVersion._meta.db_table, AgentToolLink._meta.db_table
+    return (
+        f"SELECT {_COLUMNS}, (SELECT v.id FROM {versions} v WHERE v.agent_id = a.id ORDER BY v.version DESC LIMIT 1), "
+        f"EXISTS (SELECT 1 FROM {links} l WHERE l.parent_id = a.id) FROM {_CONFIGS} a WHERE a.name = {name_sql}"
+    )
+
+
+_STAMP = stamp_select("%s")
+
+
+def stamp_row(values: tuple) -> tuple | None:
+    """A stamp's row as read by `stamp_select` (raw values: JSON arrives as text), None for no row."""
+    if values[0] is None:
+        return None
+    return tuple(json.loads(v) if i in _JSON_AT and isinstance(v, str | bytes) else v for i, v in enumerate(values))
+
+
+def read_stamp_row(app_name: str) -> tuple | None:
+    with connection.cursor() as cursor:
+        cursor.execute(_STAMP, [app_name])
+        found = cursor.fetchone()
+    return None if found is None else stamp_row(found)
+
+
+_UNREAD: Any = object()  # config_stamp: the stamp's row is to be read
+
+
+def config_stamp(app_name: str, row: Any = _UNREAD) -> tuple[tuple | None, int | None]:
     """(stamp, configuration version id) of what `agents.build_app(app_name)` builds now; stamp None
-    when no local app has that name (a remote app, or none)."""
+    when no local app has that name (a remote app, or none). `row`: the stamp's row already read
+    (`stamp_select`; None: there is none)."""
     try:
         obj = code_apps.load(app_name)
     except code_apps.CodeAppError:
         return ("error",), None  # never matches a cached runner: building says what is wrong
     if obj is not None:
         return ("code", id(obj), _services_stamp()), None
-    latest = AgentConfigVersion.objects.filter(agent=OuterRef("pk")).order_by("-version").values("pk")[:1]
-    linked = AgentToolLink.objects.filter(parent=OuterRef("pk"))
-    row = (
-        AgentConfig.objects.filter(name=app_name)
-        .annotate(latest=Subquery(latest), linked=Exists(linked))
-        .values_list(*FIELDS, "latest", "linked")
-        .first()
-    )
+    if row is _UNREAD:
+        row = read_stamp_row(app_name)
     if row is None:
         return None, None
     rows = [row[: len(FIELDS)]]
@@ -120,11 +157,12 @@ def run_services() -> dict[str, Any]:
     return {"artifact_service": artifact_service(), "memory_service": memory_service()}
 
 
-def runner_for(app_name: str) -> tuple[Any, int | None] | None:
+def runner_for(app_name: str, row: Any = _UNREAD) -> tuple[Any, int | None] | None:
     """This loop's runner for the app and the configuration version it runs; None when no local
     app has that name. Builds (and raises what building raises: unknown or disabled agent, bad
-    configuration) when the stamp changed. Runs in the loop's database thread."""
-    stamp, version = config_stamp(app_name)
+    configuration) when the stamp changed. Runs in the loop's database thread. `row`: the stamp's
+    row if already read (config_stamp)."""
+    stamp, version = config_stamp(app_name, row)
     if stamp is None:
         return None
     cache: dict[str, _Cached] = loop_state().setdefault("runners", {})
@@ -138,6 +176,22 @@ def runner_for(app_name: str) -> tuple[Any, int | None] | None:
     if stamp is not None and stamp[0] != "error":
         cache[app_name] = _Cached(stamp, runner)
     return runner, version
+
+
+def runner_cached(app_name: str, row: tuple | None) -> tuple[Any, int | None] | None:
+    """`runner_for` without the database, from the stamp's row read with the turn's claim: this
+    loop's runner and the version it runs when the cached one is current; None when finding out
+    takes the database thread (agents used as tools, whose rows are read there), a build, or no
+    local app of that name (a remote one, or an error to raise)."""
+    if row is not None and row[-1]:
+        return None
+    stamp, version = config_stamp(app_name, row)
+    if stamp is None or stamp[0] == "error":
+        return None
+    hit = loop_state().get("runners", {}).get(app_name)
+    if hit is None or hit.stamp != stamp:
+        return None
+    return hit.runner, version
 
 
 def _build(app_name: str) -> Any:

@@ -28,7 +28,8 @@ from typing import Any
 
 from asgiref.sync import ThreadSensitiveContext, sync_to_async
 from django.conf import settings
-from django.db import connection, connections, transaction
+from django.db import DEFAULT_DB_ALIAS, connections, transaction
+from django.db.utils import load_backend
 from django.utils import timezone
 
 from adkweb.log_context import log_ids
@@ -38,7 +39,7 @@ from . import events, turn_sql, worker_loop
 from .config_history import current_version_id
 from .leases import Heartbeat, Lease, LeaseLost, current_lease, lease_acquire, lease_release
 from .models import AdkSession, StoredEvent, Turn
-from .run_cache import app_for_run, runner_for
+from .run_cache import app_for_run, runner_cached, runner_for
 
 __all__ = ["app_for_run", "session_turns_run", "turn_run"]
 
@@ -165,34 +166,56 @@ class _Prepared:
     remote: Any = None  # a RemoteApp: agents_app.remote runs the turn there
 
 
-def _prepare(turn: Turn) -> _Prepared:
+def _prepare(turn: Turn, claim: turn_sql.Claim | None = None) -> _Prepared:
     """A turn's start in one database hop: its session, the runner (built only when the agent's
     configuration changed) and the configuration version it runs, kept on `turn` until the write
-    that ends it (turn_finish, turn_sql.done_next) records it."""
+    that ends it (turn_finish, turn_sql.done_next) records it. `claim`: what the statement that
+    claimed the turn read (its session's ids, the configuration's stamp), not read again."""
     from .agents import remote_app
 
-    session = AdkSession.objects.get(pk=turn.session_id)
-    found = runner_for(session.app_name)
+    if claim is None:
+        session = AdkSession.objects.get(pk=turn.session_id)
+        found = runner_for(session.app_name)
+    else:
+        session = _claimed_session(turn, claim)
+        found = runner_for(claim.app_name, claim.stamp_row)
     if found is None:  # no local app of that name: a remote one, or an error saying there is none
         remote = remote_app(session.app_name)
         if remote is None:
             app_for_run(session.app_name)  # raises why
-        return _Prepared(session, remote=remote)
+        return _Prepared(AdkSession.objects.get(pk=turn.session_id), remote=remote)  # the remote run reads it whole
     runner, config_version = found
     turn.config_version_id = config_version  # recorded when the turn ends, in the same write
     return _Prepared(session, runner=runner)
 
 
-async def turn_run(turn: Turn, *, resume: bool, lease: Lease | None = None) -> None:
+def _claimed_session(turn: Turn, claim: turn_sql.Claim) -> AdkSession:
+    """The session's ids as the claim read them (all a local run uses of the row)."""
+    return AdkSession(pk=turn.session_id, app_name=claim.app_name, user_id=claim.user_id, session_id=claim.session_id)
+
+
+async def _prepared(turn: Turn, claim: turn_sql.Claim | None) -> _Prepared:
+    """`_prepare`, without the hop to the database thread when the claim's stamp says this loop's
+    cached runner is current (the common case: a turn then starts with no read of its own)."""
+    if claim is not None and (found := runner_cached(claim.app_name, claim.stamp_row)) is not None:
+        runner, turn.config_version_id = found
+        return _Prepared(_claimed_session(turn, claim), runner=runner)
+    return await sync_to_async(_prepare)(turn, claim)
+
+
+async def turn_run(
+    turn: Turn, *, resume: bool, lease: Lease | None = None, claim: turn_sql.Claim | None = None
+) -> None:
     """One `Runner.run_async` for one turn (or its resumption); stored events are published by the
-    session service after commit, streaming chunks are published here and never stored."""
+    session service after commit, streaming chunks are published here and never stored. `claim`:
+    what was read with the turn's claim (agents_app.turn_sql)."""
     from google.adk.agents.run_config import RunConfig, StreamingMode
     from google.genai import types
 
     from .api.render import partial_event_json
     from .session_service import current_turn_id, current_turn_invocations
 
-    prepared = await sync_to_async(_prepare)(turn)
+    prepared = await _prepared(turn, claim)
     session = prepared.session
     if prepared.remote is not None:
         from .remote.run import remote_turn_run
@@ -248,15 +271,17 @@ async def _within_time_limit(run: Coroutine[Any, Any, None]) -> None:
 NEXT, STOP, RAN = "next", "stop", "ran"
 
 
-async def turn_execute(turn: Turn, lease: Lease, *, finish_done: bool = True) -> str:
+async def turn_execute(
+    turn: Turn, lease: Lease, *, finish_done: bool = True, claim: turn_sql.Claim | None = None
+) -> str:
     """Run, resume or close one claimed turn: NEXT, or STOP when the drain must stop (lease lost, or
     an outage of the database or broker: the sweeper brings the turn back later, to be resumed), or
     RAN when it ran to its end and `finish_done` is False (the caller marks it done)."""
     with log_ids(turn=turn.pk, session=turn.session_id):  # on every line logged meanwhile
-        return await _turn_execute(turn, lease, finish_done)
+        return await _turn_execute(turn, lease, finish_done, claim)
 
 
-async def _turn_execute(turn: Turn, lease: Lease, finish_done: bool) -> str:
+async def _turn_execute(turn: Turn, lease: Lease, finish_done: bool, claim: turn_sql.Claim | None) -> str:
     from google.adk.errors._stale_session_error import StaleSessionError
 
     db = sync_to_async
@@ -266,7 +291,7 @@ async def _turn_execute(turn: Turn, lease: Lease, finish_done: bool) -> str:
             logger.info("Turn %s: its invocation already ended (%s); closing it, not resuming.", turn.pk, plan.action)
             await db(turn_finish)(turn.pk, plan.action, plan.error, lease)
             return NEXT
-        await turn_run(turn, resume=plan.action == "resume", lease=lease)
+        await turn_run(turn, resume=plan.action == "resume", lease=lease, claim=claim)
     except LeaseLost:
         logger.warning("Turn %s: lease lost; leaving the turn to the worker that owns it now.", turn.pk)
         return STOP
@@ -304,7 +329,7 @@ async def _drain(session_pk: int) -> int:
     owner = uuid.uuid4().hex
     async with ThreadSensitiveContext(executor=worker_loop.db_executor()):
         try:
-            if await sync_to_async(_on_postgresql)():
+            if _on_postgresql():
                 return await _drain_pg(session_pk, owner)
             return await _drain_orm(session_pk, owner)
         finally:
@@ -312,7 +337,9 @@ async def _drain(session_pk: int) -> int:
 
 
 def _on_postgresql() -> bool:
-    return connection.vendor == "postgresql"
+    """From the settings, without a hop to the database thread (nor a connection object made for
+    the loop's thread, which the database thread's calls would then be refused)."""
+    return load_backend(connections.settings[DEFAULT_DB_ALIAS]["ENGINE"]).DatabaseWrapper.vendor == "postgresql"
 
 
 async def _drain_orm(session_pk: int, owner: str) -> int:
@@ -350,7 +377,7 @@ async def _drain_pg(session_pk: int, owner: str) -> int:
         go_on, released = True, False
         try:
             with Heartbeat(lease) as heartbeat:
-                turn = started.turn
+                turn, claim = started.turn, started.claim
                 if turn is not None:
                     await events.anotify_session_status(session_pk=session_pk, status="running")
                 elif started.orphan:
@@ -358,8 +385,8 @@ async def _drain_pg(session_pk: int, owner: str) -> int:
                 while go_on and turn is not None:
                     heartbeat.turn_started()
                     ran += 1
-                    outcome = await turn_execute(turn, lease, finish_done=False)
-                    go_on = outcome != STOP
+                    outcome = await turn_execute(turn, lease, finish_done=False, claim=claim)
+                    go_on, claim = outcome != STOP, None
                     if outcome == RAN:
                         done = await db(_done_next)(turn, lease)
                         if not done.leased:
@@ -374,7 +401,7 @@ async def _drain_pg(session_pk: int, owner: str) -> int:
                             await events.anotify_session_status(session_pk=session_pk, status=done.status)
                             released = done.released
                             if done.turn is not None or done.orphan or released:
-                                turn = done.turn
+                                turn, claim = done.turn, done.claim
                                 if turn is None and done.orphan:
                                     turn = await db(turn_claim_next)(session_pk)
                                 continue

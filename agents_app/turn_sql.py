@@ -38,6 +38,7 @@ from typing import Any
 from django.db import connection
 
 from .models import AdkSession, Turn
+from .run_cache import STAMP_WIDTH, stamp_row, stamp_select
 from .session_status import ACTIVE_TURN_STATUSES, OPEN_TICKET_STATUSES
 
 SESSIONS = AdkSession._meta.db_table
@@ -47,6 +48,12 @@ _ACTIVE = ", ".join(f"'{s}'" for s in ACTIVE_TURN_STATUSES)
 _OPEN = ", ".join(f"'{s}'" for s in OPEN_TICKET_STATUSES)
 _FIELDS = [f for f in Turn._meta.concrete_fields]
 _COLUMNS = ", ".join(f"t.{f.column}" for f in _FIELDS)
+
+# What a claimed turn starts from, returned with it: its session's app, user and session ids, and the
+# stamp's row of the app's configuration (agents_app.run_cache), so that a turn whose runner is
+# cached needs no other read before the agent runs. `s` is the statement's session row, `c` the claim.
+_SESSION_COLUMNS = "app_name, user_id, session_id"
+_CLAIMED = "LEFT JOIN s ss ON c.id IS NOT NULL LEFT JOIN LATERAL (" + stamp_select("ss.app_name") + ") k ON true"
 
 _LOCK = f"SELECT id FROM {SESSIONS} WHERE id = %(pk)s FOR NO KEY UPDATE; "
 
@@ -60,10 +67,12 @@ _CLAIM = (
 _START = _LOCK + (
     f"WITH s AS (UPDATE {SESSIONS} SET lease_owner = %(owner)s, lease_expires_at = %(until)s "
     "WHERE id = %(pk)s AND (lease_owner = '' OR lease_expires_at < %(now)s OR lease_owner = %(owner)s) "
-    f"AND EXISTS (SELECT 1 FROM {TURNS} WHERE session_id = %(pk)s AND status IN ({_ACTIVE})) RETURNING id), "
+    f"AND EXISTS (SELECT 1 FROM {TURNS} WHERE session_id = %(pk)s AND status IN ({_ACTIVE})) "
+    f"RETURNING id, {_SESSION_COLUMNS}), "
     f"o AS (SELECT EXISTS (SELECT 1 FROM {TURNS} WHERE session_id = %(pk)s AND status = 'running') AS orphan), "
     + _CLAIM.format(gate="EXISTS (SELECT 1 FROM s) AND NOT (SELECT orphan FROM o)")
-    + " SELECT (SELECT count(*) FROM s), (SELECT orphan FROM o), c.* FROM (SELECT 1) one LEFT JOIN c ON true"
+    + " SELECT (SELECT count(*) FROM s), (SELECT orphan FROM o), c.*, ss.app_name, ss.user_id, ss.session_id, k.* "
+    "FROM (SELECT 1) one LEFT JOIN c ON true " + _CLAIMED
 )
 
 # The session's status once turn %(tid)s is %(status)s (session_status.status_expression, with that
@@ -77,7 +86,7 @@ _STATUS = (
 )
 
 _DONE_NEXT = _LOCK + (
-    f"WITH s AS (SELECT id FROM {SESSIONS} WHERE id = %(pk)s AND lease_owner = %(owner)s), "
+    f"WITH s AS (SELECT id, {_SESSION_COLUMNS} FROM {SESSIONS} WHERE id = %(pk)s AND lease_owner = %(owner)s), "
     f"f AS (UPDATE {TURNS} SET status = %(status)s, error = '', finished_at = clock_timestamp(), "
     "config_version_id = %(version)s WHERE id = %(tid)s "
     "AND session_id = %(pk)s AND status = 'running' AND EXISTS (SELECT 1 FROM s) RETURNING id), "
@@ -90,8 +99,19 @@ _DONE_NEXT = _LOCK + (
     "lease_expires_at = CASE WHEN EXISTS (SELECT 1 FROM c) OR (SELECT orphan FROM o) THEN %(until)s ELSE NULL END "
     f"FROM st WHERE {SESSIONS}.id = %(pk)s AND EXISTS (SELECT 1 FROM f) RETURNING 1) "
     "SELECT (SELECT count(*) FROM s), (SELECT count(*) FROM f), (SELECT orphan FROM o), (SELECT now FROM st), "
-    "(SELECT count(*) FROM u), c.* FROM (SELECT 1) one LEFT JOIN c ON true"
+    "(SELECT count(*) FROM u), c.*, ss.app_name, ss.user_id, ss.session_id, k.* "
+    "FROM (SELECT 1) one LEFT JOIN c ON true " + _CLAIMED
 )
+
+
+@dataclass(frozen=True)
+class Claim:
+    """What the statement that claimed a turn read for its start (agents_app.runner)."""
+
+    app_name: str
+    user_id: str
+    session_id: str
+    stamp_row: tuple | None  # run_cache.stamp_select's row of the app's configuration; None: there is none
 
 
 @dataclass(frozen=True)
@@ -99,6 +119,7 @@ class Started:
     leased: bool  # the lease is ours now (the session owes work)
     orphan: bool  # a turn is still marked running (its worker died): claim through the ORM path
     turn: Turn | None  # the turn claimed, marked running
+    claim: Claim | None = None  # read with it
 
 
 @dataclass(frozen=True)
@@ -109,6 +130,7 @@ class DoneNext:
     status: str  # the session's stored status now
     released: bool  # nothing owed: the lease was released in the same transaction
     turn: Turn | None  # the next turn, claimed
+    claim: Claim | None = None  # read with it
 
 
 def _run(sql: str, params: dict[str, Any]) -> tuple:
@@ -118,6 +140,17 @@ def _run(sql: str, params: dict[str, Any]) -> tuple:
         row = cursor.fetchone()
     assert row is not None
     return row
+
+
+def _claimed(values: tuple) -> tuple[Turn | None, Claim | None]:
+    """The claimed turn and what was read with it, from the row's columns after the statement's own."""
+    width = len(_FIELDS)
+    turn = _turn(values[:width])
+    if turn is None:
+        return None, None
+    app_name, user_id, session_id = values[width : width + 3]
+    stamp = values[width + 3 : width + 3 + STAMP_WIDTH]
+    return turn, Claim(app_name, user_id, session_id, stamp_row(stamp))
 
 
 def _turn(values: tuple) -> Turn | None:
@@ -134,7 +167,8 @@ def start(*, session_pk: int, owner: str, until: datetime, now: datetime) -> Sta
     """Take the session's lease if it owes work and is free (or ours), and claim its oldest queued
     turn unless one is still marked running."""
     row = _run(_START, {"pk": session_pk, "owner": owner, "until": until, "now": now})
-    return Started(leased=bool(row[0]), orphan=bool(row[1]), turn=_turn(row[2:]))
+    turn, claim = _claimed(row[2:])
+    return Started(leased=bool(row[0]), orphan=bool(row[1]), turn=turn, claim=claim)
 
 
 def done_next(
@@ -147,6 +181,6 @@ def done_next(
     params.update(status="done", version=config_version)
     row = _run(_DONE_NEXT, params)
     leased, finished, orphan, status, wrote = bool(row[0]), bool(row[1]), bool(row[2]), row[3], bool(row[4])
-    turn = _turn(row[5:])
+    turn, claim = _claimed(row[5:])
     released = wrote and turn is None and not orphan
-    return DoneNext(leased, finished, orphan, status, released, turn)
+    return DoneNext(leased, finished, orphan, status, released, turn, claim)
