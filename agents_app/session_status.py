@@ -63,22 +63,26 @@ def _models() -> tuple[Any, Any, Any]:
 
 def session_status_sync(session_pk: int) -> str | None:
     """Recompute one session's stored status (in the caller's transaction, or its own); returns it,
-    or None if the session is gone. Three statements: lock, compute, and write only if it changed."""
-    AdkSession, Turn, PendingCall = _models()
+    or None if the session is gone. Three statements: lock, compute, and write only if it changed.
+    The compute is status_expression in SQL (`_sql`): the ORM took longer to compile it than the
+    database took to run it. SQLite has no row locks (a write transaction holds the whole file
+    from its BEGIN: settings' IMMEDIATE mode), so there the compute, which finds no row for a
+    deleted session, is the first statement."""
+    AdkSession, _, _ = _models()
     with transaction.atomic():
-        if not list(AdkSession.objects.select_for_update(no_key=True).filter(pk=session_pk).values_list("pk")):
+        db = transaction.get_connection()
+        if db.vendor == "postgresql" and not list(
+            AdkSession.objects.select_for_update(no_key=True).filter(pk=session_pk).values_list("pk")
+        ):
             return None  # deleted (e.g. its turns are being deleted with it)
-        row = (
-            AdkSession.objects.filter(pk=session_pk)
-            .annotate(now=status_expression(Turn, PendingCall))
-            .values_list("status", "now")
-            .first()
-        )
-        if row is None:
-            return None
-        stored, now = row
-        if stored != now:
-            AdkSession.objects.filter(pk=session_pk).update(status=now)
+        with db.cursor() as cursor:
+            cursor.execute(_sql("read"), [session_pk] * 4)
+            row = cursor.fetchone()
+            if row is None:
+                return None
+            stored, now = row
+            if stored != now:
+                cursor.execute(_sql("write"), [now, session_pk])
         return now
 
 
@@ -104,21 +108,23 @@ def _sync(session_pk: int) -> None:
     if not held or session_pk not in held or not db.in_atomic_block:
         session_status_sync(session_pk)
         return
-    AdkSession, Turn, PendingCall = _models()
-    if db.vendor != "postgresql":
-        now = status_expression(Turn, PendingCall)
-        AdkSession.objects.filter(pk=session_pk).exclude(status=now).update(status=now)
-        return
     with db.cursor() as cursor:  # status_expression in SQL: the ORM took longer to compile it than to run it
-        cursor.execute(_held_sync_sql(), [session_pk] * 4)
+        if db.vendor == "postgresql":
+            cursor.execute(_sql("held_postgresql"), [session_pk] * 4)
+        else:
+            cursor.execute(_sql("held"), [session_pk] * 7)
 
 
-_HELD_SYNC: list[str] = []
+_SQL: dict[str, str] = {}
 
 
-def _held_sync_sql() -> str:
-    """One UPDATE: the session's status as status_expression computes it, written if it changed."""
-    if not _HELD_SYNC:
+def _sql(name: str) -> str:
+    """The status statements in SQL, built once per process (status_expression, written out):
+    "read" (stored status, status now; the pk 4 times), "write" (the status, the pk), and the
+    held-lock sync, one UPDATE that writes the status only if it changed: "held_postgresql" (the
+    pk 4 times) and "held" for SQLite (the CASE twice, as the ORM's `exclude(status=now)
+    .update(status=now)` writes it: the pk 7 times)."""
+    if not _SQL:
         AdkSession, Turn, PendingCall = _models()
         turns, tickets, sessions = Turn._meta.db_table, PendingCall._meta.db_table, AdkSession._meta.db_table
         active = ", ".join(f"'{s}'" for s in ACTIVE_TURN_STATUSES)
@@ -129,10 +135,13 @@ def _held_sync_sql() -> str:
             f"WHEN (SELECT status FROM {turns} WHERE session_id = %s ORDER BY created_at DESC, id DESC LIMIT 1) "
             "= 'failed' THEN 'failed' ELSE 'idle' END"
         )
-        _HELD_SYNC.append(
+        _SQL["read"] = f"SELECT status, {now} FROM {sessions} WHERE id = %s"
+        _SQL["write"] = f"UPDATE {sessions} SET status = %s WHERE id = %s"
+        _SQL["held"] = f"UPDATE {sessions} SET status = {now} WHERE id = %s AND status <> {now}"
+        _SQL["held_postgresql"] = (
             f"UPDATE {sessions} s SET status = n.now FROM (SELECT {now} AS now) n WHERE s.id = %s AND s.status <> n.now"
         )
-    return _HELD_SYNC[0]
+    return _SQL[name]
 
 
 def sessions_status_refresh(session_model: Any, turn_model: Any, ticket_model: Any) -> int:

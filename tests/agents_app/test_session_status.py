@@ -177,3 +177,37 @@ def test_a_new_turn_makes_its_session_running_in_one_statement(demo):
     assert stored(session) == "running"
     run_turn(session)
     assert stored(session) == "waiting"
+
+
+@pytest.mark.parametrize("held", [False, True], ids=["sync", "held-lock sync"])
+def test_the_sql_syncs_compute_what_status_expression_computes(demo, held):
+    """Each status (running, waiting, failed, idle; a failed turn followed by a done one is idle),
+    stored wrong, then synced by session_status_sync, or the one-statement way of a transaction that
+    holds the row (the session store's append): the SQL gives what status_expression gives."""
+    from django.db import transaction
+
+    from agents_app.session_status import _sync, row_lock_held
+
+    rows = {sid: session_for() for sid in ("running", "waiting", "failed", "idle")}
+    Turn.objects.create(session=rows["running"], kind="message", content={}, status=Turn.Status.QUEUED)
+    Turn.objects.create(session=rows["failed"], kind="message", content={}, status=Turn.Status.DONE)
+    Turn.objects.create(session=rows["failed"], kind="message", content={}, status=Turn.Status.FAILED)
+    Turn.objects.create(session=rows["idle"], kind="message", content={}, status=Turn.Status.FAILED)
+    Turn.objects.create(session=rows["idle"], kind="message", content={}, status=Turn.Status.DONE)
+    ticket(session=rows["waiting"])
+    ticket(session=rows["idle"], status=PendingCall.Status.APPROVED)
+    AdkSession.objects.update(status="wrong")
+    for sid, row in rows.items():
+        if held:
+            with transaction.atomic(), row_lock_held(row.pk):
+                _sync(row.pk)
+        else:
+            assert session_status_sync(row.pk) == sid
+        assert stored(row) == sid
+        assert AdkSession.objects.get(pk=row.pk).status == sid
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    with CaptureQueriesContext(connection) as queries:
+        assert session_status_sync(rows["idle"].pk) == "idle"
+    assert not [q for q in queries.captured_queries if q["sql"].startswith("UPDATE")]  # unchanged: not written
