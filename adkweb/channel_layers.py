@@ -149,7 +149,9 @@ class ThreadSafeInMemoryChannelLayer(DirectDelivery, InMemoryChannelLayer):
     def _put(self, channel: str, item: tuple) -> None:
         if self._direct and self._taken(channel, item[1], self.channels.get(channel)):
             return
-        queue = self.channels.setdefault(channel, asyncio.Queue(maxsize=self.get_capacity(channel)))
+        queue = self.channels.get(channel)
+        if queue is None:  # not a new asyncio.Queue per put only to throw it away (setdefault's argument)
+            queue = self.channels.setdefault(channel, asyncio.Queue(maxsize=self.get_capacity(channel)))
         try:
             queue.put_nowait(item)
         except asyncio.QueueFull:
