@@ -288,9 +288,9 @@ def ticket_deciders(*, ticket: PendingCall) -> list[Any]:
     people = User.objects.filter(groups__in=groups) | User.objects.filter(is_superuser=True)
     if not ticket.routed:
         people |= User.objects.with_perm(DECIDE_TICKETS, backend="django.contrib.auth.backends.ModelBackend")
-    counted = {r.actor_id for r in ticket_approvals(ticket=ticket) if r.actor_id is not None}
-    if ticket.required_approvals <= 1:
-        counted = set()
+    counted: set[Any] = set()  # approvals that count only matter (and are read) with a quorum above one
+    if ticket.required_approvals > 1:
+        counted = {r.actor_id for r in ticket_approvals(ticket=ticket) if r.actor_id is not None}
     found = people.filter(is_active=True).exclude(pk__in=counted).distinct().order_by("pk")
     return [user for user in found if can_decide(user, ticket)]
 
