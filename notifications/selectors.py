@@ -33,6 +33,8 @@ def email_recipients(*, event: NotificationEvent) -> list[tuple[Any, str]]:
         role = "requester"
     else:
         return []
+    if not people:
+        return []
     prefs = {p.user_id: p for p in NotificationPreference.objects.filter(user__in=[p.pk for p in people])}
     groups = set(ticket_approver_groups(ticket=ticket))
     return [
@@ -57,6 +59,27 @@ def unwanted_reason(
         if not groups & set(person.groups.values_list("name", flat=True)):
             return "The person asked for emails about tickets of their groups only."
     return ""
+
+
+def nobody_to_tell(*, event_name: str, ticket: Any) -> bool:
+    """Whether an event provably owes no delivery, known before its fan-out without asking anyone's
+    preferences: no email (no ticket; or the requester's email about a decision the requester made
+    themselves: nobody is emailed about their own decision) and no enabled endpoint subscribed. A
+    ticket's deciders are never assumed away: the fan-out finds them."""
+    if ticket is not None:
+        if event_name in EMAIL_DECIDERS:
+            return False
+        if event_name in EMAIL_REQUESTER and not _own_decision(ticket):
+            return False
+    return not webhook_endpoints_for(event_name=event_name)
+
+
+def _own_decision(ticket: Any) -> bool:
+    """The ticket was closed by its requester, as `email_recipients` matches them (the username;
+    unique): known when the caller has the closer loaded (a decision does), else not assumed."""
+    if ticket.closed_by_id is None or not type(ticket).closed_by.is_cached(ticket):
+        return False
+    return getattr(ticket.closed_by, "username", None) == ticket.requester
 
 
 def webhook_endpoints_for(*, event_name: str) -> list[WebhookEndpoint]:

@@ -29,11 +29,16 @@ def notify(event: str, *, ticket: Any = None, turn: Any = None, data: dict | Non
         raise ValueError(f"Unknown notification event {event!r}; use one of {', '.join(EVENTS)}.")
     try:
         with transaction.atomic():  # a savepoint: a failed insert leaves the caller's transaction usable
-            row = NotificationEvent.objects.create(name=event, ticket=ticket, turn=turn, data=data or {})
+            # An event that provably owes nothing is recorded as fanned out: no task, no fan-out.
+            done = timezone.now() if selectors.nobody_to_tell(event_name=event, ticket=ticket) else None
+            row = NotificationEvent.objects.create(
+                name=event, ticket=ticket, turn=turn, data=data or {}, fanned_out_at=done
+            )
     except DatabaseError:
         logger.exception("Could not record the notification %s; nothing will be sent for it.", event)
         return
-    transaction.on_commit(lambda: enqueue("event_fan_out", row.pk))
+    if done is None:
+        transaction.on_commit(lambda: enqueue("event_fan_out", row.pk))
 
 
 def enqueue(task_name: str, *args: Any, countdown: float | None = None) -> None:
