@@ -104,11 +104,12 @@ def email_connection() -> Any:
     return get_connection(timeout=settings.EMAIL_TIMEOUT)
 
 
-def email_prepare(delivery: Delivery) -> Outcome | ApprovalLink | None:
+def email_prepare(delivery: Delivery, prefs: dict[int, Any] | None = None) -> Outcome | ApprovalLink | None:
     """Whether this email still goes out: a skip `Outcome` (the ticket closed, no longer theirs to
     decide, preferences changed since it was queued), or the fresh one-tap link it carries (a
     decider's, while the ticket can take one), or None (no link). Writes the link: call it in the
-    transaction that claims the delivery, so a link exists only for an email being sent."""
+    transaction that claims the delivery, so a link exists only for an email being sent. `prefs`:
+    the recipients' saved preferences by user id, read for a batch (`preferences_of`)."""
     ticket, person = delivery.ticket, delivery.recipient
     if ticket is None or person is None:
         return Outcome.skip("The ticket or the person no longer exists.")
@@ -118,7 +119,8 @@ def email_prepare(delivery: Delivery) -> Outcome | ApprovalLink | None:
         refusal = approval_refusal(person, ticket)
         if refusal:  # its routing, four-eyes, or their approval already counts (M of N)
             return Outcome.skip(f"No longer theirs to decide: {refusal}")
-    unwanted = unwanted_reason(person, delivery.role, preferences_for(person), ticket=ticket)
+    pref = prefs.get(person.pk) if prefs is not None else preferences_for(person)
+    unwanted = unwanted_reason(person, delivery.role, pref, ticket=ticket)
     if unwanted:  # preferences changed since the email was queued (a retry hours later)
         return Outcome.skip(unwanted)
     if delivery.role == "decider":

@@ -20,6 +20,13 @@ def preferences_for(user: Any) -> NotificationPreference:
     return prefs or NotificationPreference(user=user)
 
 
+def preferences_of(people: list[Any]) -> dict[int, NotificationPreference]:
+    """The saved preferences of these people by user id, in one query (those who never saved any
+    are missing: `unwanted_reason` takes None for the defaults)."""
+    ids = [p.pk for p in people]
+    return {pref.user_id: pref for pref in NotificationPreference.objects.filter(user__in=ids)} if ids else {}
+
+
 def email_recipients(*, event: NotificationEvent) -> list[tuple[Any, str]]:
     """(person, role) pairs to email for an event: the ticket's deciders, or its requester."""
     ticket = event.ticket
@@ -35,7 +42,7 @@ def email_recipients(*, event: NotificationEvent) -> list[tuple[Any, str]]:
         return []
     if not people:
         return []
-    prefs = {p.user_id: p for p in NotificationPreference.objects.filter(user__in=[p.pk for p in people])}
+    prefs = preferences_of(people)
     groups = set(ticket_approver_groups(ticket=ticket))
     return [
         (person, role)

@@ -36,6 +36,7 @@ def _claim(delivery_ids: list[int]) -> list[tuple[Delivery, Outcome | ApprovalLi
     send them twice), each email with what `email_prepare` says (a skip, or the link it carries):
     one transaction for them all. Returns those claimed, by id; those not ours are left out."""
     from .emails import email_prepare
+    from .selectors import preferences_of
 
     now = timezone.now()
     due = Q(next_attempt_at__isnull=True) | Q(next_attempt_at__lte=now + EARLY)
@@ -51,12 +52,15 @@ def _claim(delivery_ids: list[int]) -> list[tuple[Delivery, Outcome | ApprovalLi
         )
         related = ("event", "ticket__closed_by", "recipient", "endpoint")
         claimed: list[tuple[Delivery, Outcome | ApprovalLink | None]] = []
-        for delivery in Delivery.objects.select_related(*related).filter(pk__in=pks).order_by("pk"):
+        rows = list(Delivery.objects.select_related(*related).filter(pk__in=pks).order_by("pk"))
+        emails = [d for d in rows if d.channel == Delivery.Channel.EMAIL and d.recipient is not None]
+        prefs = preferences_of([d.recipient for d in emails]) if emails else {}  # one query for the batch
+        for delivery in rows:
             prepared: Outcome | ApprovalLink | None = None
             if delivery.channel == Delivery.Channel.EMAIL:
                 try:
                     with transaction.atomic():  # a savepoint: one email's failure leaves the others claimed
-                        prepared = email_prepare(delivery)
+                        prepared = email_prepare(delivery, prefs)
                 except Exception as exc:
                     prepared = _failed(delivery, exc)
             claimed.append((delivery, prepared))

@@ -84,27 +84,26 @@ def _fan_out(*, event_id: int) -> list[tuple[int, str]]:
     if event is None:
         return []  # the transaction that recorded it was rolled back after all
     if event.fanned_out_at is None:
-        for user, role in selectors.email_recipients(event=event):
-            _create(event, channel=Delivery.Channel.EMAIL, recipient=user, role=role, target=user.email)
+        from django.conf import settings
+
+        owed = dict(event=event, ticket=event.ticket, max_attempts=len(settings.ADKWEB_NOTIFY_RETRY_DELAYS) + 1)
+        rows = [
+            Delivery(**owed, channel=Delivery.Channel.EMAIL, recipient=user, role=role, target=user.email)
+            for user, role in selectors.email_recipients(event=event)
+        ]
         for endpoint in selectors.webhook_endpoints_for(event_name=event.name):
             delivery_id = uuid.uuid4()
             payload = webhooks.payload(event=event, endpoint=endpoint, delivery_id=delivery_id)
-            _create(event, channel="webhook", endpoint=endpoint, target=endpoint.url, payload=payload, uuid=delivery_id)
+            rows.append(
+                Delivery(
+                    **owed, channel="webhook", endpoint=endpoint, target=endpoint.url, payload=payload, uuid=delivery_id
+                )
+            )
+        # One INSERT; a delivery already there (one per event and person, or endpoint) is kept as it is.
+        Delivery.objects.bulk_create(rows, ignore_conflicts=True)
         event.fanned_out_at = timezone.now()
         event.save(update_fields=["fanned_out_at"])
     return list(event.deliveries.filter(status__in=Delivery.OWED, attempts=0).values_list("pk", "channel"))
-
-
-def _create(event: NotificationEvent, **fields: Any) -> None:
-    from django.conf import settings
-
-    try:
-        with transaction.atomic():
-            Delivery.objects.create(
-                event=event, ticket=event.ticket, max_attempts=len(settings.ADKWEB_NOTIFY_RETRY_DELAYS) + 1, **fields
-            )
-    except IntegrityError:
-        pass  # already there (a crashed fan-out is run again by the sweeper)
 
 
 def delivery_resend(*, delivery: Delivery) -> Delivery:

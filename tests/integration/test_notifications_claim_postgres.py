@@ -28,10 +28,10 @@ def test_two_batches_claiming_the_same_emails_send_each_once(demo, monkeypatch):
 
     prepare, first_in = notification_emails.email_prepare, threading.Event()
 
-    def slow_prepare(delivery):  # the first batch holds its claim a while, inside its transaction
+    def slow_prepare(delivery, *args):  # the first batch holds its claim a while, inside its transaction
         first_in.set()
         time.sleep(0.3)
-        return prepare(delivery)
+        return prepare(delivery, *args)
 
     monkeypatch.setattr(notification_emails, "email_prepare", slow_prepare)
     errors: list[BaseException] = []

@@ -102,3 +102,34 @@ def test_a_batch_claims_only_what_is_still_owed(emails, sent_tasks):
     assert sending.deliveries_attempt(delivery_ids=ids) == {}  # the others went out: nothing left to claim
     assert len(mail.outbox) == 2
     assert Delivery.objects.get(pk=ids[0]).status == "sending"
+
+
+def test_an_events_deliveries_are_made_in_one_insert_and_its_preferences_read_once_per_step(emails, sent_tasks):
+    """The fan-out writes its deliveries in one INSERT and the batch's claim reads its recipients'
+    preferences in one query (not one per email), with what each email says unchanged: one each,
+    with its link, and a person who turned emails off since the fan-out is skipped at sending."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from notifications.models import NotificationPreference
+
+    event = NotificationEvent.objects.create(name="ticket.opened", ticket=ticket())
+    original = sending._claim
+
+    def claim_after_a_change(ids):  # approver2 turns emails off between the fan-out and the sending
+        NotificationPreference.objects.create(user=emails["approver2"], email_enabled=False)
+        return original(ids)
+
+    sending._claim = claim_after_a_change
+    try:
+        with CaptureQueriesContext(connection) as queries:
+            tasks.event_fan_out(event.pk)
+    finally:
+        sending._claim = original
+    sql = [q["sql"] for q in queries.captured_queries]
+    assert len([s for s in sql if s.startswith("INSERT") and 'INTO "notifications_delivery"' in s]) == 1
+    assert len([s for s in sql if 'FROM "notifications_notificationpreference"' in s]) == 2  # fan-out, claim
+    assert sorted(m.to[0] for m in mail.outbox) == ["admin@example.com", "approver@example.com"]
+    skipped = Delivery.objects.get(recipient=emails["approver2"])
+    assert skipped.status == "skipped" and "turned ticket emails off" in skipped.last_error
+    assert ApprovalLink.objects.count() == 2

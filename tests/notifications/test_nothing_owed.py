@@ -80,17 +80,25 @@ def test_an_opened_ticket_is_always_fanned_out_to_its_deciders(emails, sent_task
     event = NotificationEvent.objects.get(name="ticket.opened", ticket=call)
     assert event.fanned_out_at is None and (FAN_OUT, (event.pk,)) in sent_tasks
     tasks.event_fan_out(event.pk)
-    assert sorted(m.to[0] for m in mail.outbox) == ["admin@example.com", "approver2@example.com", "approver@example.com"]
+    assert sorted(m.to[0] for m in mail.outbox) == [
+        "admin@example.com",
+        "approver2@example.com",
+        "approver@example.com",
+    ]
 
 
-def test_a_failed_turn_is_fanned_out_only_when_an_endpoint_subscribes(demo, sent_tasks, django_capture_on_commit_callbacks):
+def test_a_failed_turn_is_fanned_out_only_when_an_endpoint_subscribes(
+    demo, sent_tasks, django_capture_on_commit_callbacks
+):
     turn = Turn.objects.create(session=session_for(), kind="message", content={}, status=Turn.Status.FAILED)
     with django_capture_on_commit_callbacks(execute=True):
         services.notify("turn.failed", turn=turn, data={"error": "boom"})
     quiet = NotificationEvent.objects.get(name="turn.failed")
     assert quiet.fanned_out_at is not None and sent_tasks == []
     WebhookEndpoint.objects.create(url="https://hooks.example.com/a", secret="s" * 20, events=["turn.failed"])
-    WebhookEndpoint.objects.create(url="https://hooks.example.com/b", secret="s" * 20, events=["turn.failed"], enabled=False)
+    WebhookEndpoint.objects.create(
+        url="https://hooks.example.com/b", secret="s" * 20, events=["turn.failed"], enabled=False
+    )
     with django_capture_on_commit_callbacks(execute=True):
         services.notify("turn.failed", turn=turn, data={"error": "boom"})
     told = NotificationEvent.objects.exclude(pk=quiet.pk).get(name="turn.failed")
