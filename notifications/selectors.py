@@ -68,17 +68,15 @@ def unwanted_reason(
     return ""
 
 
-def nobody_to_tell(*, event_name: str, ticket: Any) -> bool:
-    """Whether an event provably owes no delivery, known before its fan-out without asking anyone's
-    preferences: no email (no ticket; or the requester's email about a decision the requester made
-    themselves: nobody is emailed about their own decision) and no enabled endpoint subscribed. A
-    ticket's deciders are never assumed away: the fan-out finds them."""
-    if ticket is not None:
-        if event_name in EMAIL_DECIDERS:
-            return False
-        if event_name in EMAIL_REQUESTER and not _own_decision(ticket):
-            return False
-    return not webhook_endpoints_for(event_name=event_name)
+def emails_may_be_owed(*, event_name: str, ticket: Any) -> bool:
+    """Whether an event may owe emails, known without a query: not when it has no ticket, nor for
+    the requester's email about a decision the requester made themselves (nobody is emailed about
+    their own decision). A ticket's deciders are never assumed away: the fan-out finds them."""
+    if ticket is None:
+        return False
+    if event_name in EMAIL_DECIDERS:
+        return True
+    return event_name in EMAIL_REQUESTER and not _own_decision(ticket)
 
 
 def _own_decision(ticket: Any) -> bool:

@@ -27,10 +27,10 @@ def notify(event: str, *, ticket: Any = None, turn: Any = None, data: dict | Non
     not lose or delay a decision); an unknown event name is a programming error and does raise."""
     if event not in EVENTS:
         raise ValueError(f"Unknown notification event {event!r}; use one of {', '.join(EVENTS)}.")
+    # An event that provably owes nothing is recorded as fanned out: no task, no fan-out.
+    done = timezone.now() if _nothing_owed(event, ticket) else None
     try:
         with transaction.atomic():  # a savepoint: a failed insert leaves the caller's transaction usable
-            # An event that provably owes nothing is recorded as fanned out: no task, no fan-out.
-            done = timezone.now() if selectors.nobody_to_tell(event_name=event, ticket=ticket) else None
             row = NotificationEvent.objects.create(
                 name=event, ticket=ticket, turn=turn, data=data or {}, fanned_out_at=done
             )
@@ -39,6 +39,19 @@ def notify(event: str, *, ticket: Any = None, turn: Any = None, data: dict | Non
         return
     if done is None:
         transaction.on_commit(lambda: enqueue("event_fan_out", row.pk))
+
+
+def _nothing_owed(event: str, ticket: Any) -> bool:
+    """No email owed (`selectors.emails_may_be_owed`) and no enabled endpoint subscribed. A failed
+    read says False: the event is then fanned out as any other, and the fan-out decides."""
+    if selectors.emails_may_be_owed(event_name=event, ticket=ticket):
+        return False
+    try:
+        with transaction.atomic():  # a savepoint: a failed read leaves the caller's transaction usable
+            return not selectors.webhook_endpoints_for(event_name=event)
+    except DatabaseError:
+        logger.warning("Could not read the webhook endpoints for %s; fanning it out.", event, exc_info=True)
+        return False
 
 
 def enqueue(task_name: str, *args: Any, countdown: float | None = None) -> None:

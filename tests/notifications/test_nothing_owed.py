@@ -104,3 +104,20 @@ def test_a_failed_turn_is_fanned_out_only_when_an_endpoint_subscribes(
     told = NotificationEvent.objects.exclude(pk=quiet.pk).get(name="turn.failed")
     assert told.fanned_out_at is None and sent_tasks == [(FAN_OUT, (told.pk,))]
     assert len(services.event_fan_out(event_id=told.pk)) == 1  # the enabled endpoint's POST
+
+
+def test_when_the_endpoints_cannot_be_read_the_event_is_recorded_and_fanned_out(
+    emails, client, sent_tasks, django_capture_on_commit_callbacks, monkeypatch
+):
+    """The check is an optimisation: its failure never costs the event (recorded, its task sent)."""
+    from django.db import DatabaseError
+
+    from notifications import selectors
+
+    def broken(**kwargs):
+        raise DatabaseError("the endpoints' table is not there")
+
+    monkeypatch.setattr(selectors, "webhook_endpoints_for", broken)
+    call = ticket(session=session_for(user_id="approver"))
+    event = _decide(client, emails["approver"], call, django_capture_on_commit_callbacks)
+    assert event.fanned_out_at is None and (FAN_OUT, (event.pk,)) in sent_tasks
