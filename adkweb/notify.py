@@ -10,6 +10,7 @@ policies), a failed turn.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 TICKET_OPENED = "ticket.opened"
@@ -24,10 +25,29 @@ Handler = Callable[..., None]
 _handler: Handler | None = None
 
 
-def register(handler: Handler) -> None:
+@dataclass(frozen=True)
+class Outbox:
+    """Where the handler records an event, for a caller that writes the record in its own SQL, in the
+    statement that makes the change (approvals.ticket_rider: a ticket opened with its event): the
+    table (columns name, ticket_id, data, created_at; the rest default) and what to call with each
+    new row's id once it is committed (what the handler does after commit)."""
+
+    table: str
+    committed: Callable[[int], None]
+
+
+_outbox: Outbox | None = None
+
+
+def register(handler: Handler, outbox: Outbox | None = None) -> None:
     """Install the one handler (notifications.services.notify does this in its AppConfig.ready)."""
-    global _handler
-    _handler = handler
+    global _handler, _outbox
+    _handler, _outbox = handler, outbox
+
+
+def outbox() -> Outbox | None:
+    """The handler's outbox, if it has one (None: call `notify`)."""
+    return _outbox if _handler is not None else None
 
 
 def notify(event: str, *, ticket: Any = None, turn: Any = None, data: dict[str, Any] | None = None) -> None:

@@ -54,6 +54,7 @@ from .session_orm import (  # noqa: F401  (STALE_MESSAGE: tests)
     split_state,
     update_marker,
 )
+from .session_sql import Rider  # noqa: F401  (event hooks' riders: approvals.ticket_rider)
 from .session_status import row_lock_held, session_status_sync
 
 # The Turn whose run is storing events (set by the turn runner), recorded on each event row.
@@ -73,17 +74,36 @@ _event_hooks: list[EventHook] = []
 # statement, without a transaction around hooks.
 HookFilter = Callable[[Event, Session], bool]
 _hook_filters: dict[EventHook, HookFilter] = {}
+# A hook's rider (PostgreSQL) does the hook's work for an event inside the append's one statement
+# (session_sql.Rider: its writes as CTEs, a guard that sends anything unexpected to the hook): no
+# transaction around the append, no round trip per write. None: the hook runs as usual.
+HookRider = Callable[[Event, Session], "session_sql.Rider | None"]
+_hook_riders: dict[EventHook, HookRider] = {}
 
 
-def register_event_hook(hook: EventHook, wants: HookFilter | None = None) -> None:
+def register_event_hook(hook: EventHook, wants: HookFilter | None = None, rider: HookRider | None = None) -> None:
     if hook not in _event_hooks:
         _event_hooks.append(hook)
     if wants is not None:
         _hook_filters[hook] = wants
+    if rider is not None:
+        _hook_riders[hook] = rider
 
 
 def _hooks_for(event: Event, session: Session) -> list[EventHook]:
     return [hook for hook in _event_hooks if (wants := _hook_filters.get(hook)) is None or wants(event, session)]
+
+
+def _riders_for(hooks: list[EventHook], event: Event, session: Session) -> list[session_sql.Rider] | None:
+    """Each hook's rider for this event, or None when any of them has none (or declines it)."""
+    riders = []
+    for hook in hooks:
+        rider = _hook_riders.get(hook)
+        planned = rider(event, session) if rider is not None else None
+        if planned is None:
+            return None
+        riders.append(planned)
+    return riders
 
 
 def _to_session(
@@ -266,7 +286,10 @@ class DjangoSessionService(BaseSessionService):
     ) -> tuple[int, int, int]:
         copy_of = parse_marker(session._storage_update_marker)  # (pk, revision) it was read at
         if _on_postgresql() and copy_of is not None:
-            with transaction.atomic() if hooks else nullcontext():
+            riders = _riders_for(hooks, event, session) if hooks else None
+            # The hooks' work rides in the statement (no transaction around it), or they run in one.
+            in_transaction = [] if riders is not None else hooks
+            with transaction.atomic() if in_transaction else nullcontext():
                 done = session_sql.append(
                     app_name=session.app_name,
                     user_id=session.user_id,
@@ -274,19 +297,21 @@ class DjangoSessionService(BaseSessionService):
                     session_pk=copy_of[0],
                     revision=copy_of[1],
                     lease=(lease.owner, lease.expiry()) if lease is not None else None,
-                    whole_row=bool(hooks),
+                    whole_row=bool(in_transaction),
+                    riders=riders,
                     **new.columns(),
                 )
                 if done is not None:
-                    if hooks:
+                    if in_transaction:
                         assert done.row is not None
                         stored = new.row(done.event_pk, done.row)
                         with row_lock_held(done.session_pk):  # the append's UPDATE took it
-                            for hook in hooks:
+                            for hook in in_transaction:
                                 hook(done.row, stored, event)
                     self._stored(session, new, done.session_pk, done.revision, done.update_time)
                     return done.session_pk, done.event_pk, done.revision
-        # SQLite, a copy without a revision marker, or the one statement stored nothing: say why.
+        # SQLite, a copy without a revision marker, or the one statement stored nothing: say why (or,
+        # when a rider's guard said no, store it here with the hooks).
         with transaction.atomic():
             row, stored = session_orm.store_locked(session, new, lease)
             with row_lock_held(row.pk):  # store_locked took it

@@ -18,7 +18,8 @@ leaves jsonb undecoded).
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from django.db import connection
@@ -57,6 +58,27 @@ def _user_upsert(source: str) -> str:
 
 
 @dataclass
+class Rider:
+    """An event hook's writes made inside the append's one statement (instead of in a transaction
+    around it): `ctes` (", name AS (...)" each) come after the event's and may read `u` (the session
+    row as updated: u.id) and `e` (the event row: e.id). `guard` is a further condition on the session
+    row `s` (subqueries allowed): when it is false nothing at all is stored and the caller takes the
+    checked path, where the hooks run in a transaction as usual. `status`, an expression for the
+    session's new stored status (`s.status` is the current one, read after the row lock).
+    `returning`, one value the statement selects, given to `done(value, session_pk)` once stored
+    (in autocommit: committed)."""
+
+    ctes: str = ""
+    params: list[Any] = field(default_factory=list)
+    guard: str = ""
+    guard_params: list[Any] = field(default_factory=list)
+    status: str = ""
+    returning: str = "NULL"
+    returning_params: list[Any] = field(default_factory=list)
+    done: Callable[[Any, int], None] | None = None
+
+
+@dataclass
 class Appended:
     session_pk: int
     revision: int
@@ -84,10 +106,12 @@ def append(
     deltas: dict[str, dict[str, Any]] | None,
     lease: tuple[str, Any] | None,
     whole_row: bool,
+    riders: list[Rider] | None = None,
 ) -> Appended | None:
-    """Store one event with everything it changes, in one statement; None when the session row was
-    not this copy's (its pk and revision), is archived, is gone or is leased to another owner
-    (nothing stored)."""
+    """Store one event with everything it changes, and the hooks' `riders`, in one statement; None
+    when the session row was not this copy's (its pk and revision), is archived, is gone, is leased
+    to another owner or a rider's guard is false (nothing stored)."""
+    riders = riders or []
     sets = ["revision = s.revision + 1", "update_time = GREATEST(s.update_time, %s)"]
     params: list[Any] = [ts]
     where = ["s.id = %s", "s.app_name = %s", "s.user_id = %s", "s.session_id = %s", "s.revision = %s"]
@@ -101,6 +125,13 @@ def append(
         params.append(lease[1])
         where.append("s.lease_owner = %s")
         where_params.append(lease[0])
+    statuses = [rider.status for rider in riders if rider.status]
+    assert len(statuses) <= 1, "one rider at most sets the session's status"
+    sets += [f"status = {status}" for status in statuses]
+    for rider in riders:
+        if rider.guard:
+            where.append(f"({rider.guard})")
+            where_params += rider.guard_params
     returning = SESSION_COLUMNS if whole_row else "s.id, s.revision, s.update_time"
     sql = [f"WITH u AS (UPDATE {SESSIONS} s SET {', '.join(sets)} WHERE {' AND '.join(where)} RETURNING {returning})"]
     params += where_params
@@ -122,18 +153,31 @@ def append(
             "AND EXISTS (SELECT 1 FROM u))"
         )
         params += [invocation_id, turn_id]
+    for rider in riders:
+        sql.append(rider.ctes)
+        params += rider.params
     if whole_row:
+        assert not riders, "hooks get the whole row in a transaction, riders none"
         sql.append(" SELECT u.*, e.id AS stored_event_pk FROM u, e")
         rows = list(AdkSession.objects.raw("".join(sql), params))
         if not rows:
             return None
         row = rows[0]
         return Appended(row.pk, row.revision, row.update_time, getattr(row, "stored_event_pk"), row)  # noqa: B009
-    sql.append(" SELECT u.id, u.revision, u.update_time, e.id FROM u, e")
+    sql.append(" SELECT u.id, u.revision, u.update_time, e.id")
+    for rider in riders:
+        sql.append(f", {rider.returning}")
+        params += rider.returning_params
+    sql.append(" FROM u, e")
     with connection.cursor() as cursor:
         cursor.execute("".join(sql), params)
         found = cursor.fetchone()
-    return Appended(*found) if found else None
+    if not found:
+        return None
+    for rider, value in zip(riders, found[4:], strict=True):
+        if rider.done is not None:
+            rider.done(value, found[0])
+    return Appended(*found[:4])
 
 
 @dataclass

@@ -9,8 +9,9 @@ class ApprovalsConfig(AppConfig):
         from agents_app.session_service import register_event_hook
 
         from .services import tickets_event_wanted, tickets_record_event
+        from .ticket_rider import ticket_rider
 
-        register_event_hook(tickets_record_event, wants=tickets_event_wanted)
+        register_event_hook(tickets_record_event, wants=tickets_event_wanted, rider=ticket_rider)
 
         from adkweb.metrics import register_source
 

@@ -50,21 +50,29 @@ def _digest(table: str) -> str:
     return f"(SELECT md5(COALESCE(string_agg(t::text, '|' ORDER BY t::text), '')) FROM {table} t)"
 
 
-VERSION_AND_GRANT = (
-    "SELECT "
-    + ", ".join(
-        _digest(model._meta.db_table)
-        for model in (
-            Policy,
-            Policy.approver_groups.through,
-            Policy.escalation_groups.through,
-            Group,
-        )
+# The version of the policy tables: one digest per table (a row of them in SQL).
+VERSION = ", ".join(
+    _digest(model._meta.db_table)
+    for model in (
+        Policy,
+        Policy.approver_groups.through,
+        Policy.escalation_groups.through,
+        Group,
     )
-    + f", EXISTS (SELECT 1 FROM {StandingGrant._meta.db_table} g WHERE g.app_name = %s AND g.tool_name = %s "
+)
+GRANT_POSSIBLE = (
+    f"EXISTS (SELECT 1 FROM {StandingGrant._meta.db_table} g WHERE g.app_name = %s AND g.tool_name = %s "
     "AND g.kind = %s AND g.revoked_at IS NULL AND g.expires_at > %s "
     "AND ((g.scope = 'session' AND g.session_id = %s) OR (g.scope = 'user' AND g.requester = %s)))"
 )
+VERSION_AND_GRANT = f"SELECT {VERSION}, {GRANT_POSSIBLE}"
+
+
+def cached() -> tuple[tuple[str, ...], list[Policy]] | None:
+    """(the version last read, the enabled policies then, best first), or None before the first
+    ticket: a caller that checks the version in its own statement (approvals.ticket_rider) may use
+    them."""
+    return _cached
 
 
 def _load() -> list[Policy]:

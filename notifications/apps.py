@@ -6,8 +6,14 @@ class NotificationsConfig(AppConfig):
     verbose_name = "Notifications"
 
     def ready(self) -> None:
-        from adkweb.notify import register
+        from functools import partial
 
-        from .services import notify
+        from adkweb.notify import Outbox, register
 
-        register(notify)  # other apps call adkweb.notify.notify; this app does the work
+        from .models import NotificationEvent
+        from .services import enqueue, notify
+
+        # Other apps call adkweb.notify.notify; this app does the work. Its outbox: what notify
+        # records, for a caller that writes the row in its own statement, and the task notify sends.
+        outbox = Outbox(NotificationEvent._meta.db_table, partial(enqueue, "event_fan_out"))
+        register(notify, outbox=outbox)

@@ -1,6 +1,7 @@
 """The session store's round trips on PostgreSQL, pinned: one statement per operation (each atomic
 on its own: no BEGIN/COMMIT either), and an event a hook wants (approvals: a long-running call)
-in one statement plus the hook's own queries, in one transaction. Counted on the connection: what
+in one statement plus the hook's own queries, in one transaction, unless the hook's work rides in
+that statement (tests/integration/test_ticket_rider.py). Counted on the connection: what
 is sent to PostgreSQL, transaction statements included."""
 
 from __future__ import annotations
@@ -100,7 +101,12 @@ def _call(call_id: str) -> Event:
     )
 
 
-def test_an_event_opening_a_ticket_opens_it_in_its_own_transaction():
+def test_an_event_opening_a_ticket_opens_it_in_its_own_transaction(monkeypatch):
+    """When the hook runs (here: no policies read yet in this process; tests/integration/
+    test_ticket_rider.py has the common case, in the append's one statement)."""
+    from approvals import policy_cache
+
+    monkeypatch.setattr(policy_cache, "_cached", None)
     service = DjangoSessionService()
     session = service.create_session_sync(app_name=APP, user_id="u")
     event = _call("c1")
