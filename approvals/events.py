@@ -27,16 +27,19 @@ class TicketChangedMessage(TypedDict):
 
 
 @batched()
-def notify_ticket_changed(*, ticket_id: int, session_pk: int, inbox: bool = True, opened: bool = False) -> None:
+def notify_ticket_changed(
+    *, ticket_id: int, session_pk: int, inbox: bool = True, opened: bool = False, opened_as: Any = None
+) -> None:
     """A ticket was opened, answered or closed: inboxes, the ticket page and its conversation update.
     `inbox=False`: only its pages (e.g. its notification status changed; the inbox row did not).
-    `opened`: the ticket was just created. Inboxes get its row rendered once (approvals.fanout)."""
+    `opened`: the ticket was just created; `opened_as`, as it was created (approvals.fanout: its facts
+    need no query). Inboxes get its row rendered once (approvals.fanout)."""
     msg = TicketChangedMessage(type="ticket.changed", ticket_id=ticket_id, session_pk=session_pk)
     # Who watches the inbox and the ticket's conversation: one question to the channel layer, not two.
     groups_watched_ahead(([fanout.APPROVALS_GROUP] if inbox else []) + ticket_card_groups(session_pk))
     if inbox:
         try:
-            fanout.publish_ticket(ticket_id=ticket_id, opened=opened)
+            fanout.publish_ticket(ticket_id=ticket_id, opened=opened, opened_as=opened_as)
         except Exception:  # never into the caller: it runs after commit
             logger.warning("Could not publish ticket %s to the inboxes.", ticket_id, exc_info=True)
     group_send(session_group(session_pk), msg)

@@ -200,14 +200,18 @@ def _facts(ticket: PendingCall) -> dict:
     return ticket_facts(ticket, sorted(found[1]), sorted(found[2]), sorted(found[3]))
 
 
-def publish_ticket(*, ticket_id: int, opened: bool = False) -> None:
+def publish_ticket(*, ticket_id: int, opened: bool = False, opened_as: PendingCall | None = None) -> None:
     """A ticket changed (`opened`: it was just created): its row and facts to every inbox socket.
     With no inbox socket open anywhere, only its facts are kept (swapped in as the last published):
     nothing is rendered or sent, and a socket that opens later counts from the database, then moves
-    by the facts published after."""
+    by the facts published after. `opened_as`: the ticket as its creator wrote it, with no groups
+    (approvals.ticket_rider), whose facts are then taken from it rather than read."""
     from . import selectors
 
     if not groups_watched([APPROVALS_GROUP]):
+        if opened_as is not None:
+            _swap_quietly(opened_as, ticket_facts(opened_as, [], [], []))
+            return
         bare = next(iter(PendingCall.objects.raw(FACTS_ROW, [ticket_id])), None)
         if bare is not None:
             _swap_quietly(bare, _facts(bare))

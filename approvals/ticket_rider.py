@@ -86,13 +86,14 @@ def ticket_rider(event: Any, session: Any) -> Rider | None:
             "allow_grants, created_at, updated_at) SELECT u.id, e.id, %s, %s, %s, t.kind, t.call_id, t.call_name, "
             "t.args, t.tool_name, 'pending', '', false, 1, false, true, %s, %s FROM u, e, "
             "jsonb_to_recordset(%s::jsonb) AS t(call_id text, call_name text, kind text, tool_name text, args jsonb) "
-            "ON CONFLICT (session_id, call_id) DO NOTHING RETURNING id)"
+            "ON CONFLICT (session_id, call_id) DO NOTHING RETURNING id, call_id)"
             f", ne AS (INSERT INTO {outbox.table} (name, ticket_id, data, created_at) "
             "SELECT %s, pc.id, '{}'::jsonb, %s FROM pc RETURNING id)"
         )
         rider.params += [session.app_name, session.user_id, event.invocation_id or "", now, now, _dumps(opened)]
         rider.params += [notify.TICKET_OPENED, now]
-        returning += ["(SELECT array_agg(id ORDER BY id) FROM pc)", "(SELECT array_agg(id ORDER BY id) FROM ne)"]
+        returning.append("(SELECT json_agg(json_build_array(id, call_id) ORDER BY id) FROM pc)")
+        returning.append("(SELECT array_agg(id ORDER BY id) FROM ne)")
         # The policy tables as matched here, no grant that may apply, no ticket of these calls yet.
         rider.guard = f"ROW({policy_cache.VERSION}) = ROW({', '.join(['%s'] * len(version))})"
         rider.guard += f" AND NOT EXISTS (SELECT 1 FROM {TICKETS} p WHERE p.session_id = s.id AND p.call_id = ANY(%s))"
@@ -115,15 +116,18 @@ def ticket_rider(event: Any, session: Any) -> Rider | None:
     else:
         returning.append("NULL")
     rider.returning = f"json_build_array({', '.join(returning)})::text"
-    rider.done = partial(_done, outbox)
+    written = {"app_name": session.app_name, "requester": session.user_id, "created_at": now}
+    rider.done = partial(_done, outbox, {t["call_id"]: {**t, **written} for t in opened})
     return rider
 
 
-def _done(outbox: notify.Outbox | None, value: Any, session_pk: int) -> None:
+def _done(outbox: notify.Outbox | None, opened: dict[str, dict], value: Any, session_pk: int) -> None:
     """After the statement: what the hook announces after commit, the outbox rows' after-commit work."""
     tickets, recorded, answered = (ids or [] for ids in json.loads(value))
-    for ticket_id in tickets:
-        _after_commit(ticket_id, session_pk, opened=True)
+    for ticket_id, call_id in tickets:
+        # As written (pending, routed nowhere, no groups, no answers): its inbox facts need no query.
+        as_written = PendingCall(pk=ticket_id, session_id=session_pk, **opened[call_id])
+        _after_commit(ticket_id, session_pk, opened=True, opened_as=as_written)
     for row_id in recorded:
         assert outbox is not None
         transaction.on_commit(partial(outbox.committed, row_id))
@@ -131,8 +135,15 @@ def _done(outbox: notify.Outbox | None, value: Any, session_pk: int) -> None:
         _after_commit(ticket_id, session_pk, inbox=False)  # its page shows it; its inbox row does not change
 
 
-def _after_commit(ticket_id: int, session_pk: int, *, opened: bool = False, inbox: bool = True) -> None:
-    transaction.on_commit(
-        lambda: events.notify_ticket_changed(ticket_id=ticket_id, session_pk=session_pk, opened=opened, inbox=inbox),
-        robust=True,
+def _after_commit(
+    ticket_id: int, session_pk: int, *, opened: bool = False, inbox: bool = True, opened_as: Any = None
+) -> None:
+    changed = partial(
+        events.notify_ticket_changed,
+        ticket_id=ticket_id,
+        session_pk=session_pk,
+        opened=opened,
+        inbox=inbox,
+        opened_as=opened_as,
     )
+    transaction.on_commit(changed, robust=True)

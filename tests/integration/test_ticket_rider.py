@@ -79,9 +79,7 @@ def test_a_ticket_opens_with_its_event_status_and_outbox_row_in_one_statement(de
     event = _call("c1")
     with sent() as statements:
         service._store_event(session, event, None)
-    # One write, no transaction statements; after it (committed) only the inbox facts' reads.
-    assert statements[0].startswith("WITH u AS (UPDATE"), statements
-    assert all(sql.startswith("SELECT") for sql in statements[1:]), statements
+    assert len(statements) == 1 and statements[0].startswith("WITH u AS (UPDATE"), statements
     ticket = PendingCall.objects.get(call_id="c1")
     assert ticket.event == StoredEvent.objects.get(event_id=event.id)
     assert (ticket.status, ticket.app_name, ticket.requester, ticket.invocation_id) == ("pending", APP, USER, "inv")
@@ -182,4 +180,22 @@ def test_a_ticket_already_opened_for_the_call_is_not_opened_again(demo):
     assert PendingCall.objects.filter(call_id="c8").count() == 1
     assert AdkSession.objects.get(session_id=session.id).status == "idle"
     assert NotificationEvent.objects.filter(ticket=ticket, name="ticket.opened").count() == 1
+    connection.close()
+
+
+def test_an_opened_tickets_inbox_facts_are_those_its_row_gives(demo):
+    """The rider's ticket is announced with the facts it was written with (no query after commit):
+    the same facts the inbox would read from the database."""
+    from approvals import fanout
+
+    service = DjangoSessionService()
+    _warm(service)
+    session = service.create_session_sync(app_name=APP, user_id=USER)
+    with sent() as statements:
+        service._store_event(session, _call("c9"), None)
+    assert len(statements) == 1, statements  # no inbox open: nothing read after commit
+    ticket = PendingCall.objects.get(call_id="c9")
+    bare = next(iter(PendingCall.objects.raw(fanout.FACTS_ROW, [ticket.pk])))
+    from_row = fanout._facts(bare)
+    assert fanout._swap_quietly(bare, from_row) == from_row  # what was published before: the same
     connection.close()
