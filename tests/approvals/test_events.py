@@ -78,7 +78,7 @@ def test_a_tools_initial_response_is_announced_to_the_ticket_pages_only(demo, mo
     published: list[tuple[int, bool]] = []
     sent: list[dict] = []
 
-    def publish(*, ticket_id: int, opened: bool = False) -> None:
+    def publish(*, ticket_id: int, opened: bool = False, opened_as: Any = None) -> None:
         if threading.get_ident() == here:
             published.append((ticket_id, opened))
 
