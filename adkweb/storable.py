@@ -12,6 +12,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.utils.deprecation import MiddlewareMixin
 
 from .errors import Invalid
+from .middleware import OnTheLoop
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
@@ -42,7 +43,7 @@ def check_storable(value: Any, where: str) -> None:
         raise Invalid(f"{where} contains {problem}, which cannot be stored; remove it and send again.")
 
 
-class StorableUrlMiddleware(MiddlewareMixin):
+class StorableUrlMiddleware(OnTheLoop, MiddlewareMixin):
     """Refuse a URL (path or query string) carrying unstorable text before any view looks it up:
     400 with a JSON detail under /api/, a plain message for pages. (Sync and async capable, so
     async views and their streams stay async.)"""

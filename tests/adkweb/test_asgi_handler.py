@@ -1,0 +1,172 @@
+"""Requests served async (as daphne serves them): Django's middleware with their hooks on the event
+loop (adkweb.middleware) and the request threads kept between requests (adkweb.handler). What must
+not change: sessions saved, messages kept across a redirect, CSRF enforced, security headers; each
+request's sync code on one thread of its own, never shared with a request running at the same time."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import threading
+from typing import Any
+
+import pytest
+from asgiref.sync import SyncToAsync, sync_to_async
+from django.core.signals import request_finished, request_started
+from django.test import AsyncClient
+
+from adkweb import middleware
+from adkweb.handler import ASGIHandler
+from agents_app.tokens import token_create
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def _csrf(html: str) -> str:
+    return re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', html).group(1)
+
+
+async def _login(client: AsyncClient, username: str) -> None:
+    page = await client.get("/accounts/login/")
+    token = _csrf(page.content.decode())
+    done = await client.post(
+        "/accounts/login/", {"username": username, "password": f"{username}-demo", "csrfmiddlewaretoken": token}
+    )
+    assert done.status_code == 302, done.content[:300]
+    assert done.cookies["sessionid"].value  # the session was saved (its hook hopped to a thread)
+
+
+async def test_login_then_pages_and_messages_across_a_redirect(demo):
+    client = AsyncClient(enforce_csrf_checks=True)
+    await _login(client, "requester")
+    assert (await client.get("/sessions/")).status_code == 200  # logged in: the saved session was read
+    # The inbox is for approvers: a message, a redirect, and the message on the next page.
+    redirected = await client.get("/")
+    assert redirected.status_code == 302
+    page = await client.get(redirected["Location"])
+    assert "The approvals inbox is for approvers" in page.content.decode()
+    again = await client.get(redirected["Location"])  # shown once: the storage was updated
+    assert "The approvals inbox is for approvers" not in again.content.decode()
+
+
+async def test_csrf_is_enforced_for_forms_and_cookie_api_calls(demo):
+    client = AsyncClient(enforce_csrf_checks=True)
+    await _login(client, "requester")
+    assert (await client.post("/accounts/logout/")).status_code == 403  # a form without its token
+    body = {"appName": "x", "userId": "requester", "sessionId": "s"}
+    refused = await client.post("/api/adk/run", body, content_type="application/json")
+    assert refused.status_code == 403 and "CSRF failed" in refused.json()["detail"]
+    token = client.cookies["csrftoken"].value
+    allowed = await client.post("/api/adk/run", body, content_type="application/json", headers={"X-CSRFToken": token})
+    assert allowed.status_code == 404  # past CSRF and auth: the app does not exist
+    logout = await client.post("/accounts/logout/", {"csrfmiddlewaretoken": token})
+    assert logout.status_code == 302
+
+
+async def test_security_headers_and_token_auth(demo):
+    _, key = await sync_to_async(token_create)(user=demo["requester"])
+    client = AsyncClient()
+    health = await client.get("/api/adk/health")
+    assert health["X-Frame-Options"] == "DENY" and health["X-Content-Type-Options"] == "nosniff"
+    assert health["Referrer-Policy"] == "same-origin"
+    assert (await client.get("/api/adk/list-apps")).status_code == 401
+    listed = await client.get("/api/adk/list-apps", headers={"Authorization": f"Token {key}"})
+    assert listed.status_code == 200 and "Cookie" not in listed.get("Vary", "")  # no session touched
+
+
+async def test_hooks_run_on_the_loop_unless_they_write(demo, monkeypatch):
+    """Header hooks run in the loop's thread; a session save runs in a thread (no running loop there)."""
+    seen: dict[str, list[bool]] = {"security": [], "session": []}
+
+    def spy(cls: Any, name: str, key: str) -> None:
+        original = getattr(cls, name)
+
+        def hook(self: Any, *args: Any) -> Any:
+            seen[key].append(asyncio._get_running_loop() is not None)
+            return original(self, *args)
+
+        monkeypatch.setattr(cls, name, hook)
+
+    spy(middleware.SecurityMiddleware, "process_request", "security")
+    spy(middleware.SessionMiddleware, "process_response", "session")
+    client = AsyncClient()
+    await client.get("/api/adk/health")
+    assert seen == {"security": [True], "session": [True]}
+    await _login(client, "requester")
+    assert seen["session"][-1] is False  # the login's session save: in a thread
+
+
+def _get(path: str) -> dict[str, Any]:
+    return {"type": "http", "method": "GET", "path": path, "raw_path": path.encode(), "query_string": b"",
+            "headers": [(b"host", b"testserver")], "client": ("127.0.0.1", 1), "server": ("testserver", 80),
+            "scheme": "http", "root_path": "", "http_version": "1.1", "asgi": {"version": "3.0"}}  # fmt: skip
+
+
+async def _serve(handler: ASGIHandler, path: str) -> int:
+    sent: list[dict] = []
+    received = [{"type": "http.request", "body": b"", "more_body": False}]
+
+    async def receive() -> dict:
+        if received:
+            return received.pop()
+        await asyncio.sleep(3600)  # no disconnect
+        return {}
+
+    async def send(message: dict) -> None:
+        sent.append(message)
+
+    await handler(_get(path), receive, send)
+    return sent[0]["status"]
+
+
+async def test_request_threads_are_kept_and_never_shared_by_concurrent_requests(demo):
+    handler = ASGIHandler()
+    threads: list[int] = []
+    both_in = threading.Barrier(2, timeout=10)
+    concurrent = {"on": False}
+
+    def started(**kwargs: Any) -> None:  # Django sends request_started on the request's thread
+        threads.append(threading.get_ident())
+        if concurrent["on"]:
+            both_in.wait()  # two requests at once: on one shared thread this would never return
+
+    request_started.connect(started)
+    try:
+        assert await _serve(handler, "/api/adk/health") == 200
+        assert await _serve(handler, "/api/adk/health") == 200
+        assert threads[0] == threads[1]  # the first request's thread served the second
+        concurrent["on"] = True
+        statuses = await asyncio.gather(_serve(handler, "/api/adk/health"), _serve(handler, "/api/adk/health"))
+        assert statuses == [200, 200]
+        assert threads[2] != threads[3]
+    finally:
+        request_started.disconnect(started)
+
+
+async def test_a_thread_still_busy_after_its_request_is_not_reused(demo):
+    """A request whose sync work outlives it (one cancelled while its sync code ran) leaves its thread
+    busy: that thread is not handed to the next request, which would wait behind it."""
+    handler = ASGIHandler()
+    release = threading.Event()
+    threads: list[int] = []
+
+    def started(**kwargs: Any) -> None:
+        threads.append(threading.get_ident())
+
+    def finished(**kwargs: Any) -> None:  # the request's last sync call: more work for its thread
+        if len(threads) == 1:
+            executor = SyncToAsync.context_to_thread_executor[SyncToAsync.thread_sensitive_context.get()]
+            executor.submit(release.wait, 10)
+
+    request_started.connect(started)
+    request_finished.connect(finished)
+    try:
+        assert await _serve(handler, "/api/adk/health") == 200
+        assert handler._idle == []
+        assert await _serve(handler, "/api/adk/health") == 200
+        assert threads[1] != threads[0]
+        assert len(handler._idle) == 1  # that one was idle at its end: kept
+    finally:
+        release.set()
+        request_started.disconnect(started)
+        request_finished.disconnect(finished)
