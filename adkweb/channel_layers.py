@@ -20,6 +20,7 @@ queued too: the consumer sees its messages in the order they came.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import itertools
 import logging
 import time
@@ -274,6 +275,21 @@ class RedisChannelLayer(DirectDelivery, channels_redis.core.RedisChannelLayer):
             raise item.exc
         return item
 
+    async def send(self, channel: str, message: dict) -> None:
+        """A message for a channel this process is receiving on (its queue is here) goes into that
+        queue at once: through Redis it cost four round trips (channels_redis's send) and a pop to
+        come back to this same process (a `/run` request ends its watch this way, adkweb.api.watch).
+        Any other channel (another process's, or ours before anyone receives on it) goes through
+        Redis. Messages of different senders keep no order between them, in Redis or here."""
+        queue = self._queues.get(channel) if "!" in channel and self._ours(channel) else None
+        if queue is None:
+            return await super().send(channel, message)
+        assert isinstance(message, dict), "message is not a dict"
+        assert self.require_valid_channel_name(channel), "Channel name not valid"
+        if queue.full():
+            raise ChannelFull(channel)
+        self._put(channel, deepcopy(message))  # the receiver's own copy, as a trip through Redis gives
+
     def _queue(self, channel: str) -> asyncio.Queue:
         queue = self._queues.get(channel)
         if queue is None:
@@ -284,7 +300,9 @@ class RedisChannelLayer(DirectDelivery, channels_redis.core.RedisChannelLayer):
         loop = asyncio.get_running_loop()
         reader = self._reader
         if reader is None or reader.done() or reader.get_loop() is not loop:
-            self._reader = loop.create_task(self._read(real_channel))
+            # The process's reader, not the request's or socket's that happened to start it: a
+            # context of its own (a request's ends with the request, adkweb.handler).
+            self._reader = loop.create_task(self._read(real_channel), context=contextvars.Context())
 
     async def _pop(self, index: int, key: str) -> bytes | None:
         """One blocking pop of the process's channel (None when it timed out): not once more for a
@@ -381,12 +399,21 @@ class RedisChannelLayer(DirectDelivery, channels_redis.core.RedisChannelLayer):
                 self._member_of[group], self._group_of[member] = member, group
             self._local.setdefault(group, {})[channel] = time.time()
             try:
-                await super().group_add(group, member)  # added, or its time renewed
+                await self._member_add(group, member)  # added, or its time renewed
             except BaseException:
                 self._leave_locally(group, channel)
                 raise
         finally:
             self._group_locks.release(group)
+
+    async def _member_add(self, group: str, member: str) -> None:
+        """channels_redis's group_add (the member with its join time, the group's expiry renewed) in
+        one round trip instead of two."""
+        pipe = self.connection(self.consistent_hash(group)).pipeline(transaction=False)
+        group_key = self._group_key(group)
+        pipe.zadd(group_key, {member: time.time()})
+        pipe.expire(group_key, self.group_expiry)
+        await pipe.execute()
 
     async def group_discard(self, group: str, channel: str) -> None:
         if not self._ours(channel):
