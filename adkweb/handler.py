@@ -18,7 +18,11 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from asgiref.sync import ThreadSensitiveContext
+from django.core.handlers import base
 from django.core.handlers.asgi import ASGIHandler as DjangoASGIHandler
+from django.utils.module_loading import import_string
+
+from . import middleware
 
 MAX_IDLE = 32  # idle request threads kept; past that a finished request's thread ends
 
@@ -52,7 +56,37 @@ class RequestThread(ThreadPoolExecutor):
         return self._pending == 0
 
 
-class ASGIHandler(DjangoASGIHandler):
+# Django's middleware (settings.MIDDLEWARE names them) and adkweb.middleware's versions, whose hooks
+# run on the event loop where they do no I/O.
+ON_THE_LOOP = {
+    "django.middleware.security.SecurityMiddleware": middleware.SecurityMiddleware,
+    "django.contrib.sessions.middleware.SessionMiddleware": middleware.SessionMiddleware,
+    "django.middleware.common.CommonMiddleware": middleware.CommonMiddleware,
+    "django.middleware.csrf.CsrfViewMiddleware": middleware.CsrfViewMiddleware,
+    "django.contrib.auth.middleware.AuthenticationMiddleware": middleware.AuthenticationMiddleware,
+    "django.contrib.messages.middleware.MessageMiddleware": middleware.MessageMiddleware,
+    "django.middleware.clickjacking.XFrameOptionsMiddleware": middleware.XFrameOptionsMiddleware,
+}
+
+
+def _import_middleware(path: str) -> Any:
+    return ON_THE_LOOP.get(path) or import_string(path)
+
+
+class MiddlewareOnTheLoop:
+    """A handler that loads ON_THE_LOOP's versions of Django's middleware (settings keep Django's names:
+    `check --deploy` looks for them there)."""
+
+    def load_middleware(self, is_async: bool = False) -> None:
+        loading = getattr(base, "import_string")  # noqa: B009
+        setattr(base, "import_string", _import_middleware)  # noqa: B010  (BaseHandler.load_middleware's)
+        try:
+            super().load_middleware(is_async)  # type: ignore[misc]
+        finally:
+            setattr(base, "import_string", loading)  # noqa: B010
+
+
+class ASGIHandler(MiddlewareOnTheLoop, DjangoASGIHandler):
     def __init__(self) -> None:
         super().__init__()
         self._idle: list[RequestThread] = []

@@ -81,19 +81,20 @@ INSTALLED_APPS = [
     "notifications",
 ]
 
+# Served by daphne, Django's own middleware below run their hooks on the event loop where they do no
+# I/O (adkweb.handler loads adkweb.middleware's versions in their place; the names stay Django's, which
+# `check --deploy` looks for).
 MIDDLEWARE = [
     "adkweb.health.ProbeMiddleware",  # /healthz and /readyz, before host checks and HTTPS redirects
-    # Django's security, session, common, CSRF, auth, messages and clickjacking middleware, with their
-    # hooks run on the event loop under ASGI where they do no I/O (adkweb.middleware).
-    "adkweb.middleware.SecurityMiddleware",
+    "django.middleware.security.SecurityMiddleware",
     "servestatic.middleware.ServeStaticMiddleware",  # /static/ before anything else reads the request
     "adkweb.storable.StorableUrlMiddleware",
-    "adkweb.middleware.SessionMiddleware",
-    "adkweb.middleware.CommonMiddleware",
-    "adkweb.middleware.CsrfViewMiddleware",
-    "adkweb.middleware.AuthenticationMiddleware",
-    "adkweb.middleware.MessageMiddleware",
-    "adkweb.middleware.XFrameOptionsMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     "adkweb.http.RefusalMiddleware",
     "axes.middleware.AxesMiddleware",  # last: turns a locked-out login into the 429 page

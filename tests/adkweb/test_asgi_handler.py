@@ -13,13 +13,24 @@ from typing import Any
 import pytest
 from asgiref.sync import SyncToAsync, sync_to_async
 from django.core.signals import request_finished, request_started
-from django.test import AsyncClient
+from django.test import AsyncClient as DjangoAsyncClient
+from django.test.client import AsyncClientHandler
 
 from adkweb import middleware
-from adkweb.handler import ASGIHandler
+from adkweb.handler import ASGIHandler, MiddlewareOnTheLoop
 from agents_app.tokens import token_create
 
 pytestmark = pytest.mark.django_db(transaction=True)
+
+
+class _Handler(MiddlewareOnTheLoop, AsyncClientHandler):
+    """The test client's async handler, with the middleware daphne's handler loads."""
+
+
+def AsyncClient(**kwargs: Any) -> DjangoAsyncClient:  # noqa: N802
+    client = DjangoAsyncClient(**kwargs)
+    client.handler = _Handler(enforce_csrf_checks=kwargs.get("enforce_csrf_checks", False))
+    return client
 
 
 def _csrf(html: str) -> str:
@@ -170,3 +181,13 @@ async def test_a_thread_still_busy_after_its_request_is_not_reused(demo):
         release.set()
         request_started.disconnect(started)
         request_finished.disconnect(finished)
+
+
+def test_daphne_handler_loads_the_loop_versions_under_django_names(settings):
+    """settings.MIDDLEWARE names Django's classes (`check --deploy` looks for them); the ASGI handler
+    loads adkweb.middleware's in their place (here seen by CSRF's process_view, awaited as it is)."""
+    assert "django.middleware.csrf.CsrfViewMiddleware" in settings.MIDDLEWARE
+    handler = ASGIHandler()
+    owners = [getattr(hook, "__self__", None) for hook in handler._view_middleware]
+    assert any(isinstance(owner, middleware.CsrfViewMiddleware) for owner in owners), owners
+    assert all(middleware.runs_on_the_loop(owner) for owner in owners if isinstance(owner, middleware.OnTheLoop))
