@@ -199,3 +199,54 @@ def test_an_opened_tickets_inbox_facts_are_those_its_row_gives(demo):
     from_row = fanout._facts(bare)
     assert fanout._swap_quietly(bare, from_row) == from_row  # what was published before: the same
     connection.close()
+
+
+TICKET_OWN = {"id", "session", "event", "created_at", "updated_at"}  # the row's own, not the rule's
+
+
+def _ticket_record(ticket: PendingCall) -> dict:
+    """Everything a ticket, its side rows and its session hold, but for what is each row's own."""
+    from approvals.models import TicketActivity
+
+    fields = {f.name: getattr(ticket, f.attname) for f in PendingCall._meta.concrete_fields if f.name not in TICKET_OWN}
+    return {
+        **fields,
+        "approver_groups": list(ticket.approver_groups.values_list("name", flat=True)),
+        "escalation_groups": list(ticket.escalation_groups.values_list("name", flat=True)),
+        "activity": list(TicketActivity.objects.filter(ticket=ticket).values_list("kind", "message", "detail")),
+        "notifications": list(
+            NotificationEvent.objects.filter(ticket=ticket).order_by("id").values_list("name", "data", "turn_id")
+        ),
+        "responses": ticket.responses.count(),
+        "session": AdkSession.objects.filter(pk=ticket.session_id).values_list("status", "revision").get(),
+    }
+
+
+def test_the_rider_writes_what_the_hook_writes(demo, monkeypatch):
+    """The same events stored once through the rider and once through the hook (riders off): the
+    tickets, their side rows and the sessions are alike in every column, so a column or side effect
+    added to the hook later cannot silently differ from the statement's copy of it."""
+    from agents_app import session_service
+
+    service = DjangoSessionService()
+    _warm(service)
+
+    def store(call_id: str) -> tuple[dict, dict]:
+        session = service.create_session_sync(app_name=APP, user_id=USER)
+        service._store_event(session, _call(call_id), None)
+        opened = _ticket_record(PendingCall.objects.get(call_id=call_id))
+        service._store_event(session, _response(call_id, {"status": "pending", "ticket": call_id}), None)
+        return opened, _ticket_record(PendingCall.objects.get(call_id=call_id))
+
+    with sent() as statements:
+        rider = store("same-call")
+    assert not any(sql in ("BEGIN", "COMMIT") for sql in statements), statements  # it did ride
+    PendingCall.objects.filter(call_id="same-call").update(call_id="same-call-ridden")
+    monkeypatch.setattr(session_service, "_hook_riders", {})
+    with sent() as statements:
+        hook = store("same-call")
+    assert "BEGIN" in statements  # it went through the hook, in a transaction
+    for step, (ridden, hooked) in zip(("opened", "answered"), zip(rider, hook, strict=True), strict=True):
+        assert ridden == hooked, step
+    assert rider[1]["initial_response"] == {"status": "pending", "ticket": "same-call"}
+    assert rider[0]["notifications"] == [("ticket.opened", {}, None)]
