@@ -77,15 +77,24 @@ def _answers_only_plain_calls(session: Any, left: set[Any]) -> bool:
     return False
 
 
-def tickets_record_event(session: AdkSession, stored: StoredEvent, event: Any) -> None:
-    """Open a ticket for each new interrupt; attach a tool's initial response; cancel aborted ones."""
+def interrupts_of(event: Any) -> list[tuple[Any, dict, str, str | None]]:
+    """The event's calls that pause for a person, each as (call, its args, the ticket's kind, the tool
+    it concerns: a confirmation's is the confirmed call's)."""
     interrupts = set(event.long_running_tool_ids or ())
+    found: list[tuple[Any, dict, str, str | None]] = []
     for fc in event.get_function_calls():
         if fc.id not in interrupts:
             continue
         args = dict(fc.args or {})
         kind = KIND_BY_CALL_NAME.get(fc.name or "", PendingCall.Kind.LONG_RUNNING)
         tool_name = (args.get("originalFunctionCall") or {}).get("name", fc.name) if kind == "confirmation" else fc.name
+        found.append((fc, args, kind, tool_name))
+    return found
+
+
+def tickets_record_event(session: AdkSession, stored: StoredEvent, event: Any) -> None:
+    """Open a ticket for each new interrupt; attach a tool's initial response; cancel aborted ones."""
+    for fc, args, kind, tool_name in interrupts_of(event):
         # Not get_or_create (a savepoint, two more round trips): the append holds the session row's
         # lock, so no other transaction opens a ticket of this session meanwhile.
         if not PendingCall.objects.filter(session=session, call_id=fc.id).exists():

@@ -42,21 +42,15 @@ def _dumps(value: Any) -> str:
 
 def ticket_rider(event: Any, session: Any) -> Rider | None:
     """The Rider for this event, or None: the hook runs in a transaction as usual."""
-    from .services import ABORTED, KIND_BY_CALL_NAME
+    from .services import ABORTED, interrupts_of
 
     marker = parse_marker(session._storage_update_marker)
     cached = policy_cache.cached()
     if marker is None or cached is None:
         return None
     version, policies = cached
-    interrupts = set(event.long_running_tool_ids or ())
     opened = []
-    for fc in event.get_function_calls():
-        if fc.id not in interrupts:
-            continue
-        args = dict(fc.args or {})
-        kind = KIND_BY_CALL_NAME.get(fc.name or "", PendingCall.Kind.LONG_RUNNING)
-        tool_name = (args.get("originalFunctionCall") or {}).get("name", fc.name) if kind == "confirmation" else fc.name
+    for fc, args, kind, tool_name in interrupts_of(event):
         ticket = PendingCall(app_name=session.app_name, tool_name=tool_name or "", kind=kind, args=args)
         for policy in policies:
             if policy_cache.fits(policy, app_name=session.app_name, tool_name=ticket.tool_name, kind=kind):
