@@ -5,6 +5,7 @@ tests/integration (daphne, a Celery worker process, PostgreSQL and Redis)."""
 from __future__ import annotations
 
 import os
+from typing import Any
 
 CHROMIUM = "/usr/bin/chromium"
 LAUNCH_ARGS = [
@@ -26,3 +27,13 @@ def missing() -> str | None:
     except ImportError:
         return "playwright (Python) is not installed"
     return None
+
+
+def log_in(page: Any, username: str) -> Any:
+    """Log a demo user in through the login form (password `<username>-demo`); the page, logged in."""
+    page.goto("/accounts/login/")
+    page.fill("#id_username", username)
+    page.fill("#id_password", f"{username}-demo")
+    page.get_by_role("button", name="Log in").click()
+    page.wait_for_url(lambda url: "/accounts/login/" not in url)
+    return page

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tests.chromium import CHROMIUM, LAUNCH_ARGS, missing
+from tests.chromium import CHROMIUM, LAUNCH_ARGS, log_in, missing
 from tests.conftest_live import live_asgi, live_asgi_server  # noqa: F401  (fixtures)
 
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
@@ -50,13 +50,7 @@ def login(browser: Any, live_asgi: Any) -> Iterator[Callable[..., Any]]:  # noqa
         context = browser.new_context(viewport={"width": width, "height": height}, base_url=live_asgi.url)
         context.set_default_timeout(20_000)
         contexts.append(context)
-        page = context.new_page()
-        page.goto("/accounts/login/")
-        page.fill("#id_username", username)
-        page.fill("#id_password", f"{username}-demo")
-        page.get_by_role("button", name="Log in").click()
-        page.wait_for_url(lambda url: "/accounts/login/" not in url)
-        return page
+        return log_in(context.new_page(), username)
 
     yield _login
     for context in contexts:

@@ -17,7 +17,7 @@ from django.conf import settings
 from django.db import connections
 
 from approvals.models import PendingCall
-from tests.chromium import CHROMIUM, LAUNCH_ARGS, missing
+from tests.chromium import CHROMIUM, LAUNCH_ARGS, log_in, missing
 
 from . import processes
 
@@ -75,13 +75,7 @@ def login(demo: dict[str, Any], daphne_url: str, monkeypatch: pytest.MonkeyPatch
         def _login(username: str) -> Any:
             context = browser.new_context(viewport={"width": 1280, "height": 860}, base_url=daphne_url)
             context.set_default_timeout(30_000)
-            page = context.new_page()
-            page.goto("/accounts/login/")
-            page.fill("#id_username", username)
-            page.fill("#id_password", f"{username}-demo")
-            page.get_by_role("button", name="Log in").click()
-            page.wait_for_url(lambda url: "/accounts/login/" not in url)
-            return page
+            return log_in(context.new_page(), username)
 
         try:
             yield _login
