@@ -24,6 +24,7 @@ from tests.conftest import wait_for
 from tests.frames import direct_delivery_contract
 
 from . import processes
+from .test_channel_layer_local import _recorded
 from .test_fanout_services import MESSAGE, _final_ids, _settled
 
 GROUP = "fanout-processes"
@@ -269,15 +270,7 @@ async def test_the_reader_pops_each_message_with_one_round_trip():
     names = [await layer.new_channel() for _ in range(3)]
     for name in names:
         await layer.group_add(GROUP, name)
-    client = layer.connection(0)  # the receiving layer's Redis client on this loop (one host)
-    commands: list[str] = []
-    execute = client.execute_command
-
-    async def recorded(*args, **kwargs):
-        commands.append(str(args[0]).upper())
-        return await execute(*args, **kwargs)
-
-    client.execute_command = recorded
+    commands = _recorded(layer)  # what the receiving layer's Redis client sends from now on
     try:
         for n in range(5):
             await sender.group_send(GROUP, {"type": "test.message", "n": n})
@@ -286,6 +279,6 @@ async def test_the_reader_pops_each_message_with_one_round_trip():
         assert set(commands) == {"BZPOPMIN"}, commands  # no EVAL, ZADD, ZPOPMIN
         assert len(commands) <= 5 + 2, commands  # one per message (and the pops that wait)
     finally:
-        del client.execute_command
+        del layer.connection(0).execute_command  # _recorded wrapped it on this instance
         for name in names:
             await layer.group_discard(GROUP, name)

@@ -6,13 +6,10 @@ already there, an abort) stores nothing there and goes to the hook, in a transac
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import timedelta
 
 import pytest
 from django.db import connection
-from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 from google.adk.errors._stale_session_error import StaleSessionError
 from google.adk.events.event import Event
@@ -23,6 +20,8 @@ from agents_app.session_service import DjangoSessionService
 from approvals import policy_cache
 from approvals.models import PendingCall, Policy, Response, StandingGrant
 from notifications.models import NotificationEvent
+
+from .test_session_store_round_trips import round_trips as sent  # the statements sent meanwhile
 
 pytestmark = pytest.mark.django_db(transaction=True)
 APP, USER = "reimbursement_agent", "requester"
@@ -35,15 +34,6 @@ def _only_the_approvals_hook(monkeypatch: pytest.MonkeyPatch) -> None:
     from approvals.services import tickets_record_event
 
     monkeypatch.setattr(session_service, "_event_hooks", [tickets_record_event])
-
-
-@contextmanager
-def sent() -> Iterator[list[str]]:
-    """The statements sent meanwhile (Django logs BEGIN, COMMIT and savepoints too)."""
-    out: list[str] = []
-    with CaptureQueriesContext(connection) as ctx:
-        yield out
-    out.extend(q["sql"] for q in ctx.captured_queries)
 
 
 def _call(call_id: str, amount: float = 200.0) -> Event:
