@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from agents_app import run_cache, runner, services
+from agents_app import run_cache, runner, services, turn_exec
 from agents_app.models import AgentConfig, Turn
 from tests.agents_app.test_worker_loop import (  # noqa: F401 - collected here too, on PostgreSQL
     _turn,
@@ -24,15 +24,15 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("
 
 @pytest.fixture
 def prepares(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """The turns that took the database thread to find their runner (`runner._prepare`)."""
+    """The turns that took the database thread to find their runner (`turn_exec._prepare`)."""
     seen: list[int] = []
-    prepare = runner._prepare
+    prepare = turn_exec._prepare
 
     def counted(turn, claim=None):
         seen.append(turn.pk)
         return prepare(turn, claim)
 
-    monkeypatch.setattr(runner, "_prepare", counted)
+    monkeypatch.setattr(turn_exec, "_prepare", counted)
     return seen
 
 
@@ -52,7 +52,7 @@ def test_a_turn_queued_behind_another_is_claimed_with_its_stamp(demo, prepares):
     _turn(session)
     services.message_send(session=session, text="And MSFT?", streaming=False)
     second = services.message_send(session=session, text="And AAPL?", streaming=False)
-    run = runner.turn_run
+    run = turn_exec.turn_run
 
     async def edit_during_the_first(turn, **kwargs):
         if turn.pk != second.pk:
@@ -61,11 +61,11 @@ def test_a_turn_queued_behind_another_is_claimed_with_its_stamp(demo, prepares):
             await sync_to_async(AgentConfig.objects.filter(name="stock_agent").update)(instruction="Be terse.")
         await run(turn, **kwargs)
 
-    runner.turn_run, before = edit_during_the_first, len(prepares)  # type: ignore[assignment]
+    turn_exec.turn_run, before = edit_during_the_first, len(prepares)  # type: ignore[assignment]
     try:
         assert runner.session_turns_run(session.pk) == 2
     finally:
-        runner.turn_run = run  # type: ignore[assignment]
+        turn_exec.turn_run = run  # type: ignore[assignment]
     assert set(Turn.objects.filter(session=session).values_list("status", flat=True)) == {"done"}
     assert prepares[before:] == [second.pk]  # the first ran its cached runner, the second rebuilt
     assert run_cache.cached_runners()["stock_agent"].agent.instruction == "Be terse."
