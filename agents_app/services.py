@@ -18,7 +18,7 @@ from pydantic import ValidationError as PydanticValidationError
 
 from adkweb.errors import Conflict, Invalid, TooManyRequests
 
-from . import agents
+from . import agents, wake
 from .models import AdkSession, Turn
 from .session_service import DjangoSessionService, SessionBusy, session_archive
 from .session_status import row_lock_held
@@ -27,7 +27,7 @@ logger = logging.getLogger(__name__)
 __all__ = ["SessionBusy", "session_archive"]  # the store's, used from here by pages and the admin
 
 
-SESSION_DRAIN_TASK = "agents_app.tasks.session_drain"
+SESSION_DRAIN_TASK = wake.SESSION_DRAIN_TASK
 ID_MAX_LENGTH = cast(int, AdkSession._meta.get_field("session_id").max_length)
 
 
@@ -220,18 +220,25 @@ def turn_retry(*, turn: Turn) -> Turn:
 
 
 def session_enqueue(*, session_pk: int) -> bool:
-    """Tell a worker to drain this session's inbox. A broker failure is logged, not raised:
-    the queued Turn row is the truth, and the sweeper re-enqueues owed work. Sent by task name
-    (routed like `.delay`), so this module and agents_app.tasks, which calls it, import no cycle."""
+    """Tell a worker to drain this session's inbox: a wake-up on Redis (agents_app.wake) when
+    ADKWEB_WAKE_LIST is on, else Celery's task. A broker failure is logged, not raised: the queued
+    Turn row is the truth, the enqueue is retried every second (agents_app.broker) and the sweeper
+    re-enqueues owed work. Celery's task is sent by name (routed like `.delay`), so this module and
+    agents_app.tasks, which calls it, import no cycle."""
+    send = _send_wake if wake.enabled() else _send_drain
     try:
-        _send_drain(session_pk)
+        send(session_pk)
         return True
-    except Exception:  # broker down: kombu raises OperationalError and friends
+    except Exception:  # broker down: kombu raises OperationalError and friends, redis-py ConnectionError
         logger.warning("Could not enqueue session %s; the sweeper will retry.", session_pk, exc_info=True)
         from .broker import relay_owe
 
-        relay_owe(session_pk, _send_drain)  # and every second until the broker takes it
+        relay_owe(session_pk, send)  # and every second until the broker takes it
         return False
+
+
+def _send_wake(session_pk: int) -> None:
+    wake.wake(session_pk)
 
 
 def _send_drain(session_pk: int) -> None:
@@ -254,8 +261,19 @@ def owed_sessions_enqueue() -> int:
     )
     count = 0
     for session_pk in list(owed):
-        count += session_enqueue(session_pk=session_pk)
+        count += _sweep_enqueue(session_pk)
     return count
+
+
+def _sweep_enqueue(session_pk: int) -> bool:
+    """The sweeper's enqueue: always Celery's task, which every worker takes (whatever its pool),
+    and which is the fallback for a wake-up lost with the worker that popped it (agents_app.wake)."""
+    try:
+        _send_drain(session_pk)
+        return True
+    except Exception:
+        logger.warning("Could not enqueue session %s; the next sweep will retry.", session_pk, exc_info=True)
+        return False
 
 
 def agent_config_check(*, config: Any) -> None:

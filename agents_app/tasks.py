@@ -12,10 +12,11 @@ QUEUES = (AGENTS_QUEUE, NOTIFICATIONS_QUEUE)
 
 @shared_task(acks_late=True)
 def session_drain(session_pk: int) -> int:
-    """Run a session's queued turns, oldest first, under its lease."""
-    from .runner import session_turns_run
+    """Run a session's queued turns, oldest first, under its lease (the sweeper's path, and every
+    enqueue's when ADKWEB_WAKE_LIST is off; counted with the wake-ups' drains: agents_app.wake_worker)."""
+    from .wake_worker import drain_counted
 
-    return session_turns_run(session_pk)
+    return drain_counted(session_pk)
 
 
 @shared_task

@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import timedelta
 
+import redis
 from django.conf import settings
 from django.utils import timezone
 
 from adkweb.celery import app
-from agents_app import leases, services, tasks
+from agents_app import leases, services, tasks, wake
 from agents_app.models import AdkSession, Turn
 from approvals import services as approvals
 from approvals.models import PendingCall
@@ -25,8 +27,8 @@ DEAD_BROKER = "redis://127.0.0.1:1/0"  # nothing listens on port 1: connection r
 
 @contextmanager
 def broker_down() -> Iterator[list[logging.LogRecord]]:
-    """Point this process's task producer at a dead broker (the worker keeps its own connection),
-    and collect what the services log meanwhile."""
+    """Point this process's task producer and its wake-ups (agents_app.wake) at a dead broker (the
+    worker keeps its own connections), and collect what the services log meanwhile."""
     # The dead broker is a Redis URL: the producer's transport is Redis too (embedded mode names its
     # memory transport in broker_transport, which kombu would otherwise use for any URL).
     saved = app.conf.broker_write_url, app.conf.broker_transport, app._pool, app.amqp._producer_pool
@@ -36,6 +38,8 @@ def broker_down() -> Iterator[list[logging.LogRecord]]:
         None,
         None,
     )
+    saved_wake = wake._client, wake._client_pid
+    wake._client, wake._client_pid = redis.Redis.from_url(DEAD_BROKER), os.getpid()
     records: list[logging.LogRecord] = []
     handler = logging.Handler(logging.WARNING)
     handler.emit = records.append  # type: ignore[method-assign]
@@ -48,6 +52,7 @@ def broker_down() -> Iterator[list[logging.LogRecord]]:
         # The dead broker's pool is left open: kombu caches pools per URL process-wide, so closing
         # it would make the next outage raise "Acquire on closed pool" instead of a broker error.
         app.conf.broker_write_url, app.conf.broker_transport, app._pool, app.amqp._producer_pool = saved
+        wake._client, wake._client_pid = saved_wake
 
 
 def approval_survives_a_broker_outage(demo: dict, wait: Wait) -> None:

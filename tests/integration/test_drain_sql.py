@@ -28,7 +28,7 @@ def _only_the_approvals_hook(monkeypatch: pytest.MonkeyPatch) -> None:
     from approvals.services import tickets_record_event
 
     monkeypatch.setattr(session_service, "_event_hooks", [tickets_record_event])
-    monkeypatch.setattr(services, "_send_drain", lambda session_pk: None)  # no worker here
+    monkeypatch.setattr(services, "session_enqueue", lambda *, session_pk: True)  # no worker here
 
 
 def _session(sid: str = "s") -> AdkSession:
@@ -258,3 +258,4 @@ def test_a_decision_racing_the_finish(order):
     assert _consistent(row) == "running"
     assert Response.objects.filter(pending_call=ticket, final=True).count() == 1
     connection.close()
+

@@ -148,7 +148,7 @@ def _decision_race(order: str, monkeypatch: pytest.MonkeyPatch) -> None:
     from approvals.decisions import Answer, answers_submit
     from approvals.models import Response
 
-    monkeypatch.setattr(services, "_send_drain", lambda session_pk: None)  # no worker here
+    monkeypatch.setattr(services, "session_enqueue", lambda *, session_pk: True)  # no worker here
     service, session, turn = _setup()
     with transaction.atomic():
         service._store_event(session, _call("c1"), None)

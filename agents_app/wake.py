@@ -1,0 +1,74 @@
+"""Waking a worker for a session at once, without Celery's message on the hot path.
+
+After a turn's commit the web pushes the session's id to a Redis list (`wake`: one RPUSH); in every
+`celery worker` process that takes the drain task's queue, a listener thread
+(agents_app.wake_worker, started and stopped with the worker by its bootstep) blocks on that list
+(BLPOP) and hands each id to a thread of the worker's pool at once, where the drain runs on that
+thread's loop (agents_app.worker_loop) as Celery's task would. Celery's publish, its consumer and
+its dispatch cost ~2 ms of wall time and ~1 ms of the web's and ~4 ms of the worker's CPU per turn;
+the push and the pop cost one round trip each (bench/README.md, phase "wake").
+
+Durability is unchanged: the Turn row is the truth. A wake-up popped by a worker that dies before
+its drain claims the turn is lost, and so was Celery's message then (delivered again only after
+Redis' visibility timeout, an hour): the sweeper (`turns_requeue_owed`) sends owed work through
+Celery's task, which every worker takes, after ADKWEB_REQUEUE_AFTER_SECONDS. Two workers woken for
+one session: the lease lets one run. A wake-up sent while no worker listens stays in the list for
+the next one. A listener pops only while the process has a free drain slot (`wake_worker.Slots`:
+drains from wake-ups and from Celery's task counted together, at most the pool's concurrency), so a
+wake-up is not taken by a busy worker while another is idle. At a warm shutdown the listener stops
+popping, a wake-up it popped meanwhile (or one whose drain had not started when the pool stopped) is
+pushed back to the list's head, and Celery's pool waits for the running drains.
+
+ADKWEB_WAKE_LIST (on in services mode) turns it on for the web's enqueue, the workers' listeners
+follow it; off, or in embedded mode (no Redis), every enqueue is Celery's task as before. The
+listener needs Celery's threads pool (production's); a worker on another pool says so in its log
+and takes Celery's tasks only.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from typing import Any
+
+from django.conf import settings
+
+logger = logging.getLogger(__name__)
+
+KEY_PREFIX = "adkweb:wake:"
+SESSION_DRAIN_TASK = "agents_app.tasks.session_drain"
+_client: Any = None
+_client_pid = 0
+_client_lock = threading.Lock()
+
+
+def enabled() -> bool:
+    return bool(settings.ADKWEB_WAKE_LIST and settings.REDIS_URL)
+
+
+def key(app: Any = None) -> str:
+    """The list of the drain task's queue (as Celery routes it), so that a worker listens to the
+    wake-ups of the queue it consumes (and a bench's private queue has a private list)."""
+    if app is None:
+        from adkweb.celery import app
+    return KEY_PREFIX + app.amqp.router.route({}, SESSION_DRAIN_TASK)["queue"].name
+
+
+def client() -> Any:
+    """This process's Redis client for wake-ups (its connection pool is thread-safe; a forked child
+    makes its own)."""
+    global _client, _client_pid
+    if _client is None or _client_pid != os.getpid():
+        with _client_lock:
+            if _client is None or _client_pid != os.getpid():
+                import redis
+
+                _client = redis.Redis.from_url(settings.REDIS_URL, socket_timeout=5, socket_connect_timeout=2)
+                _client_pid = os.getpid()
+    return _client
+
+
+def wake(session_pk: int) -> None:
+    """Wake a worker for this session (raises when Redis refuses: the caller retries)."""
+    client().rpush(key(), session_pk)
