@@ -9,19 +9,28 @@ COMMIT a round trip of its own), the ORM compiling most of them every turn. Here
                  next queued turn claimed (or the lease released when nothing is owed), the
                  session's stored status written (agents_app.session_status)
 
-Each is sent as two statements in one query string (the simple query protocol: Django's psycopg
-cursors bind parameters on the client), which PostgreSQL runs as one implicit transaction, rolled
-back as a whole if either fails. The first statement locks the session row (FOR NO KEY UPDATE); the
-second takes its snapshot once the lock is granted, so it sees every transaction that committed
-before (the rule agents_app.session_status keeps: the last transaction to touch a session's turns
-and tickets writes its status from everything committed). Whoever queues a turn takes that row
-lock in the same transaction (session_status's `_now_running`): so a turn queued while `done_next`
-waits for the lock is seen and claimed, and one queued after it released the lease is enqueued
-after that commit and finds the lease free. No second look for owed work is needed.
+Each is sent as two statements (`start`: three, its commit mode first) in one query string (the
+simple query protocol: Django's psycopg cursors bind parameters on the client), which PostgreSQL
+runs as one implicit transaction, rolled back as a whole if either fails. The first statement locks
+the session row (FOR NO KEY UPDATE); the second takes its snapshot once the lock is granted, so it
+sees every transaction that committed before (the rule agents_app.session_status keeps: the last
+transaction to touch a session's turns and tickets writes its status from everything committed).
+Whoever queues a turn takes that row lock in the same transaction (session_status's `_now_running`):
+so a turn queued while `done_next` waits for the lock is seen and claimed, and one queued after it
+released the lease is enqueued after that commit and finds the lease free. No second look for owed
+work is needed.
 
 A turn's started_at and finished_at are stamped as its row is written, once the locks are held
 (clock_timestamp(), this host's clock as the ORM's timezone.now() is), where the ORM path stamped
 them after its locking reads: the queue and run stages (bench/turn_path.py) mean the same on both.
+
+The claim's commit (`start`) is asynchronous (synchronous_commit off for that transaction only):
+PostgreSQL answers before its WAL is flushed, which it does within a fraction of a second, and at
+once with any later synchronous commit, which flushes everything before it. Only a crash of
+PostgreSQL itself in that window can lose the claim, and then nothing the turn did is stored either
+(its events are written by synchronous commits, after the claim): the turn is queued again, its
+attempt not counted, and runs from the start, as a turn whose worker died before storing anything
+does. `done_next` stays synchronous.
 
 What these do not handle (a turn still marked running by a worker that died, a turn to fail or to
 requeue) goes through the ORM path in agents_app.runner as before: `start` and `done_next` say so
@@ -64,15 +73,23 @@ _CLAIM = (
     "AND t.status = 'queued' AND {gate} RETURNING " + _COLUMNS + ")"
 )
 
-_START = _LOCK + (
-    f"WITH s AS (UPDATE {SESSIONS} SET lease_owner = %(owner)s, lease_expires_at = %(until)s "
-    "WHERE id = %(pk)s AND (lease_owner = '' OR lease_expires_at < %(now)s OR lease_owner = %(owner)s) "
-    f"AND EXISTS (SELECT 1 FROM {TURNS} WHERE session_id = %(pk)s AND status IN ({_ACTIVE})) "
-    f"RETURNING id, {_SESSION_COLUMNS}), "
-    f"o AS (SELECT EXISTS (SELECT 1 FROM {TURNS} WHERE session_id = %(pk)s AND status = 'running') AS orphan), "
-    + _CLAIM.format(gate="EXISTS (SELECT 1 FROM s) AND NOT (SELECT orphan FROM o)")
-    + " SELECT (SELECT count(*) FROM s), (SELECT orphan FROM o), c.*, ss.app_name, ss.user_id, ss.session_id, k.* "
-    "FROM (SELECT 1) one LEFT JOIN c ON true " + _CLAIMED
+# The claim's transaction does not wait for its WAL to reach the disk (2-4 ms of the queue stage on
+# this VM's disk): see the module's docstring, "The claim's commit".
+_ASYNC = "SET LOCAL synchronous_commit TO off; "
+
+_START = (
+    _ASYNC
+    + _LOCK
+    + (
+        f"WITH s AS (UPDATE {SESSIONS} SET lease_owner = %(owner)s, lease_expires_at = %(until)s "
+        "WHERE id = %(pk)s AND (lease_owner = '' OR lease_expires_at < %(now)s OR lease_owner = %(owner)s) "
+        f"AND EXISTS (SELECT 1 FROM {TURNS} WHERE session_id = %(pk)s AND status IN ({_ACTIVE})) "
+        f"RETURNING id, {_SESSION_COLUMNS}), "
+        f"o AS (SELECT EXISTS (SELECT 1 FROM {TURNS} WHERE session_id = %(pk)s AND status = 'running') AS orphan), "
+        + _CLAIM.format(gate="EXISTS (SELECT 1 FROM s) AND NOT (SELECT orphan FROM o)")
+        + " SELECT (SELECT count(*) FROM s), (SELECT orphan FROM o), c.*, ss.app_name, ss.user_id, ss.session_id, k.* "
+        "FROM (SELECT 1) one LEFT JOIN c ON true " + _CLAIMED
+    )
 )
 
 # The session's status once turn %(tid)s is %(status)s (session_status.status_expression, with that
@@ -136,7 +153,8 @@ class DoneNext:
 def _run(sql: str, params: dict[str, Any]) -> tuple:
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
-        cursor.nextset()  # the second statement's row
+        while cursor.nextset():  # to the last statement's row
+            pass
         row = cursor.fetchone()
     assert row is not None
     return row

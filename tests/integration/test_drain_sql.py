@@ -259,3 +259,14 @@ def test_a_decision_racing_the_finish(order):
     assert Response.objects.filter(pending_call=ticket, final=True).count() == 1
     connection.close()
 
+
+def test_the_claims_asynchronous_commit_ends_with_it():
+    """`start` commits without waiting for the WAL flush (its own transaction only): the writes that
+    follow on the same connection (a turn's events, its end) are synchronous again."""
+    row = _session()
+    _turn(row)
+    assert _start(row).turn is not None
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW synchronous_commit")
+        assert cursor.fetchone() == ("on",)
+    connection.close()
