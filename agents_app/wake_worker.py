@@ -12,9 +12,10 @@ from typing import Any
 
 from celery import bootsteps, signals
 
-from .wake import KEY_PREFIX, client, enabled, key
+from .wake import KEY_PREFIX, client, enabled
 
 logger = logging.getLogger(__name__)
+NOTIFICATIONS_QUEUE = "notifications"  # agents_app.tasks.NOTIFICATIONS_QUEUE (tasks imports this module)
 _POP_TIMEOUT = 1  # seconds a BLPOP waits: how long a stop may wait for the listener
 
 
@@ -59,14 +60,14 @@ def drain_counted(session_pk: int) -> int:
 class Listener:
     """A thread that pops wake-ups while the process has a free slot and submits their drains."""
 
-    def __init__(self, submit: Callable[..., Future], concurrency: int, list_key: str) -> None:
-        self._submit, self._limit, self.key = submit, max(concurrency, 1), list_key
+    def __init__(self, submit: Callable[..., Future], concurrency: int, keys: list[str]) -> None:
+        self._submit, self._limit, self.keys = submit, max(concurrency, 1), keys
         self._stopped = threading.Event()
         self._thread = threading.Thread(target=self._listen, name="adkweb-wake", daemon=True)
 
     def start(self) -> None:
         self._thread.start()
-        logger.info("Wake-up listener on %s (up to %d drains at once).", self.key, self._limit)
+        logger.info("Wake-up listener on %s (up to %d drains at once).", ", ".join(self.keys), self._limit)
 
     def halt(self, **_signal: Any) -> None:
         """Pop no more (from Celery's signal handler at a warm shutdown's start: only sets an event)."""
@@ -82,7 +83,7 @@ class Listener:
         failing = False
         while slots.wait_below(self._limit, self._stopped):
             try:
-                got = conn.blpop([self.key], timeout=_POP_TIMEOUT)
+                got = conn.blpop(self.keys, timeout=_POP_TIMEOUT)
             except Exception:  # Redis down: redis-py reconnects on the next call
                 if not failing:
                     logger.warning("Wake-up listener: Redis unreachable; retrying every second.", exc_info=True)
@@ -93,20 +94,20 @@ class Listener:
                 logger.info("Wake-up listener: Redis is back.")
                 failing = False
             if got is not None:
-                self._hand_over(int(got[1]))
+                self._hand_over(got[0].decode(), int(got[1]))
 
-    def _hand_over(self, session_pk: int) -> None:
+    def _hand_over(self, list_key: str, session_pk: int) -> None:
         if self._stopped.is_set():
-            _push_back(session_pk)  # popped while the worker was stopping: for another worker
+            _push_back(list_key, session_pk)  # popped while the worker was stopping: for another worker
             return
         slots.take()  # counted from now: the next pop waits for a slot
         try:
             future = self._submit(_drain_woken, session_pk)
         except RuntimeError:  # the pool is shut down
             slots.give()
-            _push_back(session_pk)
+            _push_back(list_key, session_pk)
             return
-        future.add_done_callback(lambda f: _done(f, session_pk))
+        future.add_done_callback(lambda f: _done(f, list_key, session_pk))
 
 
 def _drain_woken(session_pk: int) -> int:
@@ -119,15 +120,15 @@ def _drain_woken(session_pk: int) -> int:
         return 0
 
 
-def _done(future: Future, session_pk: int) -> None:
+def _done(future: Future, list_key: str, session_pk: int) -> None:
     slots.give()
     if future.cancelled():  # the pool stopped before it ran: another worker (or this one, restarted) will
-        _push_back(session_pk)
+        _push_back(list_key, session_pk)
 
 
-def _push_back(session_pk: int) -> None:
+def _push_back(list_key: str, session_pk: int) -> None:
     try:
-        client().lpush(key(), session_pk)
+        client().lpush(list_key, session_pk)
     except Exception:
         logger.warning("Wake-up for session %s not pushed back; the sweeper will find it.", session_pk, exc_info=True)
 
@@ -148,11 +149,12 @@ class WakeStep(bootsteps.StartStopStep):
     def start(self, worker: Any) -> None:
         if not enabled():
             return
-        list_key = key(worker.app)
-        queue = list_key[len(KEY_PREFIX) :]
+        # The wake-up lists of the queues this worker takes (the web pushes to its drain task's queue's,
+        # agents_app.wake.key): `-Q agents` in production; a bench's private queue has its own list.
         consumed = worker.app.amqp.queues.consume_from or worker.app.amqp.queues
-        if queue not in consumed:
-            return  # e.g. a worker of the notifications queue only
+        keys = [KEY_PREFIX + q for q in sorted(consumed) if q != NOTIFICATIONS_QUEUE]
+        if not keys:
+            return  # a worker of the notifications queue only
         executor = getattr(worker.pool, "executor", None)
         if executor is None:
             logger.error(
@@ -162,7 +164,7 @@ class WakeStep(bootsteps.StartStopStep):
                 type(worker.pool).__name__,
             )
             return
-        self.listener = Listener(executor.submit, worker.pool.limit, list_key)
+        self.listener = Listener(executor.submit, worker.pool.limit, keys)
         # Celery stops this step only once its consumer has stopped: stop popping as the shutdown starts.
         signals.worker_shutting_down.connect(self.listener.halt, weak=False)
         self.listener.start()
@@ -175,8 +177,3 @@ class WakeStep(bootsteps.StartStopStep):
 
     def terminate(self, worker: Any) -> None:
         self.stop(worker)
-
-
-def install(app: Any) -> None:
-    """Add the listener's step to the app's workers (adkweb.celery)."""
-    app.steps["worker"].add(WakeStep)
