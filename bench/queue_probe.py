@@ -1,0 +1,178 @@
+"""Probe: where the milliseconds between a Turn's commit and its claim go, services mode (PostgreSQL,
+Redis, a real `celery worker` with the threads pool), one turn in flight. Not a test: it prints figures.
+
+    BENCH_REDIS_URL=redis://127.0.0.1:6379/<db> .venv/bin/python bench/queue_probe.py [--turns 40]
+        [--base /path/to/other/tree] [--rounds 2]
+
+Each turn (stock_agent, offline demo model) is sent with services.message_send; the web side stamps
+the Turn row's creation (created_at), the end of the commit (the after-commit enqueue starts) and the
+end of the enqueue; the worker (bench/queue_probe_app.py) stamps when Celery's consumer received the
+drain's message, when a pool thread started it, when the drain started, and around the claim
+(runner._start). With --base the same is run on another tree (e.g. a worktree of main), alternating.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+
+def child(tree: Path, turns: int) -> dict:
+    """In a subprocess whose sys.path starts at `tree`: run the probe, return the figures."""
+    sys.path.insert(0, str(tree))
+    sys.path.insert(1, str(HERE))
+    os.chdir(tree)
+    from turn_path import django_setup  # the throwaway PostgreSQL database of turn_path.py
+
+    teardown = django_setup(Path(tempfile.gettempdir()))
+    try:
+        return _probe(tree, turns)
+    finally:
+        teardown()
+
+
+def _probe(tree: Path, turns: int) -> dict:
+    import redis
+    from django.db import connection
+
+    from agents_app import services
+    from agents_app.demo.setup import demo_setup
+    from agents_app.models import Turn
+
+    demo_setup()
+    client = redis.Redis.from_url(os.environ["REDIS_URL"])
+    client.flushdb()
+    web: dict[int, dict] = {}
+    enqueue = services.session_enqueue
+
+    def probed_enqueue(*, session_pk: int) -> bool:
+        stamps = web.setdefault(session_pk, {})
+        stamps["enqueue"], cpu = time.time(), time.thread_time()
+        try:
+            return enqueue(session_pk=session_pk)
+        finally:
+            stamps["sent"], stamps["send_cpu"] = time.time(), (time.thread_time() - cpu) * 1000
+
+    services.session_enqueue = probed_enqueue
+    env = {**os.environ, "PYTHONPATH": f"{tree}{os.pathsep}{HERE}", "DATABASE_URL": _test_url(connection)}
+    args = [sys.executable, "-m", "celery", "-A", "queue_probe_app", "worker", "-Q", "agents", "--concurrency", "2"]
+    args += ["--loglevel", "WARNING", "--without-gossip", "--without-mingle", "--without-heartbeat"]
+    log = tempfile.TemporaryFile(mode="w+")
+    worker = subprocess.Popen(args, cwd=tree, env=env, stdout=log, stderr=subprocess.STDOUT)
+    rows: list[dict] = []
+    cpu_before = 0.0
+    try:
+        for i in range(turns + 3):  # 3 warm-up turns
+            session = services.session_create(app_name="stock_agent", user_id="requester")
+            time.sleep(0.05)  # an idle worker
+            web[session.pk] = {"t0": time.time()}
+            turn = services.message_send(session=session, text="What is the price of GOOG?", streaming=False)
+            got = client.blpop("probe:done", timeout=300 if i == 0 else 30)
+            if got is None:
+                log.seek(0)
+                raise RuntimeError("no drain finished: " + log.read()[-3000:])
+            stamps = {**web[session.pk], **json.loads(got[1])}
+            stamps["created"] = Turn.objects.get(pk=turn.pk).created_at.timestamp()
+            if i >= 3:
+                rows.append(stamps)
+            if i == 2:
+                cpu_before = _cpu_ms(worker.pid)
+        cpu = _cpu_ms(worker.pid) - cpu_before
+    finally:
+        worker.terminate()
+        worker.wait(30)
+        log.close()
+    return {"rows": rows, "worker_cpu_ms_total": cpu}
+
+
+def _test_url(connection) -> str:
+    s = connection.settings_dict
+    return f"postgres://{s['USER'] or 'postgres'}@{s['HOST'] or '127.0.0.1'}:{s['PORT'] or 5432}/{s['NAME']}"
+
+
+def _cpu_ms(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) * 1000 / os.sysconf("SC_CLK_TCK")
+
+
+STAGES = [  # label, from, to
+    ("row created -> commit done (enqueue starts)", "created", "enqueue"),
+    ("enqueue (web: send_task / wake-up)", "enqueue", "sent"),
+    ("sent -> Celery consumer received", "sent", "received"),
+    ("received -> pool thread starts the task", "received", "prerun"),
+    ("task start -> drain starts", "prerun", "drain"),
+    ("sent -> drain starts (whatever the path)", "sent", "drain"),
+    ("drain start -> claim statement sent", "drain", "claim_start"),
+    ("claim statement", "claim_start", "claimed"),
+    ("QUEUE STAGE: row created -> claimed", "created", "claimed"),
+    ("commit done -> claimed", "enqueue", "claimed"),
+]
+
+
+def pct(values: list[float], q: float) -> float:
+    values = sorted(values)
+    return values[min(len(values) - 1, int(q * len(values)))] if values else float("nan")
+
+
+def summary(label: str, result: dict) -> dict[str, str]:
+    rows = result["rows"]
+    out = {}
+    for name, a, b in STAGES:
+        vals = [(r[b] - r[a]) * 1000 for r in rows if r.get(a) and r.get(b)]
+        out[name] = f"{pct(vals, 0.5):6.2f} / {pct(vals, 0.95):6.2f}" if vals else "     -"
+    send_cpu = [r["send_cpu"] for r in rows]
+    out["web CPU of the enqueue, ms"] = f"{pct(send_cpu, 0.5):6.2f} / {pct(send_cpu, 0.95):6.2f}"
+    out["worker process CPU per turn, ms (mean)"] = f"{result['worker_cpu_ms_total'] / max(len(rows), 1):6.1f}"
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--turns", type=int, default=40)
+    parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--base", help="another tree (a worktree of main) to probe alternately")
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        print("PROBE " + json.dumps(child(Path(args.child), args.turns)))
+        return
+    env = {
+        **os.environ,
+        "REDIS_URL": os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/5"),
+        "DATABASE_URL": os.environ.get("BENCH_PG", "postgres://postgres@127.0.0.1:5432")
+        + "/"
+        + os.environ.get("BENCH_DB_PREFIX", "adkweb_bench")
+        + "_probe",
+        "LOG_LEVEL": "WARNING",
+    }
+    trees = [("this tree", HERE.parent)] + ([("base", Path(args.base).resolve())] if args.base else [])
+    results: dict[str, list[dict]] = {label: [] for label, _ in trees}
+    for r in range(args.rounds):
+        for label, tree in trees if r % 2 == 0 else list(reversed(trees)):
+            load = os.getloadavg()[0]
+            cmd = [sys.executable, str(HERE / "queue_probe.py"), "--turns", str(args.turns), "--child", str(tree)]
+            out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
+            line = next((x for x in out.stdout.splitlines() if x.startswith("PROBE ")), None)
+            if line is None:
+                sys.exit(f"{label}: probe failed\n{out.stdout[-2000:]}\n{out.stderr[-3000:]}")
+            res = json.loads(line[6:])
+            res["load"] = load
+            results[label].append(res)
+    print(f"{args.turns} turns per run, one in flight, worker concurrency 2 (threads); p50 / p95 ms")
+    for label, runs in results.items():
+        for i, res in enumerate(runs):
+            print(f"\n{label}, run {i + 1} (load {res['load']:.2f}):")
+            for name, value in summary(label, res).items():
+                print(f"  {name:48s} {value}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,67 @@
+"""The Celery app of bench/queue_probe.py's worker: adkweb's, with probes that stamp when a drain's
+message is received, handed to a pool thread, started and its turn claimed. Not used by the app."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+
+import redis
+from celery import signals
+
+from adkweb.celery import app  # noqa: F401 - the app celery -A loads
+
+_client = redis.Redis.from_url(os.environ["REDIS_URL"])
+_local = threading.local()
+_received: dict[str, float] = {}  # task id -> when the consumer received it
+_by_session: dict[int, dict] = {}  # session pk -> the stamps of its drain in progress
+
+
+@signals.task_received.connect
+def _on_received(request=None, **_):
+    _received[request.id] = time.time()
+
+
+@signals.task_prerun.connect
+def _on_prerun(task_id=None, task=None, **_):
+    if task is not None and task.name.endswith("session_drain"):
+        _local.celery = {"received": _received.pop(task_id, 0.0), "prerun": time.time()}
+
+
+@signals.worker_process_init.connect
+@signals.worker_init.connect
+def _patch(**_):
+    from agents_app import runner
+
+    if getattr(runner, "_probed", False):
+        return
+    runner._probed = True
+    drain, start = runner.session_turns_run, runner._start
+
+    def probed_drain(session_pk):
+        stamps = dict(getattr(_local, "celery", None) or {})
+        _local.celery = None
+        stamps["drain"] = time.time()
+        _by_session[session_pk] = stamps  # _start runs on the loop's database thread
+        cpu = time.thread_time()
+        try:
+            return drain(session_pk)
+        finally:
+            stamps["end"] = time.time()
+            stamps["drain_cpu"] = (time.thread_time() - cpu) * 1000
+            stamps["pid"] = os.getpid()
+            _client.rpush("probe:done", json.dumps(stamps))
+
+    def probed_start(session_pk, owner):
+        stamps = _by_session.get(session_pk)
+        if stamps is not None:
+            stamps.setdefault("claim_start", time.time())
+        out = start(session_pk, owner)
+        if stamps is not None:
+            stamps.setdefault("claimed", time.time())
+        return out
+
+    runner.session_turns_run = probed_drain
+    runner._start = probed_start
