@@ -113,6 +113,8 @@ def adkweb_env(database_url: str, redis_url: str = "", root: Path = ROOT, **extr
     )
     if redis_url:
         env["REDIS_URL"] = redis_url
+    if CELERY_POOL != "threads":  # the wake-up listener needs the threads pool: Celery's task per enqueue
+        env["ADKWEB_WAKE_LIST"] = "false"
     env.update(extra)
     return env
 

@@ -326,6 +326,8 @@ def services_path(args: argparse.Namespace, redis_url: str, database_url: str) -
         "CHANNELS_PREFIX": tag,
         "ADKWEB_BENCH_QUEUE": tag,
     }
+    if os.environ.get("BENCH_CELERY_POOL", "threads") != "threads":  # wake-ups need the threads pool
+        env["ADKWEB_WAKE_LIST"] = "false"
     cmd = [
         sys.executable,
         str(ROOT / "bench" / "turn_path.py"),
