@@ -5,8 +5,9 @@ test's own and default engine settings: the turn runs without Celery's message; 
 a worker started later; a worker killed after popping one loses no turn (the sweeper brings it
 back through Celery's task); several wake-ups for one session run its turn once; a busy worker
 leaves wake-ups to an idle one (never more drains than its concurrency); a warm shutdown waits for
-the running turn and leaves later wake-ups to the next worker. (Redis outages: test_redis_outage.py,
-whose web server wakes workers this way.)"""
+the running turn and leaves later wake-ups to the next worker; a worker's listener reconnects after
+Redis restarts. (Decisions during an outage: test_redis_outage.py, whose web server wakes workers
+this way.)"""
 
 from __future__ import annotations
 
@@ -50,6 +51,7 @@ def stack(tmp_path, settings, monkeypatch, demo):
         return service
 
     start.redis = redis.Redis.from_url(server.url)  # type: ignore[attr-defined]
+    start.server = server  # type: ignore[attr-defined]
     yield start
     for service in started:
         service.kill()
@@ -175,3 +177,16 @@ def test_a_warm_shutdown_waits_for_the_running_turn_and_leaves_later_wake_ups(de
     stack("worker")
     wait_for(lambda: _status(later_turn) == "done", timeout=20, what="the next worker to run it")
     _ran_once(later, later_turn, "side_effect", "after")
+
+
+def test_a_listener_reconnects_after_redis_restarts(demo, stack):
+    """Redis goes away under an idle worker and comes back: the next wake-up is heard (no beat here:
+    nothing else would run the turn)."""
+    worker = stack("worker")
+    stack.server.stop()
+    wait_for(lambda: "Redis unreachable" in worker.text(), timeout=20, what="the listener to notice")
+    time.sleep(1.5)
+    stack.server.start()
+    session, turn = _send(demo, "work back")
+    wait_for(lambda: _status(turn) == "done", timeout=20, what="the turn to run after Redis came back")
+    _ran_once(session, turn, "side_effect", "back")
