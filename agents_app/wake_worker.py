@@ -93,7 +93,7 @@ class Listener:
             if failing:
                 logger.info("Wake-up listener: Redis is back.")
                 failing = False
-            if got is not None:
+            if got is not None and got[1].isdigit():  # anything else in the list is not ours: dropped
                 self._hand_over(got[0].decode(), int(got[1]))
 
     def _hand_over(self, list_key: str, session_pk: int) -> None:

@@ -78,6 +78,7 @@ def _ran_once(session: AdkSession, turn: Turn, tool: str, label: str) -> None:
 
 def test_a_turn_runs_on_its_wake_up_without_celerys_message(demo, stack):
     worker = stack("worker")
+    stack.redis.rpush(KEY, "not-a-session")  # not ours: dropped, the listener goes on
     session, turn = _send(demo, "work a")
     wait_for(lambda: _status(turn) == "done", timeout=20, what="the turn to run")
     _ran_once(session, turn, "side_effect", "a")
