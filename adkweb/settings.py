@@ -142,6 +142,9 @@ if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
     # Each thread keeps its connection (opening one registers Django's SQL functions: 8% of the
     # embedded server's CPU when every request and task opened its own). PostgreSQL has its pool.
     DATABASES["default"]["CONN_MAX_AGE"] = None
+    # Django's backend, its writers in this process queued on a lock rather than on SQLite's busy
+    # handler, which sleeps and retries (adkweb.sqlite3.base).
+    DATABASES["default"]["ENGINE"] = "adkweb.sqlite3"
 if DATABASES["default"]["ENGINE"].endswith("postgresql") and env_bool("DATABASE_POOL", True):
     # Django's psycopg pool, one per process: requests and worker threads wait up to the timeout
     # for a connection instead of failing with "too many clients". Size it so that
