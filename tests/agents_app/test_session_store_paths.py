@@ -187,3 +187,36 @@ async def test_a_copy_of_a_deleted_session_does_not_write_into_a_new_one_with_it
     assert got.state == {} and got.events == []
     assert not await AppState.objects.filter(app_name=APP).aexists()
     assert not await UserState.objects.filter(app_name=APP).aexists()
+
+
+def test_on_sqlite_an_event_no_hook_wants_is_stored_without_reading_the_row_first():
+    """Embedded mode's common append: the row's checks in the UPDATE that bumps its revision, then
+    the event's INSERT (and the turn's invocation, with the turn's first event); with a state change
+    the checked path (the row read and locked first)."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    if connection.vendor != "sqlite":
+        pytest.skip("PostgreSQL has its one statement (test_session_store_round_trips.py)")
+    service = DjangoSessionService()
+    session = service.create_session_sync(app_name=APP, user_id="u", session_id="s")
+    turn = Turn.objects.create(session=AdkSession.objects.get(session_id="s"), kind="message", content={})
+
+    def statements(event: Event, turn_id: int | None) -> list[str]:
+        with CaptureQueriesContext(connection) as ctx:
+            service._store_event(session, event, turn_id)
+        sent = [q["sql"].split()[0] for q in ctx.captured_queries]
+        return [word for word in sent if word not in ("BEGIN", "COMMIT", "SAVEPOINT", "RELEASE")]
+
+    token = current_turn_invocations.set(set())
+    try:
+        assert statements(_event(None), turn.pk) == ["UPDATE", "INSERT", "UPDATE"]  # + the turn's invocation
+        assert statements(_event(None), turn.pk) == ["UPDATE", "INSERT"]
+    finally:
+        current_turn_invocations.reset(token)
+    assert statements(_event({"k": 1}), None)[0] == "SELECT"
+    got = service.get_session_sync(app_name=APP, user_id="u", session_id="s")
+    assert got is not None and len(got.events) == 3 and got.state == {"k": 1}
+    assert AdkSession.objects.get(session_id="s").revision == 3
+    assert Turn.objects.get(pk=turn.pk).invocation_id == "inv"
+    connection.close()
