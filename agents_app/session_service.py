@@ -191,20 +191,15 @@ class DjangoSessionService(BaseSessionService):
             return _to_session(
                 app_name, user_id, session_id, merged, events, loaded.update_time, loaded.pk, loaded.revision
             )
-        row = AdkSession.objects.filter(app_name=app_name, user_id=user_id, session_id=session_id).first()
-        if row is None:
+        got = session_sqlite.get(
+            app_name=app_name, user_id=user_id, session_id=session_id, events=with_events, after=after, limit=limit
+        )
+        if got is None:
             return None
-        events = []
-        if with_events:
-            qs = StoredEvent.objects.filter(session=row)
-            if after is not None:
-                qs = qs.filter(timestamp__gte=after)
-            qs = qs.order_by("-id")
-            if limit is not None:
-                qs = qs[:limit]
-            events = [event_from_json(data) for data in reversed(list(qs.values_list("data", flat=True)))]
-        merged = merge(session_orm.app_state(app_name), session_orm.user_state(app_name, user_id), row.state)
-        return _to_session(app_name, user_id, session_id, merged, events, row.update_time, row.pk, row.revision)
+        pk, revision, update_time, state, app_state, user_state, texts = got
+        events = [Event.model_validate_json(text) for text in texts]
+        merged = merge(app_state, user_state, state)
+        return _to_session(app_name, user_id, session_id, merged, events, update_time, pk, revision)
 
     async def list_sessions(self, *, app_name: str, user_id: str | None = None) -> ListSessionsResponse:
         return await sync_to_async(self.list_sessions_sync)(app_name=app_name, user_id=user_id)

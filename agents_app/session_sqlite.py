@@ -1,11 +1,12 @@
-"""The session store's append on SQLite (embedded mode) in plain SQL, for the common event: no hook
-wants it and it changes no state. The session row's checks (this copy's pk and revision, not
-archived, the lease still this run's) are the `UPDATE`'s `WHERE`; when it matches nothing, nothing
-is stored and the caller falls back to the checked path (agents_app.session_orm.store_locked), which
-says which check failed. What it writes is what that path writes, without the ORM's row read, model
-instances and queries compiled per call (the turn's appends were ~25% of its database thread).
+"""The session store on SQLite (embedded mode) in plain SQL: reading a session (`get`), and the
+append of the common event (`append`: no hook wants it and it changes no state). The session
+row's checks (this copy's pk and revision, not archived, the lease still this run's) are the
+`UPDATE`'s `WHERE`; when it matches nothing, nothing is stored and the caller falls back to the
+checked path (agents_app.session_orm.store_locked), which says which check failed. What it writes
+is what that path writes, without the ORM's row read, model instances and queries compiled per
+call (the turn's appends were ~25% of its database thread).
 
-PostgreSQL has its own one statement (agents_app.session_sql.append)."""
+PostgreSQL has its own one statement per operation (agents_app.session_sql)."""
 
 from __future__ import annotations
 
@@ -14,11 +15,13 @@ from typing import Any
 
 from django.db import connection
 
-from .models import AdkSession, StoredEvent, Turn
+from .models import AdkSession, AppState, StoredEvent, Turn, UserState
 
 SESSIONS = AdkSession._meta.db_table
 EVENTS = StoredEvent._meta.db_table
 TURNS = Turn._meta.db_table
+APPS = AppState._meta.db_table
+USERS = UserState._meta.db_table
 
 
 def append(
@@ -80,3 +83,42 @@ def append(
                 [invocation_id, turn_id or 0],
             )
     return found[0], found[1], found[2], event_pk
+
+
+def get(
+    *, app_name: str, user_id: str, session_id: str, events: bool, after: float | None, limit: int | None
+) -> tuple[int, int, float, dict[str, Any], dict[str, Any], dict[str, Any], list[str]] | None:
+    """A live session: (pk, revision, update time, its state, the app's state, the user's state, the
+    JSON texts of its events (unless `events` is False): the last `limit` (all if None) of those at
+    or after `after`, in append (row id) order); None when there is none. Two statements (the ORM
+    took four)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT s.id, s.revision, s.update_time, s.state, "
+            f"(SELECT a.state FROM {APPS} a WHERE a.app_name = s.app_name), "
+            f"(SELECT us.state FROM {USERS} us WHERE us.app_name = s.app_name AND us.user_id = s.user_id) "
+            f"FROM {SESSIONS} s WHERE s.app_name = %s AND s.user_id = %s AND s.session_id = %s "
+            "AND s.archived_at IS NULL",
+            [app_name, user_id, session_id],
+        )
+        found = cursor.fetchone()
+        if found is None:
+            return None
+        texts: list[str] = []
+        if events:
+            sql, params = f"SELECT data FROM {EVENTS} WHERE session_id = %s", [found[0]]
+            if after is not None:
+                sql += " AND timestamp >= %s"
+                params.append(after)
+            sql += " ORDER BY id DESC"
+            if limit is not None:
+                sql += " LIMIT %s"
+                params.append(limit)
+            cursor.execute(sql, params)
+            texts = [row[0] for row in reversed(cursor.fetchall())]
+    pk, revision, update_time, state, app_state, user_state = found
+    return pk, revision, update_time, _loads(state), _loads(app_state), _loads(user_state), texts
+
+
+def _loads(value: str | None) -> dict[str, Any]:
+    return json.loads(value) if value else {}

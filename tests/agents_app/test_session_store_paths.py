@@ -192,7 +192,7 @@ async def test_a_copy_of_a_deleted_session_does_not_write_into_a_new_one_with_it
 def test_on_sqlite_an_event_no_hook_wants_is_stored_without_reading_the_row_first():
     """Embedded mode's common append: the row's checks in the UPDATE that bumps its revision, then
     the event's INSERT (and the turn's invocation, with the turn's first event); with a state change
-    the checked path (the row read and locked first)."""
+    the checked path (the row read and locked first). A read is two statements."""
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
@@ -215,7 +215,9 @@ def test_on_sqlite_an_event_no_hook_wants_is_stored_without_reading_the_row_firs
     finally:
         current_turn_invocations.reset(token)
     assert statements(_event({"k": 1}), None)[0] == "SELECT"
-    got = service.get_session_sync(app_name=APP, user_id="u", session_id="s")
+    with CaptureQueriesContext(connection) as ctx:
+        got = service.get_session_sync(app_name=APP, user_id="u", session_id="s")
+    assert len(ctx.captured_queries) == 2  # the session with its app and user state, then its events
     assert got is not None and len(got.events) == 3 and got.state == {"k": 1}
     assert AdkSession.objects.get(session_id="s").revision == 3
     assert Turn.objects.get(pk=turn.pk).invocation_id == "inv"
