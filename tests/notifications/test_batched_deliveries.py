@@ -104,6 +104,33 @@ def test_a_batch_claims_only_what_is_still_owed(emails, sent_tasks):
     assert Delivery.objects.get(pk=ids[0]).status == "sending"
 
 
+def test_a_batch_claims_only_deliveries_due_now_with_attempts_left(emails, sent_tasks):
+    """A retry not due yet (beyond the 2 s a message may arrive early) and a delivery at its last
+    attempt are left alone; a retry due within those 2 s is sent; each claim counts one attempt.
+    The claim marks what it takes in one statement (no read of the rows first)."""
+    from datetime import timedelta
+
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+    from django.utils import timezone
+
+    from notifications import services
+
+    event = NotificationEvent.objects.create(name="ticket.opened", ticket=ticket())
+    later, spent, soon = services.event_fan_out(event_id=event.pk)
+    now = timezone.now()
+    Delivery.objects.filter(pk=later).update(status="retrying", attempts=1, next_attempt_at=now + timedelta(seconds=60))
+    Delivery.objects.filter(pk=spent).update(status="retrying", attempts=4, max_attempts=4)
+    Delivery.objects.filter(pk=soon).update(status="retrying", attempts=1, next_attempt_at=now + timedelta(seconds=1))
+    with CaptureQueriesContext(connection) as queries:
+        assert sending.deliveries_attempt(delivery_ids=[later, spent, soon]) == {}
+    claim = [q["sql"] for q in queries.captured_queries if "notifications_delivery" in q["sql"]][0]
+    assert claim.startswith("UPDATE") and claim.endswith("RETURNING id")  # marked sending in one statement
+    assert [m.to[0] for m in mail.outbox] == [Delivery.objects.get(pk=soon).target]
+    got = {d.pk: (d.status, d.attempts) for d in Delivery.objects.filter(pk__in=[later, spent, soon])}
+    assert got == {later: ("retrying", 1), spent: ("retrying", 4), soon: ("delivered", 2)}
+
+
 def test_an_events_deliveries_are_made_in_one_insert_and_its_preferences_read_once_per_step(emails, sent_tasks):
     """The fan-out writes its deliveries in one INSERT and the batch's claim reads its recipients'
     preferences in one query (not one per email), with what each email says unchanged: one each,
