@@ -38,13 +38,13 @@ class DatabaseWrapper(base.DatabaseWrapper):
 
     def _start_transaction_under_autocommit(self) -> None:
         if self.is_in_memory_db():
-            return super()._start_transaction_under_autocommit()
+            return super()._start_transaction_under_autocommit()  # type: ignore[misc]  # private: not in django-stubs
         lock = write_lock(self.settings_dict["NAME"])
         timeout = float(self.settings_dict.get("OPTIONS", {}).get("timeout", 5))
         if lock.acquire(timeout=timeout):
             self._write_held = lock
         try:
-            super()._start_transaction_under_autocommit()
+            super()._start_transaction_under_autocommit()  # type: ignore[misc]  # private: not in django-stubs
         except BaseException:
             self._write_release()
             raise
@@ -56,18 +56,18 @@ class DatabaseWrapper(base.DatabaseWrapper):
 
     def _commit(self) -> Any:
         try:
-            return super()._commit()
+            return super()._commit()  # type: ignore[misc]  # private: not in django-stubs
         finally:
             self._write_release()
 
     def _rollback(self) -> Any:
         try:
-            return super()._rollback()
+            return super()._rollback()  # type: ignore[misc]  # private: not in django-stubs
         finally:
             self._write_release()
 
     def _close(self) -> Any:
         try:
-            return super()._close()
+            return super()._close()  # type: ignore[misc]  # private: not in django-stubs
         finally:
             self._write_release()
