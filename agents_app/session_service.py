@@ -6,10 +6,10 @@ transactions). Events are stored as `Event.model_dump_json(exclude_none=True)` a
 
 On PostgreSQL each operation is one statement (agents_app.session_sql): an append is one round trip
 unless an event hook wants the event (approvals: a long-running call or a tool's response), and
-then that statement and the hooks share one transaction. On SQLite (embedded mode) an event no hook
-wants that changes no state is stored in plain SQL (agents_app.session_sqlite). Otherwise, and
-whenever either finds something wrong (a stale copy, a lost lease, a deleted session), the ORM path
-below locks the row, checks it all and says which check failed.
+then that statement and the hooks share one transaction. On SQLite (embedded mode) an event that
+changes no state is stored in plain SQL (agents_app.session_sqlite), the hooks that want it in its
+transaction. Otherwise, and whenever either finds something wrong (a stale copy, a lost lease, a
+deleted session), the ORM path below locks the row, checks it all and says which check failed.
 """
 
 from __future__ import annotations
@@ -306,8 +306,9 @@ class DjangoSessionService(BaseSessionService):
                                 hook(done.row, stored, event)
                     self._stored(session, new, done.session_pk, done.revision, done.update_time)
                     return done.session_pk, done.event_pk, done.revision
-        if copy_of is not None and not hooks and not (new.deltas and any(new.deltas.values())) and not _on_postgresql():
-            # SQLite, the common event (no hook wants it, no state changed): plain SQL, the checks in its WHERE.
+        if copy_of is not None and not (new.deltas and any(new.deltas.values())) and not _on_postgresql():
+            # SQLite, an event that changes no state: plain SQL, the row's checks in its WHERE, and the
+            # hooks that want it in the same transaction (given the row as the UPDATE saved it).
             with transaction.atomic():
                 appended = session_sqlite.append(
                     app_name=session.app_name,
@@ -316,14 +317,21 @@ class DjangoSessionService(BaseSessionService):
                     session_pk=copy_of[0],
                     revision=copy_of[1],
                     lease=(lease.owner, lease.expiry()) if lease is not None else None,
+                    whole_row=bool(hooks),
                     **{k: v for k, v in new.columns().items() if k != "deltas"},
                 )
-            if appended is not None:
-                session_pk, revision, update_time, event_pk = appended
-                self._stored(session, new, session_pk, revision, update_time)
-                return session_pk, event_pk, revision
-        # SQLite with a hook or a state change, a copy without a revision marker, or the one statement
-        # stored nothing: say why (or, when a rider's guard said no, store it here with the hooks).
+                if appended is not None:
+                    session_pk, revision, update_time, event_pk, row = appended
+                    if hooks:
+                        assert row is not None
+                        stored = new.row(event_pk, row)
+                        with row_lock_held(session_pk):  # the append's transaction holds the file
+                            for hook in hooks:
+                                hook(row, stored, event)
+                    self._stored(session, new, session_pk, revision, update_time)
+                    return session_pk, event_pk, revision
+        # A state change on SQLite, a copy without a revision marker, or the one statement stored
+        # nothing: say why (or, when a rider's guard said no, store it here with the hooks).
         with transaction.atomic():
             row, stored = session_orm.store_locked(session, new, lease)
             with row_lock_held(row.pk):  # store_locked took it

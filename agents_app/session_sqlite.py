@@ -1,5 +1,6 @@
 """The session store on SQLite (embedded mode) in plain SQL: reading a session (`get`), and the
-append of the common event (`append`: no hook wants it and it changes no state). The session
+append of an event that changes no state (`append`; with the row as saved for the hooks that want
+it). The session
 row's checks (this copy's pk and revision, not archived, the lease still this run's) are the
 `UPDATE`'s `WHERE`; when it matches nothing, nothing is stored and the caller falls back to the
 checked path (agents_app.session_orm.store_locked), which says which check failed. What it writes
@@ -41,10 +42,12 @@ def append(
     turn_id: int | None,
     record_invocation: bool,
     lease: tuple[str, Any] | None,
-) -> tuple[int, int, float, int] | None:
+    whole_row: bool = False,
+) -> tuple[int, int, float, int, AdkSession | None] | None:
     """Store one event that changes no state, in the caller's transaction: (session pk, its new
-    revision, its update time, the event row's pk), or None when the row was not this copy's, is
-    archived or gone, or is leased to another owner (nothing stored)."""
+    revision, its update time, the event row's pk, and with `whole_row` the session row as saved, for
+    event hooks), or None when the row was not this copy's, is archived or gone, or is leased to
+    another owner (nothing stored)."""
     sets = "revision = revision + 1, update_time = MAX(update_time, %s)"
     params: list[Any] = [ts]
     where = "id = %s AND app_name = %s AND user_id = %s AND session_id = %s AND revision = %s AND archived_at IS NULL"
@@ -55,11 +58,19 @@ def append(
     params += [session_pk, app_name, user_id, session_id, revision]
     if lease is not None:
         params.append(lease[0])
-    with connection.cursor() as cursor:
-        cursor.execute(f"UPDATE {SESSIONS} SET {sets} WHERE {where} RETURNING id, revision, update_time", params)
-        found = cursor.fetchone()
-        if found is None:
+    sql = f"UPDATE {SESSIONS} SET {sets} WHERE {where} RETURNING "
+    row: AdkSession | None = None
+    if whole_row:
+        row = next(iter(AdkSession.all_objects.raw(sql + "*", params)), None)
+        if row is None:
             return None
+        found = (row.pk, row.revision, row.update_time)
+    with connection.cursor() as cursor:
+        if row is None:
+            cursor.execute(sql + "id, revision, update_time", params)
+            found = cursor.fetchone()
+            if found is None:
+                return None
         cursor.execute(
             f"INSERT INTO {EVENTS} (session_id, event_id, invocation_id, author, timestamp, data, interrupt_ids, "
             "response_ids, turn_id) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING id",
@@ -82,7 +93,7 @@ def append(
                 f"UPDATE {TURNS} SET invocation_id = %s WHERE id = %s AND invocation_id = ''",
                 [invocation_id, turn_id or 0],
             )
-    return found[0], found[1], found[2], event_pk
+    return found[0], found[1], found[2], event_pk, row
 
 
 def get(

@@ -137,12 +137,13 @@ async def test_hooks_run_only_for_events_they_want_and_in_the_append_transaction
         await service.append_event(session, _event(None, text="plain"))
         wanted = _event(None, text="hook me")
         await service.append_event(session, wanted)
-        with pytest.raises(RuntimeError, match="hook failed"):
-            await service.append_event(session, _event({"k": 1, "app:a": 1}, text="hook explode"))
+        for delta in ({"k": 1, "app:a": 1}, None):  # a hook's failure undoes the append, whatever the path
+            with pytest.raises(RuntimeError, match="hook failed"):
+                await service.append_event(session, _event(delta, text="hook explode"))
     finally:
         service_module._event_hooks.remove(hook)
         service_module._hook_filters.pop(hook)
-    assert len(seen) == 2 and seen[0] == wanted.id
+    assert len(seen) == 3 and seen[0] == wanted.id
     got = await service.get_session(app_name=APP, user_id="u", session_id="s")
     assert [e.content.parts[0].text for e in got.events] == ["plain", "hook me"] and got.state == {}
 
@@ -191,8 +192,9 @@ async def test_a_copy_of_a_deleted_session_does_not_write_into_a_new_one_with_it
 
 def test_on_sqlite_an_event_no_hook_wants_is_stored_without_reading_the_row_first():
     """Embedded mode's common append: the row's checks in the UPDATE that bumps its revision, then
-    the event's INSERT (and the turn's invocation, with the turn's first event); with a state change
-    the checked path (the row read and locked first). A read is two statements."""
+    the event's INSERT (and the turn's invocation, with the turn's first event), also for an event a
+    hook wants (the hook given the row as saved, in the same transaction); with a state change the
+    checked path (the row read and locked first). A read is two statements."""
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
@@ -215,10 +217,22 @@ def test_on_sqlite_an_event_no_hook_wants_is_stored_without_reading_the_row_firs
     finally:
         current_turn_invocations.reset(token)
     assert statements(_event({"k": 1}), None)[0] == "SELECT"
+    rows: list[tuple[int, int]] = []
+
+    def hook(row: AdkSession, stored: StoredEvent, event: Event) -> None:  # given the row as the UPDATE saved it
+        rows.append((row.revision, StoredEvent.objects.filter(pk=stored.pk, session=row).count()))
+
+    service_module.register_event_hook(hook, wants=lambda e, s: "hook" in (e.content.parts[0].text or ""))
+    try:
+        assert statements(_event(None, text="hook me"), None)[:2] == ["UPDATE", "INSERT"]
+    finally:
+        service_module._event_hooks.remove(hook)
+        service_module._hook_filters.pop(hook)
+    assert rows == [(4, 1)]
     with CaptureQueriesContext(connection) as ctx:
         got = service.get_session_sync(app_name=APP, user_id="u", session_id="s")
     assert len(ctx.captured_queries) == 2  # the session with its app and user state, then its events
-    assert got is not None and len(got.events) == 3 and got.state == {"k": 1}
-    assert AdkSession.objects.get(session_id="s").revision == 3
+    assert got is not None and len(got.events) == 4 and got.state == {"k": 1}
+    assert AdkSession.objects.get(session_id="s").revision == 4
     assert Turn.objects.get(pk=turn.pk).invocation_id == "inv"
     connection.close()
