@@ -36,6 +36,15 @@ def _only_the_approvals_hook(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(session_service, "_event_hooks", [tickets_record_event])
 
 
+@pytest.fixture(autouse=True)
+def _no_inbox_open(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No inbox socket open anywhere, whatever an earlier test's killed server left in Redis's group
+    (its member stays until the group expires): the statement counts below are those of that case."""
+    from approvals import fanout
+
+    monkeypatch.setattr(fanout, "groups_watched", lambda groups: set())
+
+
 def _call(call_id: str, amount: float = 200.0) -> Event:
     call = types.FunctionCall(id=call_id, name="ask_for_approval", args={"purpose": "meals", "amount": amount})
     return Event(
