@@ -76,6 +76,7 @@ class Target:
     ms: dict[str, list[float]] = field(default_factory=lambda: {s: [] for s in STEPS})
     cpu_s: float = 0.0  # server CPU seconds spent during the timed rounds
     cpu_by: dict[str, float] = field(default_factory=dict)  # the same per server process (web, worker)
+    cpu_step: dict[tuple[str, str], float] = field(default_factory=dict)  # (process, step) -> CPU seconds
     client: Any = None
 
 
@@ -115,14 +116,29 @@ def adkweb_target(key: str, database_url: str, redis_url: str, root: Path = ROOT
     return Target(key, f"http://127.0.0.1:{port}/api/adk", servers, {"Authorization": f"Token {key_}"})
 
 
+def _cpu_mark(t: Target, step: str, marks: dict[str, float]) -> None:
+    """Add each server process's CPU since the last mark to `step` (with the step's request: /run's
+    worker CPU goes on while the request waits for the turn, and is counted with its step)."""
+    for s in t.servers:
+        now = cpu_seconds(s.pid)
+        if s.name in marks:
+            t.cpu_step[(s.name, step)] = t.cpu_step.get((s.name, step), 0.0) + now - marks[s.name]
+        marks[s.name] = now
+
+
 def flow(t: Target, record: bool) -> None:
     """The seed's client loop once; checks what each step returns."""
     c = t.client
+    marks: dict[str, float] = {}
+    if record:
+        _cpu_mark(t, "", marks)
     started = time.perf_counter()
     r = c.post(f"/apps/{APP}/users/{USER}/sessions", json={})
     r.raise_for_status()
     sid = r.json()["id"]
     t1 = time.perf_counter()
+    if record:
+        _cpu_mark(t, STEPS[0], marks)
     msg = {"role": "user", "parts": [{"text": TEXT}]}
     r = c.post("/run", json={"appName": APP, "userId": USER, "sessionId": sid, "newMessage": msg})
     r.raise_for_status()
@@ -134,6 +150,8 @@ def flow(t: Target, record: bool) -> None:
         if "functionCall" in p and p["functionCall"]["id"] in (e.get("longRunningToolIds") or [])
     )
     t2 = time.perf_counter()
+    if record:
+        _cpu_mark(t, STEPS[1], marks)
     fr = {"id": call["id"], "name": call["name"], "response": {"status": "approved"}}
     answer = {"role": "user", "parts": [{"functionResponse": fr}]}
     r = c.post("/run", json={"appName": APP, "userId": USER, "sessionId": sid, "newMessage": answer})
@@ -143,6 +161,7 @@ def flow(t: Target, record: bool) -> None:
         raise RuntimeError(f"{t.key}: unexpected reply {final!r}")
     t3 = time.perf_counter()
     if record:
+        _cpu_mark(t, STEPS[2], marks)
         for step, ms in zip(STEPS, (t1 - started, t2 - t1, t3 - t2, t3 - started), strict=True):
             t.ms[step].append(ms * 1000)
 
@@ -164,6 +183,13 @@ def report(targets: list[Target], rounds: int) -> None:
             split.append(f"{t.key}: " + " + ".join(f"{name} {ms:.0f}" for name, ms in per.items()))
     if split:
         print("CPU/flow by process (ms): " + ";  ".join(split))
+    for t in targets:
+        if t.key.startswith("web-"):
+            n = max(len(t.ms["flow"]), 1)
+            cells = ", ".join(
+                f"{step} {t.cpu_step.get((t.servers[0].name, step), 0.0) * 1000 / n:.1f}" for step in STEPS[:3]
+            )
+            print(f"web process CPU per step (ms), {t.key}: {cells}")
     by = {t.key: t for t in targets}
     pairs = [("web-services", "adk-pg", "1.0x (stretch 0.6x)"), ("web-embedded", "adk-sqlite", "1.0x")]
     pairs += [(f"{k}@base", b, t) for k, b, t in pairs] + [(k, f"{k}@base", "-") for k, _, _ in pairs]
