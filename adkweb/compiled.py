@@ -3,7 +3,8 @@
 Building a query with nested `Exists` filters and compiling it costs more CPU than PostgreSQL takes to
 answer it (issue 12, target 4). `exists_by_pk` keeps the compiled SQL of such a query for one `key`
 (everything the query's shape depends on, e.g. who asks) and only changes the one parameter that
-differs between calls: the pk of the row asked about.
+differs between calls: the pk of the row asked about. `rows` does the same for a `values_list` query
+with any few int or str parameters (the API's token lookup, `/run`'s reads of its turn).
 """
 
 from __future__ import annotations
@@ -56,3 +57,57 @@ def exists_by_pk(key: tuple, build: Callable[[int], QuerySet], pk: int) -> bool:
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         return cursor.fetchone() is not None
+
+
+def _sentinel(i: int, arg: Any) -> Any:
+    """A value of the argument's type that no real call passes, to find it among the parameters."""
+    if isinstance(arg, str):
+        return f"\x01adkweb-compiled-{i}\x01"
+    return _SENTINEL - i
+
+
+def _rows_sql(build: Callable[..., QuerySet], sentinels: tuple) -> tuple[str, tuple, list | None, list]:
+    """The SQL of `build(*sentinels)` (a `values_list` query), its parameters, where each argument
+    goes among them ((position, argument) pairs; None when an argument is not found there), and the
+    selected expressions (their converters turn database values into Python ones)."""
+    try:
+        qs = build(*sentinels)
+        compiler = qs.query.get_compiler(using=qs.db)
+        sql, params = compiler.as_sql()
+    except (ValueError, TypeError):  # a stand-in the query cannot take (e.g. a slice's bound): the ORM answers
+        return "", (), None, []
+    places = [(i, sentinels.index(p)) for i, p in enumerate(params) if p in sentinels]
+    found = {arg for _, arg in places}
+    expressions = [col for col, _, _ in compiler.select]
+    return sql, tuple(params), places if len(found) == len(sentinels) else None, expressions
+
+
+def rows(name: str, key: tuple, build: Callable[..., QuerySet], *args: Any) -> list[list[Any]]:
+    """`build(*args)`'s rows (`build` returns a `values_list` query), compiled once per `key` (which
+    must name everything the query's shape depends on but `args`; each argument an int or a str that
+    the query uses as a parameter). Values come back as the ORM gives them (the fields' converters:
+    JSON decoded, SQLite's datetimes parsed). Falls back to the ORM when an argument is not a plain
+    parameter of the query."""
+    sentinels = tuple(_sentinel(i, a) for i, a in enumerate(args))
+    sql, template, places, expressions = compiled(name, key, lambda: _rows_sql(build, sentinels))
+    if places is None:
+        return [list(row) for row in build(*args)]
+    params: list[Any] = list(template)
+    for at, arg in places:
+        params[at] = args[arg]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        fetched = cursor.fetchall()
+    converters = [
+        (i, convs)
+        for i, expression in enumerate(expressions)
+        if (convs := connection.ops.get_db_converters(expression) + expression.get_db_converters(connection))
+    ]
+    out = []
+    for row in fetched:
+        values = list(row)
+        for i, convs in converters:
+            for convert in convs:
+                values[i] = convert(values[i], expressions[i], connection)
+        out.append(values)
+    return out

@@ -12,10 +12,12 @@ from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.contrib.auth.backends import BaseBackend
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils import timezone
+
+from adkweb.compiled import rows
 
 from .models import ApiToken
 
@@ -40,16 +42,33 @@ def tokens_revoke(*, tokens: QuerySet[ApiToken]) -> int:
     return tokens.filter(revoked_at__isnull=True).update(revoked_at=timezone.now())
 
 
+def _user_fields() -> list[str]:
+    return [f.attname for f in get_user_model()._meta.concrete_fields]
+
+
+def _lookup(hash_: str) -> QuerySet:
+    return (
+        ApiToken.objects.filter(key_hash=hash_)
+        .order_by()
+        .values_list("pk", "last_used_at", "revoked_at", *(f"user__{name}" for name in _user_fields()))[:1]
+    )
+
+
 def token_user(key: str) -> Any | None:
-    """The active user owning an active token with this key, else None."""
-    token = ApiToken.objects.select_related("user").filter(key_hash=key_hash(key.strip())).first()
-    if token is None or not token.is_active or not token.user.is_active:
+    """The active user owning an active token with this key, else None. One statement, compiled once
+    per process (every API request asks it)."""
+    found = rows("api_token_user", (), _lookup, key_hash(key.strip()))
+    if not found:
+        return None
+    pk, last_used_at, revoked_at, *user_values = found[0]
+    user = get_user_model().from_db(connection.alias, _user_fields(), user_values)
+    if revoked_at is not None or not user.is_active:
         return None
     now = timezone.now()
-    if token.last_used_at is None or (now - token.last_used_at).total_seconds() > 60:
+    if last_used_at is None or (now - last_used_at).total_seconds() > 60:
         # Cheap bookkeeping: at most one write a minute per token.
-        ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
-    return token.user
+        ApiToken.objects.filter(pk=pk).update(last_used_at=now)
+    return user
 
 
 class TokenBackend(BaseBackend):

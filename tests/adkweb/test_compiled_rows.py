@@ -1,0 +1,98 @@
+"""`adkweb.compiled.rows`: a `values_list` query compiled once per process, its arguments swapped in
+per call. What a caller sees must be what the ORM gives: the same rows, JSON decoded, datetimes as
+datetimes (SQLite stores them as text), a str argument kept apart from a str constant of the query."""
+
+from __future__ import annotations
+
+import datetime
+
+from django.contrib.auth.models import User
+from django.db.models import QuerySet
+
+from adkweb import compiled
+from agents_app.models import ApiToken, StoredEvent
+from agents_app.tokens import token_create, token_user
+from tests.approvals_factories import session_for
+
+
+def _events(session_pk: int, after_pk: int) -> QuerySet:
+    found = StoredEvent.objects.filter(session_id=session_pk, pk__gt=after_pk).exclude(author="user")
+    return found.order_by("id").values_list("pk", "author", "data", "timestamp")
+
+
+def _store(session, author: str, n: int) -> StoredEvent:
+    return StoredEvent.objects.create(
+        session=session, event_id=f"e{n}", author=author, timestamp=float(n), data={"id": f"e{n}", "n": [n, {"x": n}]}
+    )
+
+
+def test_rows_are_the_orms_for_each_call_and_the_query_is_built_once(demo):
+    built: list[tuple] = []
+
+    def build(session_pk: int, after_pk: int) -> QuerySet:
+        built.append((session_pk, after_pk))
+        return _events(session_pk, after_pk)
+
+    first, second = session_for(user_id="a"), session_for(user_id="b")
+    stored = [_store(first, author, n) for n, author in enumerate(["agent", "user", "agent", "tool"])]
+    _store(second, "agent", 9)
+    for session, after in ((first, 0), (first, stored[0].pk), (second, 0), (first, stored[-1].pk)):
+        got = compiled.rows("test_events", (), build, session.pk, after)
+        assert got == [list(row) for row in _events(session.pk, after)]
+    assert got == []
+    assert compiled.rows("test_events", (), build, first.pk, 0)[0][2] == {"id": "e0", "n": [0, {"x": 0}]}
+    assert len(built) == 1  # compiled once, with stand-ins for the arguments
+
+
+def test_a_str_argument_equal_to_a_constant_of_the_query_stays_an_argument(demo):
+    """The query excludes author "user"; asking for author "user" must still find the user's rows."""
+    session = session_for(user_id="a")
+    _store(session, "user", 1)
+    _store(session, "agent", 2)
+
+    def build(author: str) -> QuerySet:
+        return StoredEvent.objects.filter(author=author).exclude(author="nobody").values_list("event_id", flat=False)
+
+    assert compiled.rows("test_by_author", (), build, "user") == [["e1"]]
+    assert compiled.rows("test_by_author", (), build, "agent") == [["e2"]]
+    assert compiled.rows("test_by_author", (), build, "nobody") == []
+
+
+def test_an_argument_that_is_not_a_parameter_falls_back_to_the_orm(demo):
+    session = session_for(user_id="a")
+    _store(session, "agent", 1)
+    _store(session, "agent", 2)
+
+    def build(limit: int) -> QuerySet:  # a slice's bound is in the SQL text, not a parameter
+        return StoredEvent.objects.order_by("id").values_list("event_id")[:limit]
+
+    assert compiled.rows("test_sliced", (), build, 1) == [["e1"]]
+    assert compiled.rows("test_sliced", (), build, 2) == [["e1"], ["e2"]]
+
+
+def test_the_token_lookup_gives_the_user_and_keeps_its_bookkeeping(demo):
+    """agents_app.tokens.token_user, compiled once: the token's user (a whole User), None for a
+    revoked token, an inactive user or an unknown key, and `last_used_at` written at most once a minute."""
+    alice = User.objects.create_user("alice", email="a@example.com", first_name="Alice")
+    token, key = token_create(user=alice, name="ci")
+    user = token_user(key)
+    assert isinstance(user, User) and (user.pk, user.username, user.email, user.first_name) == (
+        alice.pk,
+        "alice",
+        "a@example.com",
+        "Alice",
+    )
+    assert user.date_joined == alice.date_joined and user.is_active
+    used = ApiToken.objects.get(pk=token.pk).last_used_at
+    assert used is not None
+    assert token_user(f"  {key} ") == user  # the key as a header may carry it
+    assert ApiToken.objects.get(pk=token.pk).last_used_at == used  # not again within the minute
+    ApiToken.objects.filter(pk=token.pk).update(last_used_at=used - datetime.timedelta(minutes=2))
+    token_user(key)
+    assert ApiToken.objects.get(pk=token.pk).last_used_at > used
+    assert token_user(key + "x") is None
+    User.objects.filter(pk=alice.pk).update(is_active=False)
+    assert token_user(key) is None
+    User.objects.filter(pk=alice.pk).update(is_active=True)
+    ApiToken.objects.filter(pk=token.pk).update(revoked_at=used)
+    assert token_user(key) is None
