@@ -60,6 +60,13 @@ def token_from_header(request: HttpRequest) -> str | None:
     return key
 
 
+def authenticate_request(request: HttpRequest) -> None:
+    """What `api_view` does before the view, for a view declared `api_view(..., auth_in_view=True)`:
+    it calls this first, in its own first thread hop (one hop for auth and its own reads)."""
+    _authenticate(request)
+    request.api_authenticated = True  # type: ignore[attr-defined]
+
+
 def _authenticate(request: HttpRequest) -> None:
     """Token auth (no cookies: no CSRF) or the browser session (CSRF enforced on unsafe methods)."""
     key = token_from_header(request)
@@ -99,11 +106,14 @@ def _unexpected(exc: Exception) -> JsonResponse:
     return JsonResponse({"detail": f"Internal server error ({type(exc).__name__})."}, status=500)
 
 
-def api_view(*methods: str, public: bool = False) -> Callable:
+def api_view(*methods: str, public: bool = False, auth_in_view: bool = False) -> Callable:
     """Wrap a sync or async view: method check, auth, CSRF for cookie sessions, refusals → JSON.
-    `public=True` skips authentication (only for what tells nothing, e.g. /health)."""
+    `public=True` skips authentication (only for what tells nothing, e.g. /health).
+    `auth_in_view=True` (async views): the view calls `authenticate_request` itself, first, in the
+    thread hop of its own first reads (a view that answers without it gets a 500, never its answer)."""
     allowed = tuple(m.upper() for m in methods)
-    authenticate_request = (lambda request: None) if public else _authenticate
+    deferred = auth_in_view and not public
+    authenticate_request = (lambda request: None) if public or deferred else _authenticate
 
     def decorate(view: Callable) -> Callable:
         if iscoroutinefunction(view):
@@ -112,8 +122,12 @@ def api_view(*methods: str, public: bool = False) -> Callable:
             async def async_wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
                 try:
                     _method_allowed(request, allowed)
-                    await sync_to_async(authenticate_request)(request)
-                    return await view(request, *args, **kwargs)
+                    if not deferred:
+                        await sync_to_async(authenticate_request)(request)
+                    response = await view(request, *args, **kwargs)
+                    if deferred and not getattr(request, "api_authenticated", False):
+                        raise RuntimeError(f"{view.__qualname__} answered without authenticate_request")
+                    return response
                 except Refused as exc:
                     return refusal_response(exc)
                 except Exception as exc:
@@ -122,6 +136,8 @@ def api_view(*methods: str, public: bool = False) -> Callable:
             markcoroutinefunction(async_wrapper)
             wrapper: Callable = async_wrapper
         else:
+            if deferred:
+                raise TypeError("auth_in_view is for async views (a sync view is one thread hop already)")
 
             @functools.wraps(view)
             def sync_wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:

@@ -14,11 +14,14 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from asgiref.sync import sync_to_async
+from django.db import connection
+from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.http.response import HttpResponseBase
 from google.genai import types
 
-from adkweb.api import api_view
+from adkweb import compiled
+from adkweb.api import api_view, authenticate_request
 from adkweb.errors import Invalid, NotFound
 from approvals import services as approvals
 
@@ -33,12 +36,14 @@ R = TypeVar("R", bound=HttpResponseBase)
 
 
 def _prepare(request: HttpRequest) -> tuple[RunAgentRequest, AdkSession, types.Content | None]:
-    """Validate everything that can be validated before anything is queued (the session row is read
-    once, here: its revision is where the follower starts, see watch.follow)."""
+    """Authenticate (api_view leaves it to this first hop), then validate everything that can be
+    validated before anything is queued (the session row is read once, here: its revision is where
+    the follower starts, see watch.follow)."""
+    authenticate_request(request)
     body = parse_body(RunAgentRequest, request)
     check_user(request, body.user_id, write=True)
     check_app(body.app_name)
-    row = selectors.adk_session_get(app_name=body.app_name, user_id=body.user_id, session_id=body.session_id)
+    row = _session_get(body.app_name, body.user_id, body.session_id)
     if row is None:
         raise NotFound(f"Session not found: {body.session_id}")
     if body.new_message is None:  # as in ADK: run again on the history, or continue invocationId
@@ -46,6 +51,21 @@ def _prepare(request: HttpRequest) -> tuple[RunAgentRequest, AdkSession, types.C
     content = services.content_parse(body.new_message.model_dump(mode="json", exclude_none=True))
     _check_invocation(row.pk, content, body.invocation_id)
     return body, row, content
+
+
+def _session_fields() -> list[str]:
+    return [f.attname for f in AdkSession._meta.concrete_fields]
+
+
+def _session_query(app_name: str, user_id: str, session_id: str) -> QuerySet:
+    found = AdkSession.objects.filter(app_name=app_name, user_id=user_id, session_id=session_id)
+    return found.order_by("pk").values_list(*_session_fields())[:1]
+
+
+def _session_get(app_name: str, user_id: str, session_id: str) -> AdkSession | None:
+    """selectors.adk_session_get in a statement compiled once per process (every /run asks it)."""
+    found = compiled.rows("run_session_get", (), _session_query, app_name, user_id, session_id)
+    return AdkSession.from_db(connection.alias, _session_fields(), found[0]) if found else None
 
 
 def _check_invocation(session_pk: int, content: types.Content, invocation_id: str | None) -> None:
@@ -116,7 +136,7 @@ async def _start(request: HttpRequest, *, sse: bool) -> Started:
     return Started(watch, turn_id, revision, streaming)
 
 
-@api_view("POST")
+@api_view("POST", auth_in_view=True)
 async def run(request: HttpRequest) -> HttpResponse:
     started = await _start(request, sse=False)
     watch, turn_id = started.watch, started.turn_id
@@ -143,7 +163,7 @@ def _marked(request: HttpRequest, response: R) -> R:
     return response
 
 
-@api_view("POST")
+@api_view("POST", auth_in_view=True)
 async def run_sse(request: HttpRequest) -> HttpResponseBase:
     started = await _start(request, sse=True)
     response = StreamingHttpResponse(_sse(started), content_type="text/event-stream")

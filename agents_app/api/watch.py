@@ -26,10 +26,13 @@ from typing import Any
 from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
 from django.conf import settings
+from django.db.models import QuerySet
+
+from adkweb import compiled
 
 from .. import selectors
 from ..events import session_group
-from ..models import Turn
+from ..models import StoredEvent, Turn
 from .render import event_json
 
 
@@ -109,13 +112,24 @@ class Progress:
     rows: list[tuple[int, str, dict]]  # (pk, event id, ADK REST JSON), stored order
 
 
+def _turn_row(turn_id: int) -> QuerySet:
+    return Turn.objects.filter(pk=turn_id).order_by().values_list("session__revision", "status", "error")[:1]
+
+
+def _turn_events(turn_id: int, after_pk: int) -> QuerySet:
+    # selectors.turn_events, as values: the events a turn's run stored (not the user's), stored order
+    events = StoredEvent.objects.filter(turn_id=turn_id, pk__gt=after_pk).exclude(author="user")
+    return events.order_by("id").values_list("pk", "event_id", "data")
+
+
 def _progress(turn_id: int, after_pk: int) -> Progress:
     # The session's revision and the turn's status in one statement, before the events: see the
-    # module docstring. A turn that is gone went with its session.
-    row = Turn.objects.filter(pk=turn_id).values_list("session__revision", "status", "error").first()
-    revision, status, error = row if row else (-1, *selectors.turn_state(turn_id=turn_id))
-    rows = selectors.turn_events(turn_id=turn_id, after_pk=after_pk)
-    return Progress(revision, status, error, [(row.pk, row.event_id, event_json(row.data)) for row in rows])
+    # module docstring. A turn that is gone went with its session. Both statements are compiled
+    # once per process (every /run ends with this read).
+    found = compiled.rows("watch_turn_row", (), _turn_row, turn_id)
+    revision, status, error = found[0] if found else (-1, *selectors.turn_state(turn_id=turn_id))
+    events = compiled.rows("watch_turn_events", (), _turn_events, turn_id, after_pk)
+    return Progress(revision, status, error, [(pk, event_id, event_json(data)) for pk, event_id, data in events])
 
 
 class _Follower:
