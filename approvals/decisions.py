@@ -10,9 +10,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.db import transaction
+from django.db.models import QuerySet
 from django.utils import timezone
 from google.genai import types
 
+from adkweb.compiled import rows
 from adkweb.errors import Conflict, Forbidden
 from adkweb.notify import TICKET_DECIDED, notify
 from agents_app.agents import remote_app
@@ -162,6 +164,10 @@ def _apply_edit(ticket: PendingCall, edited: dict[str, Any], actor: Any) -> None
     )
 
 
+_DECIDED_FIELDS = ["status", "closed_at", "closed_by", "updated_at"]
+_EDITED_FIELDS = ["edited_args", "edited_by", "edited_at"]  # _apply_edit's
+
+
 def _record(plan: _Plan, turn: Turn | None, actor: Any, source: str, grant: StandingGrant | None) -> Response:
     answer, ticket = plan.answer, plan.answer.ticket
     person = actor if actor is not None and actor.is_authenticated else None
@@ -184,7 +190,8 @@ def _record(plan: _Plan, turn: Turn | None, actor: Any, source: str, grant: Stan
         ticket.status, ticket.closed_at, ticket.closed_by = plan.outcome, timezone.now(), person
     elif not plan.held:
         ticket.status = PendingCall.Status.IN_PROGRESS
-    ticket.save()
+    # What a decision changes (the row is locked: the other columns are as read); not every column
+    ticket.save(update_fields=_DECIDED_FIELDS + (_EDITED_FIELDS if answer.edited_args is not None else []))
     if final and source != Response.Source.EXPIRY:  # an expiry is told as ticket.expired
         by = person.get_username() if person else None
         notify(TICKET_DECIDED, ticket=ticket, data={"status": ticket.status, "by": by, "comment": answer.comment})
@@ -216,6 +223,28 @@ def answers_submit(
         return _submit(session, answers, actor, streaming, state_delta, source, grant)
 
 
+def _ticket_fields() -> list[str]:
+    return [f.attname for f in PendingCall._meta.concrete_fields]
+
+
+def _ticket_locking(pk: int) -> QuerySet:
+    return PendingCall.objects.select_for_update(of=("self",)).filter(pk=pk).order_by().values_list(*_ticket_fields())
+
+
+def _tickets_locked(pks: list[int]) -> dict[int, PendingCall]:
+    """The tickets, locked (FOR UPDATE) to the end of the transaction, as they are now. One ticket
+    (every click, almost every /run) in a statement compiled once per process; who closed or edited
+    it is read only when a refusal names them."""
+    if len(pks) == 1:
+        db = transaction.get_connection()
+        found = [
+            PendingCall.from_db(db.alias, _ticket_fields(), row)
+            for row in rows("decision_ticket_lock", (), _ticket_locking, pks[0])
+        ]
+        return {t.pk: t for t in found}
+    return {t.pk: t for t in PendingCall.objects.select_for_update(of=("self",)).filter(pk__in=pks)}
+
+
 def _submit(  # noqa: PLR0913
     session: AdkSession,
     answers: list[Answer],
@@ -225,12 +254,7 @@ def _submit(  # noqa: PLR0913
     source: str,
     grant: StandingGrant | None,
 ) -> tuple[Turn | None, list[Response]]:
-    locked = {
-        c.pk: c
-        for c in PendingCall.objects.select_for_update(of=("self",))
-        .select_related("closed_by", "edited_by")
-        .filter(pk__in=[a.ticket.pk for a in answers])
-    }
+    locked = _tickets_locked([a.ticket.pk for a in answers])
     plans = []
     for answer in answers:
         answer.ticket = locked[answer.ticket.pk]

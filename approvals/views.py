@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.db.models import ForeignKey
 from django.forms import Form
 from django.http import Http404, HttpRequest, HttpResponse
 from django.middleware.csrf import get_token
@@ -21,7 +22,7 @@ from adkweb.http import HtmxHttpRequest
 from agents_app import selectors as conversations
 
 from . import edits, forms, grants, selectors, services
-from .models import PendingCall
+from .models import PendingCall, Response
 from .permissions import can_view_ticket, decide_refusal, works_inbox
 
 
@@ -133,8 +134,8 @@ def _seen(data: dict) -> str | None:
     return data.get("args_hash") or None
 
 
-def _approve(ticket: PendingCall, user: Any, data: dict) -> None:
-    services.ticket_approve(
+def _approve(ticket: PendingCall, user: Any, data: dict) -> Response:
+    return services.ticket_approve(
         ticket=ticket,
         actor=user,
         comment=data["comment"],
@@ -145,24 +146,24 @@ def _approve(ticket: PendingCall, user: Any, data: dict) -> None:
     )
 
 
-def _reject(ticket: PendingCall, user: Any, data: dict) -> None:
-    services.ticket_reject(ticket=ticket, actor=user, reason=data["reason"], args_hash=_seen(data))
+def _reject(ticket: PendingCall, user: Any, data: dict) -> Response:
+    return services.ticket_reject(ticket=ticket, actor=user, reason=data["reason"], args_hash=_seen(data))
 
 
-def _update(ticket: PendingCall, user: Any, data: dict) -> None:
-    services.ticket_update(
+def _update(ticket: PendingCall, user: Any, data: dict) -> Response:
+    return services.ticket_update(
         ticket=ticket, actor=user, message=data["message"], progress=data.get("progress"), extra=data.get("extra")
     )
 
 
-def _respond(ticket: PendingCall, user: Any, data: dict) -> None:
+def _respond(ticket: PendingCall, user: Any, data: dict) -> Response:
     payload = data["payload"] if "payload" in data else data["body"]
-    services.response_submit(
+    return services.response_submit(
         ticket=ticket, actor=user, payload=payload, final=data["final"], comment=data["comment"], args_hash=_seen(data)
     )
 
 
-ACTIONS: dict[str, tuple[Callable[[PendingCall, Any], Form], Callable[[PendingCall, Any, dict], None], str]] = {
+ACTIONS: dict[str, tuple[Callable[[PendingCall, Any], Form], Callable[[PendingCall, Any, dict], Response], str]] = {
     "approve": (_approve_form, _approve, "Approved"),
     "reject": (lambda c, d: forms.RejectForm(d, prefix="reject"), _reject, "Rejected"),
     "update": (lambda c, d: forms.UpdateForm(d, prefix="update"), _update, "Update sent"),
@@ -196,17 +197,33 @@ def ticket_act(request: HtmxHttpRequest, ticket_id: int, action: str) -> HttpRes
             request, ticket, status=400, error="Please fix the form below; nothing was sent.", bound={action: form}
         )
     try:
-        perform(ticket, request.user, _form_data(form))
+        response = perform(ticket, request.user, _form_data(form))
     except Invalid as exc:  # the form stays as it was sent, to fix
         return _ticket_reply(request, ticket, status=exc.status, error=f"{exc} Nothing was sent.", bound={action: form})
     except Refused as exc:
         return _ticket_reply(request, ticket, status=exc.status, error=str(exc))
-    ticket = selectors.ticket_get(ticket_id=ticket.pk) or ticket  # as the decision left it (read once)
-    notice = _done_notice(ticket, done)
     if not request.htmx:
-        messages.success(request, notice)
+        messages.success(request, _done_notice(_decided(ticket, response), done))
         return redirect(reverse("approvals:ticket", args=[ticket.pk]))
-    return _ticket_reply(request, ticket, status=200, notice=notice, fresh=True)
+    ticket = _decided(ticket, response)
+    return _ticket_reply(request, ticket, status=200, notice=_done_notice(ticket, done), fresh=True)
+
+
+_RELATED = ("session", "closed_by", "assigned_to", "edited_by", "policy")  # selectors.ticket_get's
+
+
+def _decided(seen: PendingCall, response: Response) -> PendingCall:
+    """The ticket as the decision left it: the row its transaction locked and saved (no read after
+    commit), with the related rows the view's first read brought where they are still the same rows
+    (the conversation's row stays the one read first: the panel shows nothing of it that a decision
+    changes)."""
+    ticket = response.pending_call
+    for name in _RELATED:
+        field = cast(ForeignKey, PendingCall._meta.get_field(name))
+        same = getattr(seen, field.attname) == getattr(ticket, field.attname)
+        if same and field.is_cached(seen) and not field.is_cached(ticket):
+            field.set_cached_value(ticket, field.get_cached_value(seen))
+    return ticket
 
 
 def _done_notice(ticket: PendingCall, done: str) -> str:

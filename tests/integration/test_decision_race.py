@@ -1,6 +1,7 @@
-"""100 concurrent decisions on one ticket, through the API and the pages, against a real server
-on PostgreSQL: exactly one wins (2xx), the other 99 get 409, nobody gets a 500 (issue 8: "too
-many clients" without a connection pool), and the agent resumes once."""
+"""100 concurrent decisions on one ticket, through the API, the pages and ADK's `/run` (a
+FunctionResponse for the ticket's call), against a real server on PostgreSQL: exactly one wins
+(2xx), the other 99 get 409, nobody gets a 500 (issue 8: "too many clients" without a connection
+pool), and the agent resumes once."""
 
 from __future__ import annotations
 
@@ -32,7 +33,20 @@ def _page_auth(user: Any) -> tuple[dict[str, str], dict[str, str]]:
     return cookies, {"X-CSRFToken": csrf, "HX-Request": "true"}
 
 
-def _requests(ticket: PendingCall, tokens: list[dict[str, str]], tabs: list[tuple[dict, dict]]) -> list[dict]:
+def _run_answer(ticket: PendingCall, i: int) -> dict:
+    """ADK's client answering the call through /run (staff may act in another person's session)."""
+    response = {"id": ticket.call_id, "name": ticket.call_name, "response": {"status": "approved", "n": i}}
+    session = ticket.session
+    body = {"appName": session.app_name, "userId": session.user_id, "sessionId": session.session_id}
+    return {
+        "url": "/api/adk/run",
+        "json": {**body, "newMessage": {"role": "user", "parts": [{"functionResponse": response}]}},
+    }
+
+
+def _requests(
+    ticket: PendingCall, tokens: list[dict[str, str]], tabs: list[tuple[dict, dict]], staff: dict[str, str]
+) -> list[dict]:
     api, page = f"/api/pending-calls/{ticket.pk}", f"/tickets/{ticket.pk}"
     kinds = [
         ("api approve", lambda i: {"url": f"{api}/approve", "json": {"comment": f"ok {i}"}}),
@@ -47,12 +61,15 @@ def _requests(ticket: PendingCall, tokens: list[dict[str, str]], tabs: list[tupl
                 "data": {"custom-body": '{"status": "approved"}', "custom-final": "on"},
             },
         ),
+        ("run answer", lambda i: _run_answer(ticket, i)),
     ]
     out = []
     for i in range(N):
         label, make = kinds[i % len(kinds)]
         request = {"label": label, **make(i)}
-        if label.startswith("api"):
+        if label == "run answer":
+            request["headers"] = staff
+        elif label.startswith("api"):
             request["headers"] = tokens[i % len(tokens)]
         else:
             request["cookies"], request["headers"] = tabs[i % len(tabs)]
@@ -66,7 +83,9 @@ def test_100_concurrent_decisions_one_winner_the_rest_409_and_one_resume(demo, w
     ticket = wait_for(lambda: PendingCall.objects.filter(session=session).first(), timeout=30, what="the ticket")
     settle(session, wait_for)
     approvers = [demo["approver"], demo["admin"]]
-    requests = _requests(ticket, [api_token(u) for u in approvers], [_page_auth(u) for u in approvers])
+    tokens = [api_token(u) for u in approvers]
+    requests = _requests(ticket, tokens, [_page_auth(u) for u in approvers], staff=tokens[1])
+    assert {r["label"] for r in requests} >= {"run answer", "api approve", "page approve"}
 
     results: list[tuple[str, int, str]] = []
     barrier = threading.Barrier(N)
@@ -99,6 +118,7 @@ def test_100_concurrent_decisions_one_winner_the_rest_409_and_one_resume(demo, w
     answers = [r for author, r in responses(session) if author == "user"]
     assert len(answers) == 1 and answers[0]["id"] == ticket.call_id
     ticket.refresh_from_db()
+    assert Response.objects.get(pending_call=ticket).actor is not None  # who decided is recorded
     if ticket.status == "approved":
         assert len(calls(session, "reimburse")) == 1
         assert agent_texts(session)[-1] == "Done: I reimbursed $200.00 for meals."
