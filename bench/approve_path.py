@@ -95,7 +95,7 @@ def run(args: argparse.Namespace) -> None:  # noqa: PLR0915
 
     setattr(services, sender, timed_send)
     profiler = None
-    rows: list[tuple[float, float, int, int]] = []
+    rows: list[tuple[float, float, int, int, float]] = []
     for i, ticket in enumerate(tickets):
         timed = i >= args.warmup
         if timed and args.profile and profiler is None:
@@ -111,6 +111,7 @@ def run(args: argparse.Namespace) -> None:  # noqa: PLR0915
                 profiler.start()
         with CaptureQueriesContext(connection) as queries:
             start = time.perf_counter()
+            cpu_start = time.process_time()
             published.clear()
             resp = client.post(
                 f"/tickets/{ticket.pk}/approve/",
@@ -121,12 +122,13 @@ def run(args: argparse.Namespace) -> None:  # noqa: PLR0915
                 HTTP_REFERER=f"http://testserver/tickets/{ticket.pk}/",
             )
             end = time.perf_counter()
+            cpu = (time.process_time() - cpu_start) * 1000
         assert resp.status_code == 200, (resp.status_code, resp.content[:500])
         if timed:
             sqls = [q["sql"] for q in queries.captured_queries]
             commits = sum(1 for s in sqls if s.upper().startswith(("COMMIT", "RELEASE SAVEPOINT")))
             enq = (published[0] - start) * 1000 if published else float("nan")
-            rows.append(((end - start) * 1000, enq, len(sqls), commits))
+            rows.append(((end - start) * 1000, enq, len(sqls), commits, cpu))
     if args.sql:
         for q in queries.captured_queries:
             print(f"  {q['time']:>6} {q['sql'][:220]}")
@@ -149,6 +151,7 @@ def run(args: argparse.Namespace) -> None:  # noqa: PLR0915
         ("POST answered", answered, ".1f"),
         ("POST -> drain enqueued", enqueued, ".1f"),
         (f"publish alone ({sender})", cost, ".2f"),
+        ("CPU per POST (process)", [r[4] for r in rows], ".1f"),
     ):
         print(f"  {label:<34}p50 {pct(values, 0.5):7{fmt}}  p95 {pct(values, 0.95):7{fmt}} ms")
     statements, commits = sorted({r[2] for r in rows}), sorted({r[3] for r in rows})
