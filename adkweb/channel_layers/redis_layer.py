@@ -1,20 +1,5 @@
-"""Channel layers: an in-memory one that is safe to send to from other threads (embedded mode), and
-channels_redis's with one reader per process and a process's group memberships kept in its memory
-(services mode): a group message reaches a web process once, whatever its number of sockets.
-
-Embedded mode runs the Celery worker as threads of the serving process, each with its own event
-loop. Channels' InMemoryChannelLayer puts into an asyncio.Queue from whatever loop sends, which
-does not wake a consumer waiting on the server's loop. This layer hands the put to the loop the
-receiver waits on.
-
-Both layers can hand a message to its consumer directly (`deliver_directly`): a consumer that is idle
-(nothing of its queued or being handled) and can act on the message without awaiting anything
-(adkweb.live.LiveConsumer: forward a fragment rendered once per audience) does so in the call that
-delivers it, instead of the message being put into its queue, waking its task, and going through
-Channels' dispatch loop (a task and an `asyncio.wait` per message per socket: most of what a web
-process spent per socket per message, bench/README.md). Anything it cannot do at once goes into
-its queue as before, and while something is queued or being handled, everything after it is
-queued too: the consumer sees its messages in the order they came.
+"""channels_redis's layer with one reader per process and a process's group memberships kept in its
+memory (services mode): a group message reaches a web process once, whatever its number of sockets.
 """
 
 from __future__ import annotations
@@ -22,146 +7,14 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import itertools
-import logging
 import time
-from collections.abc import Callable
 from copy import deepcopy
 from typing import Any
 
 import channels_redis.core
 from channels.exceptions import ChannelFull
-from channels.layers import InMemoryChannelLayer
 
-logger = logging.getLogger(__name__)
-
-# A consumer's direct handler (see the module docstring): True if it took the message, False (having
-# changed nothing) to have it queued.
-Direct = Callable[[dict], bool]
-
-
-class DirectDelivery:
-    """`deliver_directly` / `stop_delivering_directly`, shared by both layers."""
-
-    _direct: dict[str, tuple[Direct, asyncio.AbstractEventLoop]]
-
-    def deliver_directly(self, channel: str, handler: Direct) -> None:
-        """From now on, offer each message for `channel` to `handler` (on this event loop, the one the
-        channel is received on) before queueing it: see the module docstring."""
-        self._direct[channel] = (handler, asyncio.get_running_loop())
-
-    def stop_delivering_directly(self, channel: str) -> None:
-        self._direct.pop(channel, None)
-
-    def _taken(self, channel: str, message: dict, queue: asyncio.Queue | None) -> bool:
-        """Whether the channel's direct handler took the message: only with nothing queued before it,
-        and on the handler's own loop."""
-        direct = self._direct.get(channel)
-        if direct is None or (queue is not None and not queue.empty()):
-            return False
-        handler, loop = direct
-        try:
-            running = asyncio.get_running_loop()
-        except RuntimeError:  # a thread without a loop (embedded mode's sync publishers)
-            return False
-        if loop is not running:
-            return False
-        try:
-            return handler(message)
-        except Exception:  # the handler's own failure: queued, for its consumer's dispatch to meet
-            logger.exception("Direct delivery to %s failed; the message is queued instead.", channel)
-            return False
-
-
-class ThreadSafeInMemoryChannelLayer(DirectDelivery, InMemoryChannelLayer):
-    def __init__(self, *args, **kwargs) -> None:
-        super().__init__(*args, **kwargs)
-        self._receiver_loops: dict[str, asyncio.AbstractEventLoop] = {}
-        self._direct = {}
-        self._handed_clean_at = 0.0
-
-    CLEAN_EVERY = 1.0  # seconds between expiry cleanings handed to the receivers' loop by other threads
-
-    async def send(self, channel: str, message: dict) -> None:
-        self.send_now(channel, message)
-
-    def send_now(self, channel: str, message: dict) -> None:
-        """`send` from any thread, with or without an event loop (a put handed to the receiver's loop)."""
-        assert isinstance(message, dict), "message is not a dict"
-        self.require_valid_channel_name(channel)
-        loop = self._receiver_loops.get(channel)
-        item = (time.time() + self.expiry, deepcopy(message))
-        try:
-            current = asyncio.get_running_loop()
-        except RuntimeError:
-            current = None
-        if loop is not None and loop is not current and not loop.is_closed():
-            loop.call_soon_threadsafe(self._put_or_drop, channel, item)
-            return
-        self._put(channel, item)
-
-    def _put_or_drop(self, channel: str, item: tuple) -> None:
-        """A put handed to the receiver's loop: a full channel drops it, as a group send does."""
-        try:
-            self._put(channel, item)
-        except ChannelFull:
-            pass
-
-    async def group_send(self, group: str, message: dict) -> None:
-        self.group_send_now(group, message)
-
-    def group_send_now(self, group: str, message: dict) -> None:
-        """`group_send` from any thread, with or without an event loop: sync code (a view, a
-        worker's task after commit) publishes without starting an event loop on a new thread
-        (asgiref's `async_to_sync` from a thread with none) or hopping to the server's loop."""
-        assert isinstance(message, dict), "Message is not a dict"
-        self.require_valid_group_name(group)
-        self._clean_expired_on_the_loop()
-        for channel in list(self.groups.get(group, ())):  # a copy: the server's loop adds and discards
-            try:
-                self.send_now(channel, message)
-            except ChannelFull:
-                pass
-
-    def _clean_expired_on_the_loop(self) -> None:
-        """Expired messages and memberships are dropped on the loop the consumers receive on
-        (asyncio queues are not thread-safe): here when this is it (or there is none), else
-        handed to it, at most every CLEAN_EVERY seconds (its receives clean too)."""
-        try:
-            current: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
-        except RuntimeError:
-            current = None
-        loops = {loop for loop in list(self._receiver_loops.values()) if not loop.is_closed()}
-        if not loops or current in loops:
-            self._clean_expired()
-            return
-        now = time.monotonic()
-        if now - self._handed_clean_at < self.CLEAN_EVERY:
-            return
-        self._handed_clean_at = now
-        try:
-            next(iter(loops)).call_soon_threadsafe(self._clean_expired)
-        except RuntimeError:  # closed meanwhile: the next send hands it to another
-            self._handed_clean_at = 0.0
-
-    def groups_watched_now(self, groups: list[str]) -> set[str]:
-        """Of these groups, those with members now (from any thread)."""
-        return {g for g in groups if self.groups.get(g)}
-
-    def _put(self, channel: str, item: tuple) -> None:
-        if self._direct and self._taken(channel, item[1], self.channels.get(channel)):
-            return
-        queue = self.channels.get(channel)
-        if queue is None:  # not a new asyncio.Queue per put only to throw it away (setdefault's argument)
-            queue = self.channels.setdefault(channel, asyncio.Queue(maxsize=self.get_capacity(channel)))
-        try:
-            queue.put_nowait(item)
-        except asyncio.QueueFull:
-            raise ChannelFull(channel) from None
-
-    async def receive(self, channel: str) -> dict:
-        # Kept after the receive: a consumer receives on one channel from one loop for its lifetime.
-        self._receiver_loops[channel] = asyncio.get_running_loop()
-        return await super().receive(channel)
+from .direct import DirectDelivery
 
 
 class _CancelSafeSend:
