@@ -15,6 +15,7 @@ import channels_redis.core
 from channels.exceptions import ChannelFull
 
 from .direct import DirectDelivery
+from .publish import BatchPublisher
 
 
 class _CancelSafeSend:
@@ -60,7 +61,7 @@ class _Failed:
         self.exc = exc
 
 
-class RedisChannelLayer(DirectDelivery, channels_redis.core.RedisChannelLayer):
+class RedisChannelLayer(DirectDelivery, BatchPublisher, channels_redis.core.RedisChannelLayer):
     """channels_redis's layer, with a process's channels (every websocket consumer's) received by one
     reader and grouped in this process's memory.
 
@@ -85,6 +86,8 @@ class RedisChannelLayer(DirectDelivery, channels_redis.core.RedisChannelLayer):
     process in the order they were sent; a channel that joins gets what the process reads after it
     joined (a message sent just before may still reach it: consumers read their state after joining
     and ignore what they already have)."""
+
+    BURST = 64  # messages one pop takes at most
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -157,50 +160,53 @@ class RedisChannelLayer(DirectDelivery, channels_redis.core.RedisChannelLayer):
             # context of its own (a request's ends with the request, adkweb.handler).
             self._reader = loop.create_task(self._read(real_channel), context=contextvars.Context())
 
-    async def _pop(self, index: int, key: str) -> bytes | None:
-        """One blocking pop of the process's channel (None when it timed out): not once more for a
-        task asked to stop. A reader cancelled as its loop ended (a request's, under Django's test
-        client and `async_to_sync`) was seen to go on popping, its cancellation lost below (by Python
-        3.11's `wait_for` in redis-py's write: `_CancelSafeSend` delivers it now), so `asyncio.run`
-        waited for it for ever (the integration suite hung there)."""
+    async def _pop(self, index: int, key: str) -> list[bytes]:
+        """One blocking pop of up to BURST of the process's messages, oldest first (none when it timed
+        out): not once more for a task asked to stop. A reader cancelled as its loop ended (a
+        request's, under Django's test client and `async_to_sync`) was seen to go on popping, its
+        cancellation lost below (by Python 3.11's `wait_for` in redis-py's write: `_CancelSafeSend`
+        delivers it now), so `asyncio.run` waited for it for ever (the integration suite hung there)."""
         task = asyncio.current_task()
         if task is not None and task.cancelling():
             raise asyncio.CancelledError
-        popped = await self.connection(index).bzpopmin(key, timeout=self.brpop_timeout)
-        return None if popped is None else popped[1]
+        popped = await self.connection(index).bzmpop(self.brpop_timeout, 1, [key], min=True, count=self.BURST)
+        return [] if popped is None else [member for member, _score in popped[1]]
 
     async def _read(self, real_channel: str) -> None:
         """Pop the process's messages and hand each out as it comes, in the order popped.
 
-        One round trip per message. channels_redis's `receive_single` made four and held a lock
-        across them: a script restoring the channel's backup queue, the pop, a copy of the message
-        into the backup queue, and a task removing it again once received. The backup keeps a
-        message whose receive was cancelled between the pop and its return; here nothing awaits
+        One round trip per burst: BZMPOP takes what is waiting (up to BURST, oldest first: a
+        publisher's batch, adkweb.channel_layers.publish, arrives at once), BZPOPMIN took one
+        message per round trip. channels_redis's `receive_single` made four per message and held a
+        lock across them: a script restoring the channel's backup queue, the pop, a copy of the
+        message into the backup queue, and a task removing it again once received. The backup keeps
+        a message whose receive was cancelled between the pop and its return; here nothing awaits
         between the pop's reply and the hand-out (direct delivery or the consumers' queues, all in
         this process's memory), so it would protect nothing. A cancel landing while the pop's reply
-        is on its way loses that message with either, and a process that dies loses what it held
+        is on its way loses what it popped with either, and a process that dies loses what it held
         in memory with either (its channel dies with it)."""
         index = self.consistent_hash(real_channel)
         key = self.prefix + real_channel
         try:
             while self._waiting:
-                content = await self._pop(index, key)
-                if content is None:
-                    continue  # the pop timed out: go on while someone waits
-                message = self.deserialize(content)
-                to = message.pop("__asgi_channel__", real_channel)
-                for channel in to if isinstance(to, list) else [to]:
-                    group = self._group_of.get(channel)
-                    if group is not None:
-                        self._deliver(group, message)
-                    elif not self._is_member_name(channel):
-                        self._put(channel, message)
-                    # else: a member this process no longer has (its removal from Redis failed): dropped
+                for content in await self._pop(index, key):  # nothing popped: the pop timed out
+                    self._hand_out(real_channel, self.deserialize(content))
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # noqa: BLE001 - handed to the consumers waiting, as channels_redis does
             for channel in list(self._waiting):
                 self._queue(channel).put_nowait(_Failed(exc))
+
+    def _hand_out(self, real_channel: str, message: dict) -> None:
+        """A popped message to the channels (or the groups' local channels) it names."""
+        to = message.pop("__asgi_channel__", real_channel)
+        for channel in to if isinstance(to, list) else [to]:
+            group = self._group_of.get(channel)
+            if group is not None:
+                self._deliver(group, message)
+            elif not self._is_member_name(channel):
+                self._put(channel, message)
+            # else: a member this process no longer has (its removal from Redis failed): dropped
 
     def _deliver(self, group: str, message: dict) -> None:
         """A group's message to this process's channels in it (one dict for all: consumers read it)."""

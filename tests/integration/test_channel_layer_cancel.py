@@ -51,7 +51,7 @@ def test_a_cancel_landing_as_a_command_is_written_is_delivered(monkeypatch):
 
 def test_a_reader_cancelled_as_it_sends_its_next_pop_stops_at_once(monkeypatch):
     """The end of a request's loop, in slow motion: the reader has handed a message over and sends
-    its next pop (a 5 s BZPOPMIN) when the loop's cancel comes. It stops then, not when that pop
+    its next pop (a 5 s BZMPOP) when the loop's cancel comes. It stops then, not when that pop
     returns (nor never, before the layer's guard)."""
     layer = _layer()
     pops = 0
@@ -60,7 +60,7 @@ def test_a_reader_cancelled_as_it_sends_its_next_pop_stops_at_once(monkeypatch):
     async def write_then_cancel_the_reader(self, command):
         nonlocal pops
         await write(self, command)
-        if any(b"BZPOPMIN" in part for part in command):
+        if any(b"BZMPOP" in part for part in command):
             pops += 1
             if pops == 2:  # the pop after the message's
                 layer._reader.cancel()

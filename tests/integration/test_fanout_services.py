@@ -55,8 +55,32 @@ def _settled(session_pk: int) -> list[str] | None:
     return list(StoredEvent.objects.filter(session_id=session_pk).order_by("id").values_list("event_id", flat=True))
 
 
+@pytest.fixture(params=["prompt", "behind"])
+def reader(request, own_layer):
+    """The layer's reader as it runs (`prompt`), or `behind`: each pop waits a moment first, so that
+    what the worker publishes meanwhile is taken in bursts (several messages per pop). Yields the
+    number of messages each pop took."""
+    taken: list[int] = []
+    pop = own_layer._pop
+
+    async def late_pop(index, key):
+        import asyncio
+
+        if request.param == "behind":
+            await asyncio.sleep(0.15)
+        popped = await pop(index, key)
+        if popped:
+            taken.append(len(popped))
+        return popped
+
+    own_layer._pop = late_pop
+    yield taken
+    if request.param == "behind":
+        assert max(taken) > 1, taken  # bursts were taken (else this case tested nothing more)
+
+
 @pytest.mark.usefixtures("transport")  # through ASGI, and as under daphne (frames written as the layer receives)
-async def test_fifty_sockets_get_every_event_exactly_once_in_order(demo, worker, own_layer):
+async def test_fifty_sockets_get_every_event_exactly_once_in_order(demo, worker, own_layer, reader):
     session = await sync_to_async(services.session_create)(app_name="reimbursement_agent", user_id="requester")
     viewers = [demo["requester"], demo["approver"], demo["observer"], demo["admin"]]
     sockets = []
