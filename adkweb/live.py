@@ -12,8 +12,8 @@ import asyncio
 import contextvars
 import functools
 import logging
-from collections.abc import Awaitable, Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
+from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 
 from asgiref.sync import async_to_sync
@@ -83,7 +83,19 @@ def _send_many(pairs: list[tuple[str, dict]]) -> None:
         logger.warning("Could not publish %d live updates; pages catch up when they reconnect.", len(pairs))
 
 
-async def _agroup_send_many(layer: Any, pairs: list[tuple[str, dict]]) -> None:
+async def _agroup_send_many(layer: Any, pairs: list[tuple[str, dict]], ask: list[str] | None = None) -> set[str]:
+    """Send the pairs, each group's in order; of the groups in `ask`, those with members (asked with the
+    sends: one round trip on the Redis layer, adkweb.channel_layers.publish; all of them if the
+    layer cannot tell, or on an error)."""
+    ask = ask or []
+    send_many = getattr(layer, "group_send_many", None)
+    if send_many is not None:
+        try:
+            counts = await send_many(pairs, ask)
+        except Exception:  # Redis down, ...
+            logger.warning("Could not publish %d live updates; pages catch up when they reconnect.", len(pairs))
+            return set(ask)
+        return {g for g in ask if counts.get(g)}
     by_group: dict[str, list[dict]] = {}
     for group, message in pairs:
         by_group.setdefault(group, []).append(message)
@@ -98,6 +110,33 @@ async def _agroup_send_many(layer: Any, pairs: list[tuple[str, dict]]) -> None:
                 )
 
     await asyncio.gather(*(in_order(group, messages) for group, messages in by_group.items()))
+    return await _awatched(layer, ask) if ask else set()
+
+
+@asynccontextmanager
+async def abatched() -> AsyncIterator[None]:
+    """`batched()` for async code (an after-commit publisher on a worker's or the server's loop): the
+    `agroup_send`s made inside, and the `group_send`s of sync code it calls through `sync_to_async`
+    (which carries the batch along), leave at its end, in the order they were made, in one round
+    trip on the Redis layer; an `agroups_watched` inside takes what is pending with its question
+    (one round trip for both), and sync code it calls has its `groups_watched` answered from there."""
+    if _batch.get() is not None:  # already in a batch: that one sends them
+        yield
+        return
+    pairs: list[tuple[str, dict]] = []
+    token, ahead = _batch.set(pairs), _ahead.set({})
+    try:
+        yield
+    finally:
+        _batch.reset(token)
+        _ahead.reset(ahead)
+        if pairs:
+            try:
+                layer = get_channel_layer()
+                if layer is not None:
+                    await _agroup_send_many(layer, pairs)
+            except Exception:
+                logger.warning("Could not publish %d live updates; pages catch up when they reconnect.", len(pairs))
 
 
 def groups_watched(groups: list[str]) -> set[str]:
@@ -138,17 +177,30 @@ def _groups_watched(groups: list[str]) -> set[str]:
 
 
 async def agroups_watched(groups: list[str]) -> set[str]:
-    """groups_watched from async code (no thread hop)."""
+    """groups_watched from async code (no thread hop). Inside `abatched()`, the sends made so far
+    leave with the question, and the answers are kept for the rest of the batch (sync code called
+    from it through `sync_to_async` asks `groups_watched` and gets them without a hop)."""
     try:
         layer = get_channel_layer()
         if layer is None:
             return set()
-        return await _awatched(layer, groups)
+        pairs, known = _batch.get(), _ahead.get()
+        if pairs is None or known is None:
+            return await _awatched(layer, groups)
+        pending = pairs[:] if hasattr(layer, "group_send_many") else []
+        del pairs[: len(pending)]
+        watched = await _agroup_send_many(layer, pending, groups)
+        known.update({g: g in watched for g in groups})
+        return watched
     except Exception:
         return set(groups)
 
 
 async def _awatched(layer: Any, groups: list[str]) -> set[str]:
+    send_many = getattr(layer, "group_send_many", None)
+    if send_many is not None:  # adkweb's Redis layer: one round trip for all the groups
+        counts = await send_many([], groups)
+        return {g for g in groups if counts.get(g)}
     if hasattr(layer, "_group_key") and hasattr(layer, "consistent_hash"):  # channels_redis
         counts = await asyncio.gather(
             *(layer.connection(layer.consistent_hash(g)).zcard(layer._group_key(g)) for g in groups)
@@ -161,6 +213,11 @@ async def _awatched(layer: Any, groups: list[str]) -> set[str]:
 
 
 async def agroup_send(group: str, message: Mapping[str, object]) -> None:
+    """From async code. Inside `abatched()`, kept until the batch ends; otherwise sent now."""
+    batch = _batch.get()
+    if batch is not None:
+        batch.append((group, dict(message)))
+        return
     try:
         layer = get_channel_layer()
         if layer is not None:

@@ -12,7 +12,7 @@ from typing import Any, Literal, TypedDict
 
 from asgiref.sync import sync_to_async
 
-from adkweb.live import agroup_send, agroups_watched, batched, group_send
+from adkweb.live import abatched, agroup_send, agroups_watched, batched, group_send
 
 logger = logging.getLogger(__name__)
 
@@ -111,6 +111,7 @@ def _small(data: dict) -> bool:
         return False
 
 
+@abatched()
 async def anotify_session_event(
     *,
     session_pk: int,
@@ -140,6 +141,7 @@ def _quietly(publish: str, **kwargs: Any) -> None:
         logger.warning("Could not render the live fragment of %s %s.", publish, kwargs, exc_info=True)
 
 
+@abatched()
 async def anotify_partial(*, session_pk: int, event: dict, turn_id: int) -> None:
     """A streaming chunk (never stored): pages append it to the event with that id; API streams
     send the event as ADK gave it."""
@@ -177,6 +179,7 @@ def notify_session_status(*, session_pk: int) -> None:
     _quietly("publish_status", session_pk=session_pk)
 
 
+@abatched()
 async def anotify_session_status(*, session_pk: int, status: str) -> None:
     """notify_session_status from async code (the drain's loop), with the status the caller just
     wrote: the messages leave from the loop, and the page fragment needs no read."""
@@ -190,6 +193,7 @@ async def anotify_session_status(*, session_pk: int, status: str) -> None:
             logger.warning("Could not render the live status of session %s.", session_pk, exc_info=True)
 
 
+@abatched()
 async def anotify_turn_finished(*, session_pk: int, turn_id: int, status: str) -> None:
     """notify_turn_finished from async code (the drain's loop)."""
     msg = TurnFinishedMessage(type="turn.finished", session_pk=session_pk, turn_id=turn_id, status=status)

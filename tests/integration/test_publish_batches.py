@@ -1,0 +1,135 @@
+"""Publishing after commit (PostgreSQL, real Redis): a stored event's messages (the ids-only one for
+API followers, the page fragment per watching audience) and the question "who watches" leave in
+two round trips (adkweb.live.abatched, adkweb.channel_layers.publish), in order; a rolled-back
+event publishes nothing."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from asgiref.sync import sync_to_async
+from django.db import transaction
+from google.adk.events.event import Event
+from google.genai import types
+
+from agents_app.events import session_group
+from agents_app.fanout import audience_group
+from agents_app.session_service import DjangoSessionService
+
+from .test_channel_layer_local import _recorded
+from .test_fanout_processes import _layer
+
+pytestmark = pytest.mark.django_db(transaction=True)
+APP = "my_app"
+
+
+@pytest.fixture
+def publisher():
+    """The layer publishers get (`get_channel_layer`): this test's own instance."""
+    from channels.layers import channel_layers
+
+    shared = channel_layers.backends.get("default")
+    channel_layers.backends["default"] = layer = _layer()
+    yield layer
+    if shared is None:
+        channel_layers.backends.pop("default", None)
+    else:
+        channel_layers.backends["default"] = shared
+
+
+@pytest.fixture(autouse=True)
+async def _close_the_threads_connection():
+    """The database connection these tests' sync_to_async thread opened, closed (the test database is
+    dropped at the end of the run)."""
+    from django.db import connections
+
+    yield
+    await sync_to_async(connections.close_all)()
+
+
+def _text(text: str) -> Event:
+    content = types.Content(role="model", parts=[types.Part(text=text)])
+    return Event(author="agent", invocation_id="inv", content=content)
+
+
+async def _watching(session_pk: int) -> tuple[object, str, str]:
+    """Another process (a web process) with an API follower on the session's group and an owner's page
+    on its audience group."""
+    web = _layer()
+    follower, page = await web.new_channel(), await web.new_channel()
+    await web.group_add(session_group(session_pk), follower)
+    await web.group_add(audience_group(session_pk, "owner"), page)
+    return web, follower, page
+
+
+async def _received(layer, channel: str, quiet: float = 0.5) -> list[dict]:
+    got = []
+    while True:
+        try:
+            got.append(await asyncio.wait_for(layer.receive(channel), quiet))
+        except TimeoutError:
+            return got
+
+
+async def test_a_stored_events_messages_and_its_question_leave_in_two_round_trips(publisher):
+    service = DjangoSessionService()
+    session = await sync_to_async(service.create_session_sync)(app_name=APP, user_id="u")
+    web, follower, page = await _watching(await sync_to_async(_session_pk)(session))
+    await publisher.group_send_many([], ["warm-up"])  # the script loaded (EVALSHA, SCRIPT LOAD)
+    commands = _recorded(publisher)
+    stored = [await service.append_event(session, _text(f"hello {n}")) for n in range(3)]
+    ids = [e.id for e in stored]
+    followed, shown = await _received(web, follower), await _received(web, page)
+    # Per event: the follower's message with the question (are the audiences watched?), then the
+    # page fragment for the one audience that is. channels_redis: 4 round trips per message + 3 ZCARDs.
+    assert commands == ["EVALSHA", "EVALSHA"] * 3, commands
+    assert [m["type"] for m in followed] == ["session.event"] * 3
+    assert [m["type"] for m in shown] == ["live.event"] * 3
+    assert [m["event_id"] for m in shown] == ids  # in the order stored
+    assert [m["event_pk"] for m in followed] == [m["event_pk"] for m in shown]
+    del publisher.connection(0).execute_command
+
+
+async def test_an_event_nobody_watches_a_page_of_is_published_in_one_round_trip(publisher):
+    service = DjangoSessionService()
+    session = await sync_to_async(service.create_session_sync)(app_name=APP, user_id="u")
+    await publisher.group_send_many([], ["warm-up"])
+    commands = _recorded(publisher)
+    await service.append_event(session, _text("hello"))
+    assert commands == ["EVALSHA"], commands  # nothing rendered, nothing more sent
+    del publisher.connection(0).execute_command
+
+
+async def test_an_event_rolled_back_publishes_nothing(publisher):
+    service = DjangoSessionService()
+    session = await sync_to_async(service.create_session_sync)(app_name=APP, user_id="u")
+    web, follower, page = await _watching(await sync_to_async(_session_pk)(session))
+
+    class Undone(Exception):
+        pass
+
+    def store_then_fail() -> None:
+        with transaction.atomic():
+            service._store_event(session, _text("undone"), None)
+            raise Undone
+
+    with pytest.raises(Undone):
+        await sync_to_async(store_then_fail)()
+    assert await _received(web, follower) == [] and await _received(web, page) == []
+
+    session = await service.get_session(app_name=APP, user_id="u", session_id=session.id)  # as stored
+
+    def store_in_a_transaction() -> None:
+        with transaction.atomic():
+            service._store_event(session, _text("kept"), None)
+
+    await sync_to_async(store_in_a_transaction)()  # published on its commit
+    assert [m["type"] for m in await _received(web, follower)] == ["session.event"]
+    assert [m["type"] for m in await _received(web, page)] == ["live.event"]
+
+
+def _session_pk(session) -> int:
+    from agents_app.models import AdkSession
+
+    return AdkSession.objects.only("pk").get(session_id=session.id).pk
