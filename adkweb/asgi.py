@@ -1,5 +1,6 @@
 """ASGI entry point: HTTP through Django, websockets through Channels (authenticated sessions)."""
 
+import gc
 import os
 
 import django
@@ -35,3 +36,10 @@ if settings.ADKWEB_EMBEDDED_WORKER:
     from agents_app.embedded import start_embedded_worker
 
     start_embedded_worker()
+
+# What the process made to start (Django, the apps, ADK and its models: ~200k objects) lives as long as
+# it does: out of the cyclic collector's way. Each full collection walked all of it, and with 1,000
+# websockets open one took 200-390 ms of the event loop: the round of bench/fanout.py's conversation
+# that missed target 5 in every run (bench/README.md, phase 8 of the live publishing path).
+gc.collect()
+gc.freeze()
