@@ -45,22 +45,36 @@ def group_send(group: str, message: Mapping[str, object]) -> None:
     _send_many([(group, dict(message))])
 
 
+_Started = tuple[list[tuple[str, dict]], contextvars.Token, contextvars.Token]
+
+
+def _batch_start() -> _Started | None:
+    """Open a batch (`batched()`, `abatched()`): None inside another one, which sends what is made."""
+    if _batch.get() is not None:
+        return None
+    pairs: list[tuple[str, dict]] = []
+    return pairs, _batch.set(pairs), _ahead.set({})
+
+
+def _batch_end(started: _Started) -> list[tuple[str, dict]]:
+    """Close the batch; its (group, message) pairs, for its opener to send."""
+    pairs, token, ahead = started
+    _batch.reset(token)
+    _ahead.reset(ahead)
+    return pairs
+
+
 @contextmanager
 def batched() -> Iterator[None]:
     """Send the `group_send`s made inside (or in a function it decorates) at its end, to all their
     groups at once: one wait on the channel layer rather than one per group; each group's messages
     still leave in the order they were made."""
-    if _batch.get() is not None:  # already in a batch: that one sends them
-        yield
-        return
-    pairs: list[tuple[str, dict]] = []
-    token, ahead = _batch.set(pairs), _ahead.set({})
+    started = _batch_start()
     try:
         yield
     finally:
-        _batch.reset(token)
-        _ahead.reset(ahead)
-        _send_many(pairs)
+        if started is not None:
+            _send_many(_batch_end(started))
 
 
 def _send_many(pairs: list[tuple[str, dict]]) -> None:
@@ -120,16 +134,11 @@ async def abatched() -> AsyncIterator[None]:
     (which carries the batch along), leave at its end, in the order they were made, in one round
     trip on the Redis layer; an `agroups_watched` inside takes what is pending with its question
     (one round trip for both), and sync code it calls has its `groups_watched` answered from there."""
-    if _batch.get() is not None:  # already in a batch: that one sends them
-        yield
-        return
-    pairs: list[tuple[str, dict]] = []
-    token, ahead = _batch.set(pairs), _ahead.set({})
+    started = _batch_start()
     try:
         yield
     finally:
-        _batch.reset(token)
-        _ahead.reset(ahead)
+        pairs = _batch_end(started) if started is not None else []
         if pairs:
             try:
                 layer = get_channel_layer()
