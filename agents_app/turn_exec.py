@@ -225,22 +225,19 @@ async def turn_run(
         what = {"new_message": message, "state_delta": turn.state_delta or None}
     recorded = {turn.invocation_id} if turn.invocation_id else set()
     tokens = current_turn_id.set(turn.pk), current_lease.set(lease), current_turn_invocations.set(recorded)
-    limit = asyncio.timeout(settings.ADKWEB_TURN_SOFT_TIME_LIMIT)
     run = prepared.runner.run_async(
         user_id=session.user_id, session_id=session.session_id, run_config=RunConfig(streaming_mode=mode), **what
     )
-    try:
-        async with limit, aclosing(run):  # closed here, within the turn, whatever ends it
+
+    async def consume() -> None:
+        async with aclosing(run):  # closed here, within the turn, whatever ends it
             async for event in run:
                 if event.partial:
                     partial = partial_event_json(event)
                     await events.anotify_partial(session_pk=session.pk, event=partial, turn_id=turn.pk)
-    except TimeoutError as exc:
-        if limit.expired():
-            raise TurnTimedOut(
-                f"The turn ran longer than its time limit ({settings.ADKWEB_TURN_SOFT_TIME_LIMIT} s)."
-            ) from exc
-        raise
+
+    try:
+        await _within_time_limit(consume())
     finally:
         current_turn_id.reset(tokens[0])
         current_lease.reset(tokens[1])
