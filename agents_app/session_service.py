@@ -298,14 +298,7 @@ class DjangoSessionService(BaseSessionService):
                     **new.columns(),
                 )
                 if done is not None:
-                    if in_transaction:
-                        assert done.row is not None
-                        stored = new.row(done.event_pk, done.row)
-                        with row_lock_held(done.session_pk):  # the append's UPDATE took it
-                            for hook in in_transaction:
-                                hook(done.row, stored, event)
-                    self._stored(session, new, done.session_pk, done.revision, done.update_time)
-                    return done.session_pk, done.event_pk, done.revision
+                    return self._appended(session, event, new, in_transaction, done)
         if copy_of is not None and not (new.deltas and any(new.deltas.values())) and not _on_postgresql():
             # SQLite, an event that changes no state: plain SQL, the row's checks in its WHERE, and the
             # hooks that want it in the same transaction (given the row as the UPDATE saved it).
@@ -321,15 +314,7 @@ class DjangoSessionService(BaseSessionService):
                     **{k: v for k, v in new.columns().items() if k != "deltas"},
                 )
                 if appended is not None:
-                    session_pk, revision, update_time, event_pk, row = appended
-                    if hooks:
-                        assert row is not None
-                        stored = new.row(event_pk, row)
-                        with row_lock_held(session_pk):  # the append's transaction holds the file
-                            for hook in hooks:
-                                hook(row, stored, event)
-                    self._stored(session, new, session_pk, revision, update_time)
-                    return session_pk, event_pk, revision
+                    return self._appended(session, event, new, hooks, appended)
         # A state change on SQLite, a copy without a revision marker, or the one statement stored
         # nothing: say why (or, when a rider's guard said no, store it here with the hooks).
         with transaction.atomic():
@@ -339,6 +324,21 @@ class DjangoSessionService(BaseSessionService):
                     hook(row, stored, event)
             self._stored(session, new, row.pk, row.revision, row.update_time)
             return row.pk, stored.pk, row.revision
+
+    def _appended(
+        self, session: Session, event: Event, new: NewEvent, hooks: list[EventHook], done: session_sql.Appended
+    ) -> tuple[int, int, int]:
+        """After one statement's append (either database) stored the event: the hooks given the row as
+        saved, in the append's transaction, then this copy brought up to date."""
+        if hooks:
+            assert done.row is not None
+            stored = new.row(done.event_pk, done.row)
+            # PostgreSQL's UPDATE took the row lock; on SQLite the append's transaction holds the file.
+            with row_lock_held(done.session_pk):
+                for hook in hooks:
+                    hook(done.row, stored, event)
+        self._stored(session, new, done.session_pk, done.revision, done.update_time)
+        return done.session_pk, done.event_pk, done.revision
 
     @staticmethod
     def _stored(session: Session, new: NewEvent, pk: int, revision: int, ts: float) -> None:

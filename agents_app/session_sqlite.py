@@ -17,6 +17,7 @@ from typing import Any
 from django.db import connection
 
 from .models import AdkSession, AppState, StoredEvent, Turn, UserState
+from .session_sql import Appended
 
 SESSIONS = AdkSession._meta.db_table
 EVENTS = StoredEvent._meta.db_table
@@ -43,11 +44,11 @@ def append(
     record_invocation: bool,
     lease: tuple[str, Any] | None,
     whole_row: bool = False,
-) -> tuple[int, int, float, int, AdkSession | None] | None:
-    """Store one event that changes no state, in the caller's transaction: (session pk, its new
-    revision, its update time, the event row's pk, and with `whole_row` the session row as saved, for
-    event hooks), or None when the row was not this copy's, is archived or gone, or is leased to
-    another owner (nothing stored)."""
+) -> Appended | None:
+    """Store one event that changes no state, in the caller's transaction: what PostgreSQL's
+    session_sql.append answers (the session pk, its new revision and update time, the event row's pk,
+    and with `whole_row` the session row as saved, for event hooks), or None when the row was not
+    this copy's, is archived or gone, or is leased to another owner (nothing stored)."""
     sets = "revision = revision + 1, update_time = MAX(update_time, %s)"
     params: list[Any] = [ts]
     where = "id = %s AND app_name = %s AND user_id = %s AND session_id = %s AND revision = %s AND archived_at IS NULL"
@@ -93,7 +94,7 @@ def append(
                 f"UPDATE {TURNS} SET invocation_id = %s WHERE id = %s AND invocation_id = ''",
                 [invocation_id, turn_id or 0],
             )
-    return found[0], found[1], found[2], event_pk, row
+    return Appended(found[0], found[1], found[2], event_pk, row)
 
 
 def get(
