@@ -17,7 +17,7 @@ from django.db import DEFAULT_DB_ALIAS, connections
 from django.db.utils import load_backend
 from django.utils import timezone
 
-from . import events, turn_sql, worker_loop
+from . import events, turn_sql, turn_sqlite, worker_loop
 from .leases import Heartbeat, Lease, lease_acquire, lease_release
 from .models import Turn
 from .turn_exec import (
@@ -59,17 +59,17 @@ async def _drain(session_pk: int) -> int:
     owner = uuid.uuid4().hex
     async with ThreadSensitiveContext(executor=worker_loop.db_executor()):
         try:
-            if _on_postgresql():
+            if _vendor() in ("postgresql", "sqlite"):  # SQLite's statements: agents_app.turn_sqlite
                 return await _drain_pg(session_pk, owner)
             return await _drain_orm(session_pk, owner)
         finally:
             await sync_to_async(connections.close_all)()  # back to the pool between drains
 
 
-def _on_postgresql() -> bool:
+def _vendor() -> str:
     """From the settings, without a hop to the database thread (nor a connection object made for
     the loop's thread, which the database thread's calls would then be refused)."""
-    return load_backend(connections.settings[DEFAULT_DB_ALIAS]["ENGINE"]).DatabaseWrapper.vendor == "postgresql"
+    return str(load_backend(connections.settings[DEFAULT_DB_ALIAS]["ENGINE"]).DatabaseWrapper.vendor)
 
 
 async def _drain_orm(session_pk: int, owner: str) -> int:
@@ -147,13 +147,15 @@ async def _drain_pg(session_pk: int, owner: str) -> int:
 def _start(session_pk: int, owner: str) -> turn_sql.Started:
     now = timezone.now()
     until = now + timedelta(seconds=settings.ADKWEB_SESSION_LEASE_SECONDS)
-    return turn_sql.start(session_pk=session_pk, owner=owner, until=until, now=now)
+    sql = turn_sqlite if _vendor() == "sqlite" else turn_sql
+    return sql.start(session_pk=session_pk, owner=owner, until=until, now=now)
 
 
 def _done_next(turn: Turn, lease: Lease) -> turn_sql.DoneNext:
     now = timezone.now()
     until = now + timedelta(seconds=settings.ADKWEB_SESSION_LEASE_SECONDS)
-    return turn_sql.done_next(
+    sql = turn_sqlite if _vendor() == "sqlite" else turn_sql
+    return sql.done_next(
         turn_id=turn.pk,
         session_pk=lease.session_pk,
         owner=lease.owner,
