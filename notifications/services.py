@@ -85,38 +85,53 @@ def event_fan_out(*, event_id: int) -> list[int]:
     return [delivery_id for delivery_id, _ in _fan_out(event_id=event_id)]
 
 
-@transaction.atomic
 def _fan_out(*, event_id: int) -> list[tuple[int, str]]:
-    """`event_fan_out`, with each delivery's channel."""
+    """`event_fan_out`, with each delivery's channel. Who is owed what (the recipients, their
+    permissions and preferences, the webhook endpoints) is read first, outside the transaction that
+    writes the deliveries: on SQLite a write transaction holds the whole database file from its
+    BEGIN, and these reads kept every other writer (the turn that opened the ticket, requests)
+    waiting on them (bench/README.md, phase 9 embedded). The transaction locks the event, writes
+    what was planned unless another fan-out did first (`fanned_out_at`), and lists what is owed."""
+    planned = _fan_out_plan(event_id)
+    with transaction.atomic():
+        event = NotificationEvent.objects.select_for_update().filter(pk=event_id).only("pk", "fanned_out_at").first()
+        if event is None:
+            return []  # the transaction that recorded it was rolled back after all
+        if event.fanned_out_at is None:
+            # One INSERT; a delivery already there (one per event and person, or endpoint) is kept as it is.
+            rows = planned if planned is not None else _fan_out_plan(event_id)  # not seen before the lock
+            Delivery.objects.bulk_create(rows or [], ignore_conflicts=True)
+            event.fanned_out_at = timezone.now()
+            event.save(update_fields=["fanned_out_at"])
+        owed = Delivery.objects.filter(event_id=event_id, status__in=Delivery.OWED, attempts=0)
+        return list(owed.values_list("pk", "channel"))
+
+
+def _fan_out_plan(event_id: int) -> list[Delivery] | None:
+    """The deliveries an event owes, as unsaved rows (None: fanned out already, or no such event)."""
+    from django.conf import settings
+
     event = (
-        NotificationEvent.objects.select_for_update(of=("self",))
-        .select_related("ticket__session", "turn__session")
-        .filter(pk=event_id)
+        NotificationEvent.objects.select_related("ticket__session", "turn__session")
+        .filter(pk=event_id, fanned_out_at__isnull=True)
         .first()
     )
     if event is None:
-        return []  # the transaction that recorded it was rolled back after all
-    if event.fanned_out_at is None:
-        from django.conf import settings
-
-        owed = dict(event=event, ticket=event.ticket, max_attempts=len(settings.ADKWEB_NOTIFY_RETRY_DELAYS) + 1)
-        rows = [
-            Delivery(**owed, channel=Delivery.Channel.EMAIL, recipient=user, role=role, target=user.email)
-            for user, role in selectors.email_recipients(event=event)
-        ]
-        for endpoint in selectors.webhook_endpoints_for(event_name=event.name):
-            delivery_id = uuid.uuid4()
-            payload = webhooks.payload(event=event, endpoint=endpoint, delivery_id=delivery_id)
-            rows.append(
-                Delivery(
-                    **owed, channel="webhook", endpoint=endpoint, target=endpoint.url, payload=payload, uuid=delivery_id
-                )
+        return None
+    owed = dict(event=event, ticket=event.ticket, max_attempts=len(settings.ADKWEB_NOTIFY_RETRY_DELAYS) + 1)
+    rows = [
+        Delivery(**owed, channel=Delivery.Channel.EMAIL, recipient=user, role=role, target=user.email)
+        for user, role in selectors.email_recipients(event=event)
+    ]
+    for endpoint in selectors.webhook_endpoints_for(event_name=event.name):
+        delivery_id = uuid.uuid4()
+        payload = webhooks.payload(event=event, endpoint=endpoint, delivery_id=delivery_id)
+        rows.append(
+            Delivery(
+                **owed, channel="webhook", endpoint=endpoint, target=endpoint.url, payload=payload, uuid=delivery_id
             )
-        # One INSERT; a delivery already there (one per event and person, or endpoint) is kept as it is.
-        Delivery.objects.bulk_create(rows, ignore_conflicts=True)
-        event.fanned_out_at = timezone.now()
-        event.save(update_fields=["fanned_out_at"])
-    return list(event.deliveries.filter(status__in=Delivery.OWED, attempts=0).values_list("pk", "channel"))
+        )
+    return rows
 
 
 def delivery_resend(*, delivery: Delivery) -> Delivery:
