@@ -7,8 +7,9 @@ by any process and any path (the policy pages, the API, the admin, a group renam
 changes it, so the next ticket to open after the change commits is matched against the new rules;
 nothing has to remember to invalidate anything. The same query says whether a live grant exists
 for the ticket's agent, tool and kind in its conversation or for its requester: only then is
-`grants.grant_matching` asked (which checks the rest). On SQLite (embedded mode) both are read as
-before: the enabled candidates from the database and grant_matching for every ticket.
+`grants.grant_matching` asked (which checks the rest). On SQLite (embedded mode) the enabled
+candidates are read from the database for every ticket (no digest of the tables there) and the
+grant question is the same SQL.
 """
 
 from __future__ import annotations
@@ -83,11 +84,14 @@ def _load() -> list[Policy]:
 def policies_and_grant(ticket: PendingCall) -> tuple[list[Policy], bool]:
     """(the enabled policies that may apply to this ticket, best first, conditions not yet checked;
     whether a standing grant may approve it)."""
-    if connection.vendor != "postgresql":
-        return candidates(app_name=ticket.app_name, tool_name=ticket.tool_name, kind=ticket.kind), True
     global _cached
-    params: list[Any] = [ticket.app_name, ticket.tool_name, ticket.kind, timezone.now(), ticket.session_id]
-    params.append(ticket.requester)
+    now = connection.ops.adapt_datetimefield_value(timezone.now())
+    params: list[Any] = [ticket.app_name, ticket.tool_name, ticket.kind, now, ticket.session_id, ticket.requester]
+    if connection.vendor != "postgresql":  # SQLite: the candidates from the database, the grant in SQL
+        fitting = candidates(app_name=ticket.app_name, tool_name=ticket.tool_name, kind=ticket.kind)
+        with connection.cursor() as cursor:
+            cursor.execute(f"SELECT {GRANT_POSSIBLE}", params)
+            return fitting, bool(cursor.fetchone()[0])
     with connection.cursor() as cursor:
         cursor.execute(VERSION_AND_GRANT, params)
         *version, grant = cursor.fetchone()
