@@ -187,8 +187,9 @@ def _groups_watched(groups: list[str]) -> set[str]:
 
 async def agroups_watched(groups: list[str]) -> set[str]:
     """groups_watched from async code (no thread hop). Inside `abatched()`, the sends made so far
-    leave with the question, and the answers are kept for the rest of the batch (sync code called
-    from it through `sync_to_async` asks `groups_watched` and gets them without a hop)."""
+    leave with the question, and the answers are kept for the rest of the batch: asked again for
+    the same groups (a turn's end: its "finished" and its status), or by sync code called from it
+    through `sync_to_async` (`groups_watched`), it answers from there, without a round trip."""
     try:
         layer = get_channel_layer()
         if layer is None:
@@ -196,6 +197,8 @@ async def agroups_watched(groups: list[str]) -> set[str]:
         pairs, known = _batch.get(), _ahead.get()
         if pairs is None or known is None:
             return await _awatched(layer, groups)
+        if all(g in known for g in groups):  # asked earlier in this batch (after what it announces)
+            return {g for g in groups if known[g]}
         pending = pairs[:] if hasattr(layer, "group_send_many") else []
         del pairs[: len(pending)]
         watched = await _agroup_send_many(layer, pending, groups)

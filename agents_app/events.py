@@ -209,6 +209,15 @@ async def anotify_turn_finished(*, session_pk: int, turn_id: int, status: str) -
         logger.warning("Could not publish the end of turn %s.", turn_id, exc_info=True)
 
 
+async def anotify_turn_done(*, session_pk: int, turn_id: int, status: str) -> None:
+    """A turn that ended DONE (the drain's loop): `turn.finished` and the conversation's new status
+    in one batch (one question "who watches", asked once for both, and one send: two round trips on
+    the Redis layer, where the two batches made four)."""
+    async with abatched():
+        await anotify_turn_finished(session_pk=session_pk, turn_id=turn_id, status="done")
+        await anotify_session_status(session_pk=session_pk, status=status)
+
+
 @batched()
 def notify_turn_finished(*, session_pk: int, turn_id: int, status: str) -> None:
     group_send(

@@ -1,0 +1,56 @@
+"""A turn's end on the drain's loop (agents_app.events.anotify_turn_done): its `turn.finished` and the
+conversation's new status leave in one batch (adkweb.live.abatched) on real Redis: two round trips,
+the question "who watches" asked once for both, each group's messages in the order made."""
+
+from __future__ import annotations
+
+from agents_app import events
+from agents_app.events import SESSIONS_GROUP, session_group
+from agents_app.fanout import audience_group
+
+from .test_channel_layer_local import _recorded
+from .test_fanout_processes import _layer
+from .test_publish_batches import _received, publisher  # noqa: F401 - the fixture
+
+SESSION = 424242
+
+
+async def test_a_turns_end_is_published_in_two_round_trips_in_order(publisher):  # noqa: F811
+    web = _layer()  # a web process: an API follower, the conversation list, an owner's page
+    follower, listing, page = await web.new_channel(), await web.new_channel(), await web.new_channel()
+    await web.group_add(session_group(SESSION), follower)
+    await web.group_add(SESSIONS_GROUP, listing)
+    await web.group_add(audience_group(SESSION, "owner"), page)
+    await publisher.group_send_many([], ["warm-up"])  # the script loaded (EVALSHA, SCRIPT LOAD)
+    commands = _recorded(publisher)
+
+    await events.anotify_turn_done(session_pk=SESSION, turn_id=7, status="idle")
+
+    # The question with the ids-only `turn.finished`, then everything else: four round trips as two
+    # batches (each asking and then sending), two as one.
+    assert commands == ["EVALSHA", "EVALSHA"], commands
+    followed, listed, shown = await _received(web, follower), await _received(web, listing), await _received(web, page)
+    assert [(m["type"], m.get("status")) for m in followed] == [("turn.finished", "done"), ("session.status", None)]
+    assert [m["type"] for m in listed] == ["session.status"]
+    assert [m["type"] for m in shown] == ["live.turn_finished", "live.status"]
+    assert shown[0]["turn_id"] == 7 and shown[1]["status"] == "idle"
+    del publisher.connection(0).execute_command
+
+
+async def test_a_turns_end_nobody_watches_a_page_of_renders_nothing(publisher, monkeypatch):  # noqa: F811
+    from agents_app import fanout
+
+    rendered = []
+    monkeypatch.setattr(fanout, "status_html", lambda status: rendered.append(status) or "")
+    web = _layer()
+    follower = await web.new_channel()
+    await web.group_add(session_group(SESSION + 1), follower)
+    await publisher.group_send_many([], ["warm-up"])
+    commands = _recorded(publisher)
+
+    await events.anotify_turn_done(session_pk=SESSION + 1, turn_id=8, status="waiting")
+
+    assert commands == ["EVALSHA", "EVALSHA"], commands
+    assert [m["type"] for m in await _received(web, follower)] == ["turn.finished", "session.status"]
+    assert rendered == []
+    del publisher.connection(0).execute_command
