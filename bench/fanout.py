@@ -21,6 +21,10 @@ Starts daphne (one process) and a `celery worker`
 
 A frame not received within --timeout seconds is missed. Memory: the web process's RSS before the
 sockets, with them open, and after the round. See bench/README.md.
+
+    --tree /work/base-NAME   the servers run that source tree (the same client, to compare two trees)
+    --gc-log                 the web process's garbage collections (bench/gcprobe): per round, those
+                             that started while its frames were on their way, and every one of the run
 """
 
 from __future__ import annotations
@@ -56,6 +60,76 @@ from wsclients import Profile, Socket, Web, close_all, open_sockets, report, set
 
 DB = f"{DB_PREFIX}_fanout"
 EVENT_FRAME = re.compile(r'hx-swap-oob="beforeend:#conversation-events"')
+GC_PROBE = Path(__file__).resolve().parent / "gcprobe"
+
+
+class GcLog:
+    """The web process's collections, as bench/gcprobe/sitecustomize.py logs them (`--gc-log`)."""
+
+    def __init__(self) -> None:
+        import tempfile
+
+        with tempfile.NamedTemporaryFile(prefix="bench-web-gc-", suffix=".log", delete=False) as f:
+            self.path = f.name
+        self.marks: list[str] = []
+
+    def collections(self, since: float = 0.0, until: float = float("inf")) -> list[tuple[float, int, float]]:
+        """(wall clock start, generation, ms) of the collections that ran in [since, until]."""
+        found = []
+        for line in Path(self.path).read_text().splitlines():
+            parts = line.split()
+            if parts[0] == "gc" and since <= float(parts[1]) + float(parts[3]) / 1000 and float(parts[1]) <= until:
+                found.append((float(parts[1]), int(parts[2]), float(parts[3])))
+        return found
+
+    def during(self, since: float, until: float) -> str:
+        """What a round's frames waited behind: the collections that started while they were on their way."""
+        got = self.collections(since, until)
+        full = [ms for _t, gen, ms in got if gen == 2]
+        young = [ms for _t, gen, ms in got if gen < 2]
+        return (
+            f"gen2 {len(full)}"
+            + (f" ({', '.join(f'{ms:.0f}' for ms in full)} ms)" if full else "")
+            + f", gen0/1 {len(young)} ({sum(young):.1f} ms)"
+        )
+
+    def report(self, sent_wall: float, ms: list[float]) -> None:
+        """The round's line: its collections from the send to its last frame."""
+        until = sent_wall + max(ms, default=0) / 1000
+        print(f"    web GC while its frames were on their way: {self.during(sent_wall, until)}")
+
+    def census(self, pid: int, label: str, types: bool = False) -> str:
+        """Objects the web process's collector tracks (SIGUSR2 to the probe), as one line."""
+        import signal
+
+        before = Path(self.path).read_text().count("\ncensus ")
+        os.kill(pid, signal.SIGUSR2)
+        deadline = time.monotonic() + 30
+        while Path(self.path).read_text().count("\ncensus ") == before and time.monotonic() < deadline:
+            time.sleep(0.1)
+        time.sleep(0.3)
+        lines = [ln for ln in Path(self.path).read_text().splitlines() if ln.startswith("census ")]
+        last = max(i for i, ln in enumerate(lines) if ln.split()[1] not in ("type", "module", "collected"))
+        head = lines[last].split(" ", 2)[2]
+        head += "".join(", " + ln.split(" ", 1)[1] for ln in lines[last + 1 :] if ln.startswith("census collected"))
+        if types:
+            print(f"  (census {label}: {head})")
+            for ln in lines[last + 1 :]:
+                if not ln.startswith("census collected"):
+                    print("     " + ln.split(" ", 1)[1])
+        return f"{label}: {head}"
+
+    def summary(self) -> str:
+        got = self.collections()
+        lines = []
+        for gen in (2, 1, 0):
+            ms = [m for _t, g, m in got if g == gen]
+            if ms:
+                lines.append(
+                    f"gen{gen} {len(ms)} collections, p50 {pct(ms, 0.5):.1f} ms, p95 {pct(ms, 0.95):.1f}, "
+                    f"max {max(ms):.1f}, total {sum(ms):.0f}"
+                )
+        return "; ".join(lines) or "none"
 
 
 def django_setup(env: dict[str, str]) -> dict[str, str]:
@@ -132,10 +206,21 @@ async def fanout(args: argparse.Namespace, base: str, ws: str, cookies: dict[str
     mem = {"web RSS before sockets": rss_mb(web_pid)}
     await warm_up(requester, approver)
     if "conversation" in args.only:
-        await conversation_watchers(args, base, ws, cookies, web_pid, mem, requester)
+        for cycle in range(args.cycles):  # each with sockets of its own (connect, rounds, close)
+            if args.cycles > 1:
+                print(f"cycle {cycle + 1} of {args.cycles} (load average {load()})")
+            await conversation_watchers(args, base, ws, cookies, web_pid, mem, requester)
+            if args.cycles > 1:
+                await asyncio.sleep(2.0)  # the server has seen the closes
+                after = f"web RSS after cycle {cycle + 1}: {rss_mb(web_pid):.0f} MiB"
+                print(f"  ({after}" + (f"; {args.gc.census(web_pid, 'objects tracked')}" if args.gc else "") + ")")
     if "inbox" in args.only:
         await inbox_watchers(args, ws, cookies, web_pid, mem, requester, approver)
     print("\nweb process memory (RSS, MiB): " + "; ".join(f"{k} {v:.0f}" for k, v in mem.items()))
+    if args.gc is not None:
+        args.census.append(args.gc.census(web_pid, "at the end"))
+        print("web GC, objects tracked: " + "; ".join(args.census))
+        print(f"web GC, the whole run: {args.gc.summary()}")
     await requester.client.aclose()
     await approver.client.aclose()
     if Socket.missed or Socket.dropped:
@@ -163,6 +248,8 @@ async def conversation_watchers(  # noqa: PLR0913
         print(f"  ({shown.count(None)} sockets got no connect frame within {args.timeout:.0f} s)")
     await settle(sockets)
     mem[f"web RSS with {args.sockets} conversation sockets"] = rss_mb(web_pid)
+    if args.gc is not None:
+        args.census.append(args.gc.census(web_pid, f"{args.sockets} conversation sockets", args.types))
     profile = Profile(args.profile, "web-conversation", web_pid) if args.profile else None
     stages: list[str] = []
     cpu_turn: list[str] = []  # the web process's CPU (to the last socket's event frame / the whole turn)
@@ -179,13 +266,18 @@ async def conversation_watchers(  # noqa: PLR0913
         label = f"conversation: message -> its event, round {r + 1}"
         ms = report(label, sent, got, "p95 <= 250 ms, 0 missed", sockets, needle)
         claimed, stored = await sync_to_async(user_event_times)(chat.pk, token)
+        if args.gc is not None:
+            args.gc.report(sent_wall, ms)
         stages.append(
             f"POST answered {(posted - sent) * 1000:.0f}, turn claimed {(claimed - sent_wall) * 1000:.0f}, "
-            f"event stored {(stored - sent_wall) * 1000:.0f}, first frame {min(ms, default=float('nan')):.0f}"
+            f"event stored {(stored - sent_wall) * 1000:.0f}, first frame {min(ms, default=float('nan')):.0f}, "
+            f"stored -> p95 frame {pct(ms, 0.95) - (stored - sent_wall) * 1000:.0f}"
         )
         await settle(sockets)
         frames = sum(at >= sent for at, _ in sockets[0].frames)
-        cpu_turn.append(f"{cpu_event:.2f} / {cpu_seconds(web_pid) - cpu:.2f} s, {frames} frames")
+        cpu_turn.append(
+            f"{cpu_event:.2f} / {cpu_seconds(web_pid) - cpu:.2f} s, {frames} frames, RSS {rss_mb(web_pid):.0f} MiB"
+        )
     if profile is not None:
         profile.stop()
     mem[f"web RSS after {args.rounds} rounds"] = rss_mb(web_pid)
@@ -221,6 +313,8 @@ async def inbox_watchers(  # noqa: PLR0913
     idle_s = await web_idle(web_pid)
     await settle(sockets)
     mem[f"web RSS with {args.sockets} inbox sockets"] = rss_mb(web_pid)
+    if args.gc is not None:
+        args.census.append(args.gc.census(web_pid, f"{args.sockets} inbox sockets", args.types))
     print(f"  (inbox sockets: the web process was idle {idle_s:.1f} s after the last handshake)")
     profile = Profile(args.profile, "web-inbox", web_pid) if args.profile else None
     target = "p95 <= 250 ms, 0 missed"
@@ -228,18 +322,22 @@ async def inbox_watchers(  # noqa: PLR0913
         # Each round: a message opens a ticket (every inbox shows its new row), then it is approved.
         # Approving before every socket has shown the row would measure nothing: a consumer that
         # reaches the new ticket only after it was decided rightly never shows it.
-        sent = time.perf_counter()
+        sent, sent_wall = time.perf_counter(), time.time()
         _session_pk, ticket_pk, _ = await new_ticket(requester)
         added = re.compile(rf'<tr id="pending-call-{ticket_pk}" class="row-pending')
         got = await wait_all(sockets, added, sent, args.timeout)
-        report(f"inbox: message -> the new ticket's row, round {r + 1}", sent, got, target, sockets)
+        ms = report(f"inbox: message -> the new ticket's row, round {r + 1}", sent, got, target, sockets)
+        if args.gc is not None:
+            args.gc.report(sent_wall, ms)
         await settle(sockets)
         decided = re.compile(rf'<tr id="pending-call-{ticket_pk}" class="row-approved')
         page = f"/tickets/{ticket_pk}/"
-        sent = time.perf_counter()
+        sent, sent_wall = time.perf_counter(), time.time()
         await approver.post(f"{page}approve/", {"approve-comment": ""}, page)
         got = await wait_all(sockets, decided, sent, args.timeout)
-        report(f"inbox: approve -> the row's update, round {r + 1}", sent, got, target, sockets)
+        ms = report(f"inbox: approve -> the row's update, round {r + 1}", sent, got, target, sockets)
+        if args.gc is not None:
+            args.gc.report(sent_wall, ms)
         await settle(sockets)
     if profile is not None:
         profile.stop()
@@ -325,6 +423,17 @@ async def resume(args: argparse.Namespace, base: str, ws: str, cookies: dict[str
     print("  (stages from the Turn row's and the stored event's timestamps; one clock, one machine)")
 
 
+def load() -> str:
+    return ", ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def git_head(tree: Path) -> str:
+    import subprocess
+
+    done = subprocess.run(["git", "-C", str(tree), "log", "-1", "--format=%h %s"], capture_output=True, text=True)
+    return done.stdout.strip()[:60] or "?"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sockets", type=int, default=1000, help="websockets per audience (default 1000)")
@@ -335,18 +444,30 @@ def main() -> None:
         "--only", default="conversation,inbox,resume", help="parts to run (default conversation,inbox,resume)"
     )
     parser.add_argument("--profile", default="", help="py-spy the web process during the rounds: PREFIX")
+    parser.add_argument("--cycles", type=int, default=1, help="conversation: connect, rounds, close; N times")
+    parser.add_argument("--tree", default="", help="the servers run this source tree (default: this one)")
+    parser.add_argument("--gc-log", action="store_true", help="log the web process's garbage collections")
+    parser.add_argument("--types", action="store_true", help="with --gc-log: the commonest objects' types")
     args = parser.parse_args()
+    args.gc, args.census = (GcLog() if args.gc_log else None), []
+    tree = Path(args.tree).resolve() if args.tree else ROOT
+    print(f"servers from {tree} ({git_head(tree)}); load average {load()}")
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     want = max(soft, min(hard, 4 * args.sockets + 1024))
     resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))  # inherited by the servers
     redis_flush(REDIS_URL)
-    env = adkweb_env(pg_create(DB), REDIS_URL, ADKWEB_EMBEDDED_WORKER="false", CHANNELS_PREFIX="adkweb-bench-fanout")
+    env = adkweb_env(
+        pg_create(DB), REDIS_URL, root=tree, ADKWEB_EMBEDDED_WORKER="false", CHANNELS_PREFIX="adkweb-bench-fanout"
+    )
+    web_env = dict(env)
+    if args.gc is not None:
+        web_env.update(PYTHONPATH=os.pathsep.join([str(GC_PROBE), env["PYTHONPATH"]]), BENCH_GC_LOG=args.gc.path)
     servers: list[Server] = []
     try:
         cookies = django_setup(env)
         port = free_port()
-        web = Server("web", [str(BIN / "daphne"), "-p", str(port), "adkweb.asgi:application"], env, port).start()
-        servers = [web, Server("worker", celery_worker_cmd(), env).start()]
+        web = Server("web", [str(BIN / "daphne"), "-p", str(port), "adkweb.asgi:application"], web_env, port, tree)
+        servers = [web.start(), Server("worker", celery_worker_cmd(), env, cwd=tree).start()]
         web.wait_port()
         base, ws = f"http://127.0.0.1:{port}", f"ws://127.0.0.1:{port}"
         print(f"daphne pid {web.pid} on {base}, celery worker pid {servers[1].pid}; fd limit {want}")
@@ -361,6 +482,9 @@ def main() -> None:
     finally:
         for s in servers:
             s.stop()
+        print(f"load average at the end {load()}")
+        if args.gc is not None:
+            print(f"web GC log: {args.gc.path}")
         from django.db import connections
 
         connections.close_all()
