@@ -1,6 +1,5 @@
 """ASGI entry point: HTTP through Django, websockets through Channels (authenticated sessions)."""
 
-import gc
 import os
 
 import django
@@ -17,6 +16,7 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 from django.conf import settings  # noqa: E402
 
+from adkweb import gcpolicy  # noqa: E402
 from adkweb.metrics import websocket_counter  # noqa: E402
 from adkweb.routing import websocket_urlpatterns  # noqa: E402
 from adkweb.wsframes import frame_writer  # noqa: E402
@@ -29,8 +29,9 @@ router = ProtocolTypeRouter(
         ),
     }
 )
-# Outermost: it reads daphne's own `send` to write prebuilt frames (adkweb.wsframes).
-application = frame_writer(router)
+# Outermost: it reads daphne's own `send` to write prebuilt frames (adkweb.wsframes). Inside it, the
+# garbage collector's policy hears of each websocket's start and end (adkweb.gcpolicy).
+application = frame_writer(gcpolicy.websockets_settle(router))
 
 if settings.ADKWEB_EMBEDDED_WORKER:
     from agents_app.embedded import start_embedded_worker
@@ -38,8 +39,8 @@ if settings.ADKWEB_EMBEDDED_WORKER:
     start_embedded_worker()
 
 # What the process made to start (Django, the apps, ADK and its models: ~200k objects) lives as long as
-# it does: out of the cyclic collector's way. Each full collection walked all of it, and with 1,000
-# websockets open one took 200-390 ms of the event loop: the round of bench/fanout.py's conversation
-# that missed target 5 in every run (bench/README.md, phase 8 of the live publishing path).
-gc.collect()
-gc.freeze()
+# it does: out of the cyclic collector's way (gc.freeze), and so are the objects of websockets that have
+# settled (open, none opening or closing for a moment). Each full collection walked all of it: with
+# 1,000 websockets open one took 200-390 ms of the event loop, the round of bench/fanout.py that missed
+# target 5 (bench/README.md, phases 8 and 9; adkweb.gcpolicy says what it costs and how it is bounded).
+gcpolicy.install(settle=settings.ADKWEB_GC_SETTLE_SECONDS, thaw_closes=settings.ADKWEB_GC_THAW_CLOSES)

@@ -390,3 +390,10 @@ if ADKWEB_EMBEDDED_WORKER:  # the in-process worker stays quiet (no line per tas
     LOGGING["loggers"]["celery"] = {"level": "WARNING"}
 # Show the demo logins on the login page (embedded demo only; never where real users log in).
 ADKWEB_SHOW_DEMO_LOGINS = env_bool("ADKWEB_SHOW_DEMO_LOGINS", not DEPLOYED and DEBUG)
+
+# The web process's garbage collector (adkweb.gcpolicy): once websockets have stopped opening and closing
+# for this many seconds, collect once and freeze what survives (their objects leave the full
+# collections' walks); a thaw after ADKWEB_GC_THAW_CLOSES closes (or the frozen objects doubling) keeps
+# the frozen cycles of closed sockets bounded. 0: off (the startup freeze stays).
+ADKWEB_GC_SETTLE_SECONDS = float(os.environ.get("ADKWEB_GC_SETTLE_SECONDS", "1.0"))
+ADKWEB_GC_THAW_CLOSES = int(os.environ.get("ADKWEB_GC_THAW_CLOSES", "1000"))
