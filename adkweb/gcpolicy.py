@@ -3,10 +3,10 @@
 CPython's full (generation 2) collection walks every object the collector tracks that is not frozen,
 and the process's one event loop waits for it. A web process's long-lived objects are what it made
 to start (Django, the apps, ADK: ~200k objects) and what each websocket holds while it is open (its
-consumer, daphne's and autobahn's protocol, the scope, the user, the queues: a few hundred objects a
-socket). With 1,000 sockets on one conversation a full collection took 205-387 ms, 40-124 ms once the
-startup objects were frozen, and a new event waited that long at every socket: the round of
-bench/fanout.py that missed target 5 (bench/README.md, phases 8 and 9).
+consumer, daphne's and autobahn's protocol, the ASGI middleware's coroutines, the scope, the user,
+the queues: ~170 objects a socket). With 1,000 sockets on one conversation a full collection took
+205-387 ms, 40-124 ms once the startup objects were frozen, and a new event waited that long at
+every socket: the round of bench/fanout.py that missed target 5 (bench/README.md, phases 8 and 9).
 
 So (`install`, from adkweb.asgi):
 
@@ -17,20 +17,20 @@ So (`install`, from adkweb.asgi):
   freezes what survived: the open sockets' objects. Full collections after that walk only what was
   made since (each socket's messages are forwarded and dropped: little survives), a few ms.
 - **thaw**: a frozen object is still freed by reference counting when its last reference goes, but a
-  frozen *cycle* is never collected. A closed socket's objects that form cycles (daphne's protocol and
-  its transport, a finished task and its coroutine, ...) would stay in memory for ever. So once
-  `thaw_closes` websockets have closed since the last thaw, or the frozen objects have grown past
-  `thaw_growth` times their number after it, the next settle first unfreezes everything and the
-  collection walks the whole heap once (the startup objects too: the one long pause, 200-400 ms
-  with 1,000 sockets, at a moment when no socket has opened or closed for `settle` seconds), then
-  freezes again. Memory stays bounded: the cyclic garbage kept frozen is at most what `thaw_closes`
-  sockets and one growth step leave.
+  frozen *cycle* is never collected, and a closed socket leaves ~95 objects in cycles (measured under
+  daphne): frozen, they would stay in memory for ever. So once `thaw_closes` websockets have closed
+  since the last thaw, or the frozen objects have grown past `thaw_growth` times their number after
+  it, the next settle first unfreezes everything and the collection walks the whole heap once (the
+  startup objects too: the one long pause, 0.6-2.0 s with 1,000 sockets at load 8-10, at a moment
+  when no socket has opened or closed for `settle` seconds), then freezes again. Memory stays
+  bounded: the cyclic garbage kept frozen is at most what `thaw_closes` sockets and one growth step
+  leave.
 
 What this costs: frozen cycles wait for the next thaw; a settle's collection is one full pause over
 the unfrozen objects (what an automatic full collection would have walked anyway, at a moment of
 the process's choosing rather than in the middle of a fan-out); a thaw's walks the whole heap.
-Generation 0 and 1 collections are untouched. Processes without websockets (the worker) only freeze
-at startup.
+Generation 0 and 1 collections are untouched. The Celery worker does not load adkweb.asgi: none of
+this applies to it.
 
 `ADKWEB_GC_SETTLE_SECONDS=0` turns the settle freezes and thaws off (the startup freeze stays).
 """
