@@ -9,7 +9,7 @@ COMMIT a round trip of its own), the ORM compiling most of them every turn. Here
                  next queued turn claimed (or the lease released when nothing is owed), the
                  session's stored status written (agents_app.session_status)
 
-Each is sent as two statements (`start`: three, its commit mode first) in one query string (the
+Each is sent as two statements (three: its commit mode first) in one query string (the
 simple query protocol: Django's psycopg cursors bind parameters on the client), which PostgreSQL
 runs as one implicit transaction, rolled back as a whole if either fails. The first statement locks
 the session row (FOR NO KEY UPDATE); the second takes its snapshot once the lock is granted, so it
@@ -24,13 +24,23 @@ A turn's started_at and finished_at are stamped as its row is written, once the 
 (clock_timestamp(), this host's clock as the ORM's timezone.now() is), where the ORM path stamped
 them after its locking reads: the queue and run stages (bench/turn_path.py) mean the same on both.
 
-The claim's commit (`start`) is asynchronous (synchronous_commit off for that transaction only):
-PostgreSQL answers before its WAL is flushed, which it does within a fraction of a second, and at
-once with any later synchronous commit, which flushes everything before it. Only a crash of
-PostgreSQL itself in that window can lose the claim, and then nothing the turn did is stored either
-(its events are written by synchronous commits, after the claim): the turn is queued again, its
-attempt not counted, and runs from the start, as a turn whose worker died before storing anything
-does. `done_next` stays synchronous.
+Both commit asynchronously (synchronous_commit off for their own transaction only): PostgreSQL
+answers before their WAL is flushed, which it does within a fraction of a second, and at once with
+any later synchronous commit, which flushes everything before it (the WAL is one sequence: a later
+commit on disk means every earlier one is). Only a crash of PostgreSQL itself in that window can
+lose one, and what it leaves is a state a dead worker leaves too:
+
+- `start` lost: nothing the turn did is stored either (its events are synchronous commits, after
+  the claim): the turn is queued again, its attempt not counted, and runs from the start, as a turn
+  whose worker died before storing anything does.
+- `done_next` lost (the turn's end, the next turn's claim, the lease's release, the stored status,
+  all or nothing): every event of the turn is on disk (synchronous commits before it), the turn is
+  still marked running under a lease that runs out, the next turn still queued. The sweeper hands
+  the session to a worker, whose checked path finds the turn's invocation ended in what is stored
+  (turn_exec.turn_plan) and closes it DONE without calling the model or a tool again, then claims
+  the next turn. Pages and API followers were told "done" and the status after the statement; they
+  are told again when it is closed. (tests/integration/test_drain_async_done.py runs that recovery
+  with a real worker.) A wall-clock WAL flush per turn (2.5-3 ms on this VM's disk) for that.
 
 What these do not handle (a turn still marked running by a worker that died, a turn to fail or to
 requeue) goes through the ORM path in agents_app.runner as before: `start` and `done_next` say so
@@ -73,8 +83,9 @@ _CLAIM = (
     "AND t.status = 'queued' AND {gate} RETURNING " + _COLUMNS + ")"
 )
 
-# The claim's transaction does not wait for its WAL to reach the disk (2-4 ms of the queue stage on
-# this VM's disk): see the module's docstring, "The claim's commit".
+# `start`'s and `done_next`'s transactions do not wait for their WAL to reach the disk (2-4 ms each
+# on this VM's disk: of the queue stage, of every turn's end): see the module's docstring, "Both
+# commit asynchronously".
 _ASYNC = "SET LOCAL synchronous_commit TO off; "
 
 _START = (
@@ -102,22 +113,26 @@ _STATUS = (
     "ORDER BY created_at DESC, id DESC LIMIT 1) = 'failed' THEN 'failed' ELSE 'idle' END"
 )
 
-_DONE_NEXT = _LOCK + (
-    f"WITH s AS (SELECT id, {_SESSION_COLUMNS} FROM {SESSIONS} WHERE id = %(pk)s AND lease_owner = %(owner)s), "
-    f"f AS (UPDATE {TURNS} SET status = %(status)s, error = '', finished_at = clock_timestamp(), "
-    "config_version_id = %(version)s WHERE id = %(tid)s "
-    "AND session_id = %(pk)s AND status = 'running' AND EXISTS (SELECT 1 FROM s) RETURNING id), "
-    f"o AS (SELECT EXISTS (SELECT 1 FROM {TURNS} WHERE session_id = %(pk)s AND status = 'running' "
-    "AND id <> %(tid)s) AS orphan), "
-    + _CLAIM.format(gate="EXISTS (SELECT 1 FROM f) AND NOT (SELECT orphan FROM o)")
-    + f", st AS (SELECT {_STATUS} AS now), "
-    f"u AS (UPDATE {SESSIONS} SET status = st.now, "
-    "lease_owner = CASE WHEN EXISTS (SELECT 1 FROM c) OR (SELECT orphan FROM o) THEN lease_owner ELSE '' END, "
-    "lease_expires_at = CASE WHEN EXISTS (SELECT 1 FROM c) OR (SELECT orphan FROM o) THEN %(until)s ELSE NULL END "
-    f"FROM st WHERE {SESSIONS}.id = %(pk)s AND EXISTS (SELECT 1 FROM f) RETURNING 1) "
-    "SELECT (SELECT count(*) FROM s), (SELECT count(*) FROM f), (SELECT orphan FROM o), (SELECT now FROM st), "
-    "(SELECT count(*) FROM u), c.*, ss.app_name, ss.user_id, ss.session_id, k.* "
-    "FROM (SELECT 1) one LEFT JOIN c ON true " + _CLAIMED
+_DONE_NEXT = (
+    _ASYNC
+    + _LOCK
+    + (
+        f"WITH s AS (SELECT id, {_SESSION_COLUMNS} FROM {SESSIONS} WHERE id = %(pk)s AND lease_owner = %(owner)s), "
+        f"f AS (UPDATE {TURNS} SET status = %(status)s, error = '', finished_at = clock_timestamp(), "
+        "config_version_id = %(version)s WHERE id = %(tid)s "
+        "AND session_id = %(pk)s AND status = 'running' AND EXISTS (SELECT 1 FROM s) RETURNING id), "
+        f"o AS (SELECT EXISTS (SELECT 1 FROM {TURNS} WHERE session_id = %(pk)s AND status = 'running' "
+        "AND id <> %(tid)s) AS orphan), "
+        + _CLAIM.format(gate="EXISTS (SELECT 1 FROM f) AND NOT (SELECT orphan FROM o)")
+        + f", st AS (SELECT {_STATUS} AS now), "
+        f"u AS (UPDATE {SESSIONS} SET status = st.now, "
+        "lease_owner = CASE WHEN EXISTS (SELECT 1 FROM c) OR (SELECT orphan FROM o) THEN lease_owner ELSE '' END, "
+        "lease_expires_at = CASE WHEN EXISTS (SELECT 1 FROM c) OR (SELECT orphan FROM o) THEN %(until)s ELSE NULL END "
+        f"FROM st WHERE {SESSIONS}.id = %(pk)s AND EXISTS (SELECT 1 FROM f) RETURNING 1) "
+        "SELECT (SELECT count(*) FROM s), (SELECT count(*) FROM f), (SELECT orphan FROM o), (SELECT now FROM st), "
+        "(SELECT count(*) FROM u), c.*, ss.app_name, ss.user_id, ss.session_id, k.* "
+        "FROM (SELECT 1) one LEFT JOIN c ON true " + _CLAIMED
+    )
 )
 
 

@@ -32,6 +32,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--turns", type=int, default=40, help="turns of each kind (default 40)")
     parser.add_argument("--tree", default=str(Path(__file__).resolve().parents[1]), help="the worktree to run")
+    parser.add_argument(
+        "--only", choices=["drain", "direct"], help="run one kind only (to profile it: py-spy record -- ...)"
+    )
     args = parser.parse_args()
     root = Path(args.tree).resolve()
     sys.path.insert(0, str(root))
@@ -58,7 +61,7 @@ def main() -> None:
     connection.creation.create_test_db(verbosity=0, autoclobber=True, serialize=False)
     try:
         print(f"{root} (load average {os.getloadavg()[0]:.1f})")
-        measure(args.turns)
+        measure(args.turns, args.only)
     finally:
         from django.db import connections
 
@@ -71,7 +74,7 @@ def main() -> None:
         connection.creation.destroy_test_db(old_name, verbosity=0)
 
 
-def measure(turns: int) -> None:
+def measure(turns: int, only: str | None = None) -> None:
     from asgiref.sync import ThreadSensitiveContext
     from google.adk.runners import Runner
     from google.genai import types
@@ -116,16 +119,23 @@ def measure(turns: int) -> None:
         if i % 10 == 0:
             session = services.session_create(app_name="stock_agent", user_id="requester")
             direct_id = store.create_session_sync(app_name="stock_agent", user_id="requester").id
-        services.message_send(session=session, text=text, streaming=False)
+        if only != "direct":
+            services.message_send(session=session, text=text, streaming=False)
         for kind, arg in (("drain", session.pk), ("direct", direct_id)):
+            if only and kind != only:
+                continue
             jobs.put((kind, arg))
             sample = done.get()
             if i >= warm:
                 results[kind].append(sample)
     jobs.put(None)
-    medians = {k: (statistics.median(w for w, _ in v), statistics.median(c for _, c in v)) for k, v in results.items()}
+    medians = {
+        k: (statistics.median(w for w, _ in v), statistics.median(c for _, c in v)) for k, v in results.items() if v
+    }
     for kind, (wall, cpu) in medians.items():
         print(f"  {kind:<7} median wall {wall:7.1f} ms   CPU {cpu:6.1f} ms   ({len(results[kind])} turns)")
+    if only:
+        return
     print(
         f"  drain / direct: wall {medians['drain'][0] / medians['direct'][0]:.2f}x, "
         f"CPU {medians['drain'][1] / medians['direct'][1]:.2f}x   (target 3: run <= 1.1x direct)"

@@ -270,3 +270,18 @@ def test_the_claims_asynchronous_commit_ends_with_it():
         cursor.execute("SHOW synchronous_commit")
         assert cursor.fetchone() == ("on",)
     connection.close()
+
+
+def test_the_finishs_asynchronous_commit_ends_with_it():
+    """`done_next` commits without waiting for the WAL flush too (its own transaction only): the next
+    turn's events on the same connection are synchronous commits again."""
+    row = _session()
+    first, _second = _turn(row), _turn(row)
+    started = _start(row)
+    assert started.turn is not None and started.turn.pk == first.pk
+    done = _done_next(started.turn)
+    assert done.finished and done.turn is not None
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW synchronous_commit")
+        assert cursor.fetchone() == ("on",)
+    connection.close()
