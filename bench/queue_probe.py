@@ -48,7 +48,7 @@ def _probe(tree: Path, turns: int) -> dict:
     from agents_app.models import Turn
 
     demo_setup()
-    client = redis.Redis.from_url(os.environ["REDIS_URL"])
+    client = redis.Redis.from_url(os.environ["REDIS_URL"], socket_timeout=330)  # redis-py 8 reads 5 s by default
     client.flushdb()
     web: dict[int, dict] = {}
     enqueue = services.session_enqueue
