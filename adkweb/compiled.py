@@ -83,20 +83,43 @@ def _rows_sql(build: Callable[..., QuerySet], sentinels: tuple) -> tuple[str, tu
 
 
 def rows(name: str, key: tuple, build: Callable[..., QuerySet], *args: Any) -> list[list[Any]]:
+    """See `rows_after` (without a statement before)."""
+    return rows_after(None, name, key, build, *args)[1]
+
+
+def rows_after(
+    lead: tuple[str, list[Any]] | None, name: str, key: tuple, build: Callable[..., QuerySet], *args: Any
+) -> tuple[list[tuple], list[list[Any]]]:
     """`build(*args)`'s rows (`build` returns a `values_list` query), compiled once per `key` (which
     must name everything the query's shape depends on but `args`; each argument an int or a str that
     the query uses as a parameter). Values come back as the ORM gives them (the fields' converters:
     JSON decoded, SQLite's datetimes parsed). Falls back to the ORM when an argument is not a plain
-    parameter of the query."""
+    parameter of the query.
+
+    `lead`: a statement (SQL, parameters) run first, in the same round trip on PostgreSQL (one query
+    string: two statements, in this order), its rows returned as they come (e.g. a lock to take before
+    the query's own). Elsewhere it is executed first, on its own."""
     sentinels = tuple(_sentinel(i, a) for i, a in enumerate(args))
     sql, template, places, expressions = compiled(name, key, lambda: _rows_sql(build, sentinels))
+    lead_rows: list[tuple] = []
     if places is None:
-        return [list(row) for row in build(*args)]
+        if lead is not None:
+            lead_rows = _execute(*lead)
+        return lead_rows, [list(row) for row in build(*args)]
     params: list[Any] = list(template)
     for at, arg in places:
         params[at] = args[arg]
     with connection.cursor() as cursor:
-        cursor.execute(sql, params)
+        if lead is not None and connection.vendor == "postgresql":
+            cursor.execute(f"{lead[0]}; {sql}", [*lead[1], *params])
+            lead_rows = cursor.fetchall()
+            cursor.nextset()
+        elif lead is not None:
+            cursor.execute(*lead)
+            lead_rows = cursor.fetchall()
+            cursor.execute(sql, params)
+        else:
+            cursor.execute(sql, params)
         fetched = cursor.fetchall()
     converters = [
         (i, convs)
@@ -110,4 +133,10 @@ def rows(name: str, key: tuple, build: Callable[..., QuerySet], *args: Any) -> l
             for convert in convs:
                 values[i] = convert(values[i], expressions[i], connection)
         out.append(values)
-    return out
+    return lead_rows, out
+
+
+def _execute(sql: str, params: list[Any]) -> list[tuple]:
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.fetchall()

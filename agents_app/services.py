@@ -130,9 +130,11 @@ def turn_add(
     state_delta: dict | None = None,
     streaming: bool = False,
     invocation_id: str = "",
+    enqueue: bool = True,
 ) -> Turn:
     """turn_create inside the caller's transaction (no savepoint of its own: an error here rolls
-    the caller's transaction back). Must run in an atomic block: the enqueue waits for its commit."""
+    the caller's transaction back). Must run in an atomic block: the enqueue waits for its commit
+    (`enqueue=False`: the caller enqueues, e.g. approvals.decisions before its commit)."""
     if not transaction.get_connection().in_atomic_block:
         raise RuntimeError("turn_add runs inside a transaction (use turn_create otherwise).")
     parts = content.parts or [] if content is not None else []
@@ -149,7 +151,8 @@ def turn_add(
         invocation_id=invocation_id if content is None else "",
     )
     session_pk = session.pk
-    transaction.on_commit(lambda: session_enqueue(session_pk=session_pk), robust=True)
+    if enqueue:
+        transaction.on_commit(lambda: session_enqueue(session_pk=session_pk), robust=True)
     return turn
 
 

@@ -56,6 +56,8 @@ def link(responses: Iterable[Any]) -> None:
     rows = [r for r in responses if r.chain_seq is None]
     if not rows:
         return
+    if len(rows) == 1 and _link_one(rows[0]):
+        return
     head = DecisionChain.objects.select_for_update().filter(pk=1).order_by().first()
     if head is None:  # the first decision ever (a concurrent first one waits on the key, then adds nothing)
         DecisionChain.objects.bulk_create([DecisionChain(pk=1)], ignore_conflicts=True)
@@ -69,6 +71,74 @@ def link(responses: Iterable[Any]) -> None:
         Response.objects.filter(pk=row.pk).update(chain_seq=row.chain_seq, chain_hash=row.chain_hash)
         head.length, head.last_hash, head.last_response_id = row.chain_seq, row.chain_hash, row.pk
     head.save()
+
+
+# One decision on PostgreSQL (every click, almost every /run) in two statements instead of four: the
+# head locked and the row read back in one, the row's link and the head written in the other (a
+# data-modifying WITH: one statement, all or nothing). Same lock, same order, same bytes hashed.
+_RESPONSE_COLUMNS = (
+    "id, pending_call_id, actor_username, actor_name, source, grant_id, created_at, args_hash, action, final, "
+    "payload, comment, edited_args"
+)
+_HEAD_AND_ROW = (
+    f"SELECT h.length, h.last_hash, {', '.join(f'r.{c.strip()}' for c in _RESPONSE_COLUMNS.split(','))} "
+    "FROM approvals_decisionchain h JOIN approvals_response r ON r.id = %s WHERE h.id = 1 FOR UPDATE OF h"
+)
+_WRITE = (
+    "WITH r AS (UPDATE approvals_response SET chain_seq = %s, chain_hash = %s WHERE id = %s RETURNING id) "
+    "UPDATE approvals_decisionchain SET length = %s, last_hash = %s, last_response_id = (SELECT id FROM r) "
+    "WHERE id = 1"
+)
+
+
+@dataclass
+class _Stored:
+    """A Response as the database holds it: what `decision_fields` reads."""
+
+    pk: int
+    pending_call_id: int
+    actor_username: str
+    actor_name: str
+    source: str
+    grant_id: int | None
+    created_at: Any
+    args_hash: str
+    action: str
+    final: bool
+    payload: Any
+    comment: str
+    edited_args: Any
+    chain_seq: int | None = None
+
+
+def _json(value: Any) -> Any:
+    """A jsonb column as Django's PostgreSQL backend hands it over (text), decoded as JSONField does."""
+    return json.loads(value) if isinstance(value, str | bytes) else value
+
+
+def _link_one(row: Any) -> bool:
+    """`link([row])` on PostgreSQL; False elsewhere, or before the first decision ever (no head yet):
+    then the ORM path does it."""
+    from django.db import transaction
+
+    db = transaction.get_connection()
+    if db.vendor != "postgresql":
+        return False
+    with db.cursor() as cursor:
+        cursor.execute(_HEAD_AND_ROW, [row.pk])
+        found = cursor.fetchone()
+        if found is None:
+            return False  # no head row yet (or no such response): the ORM path creates it
+        length, last_hash, *values = found
+        stored = _Stored(*values)
+        stored.payload, stored.edited_args = _json(stored.payload), _json(stored.edited_args)
+        seq = length + 1
+        fields = decision_fields(stored)
+        fields["seq"] = seq
+        digest = link_hash(last_hash or GENESIS, fields)
+        cursor.execute(_WRITE, [seq, digest, row.pk, seq, digest])
+    row.chain_seq, row.chain_hash = seq, digest
+    return True
 
 
 @dataclass

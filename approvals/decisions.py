@@ -7,19 +7,20 @@ of the arguments its decider saw (stale: 409) and edited arguments (the agent ge
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from django.db import transaction
-from django.db.models import QuerySet
+from django.db.models import Field, QuerySet
 from django.utils import timezone
 from google.genai import types
 
-from adkweb.compiled import rows
+from adkweb.compiled import rows, rows_after
 from adkweb.errors import Conflict, Forbidden
 from adkweb.notify import TICKET_DECIDED, notify
+from agents_app import services as agent_services
 from agents_app.agents import remote_app
 from agents_app.models import AdkSession, Turn
-from agents_app.services import session_locked, turn_add
+from agents_app.services import row_lock_held, session_lock, session_locked, turn_add
 from agents_app.timeline import readable
 
 from . import chain, edits, events, grants, payloads
@@ -71,6 +72,29 @@ class Answer:
     edited_args: dict[str, Any] | None = None  # approve these arguments instead
     grant: grants.GrantSpec | None = None  # and allow the tool for a while
     approve_extra: dict[str, Any] | None = None  # a confirmation's payload given with "approve"
+
+
+# Waking before the commit. A page's or the API's decision that queues a turn sends its wake-up
+# (agents_app.services.session_enqueue) after its last statement and before its COMMIT, not after
+# the commit: the worker's pop, hand-over and drain set-up then overlap the commit's WAL flush, and
+# its claim (agents_app.turn_sql.start) is already waiting when the commit lands. Why that is safe:
+# - The claim's first statement locks the session row (FOR NO KEY UPDATE), which this transaction
+#   holds from its start (`_session_and_ticket_locked`), so it waits for our COMMIT or ROLLBACK; its
+#   next statement takes its snapshot after the lock is granted and sees whatever we committed (the
+#   rule the drain already relies on, agents_app.turn_sql).
+# - Committed: the claim finds the queued turn and runs it, as if woken after the commit. One
+#   wake-up only (turn_add(enqueue=False)), so no second drain.
+# - Rolled back (an error after the wake-up, the COMMIT failing, the web process dying before or
+#   during it: PostgreSQL rolls back a transaction whose connection is gone), or not committed yet
+#   when a worker looks: the turn does not exist for anyone else. The claim finds no queued or running
+#   turn, takes no lease, and the drain ends having done nothing (runner._drain_pg: `not leased`);
+#   a session with other owed work drains that work, which it owed anyway.
+# - The wake-up lost (Redis down, a worker killed after popping it): as after a commit,
+#   session_enqueue's relay and the sweeper deliver it; the Turn row stays the truth.
+# - Only where the claim does wait: PostgreSQL, the session row locked here, the outermost atomic
+#   block (`_early`). Elsewhere, and for /run (agents_app.eager may run that drain in the web
+#   process after the commit), the enqueue stays after the commit.
+# The cost: a worker's drain thread may wait on the lock for the commit's duration (a few ms).
 
 
 @dataclass
@@ -191,7 +215,11 @@ def _record(plan: _Plan, turn: Turn | None, actor: Any, source: str, grant: Stan
     elif not plan.held:
         ticket.status = PendingCall.Status.IN_PROGRESS
     # What a decision changes (the row is locked: the other columns are as read); not every column
-    ticket.save(update_fields=_DECIDED_FIELDS + (_EDITED_FIELDS if answer.edited_args is not None else []))
+    fields = _DECIDED_FIELDS + (_EDITED_FIELDS if answer.edited_args is not None else [])
+    if turn is not None:
+        _ticket_write(ticket, fields)
+    else:
+        ticket.save(update_fields=fields)
     if final and source != Response.Source.EXPIRY:  # an expiry is told as ticket.expired
         by = person.get_username() if person else None
         notify(TICKET_DECIDED, ticket=ticket, data={"status": ticket.status, "by": by, "comment": answer.comment})
@@ -199,6 +227,17 @@ def _record(plan: _Plan, turn: Turn | None, actor: Any, source: str, grant: Stan
         grants.grant_give(ticket=ticket, actor=actor, spec=answer.grant)
     events.after_commit_ticket_changed(ticket)
     return response
+
+
+def _ticket_write(ticket: PendingCall, fields: list[str]) -> None:
+    """`ticket.save(update_fields=fields)` without the save's status sync (agents_app.session_status),
+    when this transaction queued a turn of the ticket's session: that turn keeps the session's stored
+    status `running` whatever the ticket's status, and whoever finishes it recomputes the status under
+    the session row's lock after this commit. One UPDATE instead of two."""
+    ticket.updated_at = timezone.now()  # auto_now, as save() would
+    columns = [cast(Field, PendingCall._meta.get_field(name)).attname for name in fields]
+    PendingCall.objects.filter(pk=ticket.pk).update(**{name: getattr(ticket, name) for name in columns})
+    ticket._loaded_status = ticket.status  # as the save's sync leaves it
 
 
 @transaction.atomic
@@ -211,16 +250,36 @@ def answers_submit(
     state_delta: dict | None = None,
     source: str = Response.Source.PERSON,
     grant: StandingGrant | None = None,
+    wake_early: bool = False,
 ) -> tuple[Turn | None, list[Response]]:
     """Record answers to open tickets of one session and queue the turn that carries those that
-    reach the agent now (None when every answer is an approval still waiting for others)."""
+    reach the agent now (None when every answer is an approval still waiting for others).
+    `wake_early`: wake a worker for that turn just before the commit rather than after it, where
+    that is safe (`_early`; see "Waking before the commit" above)."""
     if not answers:
         raise InvalidResponse("No responses given.")
     # The session row first, then its tickets: the order the session store's append (which may
     # touch a ticket) takes them, and the stored status (agents_app.session_status) needs it. With
     # the row held, the status follows the new turn and the closed tickets in one UPDATE each.
+    pks = [a.ticket.pk for a in answers]
+    if len(pks) == 1:  # every click, almost every /run: both locks in one round trip
+        held, locked = _session_and_ticket_locked(session.pk, pks[0])
+        if not held:  # no live session row (archived): nothing held, as session_locked does
+            return _submit(session, answers, actor, streaming, state_delta, source, grant, locked, False)
+        with row_lock_held(session.pk):
+            early = wake_early and _early()
+            return _submit(session, answers, actor, streaming, state_delta, source, grant, locked, early)
     with session_locked(session.pk):
-        return _submit(session, answers, actor, streaming, state_delta, source, grant)
+        locked = _tickets_locked(pks)
+        return _submit(session, answers, actor, streaming, state_delta, source, grant, locked, False)
+
+
+def _early() -> bool:
+    """Whether this decision may wake its worker before its commit: on PostgreSQL (the worker's claim
+    waits on the session row this transaction locked) and in the outermost atomic block (the commit
+    is the next thing; nested, the row would be held to an outer commit we do not see)."""
+    db = transaction.get_connection()
+    return db.vendor == "postgresql" and len(db.atomic_blocks) == 1
 
 
 def _ticket_fields() -> list[str]:
@@ -231,10 +290,29 @@ def _ticket_locking(pk: int) -> QuerySet:
     return PendingCall.objects.select_for_update(of=("self",)).filter(pk=pk).order_by().values_list(*_ticket_fields())
 
 
+# agents_app.services.session_lock's statement (FOR NO KEY UPDATE of a live session's row), written out
+# to go with the ticket's lock in one round trip.
+_SESSION_LOCK = f"SELECT id FROM {AdkSession._meta.db_table} WHERE id = %s AND archived_at IS NULL FOR NO KEY UPDATE"
+
+
+def _session_and_ticket_locked(session_pk: int, ticket_pk: int) -> tuple[bool, dict[int, PendingCall]]:
+    """The session's row locked (True; False: no live session, nothing locked), then the ticket, as it
+    is now (FOR UPDATE), both to the end of the transaction: two statements in one round trip on
+    PostgreSQL (one after the other, in this order), the ticket's compiled once per process; who
+    closed or edited it is read only when a refusal names them."""
+    db = transaction.get_connection()
+    if db.vendor != "postgresql":  # SQLite: no row locks (its writer holds the whole file)
+        return session_lock(session_pk), _tickets_locked([ticket_pk])
+    session_rows, ticket_rows = rows_after(
+        (_SESSION_LOCK, [session_pk]), "decision_ticket_lock", (), _ticket_locking, ticket_pk
+    )
+    found = [PendingCall.from_db(db.alias, _ticket_fields(), row) for row in ticket_rows]
+    return bool(session_rows), {t.pk: t for t in found}
+
+
 def _tickets_locked(pks: list[int]) -> dict[int, PendingCall]:
     """The tickets, locked (FOR UPDATE) to the end of the transaction, as they are now. One ticket
-    (every click, almost every /run) in a statement compiled once per process; who closed or edited
-    it is read only when a refusal names them."""
+    in a statement compiled once per process."""
     if len(pks) == 1:
         db = transaction.get_connection()
         found = [
@@ -253,8 +331,9 @@ def _submit(  # noqa: PLR0913
     state_delta: dict | None,
     source: str,
     grant: StandingGrant | None,
+    locked: dict[int, PendingCall],
+    early: bool,
 ) -> tuple[Turn | None, list[Response]]:
-    locked = _tickets_locked([a.ticket.pk for a in answers])
     plans = []
     for answer in answers:
         answer.ticket = locked[answer.ticket.pk]
@@ -269,7 +348,12 @@ def _submit(  # noqa: PLR0913
     if parts:
         content = types.Content(role="user", parts=parts)
         who = actor if source == Response.Source.PERSON else None
-        turn = turn_add(session=session, content=content, actor=who, state_delta=state_delta, streaming=streaming)
+        turn = turn_add(
+            session=session, content=content, actor=who, state_delta=state_delta, streaming=streaming, enqueue=not early
+        )
     responses = [_record(plan, turn, actor, source, grant) for plan in plans]
     chain.link(responses)  # last: the chain's lock is held to commit, and waits for nothing else
+    if turn is not None and early:
+        # Every statement is done; the COMMIT is next. See "Waking before the commit" above.
+        agent_services.session_enqueue(session_pk=session.pk)
     return turn, responses

@@ -173,7 +173,7 @@ def response_submit(
     """Record one response to a ticket and queue the turn that carries it to the agent."""
     answer = Answer(ticket, payload, final, comment, action, seen_hash=args_hash)
     with log_ids(ticket=ticket.pk):
-        return answers_submit(session=ticket.session, answers=[answer], actor=actor)[1][0]
+        return answers_submit(session=ticket.session, answers=[answer], actor=actor, wake_early=True)[1][0]
 
 
 def ticket_approve(
@@ -191,7 +191,7 @@ def ticket_approve(
     answer = Answer(
         ticket, {}, True, comment, Response.Action.APPROVE, None, args_hash, edited_args, grant, approve_extra=payload
     )
-    return answers_submit(session=ticket.session, answers=[answer], actor=actor)[1][0]
+    return answers_submit(session=ticket.session, answers=[answer], actor=actor, wake_early=True)[1][0]
 
 
 def ticket_reject(*, ticket: PendingCall, actor: Any, reason: str = "", args_hash: str | None = None) -> Response:
