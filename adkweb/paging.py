@@ -14,7 +14,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from django.db.models import Q, QuerySet
+from django.db import connection
+from django.db.models import BooleanField, Q, QuerySet
+from django.db.models.expressions import RawSQL
 
 COUNT_CAP = 1000
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -70,6 +72,21 @@ def beyond(field_name: str, key: tuple[Any, int], descending: bool) -> Q:
     if descending:
         return Q(**{f"{field_name}__lte": value}) & (Q(**{f"{field_name}__lt": value}) | Q(pk__lt=pk))
     return Q(**{f"{field_name}__gte": value}) & (Q(**{f"{field_name}__gt": value}) | Q(pk__gt=pk))
+
+
+def _from_row(qs: QuerySet, order: tuple[str, str], start: int, sort_field: str, descending: bool) -> RawSQL:
+    """The rows from the `start`-th of `qs` in `order` on, as one condition: `(field, pk)` compared with
+    the key of that row, which a subquery finds by offset over the keys alone (no joins for the
+    page's related rows, no columns but the two, the index on (field, pk) walked once; PostgreSQL
+    runs it once, as an InitPlan). Past the end the subquery finds nothing and no row matches."""
+    model = qs.model
+    field = model._meta.get_field(sort_field)
+    keys = qs.select_related(None).order_by(*order).values_list(sort_field, "pk")[start : start + 1]
+    sql, params = keys.query.sql_with_params()
+    quote = connection.ops.quote_name
+    table = quote(model._meta.db_table)
+    row = f"({table}.{quote(field.column)}, {table}.{quote(model._meta.pk.column)})"
+    return RawSQL(f"{row} {'<=' if descending else '>='} ({sql})", params, output_field=BooleanField())
 
 
 @dataclass
@@ -157,6 +174,9 @@ def keyset_page(
         if page > 1 and total <= COUNT_CAP:  # as Django's get_page: past the end shows the last page
             page = min(page, max(1, -(-total // per_page)))
         start = (page - 1) * per_page
-        rows = list(qs.order_by(*order)[start : start + per_page + 1])
+        if start:  # a page number typed (or an old link): its first row sought, then read by keyset
+            rows = list(qs.filter(_from_row(qs, order, start, sort_field, descending)).order_by(*order)[: per_page + 1])
+        else:
+            rows = list(qs.order_by(*order)[: per_page + 1])
         number = page
     return KeysetPage(rows[:per_page], number, total, per_page, sort_field, len(rows) > per_page, number > 1)

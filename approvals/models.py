@@ -98,7 +98,13 @@ class PendingCall(models.Model):
         # pages (adkweb.paging) walk these. Search has trigram indexes on PostgreSQL (migration 0005).
         indexes = [
             models.Index(fields=["status", "-created_at"]),
-            models.Index(fields=["-created_at", "-id"], name="ticket_newest"),
+            # With the columns a person's visibility reads (approvals.permissions.visible_q): a page
+            # number's first key (adkweb.paging) is sought by an index-only scan, not a heap row each.
+            models.Index(
+                fields=["-created_at", "-id"],
+                include=["session", "requester", "routed", "escalated_at"],
+                name="ticket_newest",
+            ),
             models.Index(
                 fields=["-created_at", "-id"],
                 condition=models.Q(status__in=["pending", "in_progress"]),

@@ -102,9 +102,15 @@ def works_inbox(user: Any) -> bool:
 
 def visible_q(user: Any) -> Q:
     """The tickets this person may see, as a filter (the inbox, the API list, counts)."""
+    from agents_app.models import AdkSession
+
     if not _authenticated(user):
         return Q(pk__in=[])
-    live = Q(session__archived_at__isnull=True)  # a deleted conversation's tickets: the audit page only
+    # A deleted conversation's tickets: the audit page only. Written as "not one of the archived
+    # sessions" (few: PostgreSQL hashes them once, from the archived_at index) rather than a join to
+    # every ticket's session: a list that walks its index (a deep page's key, a count) then reads no
+    # session row per ticket. The same tickets: every ticket has its session.
+    live = ~Q(session_id__in=AdkSession.all_objects.filter(archived_at__isnull=False).values("pk"))
     return live & ticket_scope_q(user)
 
 
