@@ -93,9 +93,16 @@ class CommonMiddleware(OnTheLoop, common.CommonMiddleware):
     """Host and user-agent checks, the slash redirect (a URL resolve), Content-Length."""
 
 
+# A checked request's form body small enough to parse for its token on the loop (bytes).
+FORM_ON_THE_LOOP_MAX = 64 * 1024
+
+
 class CsrfViewMiddleware(OnTheLoop, csrf.CsrfViewMiddleware):
-    """The secret comes from the cookie (or the session, CSRF_USE_SESSIONS: a read, so a thread);
-    a checked request may have its form body parsed for the token (a thread)."""
+    """The secret comes from the cookie (or the session, CSRF_USE_SESSIONS: a read, so a thread). A
+    checked request has its body parsed for the token (`request.POST`): a multipart body may write
+    its files to disk (a thread); a url-encoded one is parsed from memory (ASGIRequest reads the whole
+    body first, kept in memory up to FILE_UPLOAD_MAX_MEMORY_SIZE), on the loop when it is small (every
+    form and htmx action of the pages); any other body is not read at all."""
 
     def request_blocks(self, request: HttpRequest) -> bool:
         return settings.CSRF_USE_SESSIONS
@@ -103,7 +110,17 @@ class CsrfViewMiddleware(OnTheLoop, csrf.CsrfViewMiddleware):
     def view_blocks(self, request: HttpRequest, callback: Any) -> bool:
         if settings.CSRF_USE_SESSIONS:
             return True
-        return not getattr(callback, "csrf_exempt", False) and request.method not in SAFE_METHODS
+        if getattr(callback, "csrf_exempt", False) or request.method in SAFE_METHODS:
+            return False
+        if request.content_type == "multipart/form-data":
+            return True
+        if request.content_type != "application/x-www-form-urlencoded":
+            return False  # request.POST is empty for it: the body is not read
+        try:
+            length = int(request.META["CONTENT_LENGTH"])  # none (chunked): its size is not known here
+        except (KeyError, ValueError):
+            return True
+        return not 0 <= length <= min(FORM_ON_THE_LOOP_MAX, settings.FILE_UPLOAD_MAX_MEMORY_SIZE)
 
     def response_blocks(self, request: HttpRequest, response: HttpResponseBase) -> bool:
         return settings.CSRF_USE_SESSIONS

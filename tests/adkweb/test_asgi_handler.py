@@ -107,6 +107,41 @@ async def test_hooks_run_on_the_loop_unless_they_write(demo, monkeypatch):
     assert seen["session"][-1] is False  # the login's session save: in a thread
 
 
+async def test_a_small_form_is_checked_for_its_csrf_token_on_the_loop(demo, monkeypatch):
+    """A url-encoded form (the pages' forms, htmx actions) is parsed for its token in the loop's thread
+    (no hop before the view's own); a multipart body, which may write files, in a thread. Enforced
+    either way: no token, 403; the form's token or the header's, through."""
+    seen: list[bool] = []
+    original = middleware.CsrfViewMiddleware.process_view
+
+    def hook(self: Any, *args: Any) -> Any:
+        seen.append(asyncio._get_running_loop() is not None)
+        return original(self, *args)
+
+    monkeypatch.setattr(middleware.CsrfViewMiddleware, "process_view", hook)
+    client = AsyncClient(enforce_csrf_checks=True)
+    await _login(client, "requester")
+    token = client.cookies["csrftoken"].value
+    seen.clear()
+    assert (await client.post("/accounts/logout/", {"other": "x"})).status_code == 403
+    form = "application/x-www-form-urlencoded"
+    refused = await client.post("/accounts/logout/", "other=x", content_type=form)
+    assert refused.status_code == 403
+    assert seen == [False, True]  # the test client's dict body is multipart: a thread; a url-encoded one: the loop
+    assert (
+        await client.post("/accounts/logout/", "other=x", content_type=form, headers={"X-CSRFToken": token})
+    ).status_code == 302
+    await _login(client, "requester")
+    token = client.cookies["csrftoken"].value
+    seen.clear()
+    done = await client.post("/accounts/logout/", f"csrfmiddlewaretoken={token}", content_type=form)
+    assert done.status_code == 302 and seen == [True]
+    # Past the size parsed on the loop: a thread, and still enforced.
+    big = "other=" + "x" * middleware.FORM_ON_THE_LOOP_MAX
+    assert (await client.post("/accounts/logout/", big, content_type=form)).status_code == 403
+    assert seen == [True, False]
+
+
 def _get(path: str) -> dict[str, Any]:
     return {"type": "http", "method": "GET", "path": path, "raw_path": path.encode(), "query_string": b"",
             "headers": [(b"host", b"testserver")], "client": ("127.0.0.1", 1), "server": ("testserver", 80),
