@@ -75,9 +75,11 @@ class Answer:
 
 
 # Waking before the commit. A page's or the API's decision that queues a turn sends its wake-up
-# (agents_app.services.session_enqueue) after its last statement and before its COMMIT, not after
-# the commit: the worker's pop, hand-over and drain set-up then overlap the commit's WAL flush, and
-# its claim (agents_app.turn_sql.start) is already waiting when the commit lands. Why that is safe:
+# (agents_app.services.session_enqueue) before its last statements (the chain's) and its COMMIT, not
+# after the commit: the worker's pop, hand-over and drain set-up then overlap those and the commit's
+# WAL flush, and its claim (agents_app.turn_sql.start) is already waiting when the commit lands. Not
+# while the chain's head is locked: a wake-up that waits on an unreachable Redis (its connect timeout)
+# then holds only this session's rows, not every other decision. Why that is safe:
 # - The claim's first statement locks the session row (FOR NO KEY UPDATE), which this transaction
 #   holds from its start (`_session_and_ticket_locked`), so it waits for our COMMIT or ROLLBACK; its
 #   next statement takes its snapshot after the lock is granted and sees whatever we committed (the
@@ -352,8 +354,8 @@ def _submit(  # noqa: PLR0913
             session=session, content=content, actor=who, state_delta=state_delta, streaming=streaming, enqueue=not early
         )
     responses = [_record(plan, turn, actor, source, grant) for plan in plans]
-    chain.link(responses)  # last: the chain's lock is held to commit, and waits for nothing else
     if turn is not None and early:
-        # Every statement is done; the COMMIT is next. See "Waking before the commit" above.
+        # The chain's two statements and the COMMIT are next. See "Waking before the commit" above.
         agent_services.session_enqueue(session_pk=session.pk)
+    chain.link(responses)  # last: the chain's lock is held to commit, and waits for nothing else
     return turn, responses
