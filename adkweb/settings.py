@@ -322,6 +322,14 @@ ADKWEB_API_POLL_SECONDS = float(os.environ.get("ADKWEB_API_POLL_SECONDS", "1.0")
 # After a turn's commit, wake a worker through a Redis list its listener blocks on (agents_app.wake)
 # instead of Celery's message (services mode; the workers must run the threads pool). Off: Celery's task.
 ADKWEB_WAKE_LIST = env_bool("ADKWEB_WAKE_LIST", bool(REDIS_URL))
+# Eager runs (agents_app.eager): the web process that answers ADK's `/run` or `/run_sse` (and holds the
+# request open until the turn ends) runs the session's drain itself, on one of ADKWEB_EAGER_SLOTS
+# threads of its own, with the worker's code (lease, claim, heartbeat); with no slot free, or off,
+# a worker is woken as before. Services mode only (embedded mode runs every turn in-process anyway).
+# Each slot keeps an event loop, a database thread and the agents it built, and a running drain holds
+# one pooled connection: keep web slots x 2 + a few under DATABASE_POOL_MAX_SIZE with the requests'.
+ADKWEB_EAGER_RUN = env_bool("ADKWEB_EAGER_RUN", bool(REDIS_URL))
+ADKWEB_EAGER_SLOTS = int(os.environ.get("ADKWEB_EAGER_SLOTS", "4"))
 # An enqueue the broker refused is retried this often by the process that committed the turn
 # (0: leave it to the sweeper alone).
 ADKWEB_ENQUEUE_RETRY_SECONDS = float(os.environ.get("ADKWEB_ENQUEUE_RETRY_SECONDS", "1"))

@@ -18,7 +18,7 @@ from pydantic import ValidationError as PydanticValidationError
 
 from adkweb.errors import Conflict, Invalid, TooManyRequests
 
-from . import agents, wake
+from . import agents, eager, wake
 from .models import AdkSession, Turn
 from .session_service import DjangoSessionService, SessionBusy, session_archive
 from .session_status import row_lock_held
@@ -227,7 +227,10 @@ def session_enqueue(*, session_pk: int) -> bool:
     ADKWEB_WAKE_LIST is on, else Celery's task. A broker failure is logged, not raised: the queued
     Turn row is the truth, the enqueue is retried every second (agents_app.broker) and the sweeper
     re-enqueues owed work. Celery's task is sent by name (routed like `.delay`), so this module and
-    agents_app.tasks, which calls it, import no cycle."""
+    agents_app.tasks, which calls it, import no cycle. A `/run` that reserved a drain slot of its own
+    web process runs the drain there instead (agents_app.eager): no wake-up then."""
+    if eager.run_here(session_pk):
+        return True
     send = _send_wake if wake.enabled() else _send_drain
     try:
         send(session_pk)

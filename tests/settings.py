@@ -27,3 +27,7 @@ ADKWEB_ENQUEUE_RETRY_SECONDS = 0
 if DATABASES["default"]["ENGINE"].endswith("sqlite3"):  # noqa: F405
     test_db = os.environ.get("ADKWEB_TEST_SQLITE", f"/tmp/adkweb-test-{os.getpid()}.sqlite3")
     DATABASES["default"]["TEST"] = {"NAME": test_db}  # noqa: F405
+# The live servers the tests start in this process hand every turn to the real worker, as their tests
+# expect (eager runs of /run, agents_app.eager, are shown by tests/integration/test_eager.py with daphne
+# subprocesses on the production default).
+ADKWEB_EAGER_RUN = False

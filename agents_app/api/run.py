@@ -1,8 +1,9 @@
 """ADK REST: `/run` and `/run_sse`, over durable turns.
 
 The request queues a Turn (a text message, or function responses that answer open tickets under
-the approvals rules) and the worker runs it; the request follows that Turn and returns (or
-streams) the events its run stored. If the client goes away the turn still runs to the end.
+the approvals rules) and a drain slot of this web process (agents_app.eager) or a worker runs it;
+the request follows that Turn and returns (or streams) the events its run stored. If the client
+goes away the turn still runs to the end.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from adkweb.api import api_view, authenticate_request
 from adkweb.errors import Invalid, NotFound
 from approvals import services as approvals
 
-from .. import selectors, services
+from .. import eager, selectors, services
 from ..idempotency import Outcome, idempotent
 from ..models import AdkSession
 from .schemas import RunAgentRequest, parse_body
@@ -106,7 +107,10 @@ def _queue(
         return Outcome(200, turn_id=turn.pk)
 
     # Retried with the same Idempotency-Key: follow the first request's turn instead of queueing another.
-    outcome = idempotent(request, submit)
+    # The request waits for its turn anyway: a drain slot of this process runs it (agents_app.eager)
+    # when one is free, else a worker is woken after the commit as for any turn.
+    with eager.reserved(session.pk):
+        outcome = idempotent(request, submit)
     request.idempotent_replayed = outcome.replayed  # type: ignore[attr-defined]
     if outcome.turn_id is None:
         if outcome.body == []:
