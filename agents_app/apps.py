@@ -16,8 +16,10 @@ class AgentsAppConfig(AppConfig):
 
         from . import (
             admin_tokens,  # noqa: F401  (API tokens in the admin)
+            eager,
             events,
             fanout,
+            runner,
             session_status,
             worker_loop,
         )
@@ -26,4 +28,5 @@ class AgentsAppConfig(AppConfig):
         session_status.connect()  # sessions' stored status follows their turns and tickets
         events.register_fanout(fanout)  # the conversation pages' fragments, rendered once per audience
         register_source("turns", turn_metrics)  # /metrics (adkweb.metrics)
+        eager.register_drain(runner.session_turns_run)  # what an eager /run runs: the worker's drain
         worker_loop.connect_shutdown()  # a Celery worker's shutdown closes its turns' loops and threads

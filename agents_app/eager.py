@@ -32,7 +32,7 @@ import logging
 import os
 import queue
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -61,7 +61,7 @@ class _Pool:
         self.lock = threading.Lock()
         self.busy = 0
         self.ran = 0  # drains run (tests, diagnostics)
-        self.calls: queue.SimpleQueue[int] = queue.SimpleQueue()
+        self.calls: queue.SimpleQueue[tuple[int, Callable[[int], object]]] = queue.SimpleQueue()
         self.threads: list[threading.Thread] = []
         self.pid = os.getpid()
 
@@ -83,9 +83,9 @@ class _Pool:
 
     def _serve(self) -> None:
         while True:
-            session_pk = self.calls.get()
+            session_pk, wake = self.calls.get()
             try:
-                _drain(session_pk)
+                _drain(session_pk, wake)
             finally:
                 with self.lock:
                     self.busy -= 1
@@ -132,31 +132,42 @@ def reserved(session_pk: int) -> Iterator[Reservation | None]:
             pool.give()
 
 
-def run_here(session_pk: int) -> bool:
+def run_here(session_pk: int, wake: Callable[[int], object]) -> bool:
     """From the enqueue after a turn's commit: True if this thread reserved a slot for the session
-    and its drain now runs here (send no wake-up); False: wake a worker as usual."""
+    and its drain now runs here (send no wake-up); False: wake a worker as usual. `wake(session_pk)`:
+    the enqueue without this (agents_app.services), for what the drain leaves queued."""
     held: Reservation | None = getattr(_local, "reservation", None)
     if held is None or held.used or held.session_pk != session_pk:
         return False
     held.used = True
-    _current_pool().calls.put(session_pk)
+    _current_pool().calls.put((session_pk, wake))
     return True
 
 
-def _drain(session_pk: int) -> None:
+_session_drain: Callable[[int], int] | None = None
+
+
+def register_drain(drain: Callable[[int], int]) -> None:
+    """The drain eager runs call: agents_app.runner.session_turns_run, registered by
+    AgentsAppConfig.ready (the runner imports the API's renderers: an import here would be a cycle)."""
+    global _session_drain
+    _session_drain = drain
+
+
+def _drain(session_pk: int, wake: Callable[[int], object]) -> None:
     """The worker's drain, here; then the wake-up for anything it left queued (see the module)."""
-    from . import runner, services
     from .models import Turn
 
     try:
-        ran = runner.session_turns_run(session_pk)
+        assert _session_drain is not None, "agents_app.eager: no drain registered (AgentsAppConfig.ready)"
+        ran = _session_drain(session_pk)
         if not ran:
             logger.info("Session %s: lease held elsewhere; its holder or a worker runs the turn.", session_pk)
     except Exception:  # as a worker's drain would log it; the wake-up below hands the rest on
         logger.exception("Eager drain of session %s failed", session_pk)
     try:
         if Turn.objects.filter(session_id=session_pk, status=Turn.Status.QUEUED).exists():
-            services.session_enqueue(session_pk=session_pk)  # not reserved on this thread: a wake-up
+            wake(session_pk)
     except Exception:
         logger.warning("Session %s: could not look for turns left queued; the sweeper will.", session_pk, exc_info=True)
     finally:

@@ -229,8 +229,13 @@ def session_enqueue(*, session_pk: int) -> bool:
     re-enqueues owed work. Celery's task is sent by name (routed like `.delay`), so this module and
     agents_app.tasks, which calls it, import no cycle. A `/run` that reserved a drain slot of its own
     web process runs the drain there instead (agents_app.eager): no wake-up then."""
-    if eager.run_here(session_pk):
+    if eager.run_here(session_pk, _enqueue_sent):
         return True
+    return _enqueue_sent(session_pk)
+
+
+def _enqueue_sent(session_pk: int) -> bool:
+    """session_enqueue's wake-up (or Celery task) for a worker."""
     send = _send_wake if wake.enabled() else _send_drain
     try:
         send(session_pk)
