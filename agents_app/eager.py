@@ -28,10 +28,12 @@ at the end); nothing in the answer depends on who ran the turn.
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
 import queue
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -64,11 +66,14 @@ class _Pool:
         self.calls: queue.SimpleQueue[tuple[int, Callable[[int], object]]] = queue.SimpleQueue()
         self.threads: list[threading.Thread] = []
         self.pid = os.getpid()
+        self.closing = False
 
     def reserve(self, limit: int) -> bool:
         with self.lock:
-            if self.busy >= limit:
+            if self.busy >= limit or self.closing:
                 return False
+            if not self.threads:
+                atexit.register(self.close)
             self.busy += 1
             self.threads = [t for t in self.threads if t.is_alive()]
             if len(self.threads) < self.busy:
@@ -76,6 +81,22 @@ class _Pool:
                 thread.start()
                 self.threads.append(thread)
             return True
+
+    def close(self, timeout: float | None = None) -> bool:
+        """At the process's exit (a web server stopped with SIGTERM): take no more drains and wait for
+        the running ones, up to the session lease's length (past it a worker resumes them anyway),
+        so a deploy does not cut a turn short. True if none was left running."""
+        if self.pid != os.getpid():
+            return True
+        with self.lock:
+            self.closing = True
+        wait = settings.ADKWEB_SESSION_LEASE_SECONDS if timeout is None else timeout
+        deadline = time.monotonic() + wait
+        while self.busy and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if self.busy:
+            logger.warning("Exiting with %d eager drain(s) running; the sweeper hands them to a worker.", self.busy)
+        return not self.busy
 
     def give(self) -> None:
         with self.lock:

@@ -286,3 +286,21 @@ def test_concurrent_runs_on_one_session_each_get_their_own_turn_once(demo, stack
     assert sorted(t for a, t in dialogue(session) if a == "user") == [f"work race{i}" for i in range(4)]
     ids = list(StoredEvent.objects.filter(session=session).values_list("event_id", flat=True))
     assert len(ids) == len(set(ids))
+
+
+def test_a_web_process_stopped_mid_eager_turn_finishes_it_before_exiting(demo, stack):
+    """SIGTERM (a deploy) while the web process runs a turn: it takes no new drains, finishes the
+    running turn (no worker anywhere), then exits; the turn is done once, not cut short for the
+    sweeper to resume."""
+    web, client = stack.web()
+    session = _session()
+    call = _in_thread(lambda: _run(client, session, "slow term"))
+    wait_for(lambda: _status(session) == "running", timeout=30, what="the slow turn to run in the web")
+    assert web.proc is not None
+    web.proc.terminate()
+    web.proc.wait(timeout=SLOW + 20)
+    call["thread"].join(10)
+    turn = _turn(session)
+    assert turn is not None and (turn.status, turn.attempts) == ("done", 1), web.text()[-3000:]
+    _once(session, "slow_tool", "term", "slow term")
+    assert "eager drain(s) running" not in web.text()
