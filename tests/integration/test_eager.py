@@ -304,3 +304,41 @@ def test_a_web_process_stopped_mid_eager_turn_finishes_it_before_exiting(demo, s
     assert turn is not None and (turn.status, turn.attempts) == ("done", 1), web.text()[-3000:]
     _once(session, "slow_tool", "term", "slow term")
     assert "eager drain(s) running" not in web.text()
+
+
+def test_a_drain_that_leaves_turns_queued_wakes_a_worker_for_them(demo, settings, monkeypatch):
+    """Whatever the web's drain leaves queued (it found the lease taken and the holder stopped
+    without looking, or it failed) gets the wake-up it would have had without eager runs; a drain
+    that ran everything sends none."""
+    from agents_app import eager
+
+    settings.ADKWEB_CODE_AGENTS = {**settings.ADKWEB_CODE_AGENTS, crashy.APP_NAME: crashy.DOTTED}
+    session = _session()
+    woken: list[int] = []
+    monkeypatch.setattr(services, "session_enqueue", lambda *, session_pk: True)  # the turn stays queued
+    services.message_send(session=session, text="work left", actor=demo["requester"], streaming=False)
+    monkeypatch.setattr(eager, "_session_drain", lambda session_pk: 0)  # the lease was held elsewhere
+    eager._drain(session.pk, woken.append)
+    assert woken == [session.pk]
+    for turn in Turn.objects.filter(session=session):  # saved, so the session's stored status follows
+        turn.status = "done"
+        turn.save(update_fields=["status"])
+    eager._drain(session.pk, woken.append)
+    assert woken == [session.pk]
+
+
+def test_a_slot_is_reserved_only_when_free_and_given_back_when_unused(settings):
+    from agents_app import eager
+
+    settings.ADKWEB_EAGER_RUN, settings.ADKWEB_EAGER_SLOTS = True, 1
+    settings.ADKWEB_EMBEDDED_WORKER = False
+    before = eager.busy()
+    with eager.reserved(1) as held:
+        assert held is not None and eager.busy() == before + 1
+        with eager.reserved(2) as other:
+            assert other is None  # the one slot is taken
+        assert not eager.run_here(2, lambda pk: None)  # another session's enqueue wakes a worker
+    assert eager.busy() == before  # unused: given back
+    settings.ADKWEB_EAGER_RUN = False
+    with eager.reserved(1) as held:
+        assert held is None
