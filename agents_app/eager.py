@@ -67,13 +67,15 @@ class _Pool:
         self.threads: list[threading.Thread] = []
         self.pid = os.getpid()
         self.closing = False
+        self.exit_hooked = False
 
     def reserve(self, limit: int) -> bool:
         with self.lock:
             if self.busy >= limit or self.closing:
                 return False
-            if not self.threads:
+            if not self.exit_hooked:
                 atexit.register(self.close)
+                self.exit_hooked = True
             self.busy += 1
             self.threads = [t for t in self.threads if t.is_alive()]
             if len(self.threads) < self.busy:
