@@ -57,6 +57,7 @@ USER = "approver"  # adkweb: the session's owner must be the caller, and an appr
 TEXT = "Please reimburse 200$ for meals"
 STEPS = ("create", "run: message", "run: approval", "flow")
 ADK_DB, WEB_DB, BASE_DB = f"{DB_PREFIX}_http_adk", f"{DB_PREFIX}_http_web", f"{DB_PREFIX}_http_base"
+BASE_QUEUE = "agents_bench_base"  # the --base tree's drain queue (and wake-up list)
 LABELS = {
     "adk-pg": "ADK api_server + PostgreSQL",
     "adk-sqlite": "ADK api_server + SQLite",
@@ -97,9 +98,16 @@ def adkweb_target(key: str, database_url: str, redis_url: str, root: Path = ROOT
         env.update(ADKWEB_EMBEDDED_WORKER="false", CHANNELS_PREFIX="adkweb-bench-http")
         if root != ROOT:  # another tree's servers share the Redis DB: their own channel and broker keys
             shim = Path(tempfile.mkdtemp(prefix="adkweb-bench-base-")) / "bench_base_settings.py"
+            # ... and their own drain queue, so also their own wake-up list (agents_app.wake.key): the two
+            # trees' workers popped each other's wake-ups and ran drains on the wrong database.
             shim.write_text(
                 "from adkweb.settings import *  # noqa: F403\n"
+                "from kombu import Queue\n"
                 "CELERY_BROKER_TRANSPORT_OPTIONS = {'global_keyprefix': 'bench-base:'}\n"
+                f"CELERY_TASK_QUEUES = (Queue('{BASE_QUEUE}'), Queue('notifications'))\n"
+                f"CELERY_TASK_DEFAULT_QUEUE = '{BASE_QUEUE}'\n"
+                "CELERY_TASK_ROUTES = {**CELERY_TASK_ROUTES, 'agents_app.tasks.*': {'queue': '%s'}, "
+                "'approvals.tasks.*': {'queue': '%s'}}\n" % (BASE_QUEUE, BASE_QUEUE)
             )
             env.update(CHANNELS_PREFIX="adkweb-bench-http-base", DJANGO_SETTINGS_MODULE="bench_base_settings")
             env["PYTHONPATH"] = f"{shim.parent}{os.pathsep}{env['PYTHONPATH']}"
@@ -110,7 +118,10 @@ def adkweb_target(key: str, database_url: str, redis_url: str, root: Path = ROOT
     daphne = [str(BIN / "daphne"), "-p", str(port), "adkweb.asgi:application"]
     servers = [Server(f"{key}-web", daphne, env, port, cwd=root)]
     if redis_url:  # as the Procfile runs it
-        servers.append(Server(f"{key}-worker", celery_worker_cmd(), env, cwd=root))
+        worker = celery_worker_cmd()
+        if root != ROOT:
+            worker[worker.index("-Q") + 1] = BASE_QUEUE
+        servers.append(Server(f"{key}-worker", worker, env, cwd=root))
     for s in servers:
         s.start()
     return Target(key, f"http://127.0.0.1:{port}/api/adk", servers, {"Authorization": f"Token {key_}"})
