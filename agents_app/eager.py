@@ -45,13 +45,9 @@ logger = logging.getLogger(__name__)
 
 
 def enabled() -> bool:
-    """Services mode (workers elsewhere, Redis) with ADKWEB_EAGER_RUN on and at least one slot."""
-    return bool(
-        settings.ADKWEB_EAGER_RUN
-        and settings.ADKWEB_EAGER_SLOTS > 0
-        and settings.REDIS_URL
-        and not settings.ADKWEB_EMBEDDED_WORKER
-    )
+    """ADKWEB_EAGER_RUN on, with at least one slot (either mode: in embedded mode the drain runs on a
+    slot's thread instead of going through the in-process broker to the worker thread)."""
+    return bool(settings.ADKWEB_EAGER_RUN and settings.ADKWEB_EAGER_SLOTS > 0)
 
 
 class _Pool:
