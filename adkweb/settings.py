@@ -325,10 +325,13 @@ ADKWEB_WAKE_LIST = env_bool("ADKWEB_WAKE_LIST", bool(REDIS_URL))
 # Eager runs (agents_app.eager): the web process that answers ADK's `/run` or `/run_sse` (and holds the
 # request open until the turn ends) runs the session's drain itself, on one of ADKWEB_EAGER_SLOTS
 # threads of its own, with the worker's code (lease, claim, heartbeat); with no slot free, or off,
-# a worker is woken as before. Services mode only (embedded mode runs every turn in-process anyway).
-# Each slot keeps an event loop, a database thread and the agents it built, and a running drain holds
-# one pooled connection: keep web slots x 2 + a few under DATABASE_POOL_MAX_SIZE with the requests'.
-ADKWEB_EAGER_RUN = env_bool("ADKWEB_EAGER_RUN", bool(REDIS_URL))
+# a worker is woken as before. Each slot keeps an event loop, a database thread and the agents it
+# built, and a running drain holds one pooled connection: keep slots x 2 + a few under
+# DATABASE_POOL_MAX_SIZE with the requests'. Default: on in embedded mode (the turn skips the
+# in-process broker and its worker thread: p50 0.93-1.00x, p95 0.85-0.93x of before), off in services
+# mode, where it measured slower (p50 1.04-1.27x: the whole turn then shares one process's GIL and
+# CPU share with the web's own work, where a worker ran it in parallel; bench/README.md, phase 9 eager).
+ADKWEB_EAGER_RUN = env_bool("ADKWEB_EAGER_RUN", EMBEDDED)
 ADKWEB_EAGER_SLOTS = int(os.environ.get("ADKWEB_EAGER_SLOTS", "4"))
 # An enqueue the broker refused is retried this often by the process that committed the turn
 # (0: leave it to the sweeper alone).
