@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import uuid
 from datetime import timedelta
+from types import ModuleType
 
 from asgiref.sync import ThreadSensitiveContext, sync_to_async
 from django.conf import settings
@@ -59,7 +60,7 @@ async def _drain(session_pk: int) -> int:
     owner = uuid.uuid4().hex
     async with ThreadSensitiveContext(executor=worker_loop.db_executor()):
         try:
-            if _vendor() in ("postgresql", "sqlite"):  # SQLite's statements: agents_app.turn_sqlite
+            if _statements() is not None:
                 return await _drain_pg(session_pk, owner)
             return await _drain_orm(session_pk, owner)
         finally:
@@ -70,6 +71,12 @@ def _vendor() -> str:
     """From the settings, without a hop to the database thread (nor a connection object made for
     the loop's thread, which the database thread's calls would then be refused)."""
     return str(load_backend(connections.settings[DEFAULT_DB_ALIAS]["ENGINE"]).DatabaseWrapper.vendor)
+
+
+def _statements() -> ModuleType | None:
+    """The drain's bookkeeping in plain SQL for this database (`start`, `done_next`): agents_app.turn_sql
+    on PostgreSQL, agents_app.turn_sqlite on SQLite; None elsewhere (the ORM path, `_drain_orm`)."""
+    return {"postgresql": turn_sql, "sqlite": turn_sqlite}.get(_vendor())
 
 
 async def _drain_orm(session_pk: int, owner: str) -> int:
@@ -146,14 +153,16 @@ async def _drain_pg(session_pk: int, owner: str) -> int:
 def _start(session_pk: int, owner: str) -> turn_sql.Started:
     now = timezone.now()
     until = now + timedelta(seconds=settings.ADKWEB_SESSION_LEASE_SECONDS)
-    sql = turn_sqlite if _vendor() == "sqlite" else turn_sql
+    sql = _statements()
+    assert sql is not None  # only _drain_pg calls it
     return sql.start(session_pk=session_pk, owner=owner, until=until, now=now)
 
 
 def _done_next(turn: Turn, lease: Lease) -> turn_sql.DoneNext:
     now = timezone.now()
     until = now + timedelta(seconds=settings.ADKWEB_SESSION_LEASE_SECONDS)
-    sql = turn_sqlite if _vendor() == "sqlite" else turn_sql
+    sql = _statements()
+    assert sql is not None  # only _drain_pg calls it
     return sql.done_next(
         turn_id=turn.pk,
         session_pk=lease.session_pk,

@@ -66,17 +66,15 @@ _DONE = (
 _STAMP = stamp_select("%s")
 
 
-def _stamp(app_name: str) -> tuple | None:
-    with connection.cursor() as cursor:
-        cursor.execute(_STAMP, [app_name])
-        found = cursor.fetchone()
-    return None if found is None else stamp_row(found)
-
-
 def _one(sql: str, params: list[Any]) -> tuple | None:
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         return cursor.fetchone()
+
+
+def _stamp(app_name: str) -> tuple | None:
+    found = _one(_STAMP, [app_name])
+    return None if found is None else stamp_row(found)
 
 
 def _claim(session_pk: int, ids: tuple[str, str, str]) -> tuple[Turn | None, Claim | None]:
