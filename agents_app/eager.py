@@ -185,7 +185,7 @@ def _drain(session_pk: int, wake: Callable[[int], object]) -> None:
     except Exception:  # as a worker's drain would log it; the wake-up below hands the rest on
         logger.exception("Eager drain of session %s failed", session_pk)
     try:
-        if Turn.objects.filter(session_id=session_pk, status=Turn.Status.QUEUED).exists():
+        if Turn.owed(session_pk):
             wake(session_pk)
     except Exception:
         logger.warning("Session %s: could not look for turns left queued; the sweeper will.", session_pk, exc_info=True)

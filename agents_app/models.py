@@ -228,6 +228,11 @@ class Turn(models.Model):
     def __str__(self) -> str:
         return f"turn {self.pk} ({self.kind}, {self.status})"
 
+    @staticmethod
+    def owed(session_pk: int) -> bool:
+        """Whether the session has a turn still queued: a drain that ends hands it on (a wake-up)."""
+        return Turn.objects.filter(session_id=session_pk, status=Turn.Status.QUEUED).exists()
+
     _loaded_status: str | None = None  # the status as read from the database (agents_app.session_status)
 
     @classmethod

@@ -94,7 +94,7 @@ async def _drain_orm(session_pk: int, owner: str) -> int:
         finally:
             await db(lease_release)(session_pk, owner)
         # A turn queued between our last look and the release would otherwise wait for the sweeper.
-        if not go_on or not await db(_owed)(session_pk):
+        if not go_on or not await db(Turn.owed)(session_pk):
             break
     return ran
 
@@ -145,7 +145,7 @@ async def _drain_pg(session_pk: int, owner: str) -> int:
         finally:
             if not released:
                 await db(lease_release)(session_pk, owner)
-        if released or not go_on or not await db(_owed)(session_pk):
+        if released or not go_on or not await db(Turn.owed)(session_pk):
             break
     return ran
 
@@ -171,7 +171,3 @@ def _done_next(turn: Turn, lease: Lease) -> turn_sql.DoneNext:
         now=now,
         config_version=turn.config_version_id,
     )
-
-
-def _owed(session_pk: int) -> bool:
-    return Turn.objects.filter(session_id=session_pk, status=Turn.Status.QUEUED).exists()
