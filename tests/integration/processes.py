@@ -15,6 +15,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -150,3 +152,35 @@ def producer(redis_url: str) -> Any:
 
 def send_drain(app: Any, session_pk: int) -> None:
     app.send_task("agents_app.tasks.session_drain", args=[session_pk], queue="agents")
+
+
+@contextmanager
+def crashy_services(
+    tmp_path: Path, settings: Any, monkeypatch: Any, slow: float, **extra: str
+) -> Iterator[tuple[dict[str, str], RedisServer, list[Service]]]:
+    """A Redis of the test's own (this process's wake-ups go there) and the environment for services
+    (worker, beat, web) that run the crashy scenario agent, its `slow` tool sleeping `slow` seconds. The
+    services the test appends to the list are killed at the end, then that Redis is stopped."""
+    from agents_app import wake
+    from tests.engine_scenarios import crashy
+
+    settings.ADKWEB_CODE_AGENTS = {**settings.ADKWEB_CODE_AGENTS, crashy.APP_NAME: crashy.DOTTED}
+    monkeypatch.setenv("ADKWEB_TEST_GATE_DIR", str(tmp_path))
+    server = RedisServer().start()
+    settings.REDIS_URL = server.url
+    monkeypatch.setattr(wake, "_client", None)  # a client for that Redis
+    env = service_env(
+        server.url,
+        ADKWEB_CODE_AGENTS=f"{crashy.APP_NAME}={crashy.DOTTED}",
+        ADKWEB_TEST_GATE_DIR=str(tmp_path),
+        ADKWEB_TEST_SLOW_SECONDS=str(slow),
+        **extra,
+    )
+    started: list[Service] = []
+    try:
+        yield env, server, started
+    finally:
+        for service in started:
+            service.kill()
+            service.stop()
+        server.stop()

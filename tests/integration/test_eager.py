@@ -19,7 +19,7 @@ import httpx
 import pytest
 import redis
 
-from agents_app import services, wake
+from agents_app import services
 from agents_app.models import AdkSession, StoredEvent, Turn
 from agents_app.tokens import token_create
 from approvals.models import PendingCall
@@ -35,10 +35,11 @@ DAPHNE = str(Path(sys.executable).parent / "daphne")
 
 
 class Stack:
-    def __init__(self, env: dict[str, str], server: processes.RedisServer, token: str) -> None:
-        self.env, self.server, self.token = env, server, token
+    def __init__(
+        self, env: dict[str, str], server: processes.RedisServer, token: str, started: list[processes.Service]
+    ) -> None:
+        self.env, self.server, self.token, self.started = env, server, token, started
         self.redis = redis.Redis.from_url(server.url)
-        self.started: list[processes.Service] = []
 
     def start(self, kind: str, **extra: str) -> processes.Service:
         env = {**self.env, **extra}
@@ -59,25 +60,9 @@ class Stack:
 
 @pytest.fixture
 def stack(tmp_path, settings, monkeypatch, demo):
-    settings.ADKWEB_CODE_AGENTS = {**settings.ADKWEB_CODE_AGENTS, crashy.APP_NAME: crashy.DOTTED}
-    monkeypatch.setenv("ADKWEB_TEST_GATE_DIR", str(tmp_path))
-    server = processes.RedisServer().start()
-    settings.REDIS_URL = server.url
-    monkeypatch.setattr(wake, "_client", None)  # this process's wake-ups go to that Redis
-    env = processes.service_env(
-        server.url,
-        ADKWEB_CODE_AGENTS=f"{crashy.APP_NAME}={crashy.DOTTED}",
-        ADKWEB_TEST_GATE_DIR=str(tmp_path),
-        ADKWEB_TEST_SLOW_SECONDS=str(SLOW),
-        LOG_LEVEL="INFO",
-    )
-    _, token = token_create(user=demo["requester"], name="eager")
-    made = Stack(env, server, token)
-    yield made
-    for service in made.started:
-        service.kill()
-        service.stop()
-    server.stop()
+    with processes.crashy_services(tmp_path, settings, monkeypatch, SLOW, LOG_LEVEL="INFO") as (env, server, started):
+        _, token = token_create(user=demo["requester"], name="eager")
+        yield Stack(env, server, token, started)
 
 
 def _session() -> AdkSession:

@@ -32,31 +32,16 @@ SLOW = 4.0  # seconds a `slow` turn's tool sleeps
 @pytest.fixture
 def stack(tmp_path, settings, monkeypatch, demo):
     """Own Redis (this process's wake-ups go there), workers and beat started on demand."""
-    settings.ADKWEB_CODE_AGENTS = {**settings.ADKWEB_CODE_AGENTS, crashy.APP_NAME: crashy.DOTTED}
-    monkeypatch.setenv("ADKWEB_TEST_GATE_DIR", str(tmp_path))
-    server = processes.RedisServer().start()
-    settings.REDIS_URL = server.url
-    monkeypatch.setattr(wake, "_client", None)  # a client for that Redis
-    env = processes.service_env(
-        server.url,
-        ADKWEB_CODE_AGENTS=f"{crashy.APP_NAME}={crashy.DOTTED}",
-        ADKWEB_TEST_GATE_DIR=str(tmp_path),
-        ADKWEB_TEST_SLOW_SECONDS=str(SLOW),
-    )
-    started: list[processes.Service] = []
+    with processes.crashy_services(tmp_path, settings, monkeypatch, SLOW) as (env, server, started):
 
-    def start(kind: str, concurrency: int = 8) -> processes.Service:
-        service = processes.worker(env, concurrency) if kind == "worker" else processes.beat(env)
-        started.append(service.start())
-        return service
+        def start(kind: str, concurrency: int = 8) -> processes.Service:
+            service = processes.worker(env, concurrency) if kind == "worker" else processes.beat(env)
+            started.append(service.start())
+            return service
 
-    start.redis = redis.Redis.from_url(server.url)  # type: ignore[attr-defined]
-    start.server = server  # type: ignore[attr-defined]
-    yield start
-    for service in started:
-        service.kill()
-        service.stop()
-    server.stop()
+        start.redis = redis.Redis.from_url(server.url)  # type: ignore[attr-defined]
+        start.server = server  # type: ignore[attr-defined]
+        yield start
 
 
 def _send(demo, text: str) -> tuple[AdkSession, Turn]:
