@@ -39,7 +39,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from django.conf import settings
-from django.db import connections
+from django.db import close_old_connections
 
 logger = logging.getLogger(__name__)
 
@@ -190,7 +190,7 @@ def _drain(session_pk: int, wake: Callable[[int], object]) -> None:
     except Exception:
         logger.warning("Session %s: could not look for turns left queued; the sweeper will.", session_pk, exc_info=True)
     finally:
-        connections.close_all()  # this thread's connection back to the pool until its next drain
+        close_old_connections()  # back to the pool until its next drain (PostgreSQL); SQLite keeps it
 
 
 def busy() -> int:

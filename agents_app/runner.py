@@ -14,7 +14,7 @@ from types import ModuleType
 
 from asgiref.sync import ThreadSensitiveContext, sync_to_async
 from django.conf import settings
-from django.db import DEFAULT_DB_ALIAS, connections
+from django.db import DEFAULT_DB_ALIAS, close_old_connections, connections
 from django.db.utils import load_backend
 from django.utils import timezone
 
@@ -64,7 +64,8 @@ async def _drain(session_pk: int) -> int:
                 return await _drain_pg(session_pk, owner)
             return await _drain_orm(session_pk, owner)
         finally:
-            await sync_to_async(connections.close_all)()  # back to the pool between drains
+            # Back to the pool between drains (PostgreSQL: CONN_MAX_AGE 0); SQLite keeps its connection (no pool).
+            await sync_to_async(close_old_connections)()
 
 
 def _vendor() -> str:

@@ -24,10 +24,25 @@ A turn's started_at and finished_at are stamped once the file is held (the ORM p
 after its locking reads): the queue and run stages mean the same on both databases. What these do
 not handle (a turn still marked running by a worker that died, a turn to fail or to requeue) goes
 through the ORM path as on PostgreSQL: `start` and `done_next` say so (`orphan`, `finished`).
+
+Both commit without waiting for the disk (`PRAGMA synchronous = NORMAL` for their own transaction
+only, then FULL again), as turn_sql's commit asynchronously on PostgreSQL, and for the same reasons
+(its docstring, "Both commit asynchronously"). In WAL mode (settings) a commit appends to one log,
+and any later FULL commit (every event, decision and ticket is one) syncs the log with every commit
+before it: only the last of these two, with nothing synchronous after it, can be lost, and only to a
+power cut or an OS crash (a crash of the process loses nothing: the log is in the OS's cache).
+What is left is what a dead worker leaves: a lost `start` had nothing of its turn stored after it
+(the turn is queued again, its attempt not counted); a lost `done_next` leaves the turn running with
+every event stored, the lease running out and the next turn queued, which the sweeper's drain
+closes from what is stored without calling the model or a tool again
+(tests/agents_app/test_drain_sqlite_lost_end.py). An fsync of the WAL each (2-18 ms at load here),
+twice per `/run`, on its path.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
 
@@ -64,6 +79,29 @@ _DONE = (
     "WHERE id = %s AND session_id = %s AND status = 'running' RETURNING id"
 )
 _STAMP = stamp_select("%s")
+_LAX, _SYNCED = "PRAGMA synchronous = NORMAL", "PRAGMA synchronous = FULL"
+
+
+@contextmanager
+def _unsynced() -> Iterator[None]:
+    """A transaction whose commit does not wait for the disk (see the module), the connection back to
+    FULL after it. Inside an outer transaction (tests) the outer commit decides: SQLite refuses to
+    change the setting there, and it is left alone."""
+    lax = not connection.in_atomic_block
+    if lax:
+        with connection.cursor() as cursor:
+            cursor.execute(_LAX)
+    try:
+        with transaction.atomic():
+            yield
+    finally:
+        if lax:
+            try:
+                with connection.cursor() as cursor:
+                    cursor.execute(_SYNCED)
+            except Exception:
+                connection.close()  # a new connection starts FULL: no later commit goes unsynced
+                raise
 
 
 def _one(sql: str, params: list[Any]) -> tuple | None:
@@ -91,7 +129,7 @@ def start(*, session_pk: int, owner: str, until: datetime, now: datetime) -> Sta
     """turn_sql.start on SQLite: the lease if the session owes work and it is free (or ours), and its
     oldest queued turn claimed unless one is still marked running."""
     adapt = connection.ops.adapt_datetimefield_value
-    with transaction.atomic():
+    with _unsynced():
         ids = _one(_LEASE, [owner, adapt(until), session_pk, adapt(now), owner, session_pk])
         if ids is None:
             return Started(leased=False, orphan=False, turn=None)
@@ -106,7 +144,7 @@ def done_next(
     """turn_sql.done_next on SQLite: turn `turn_id` (running, under our lease) done, the next queued
     turn claimed or the lease released, the session's status written. All or nothing."""
     adapt = connection.ops.adapt_datetimefield_value
-    with transaction.atomic():
+    with _unsynced():
         ids = _one(_HELD, [session_pk, owner])
         finished = False
         if ids is not None:
