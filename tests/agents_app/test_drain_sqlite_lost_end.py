@@ -105,13 +105,7 @@ def test_a_lost_end_of_turn_is_closed_by_the_sweeper_without_running_anything_ag
     # What SQLite recovers when done_next's unsynced commit did not reach the disk (a power cut before
     # any later FULL commit): the turn still running under the dead drain's lease (run out by now), the
     # next turn queued, the status running; every event of the turn kept (FULL commits before it).
-    with transaction.atomic():
-        Turn.objects.filter(pk=first.pk).update(status=Turn.Status.RUNNING, finished_at=None)
-        AdkSession.objects.filter(pk=session.pk).update(
-            lease_owner="a-drain-whose-end-was-lost",
-            lease_expires_at=timezone.now() - timedelta(seconds=1),
-            status="running",
-        )
+    crashy.end_of_turn_lost(session.pk, first.pk)
     assert services.owed_sessions_enqueue() == 1 and swept == [session.pk]  # the sweeper finds it
     assert runner.session_turns_run(session.pk) == 2  # the lost end closed, then the next turn
     first.refresh_from_db()

@@ -62,6 +62,26 @@ def executions() -> list[tuple[str, str, str]]:
     return [tuple(line.split("\t")) for line in log.read_text().splitlines() if line]  # type: ignore[misc]
 
 
+def end_of_turn_lost(session_pk: int, turn_pk: int) -> None:
+    """What the database recovers when a turn's end (`done_next`, which commits without waiting for
+    the disk: agents_app.turn_sql, turn_sqlite) did not reach it: the turn still running under the
+    dead drain's lease (run out by now), the status running, a next turn still queued; every event
+    of the turn kept (synchronous commits before it)."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from agents_app.models import AdkSession, Turn
+
+    with transaction.atomic():
+        Turn.objects.filter(pk=turn_pk).update(status=Turn.Status.RUNNING, finished_at=None)
+        AdkSession.objects.filter(pk=session_pk).update(
+            lease_owner="a-drain-whose-end-was-lost",
+            lease_expires_at=timezone.now() - timedelta(seconds=1),
+            status="running",
+        )
+
+
 def model_calls() -> list[str]:
     log = gate_dir() / "model.log"
     return log.read_text().splitlines() if log.exists() else []

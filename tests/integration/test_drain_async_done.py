@@ -7,14 +7,10 @@ or the tool again, and runs the next turn."""
 
 from __future__ import annotations
 
-from datetime import timedelta
-
 import pytest
-from django.db import transaction
-from django.utils import timezone
 
 from agents_app import services, wake
-from agents_app.models import AdkSession, StoredEvent, Turn
+from agents_app.models import AdkSession, StoredEvent
 from tests.conftest import wait_for
 from tests.engine_scenarios import crashy
 from tests.integration.test_wake import _ran_once, _send, _status, stack  # noqa: F401 (the fixture)
@@ -33,13 +29,7 @@ def test_a_lost_asynchronous_end_of_turn_is_closed_from_what_is_stored(demo, sta
         second = services.message_send(session=session, text="and then?", actor=demo["requester"], streaming=False)
     # What PostgreSQL recovers when done_next's commit did not reach the disk: the turn still running
     # under the dead drain's lease (run out by now), the next turn queued, the status running.
-    with transaction.atomic():
-        Turn.objects.filter(pk=first.pk).update(status=Turn.Status.RUNNING, finished_at=None)
-        AdkSession.objects.filter(pk=session.pk).update(
-            lease_owner="a-drain-whose-end-was-lost",
-            lease_expires_at=timezone.now() - timedelta(seconds=1),
-            status="running",
-        )
+    crashy.end_of_turn_lost(session.pk, first.pk)
     wake.wake(session.pk)  # as the sweeper would, once the lease has run out
     wait_for(lambda: _status(second) == "done", timeout=30, what="the next turn to run")
     first.refresh_from_db()
