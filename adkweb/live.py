@@ -12,6 +12,8 @@ import asyncio
 import contextvars
 import functools
 import logging
+import threading
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from contextlib import asynccontextmanager, contextmanager
 from typing import Any
@@ -34,6 +36,36 @@ _batch: contextvars.ContextVar[list[tuple[str, dict]] | None] = contextvars.Cont
 # Inside a `batched()` block, groups whose watchers were asked ahead (`groups_watched_ahead`): the
 # answers, so that the publishers it calls do not each wait on the channel layer for their own.
 _ahead: contextvars.ContextVar[dict[str, bool] | None] = contextvars.ContextVar("adkweb_live_ahead", default=None)
+
+
+# Groups the channel layer last said have members, and since when (monotonic), in this process: every
+# count it answers (a batch's sends and questions, adkweb.channel_layers.publish) is noted, a group
+# counted empty is dropped. Only ever wrong towards "watched" (a page closed since the last answer):
+# a publisher that trusts it renders once for nobody, and the send that follows, counted, corrects it.
+SEEN_FOR = 60.0  # seconds an answer "watched" is trusted without a new one
+SEEN_MAX = 4096  # groups remembered (the oldest answers go first)
+_seen: dict[str, float] = {}
+_seen_lock = threading.Lock()  # a worker's drain threads share the process
+
+
+def _note(counts: Mapping[str, int]) -> None:
+    now = time.monotonic()
+    with _seen_lock:
+        for group, members in counts.items():
+            _seen.pop(group, None)
+            if members:
+                _seen[group] = now  # the newest answers last
+        while len(_seen) > SEEN_MAX:
+            del _seen[next(iter(_seen))]
+
+
+def seen_watched(groups: list[str]) -> bool:
+    """Whether the channel layer's last answer for any of these groups, in this process and within
+    SEEN_FOR seconds, was that it has members (no round trip: see `_seen`). False says nothing: ask
+    (`agroups_watched`). A publisher that goes by True must send to every one of `groups`, as if all
+    were watched: a group counted empty before may have a member now."""
+    since = time.monotonic() - SEEN_FOR
+    return any(_seen.get(g, since) > since for g in groups)
 
 
 def group_send(group: str, message: Mapping[str, object]) -> None:
@@ -109,6 +141,7 @@ async def _agroup_send_many(layer: Any, pairs: list[tuple[str, dict]], ask: list
         except Exception:  # Redis down, ...
             logger.warning("Could not publish %d live updates; pages catch up when they reconnect.", len(pairs))
             return set(ask)
+        _note(counts)
         return {g for g in ask if counts.get(g)}
     by_group: dict[str, list[dict]] = {}
     for group, message in pairs:
@@ -212,6 +245,7 @@ async def _awatched(layer: Any, groups: list[str]) -> set[str]:
     send_many = getattr(layer, "group_send_many", None)
     if send_many is not None:  # adkweb's Redis layer: one round trip for all the groups
         counts = await send_many([], groups)
+        _note(counts)
         return {g for g in groups if counts.get(g)}
     if hasattr(layer, "_group_key") and hasattr(layer, "consistent_hash"):  # channels_redis
         counts = await asyncio.gather(

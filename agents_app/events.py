@@ -12,7 +12,7 @@ from typing import Any, Literal, TypedDict
 
 from asgiref.sync import sync_to_async
 
-from adkweb.live import abatched, agroup_send, agroups_watched, batched, group_send
+from adkweb.live import abatched, agroup_send, agroups_watched, batched, group_send, seen_watched
 
 logger = logging.getLogger(__name__)
 
@@ -123,12 +123,17 @@ async def anotify_session_event(
 ) -> None:
     """notify_session_event from async code, once the event is committed (the session store's
     appends): the message leaves from the event loop, and the thread hop to render the fragments
-    (agents_app.fanout.publish_event) happens only when a page of the conversation is open."""
+    (agents_app.fanout.publish_event) happens only when a page of the conversation is open. Where
+    this process last heard that one is (adkweb.live.seen_watched: the turn's "running" status a
+    moment ago, or its previous event), it renders without asking first, for every audience, and
+    the ids-only message leaves with the fragments: one round trip instead of two before the frame."""
     await agroup_send(session_group(session_pk), _event_message(session_pk, event_pk, revision, turn_id, author, data))
     if _fanout is None:
         return
-    if await agroups_watched([_fanout.audience_group(session_pk, a) for a in _fanout.AUDIENCES]):
-        await sync_to_async(_quietly)("publish_event", session_pk=session_pk, event_pk=event_pk)
+    groups = [_fanout.audience_group(session_pk, a) for a in _fanout.AUDIENCES]
+    watched = set(groups) if seen_watched(groups) else await agroups_watched(groups)
+    if watched:
+        await sync_to_async(_quietly)("publish_event", session_pk=session_pk, event_pk=event_pk, watched=watched)
 
 
 def _quietly(publish: str, **kwargs: Any) -> None:
@@ -211,8 +216,9 @@ async def anotify_turn_finished(*, session_pk: int, turn_id: int, status: str) -
 
 async def anotify_turn_done(*, session_pk: int, turn_id: int, status: str) -> None:
     """A turn that ended DONE (the drain's loop): `turn.finished` and the conversation's new status
-    in one batch (one question "who watches", asked once for both, and one send: two round trips on
-    the Redis layer, where the two batches made four)."""
+    in one batch: one round trip on the Redis layer (their page fragments need no question "who
+    watches" first: agents_app.fanout.apublish_turn_done, apublish_status), where two batches that
+    each asked first made four."""
     async with abatched():
         await anotify_turn_finished(session_pk=session_pk, turn_id=turn_id, status="done")
         await anotify_session_status(session_pk=session_pk, status=status)

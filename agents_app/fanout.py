@@ -27,12 +27,14 @@ live.turn_retried, live.ticket. Sends never raise (adkweb.live).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
 from django.template.loader import render_to_string
+from django.utils.translation import get_language
 
-from adkweb.live import agroup_send, agroups_watched, group_send, groups_watched
+from adkweb.live import abatched, agroup_send, group_send, groups_watched
 from adkweb.roles import is_approver
 
 DETAIL = "agents_app/session_detail.html"
@@ -98,12 +100,13 @@ def _to_all(session_pk: int, message: dict[str, Any], watched: set[str]) -> None
             group_send(audience_group(session_pk, audience), message)
 
 
-def publish_event(*, session_pk: int, event_pk: int) -> None:
+def publish_event(*, session_pk: int, event_pk: int, watched: set[str] | None = None) -> None:
     """A stored event: appended to every page (or replacing its streaming card), with the artifact
-    list when the event saved artifacts."""
+    list when the event saved artifacts. `watched`: the audience groups to send to, when the caller
+    knows them (else asked)."""
     from . import selectors
 
-    watched = _watched(session_pk)
+    watched = _watched(session_pk) if watched is None else watched
     if not watched:
         return  # nobody watches this conversation: nothing to render
     view = selectors.session_event_view(session_pk=session_pk, event_pk=event_pk)
@@ -154,6 +157,12 @@ async def apublish_partial(
 
 
 def status_html(status: str) -> str:
+    """The status chip, rendered once per process per status (and language): it shows nothing else."""
+    return _status_html(status, get_language())
+
+
+@functools.lru_cache(maxsize=64)
+def _status_html(status: str, _language: str | None) -> str:
     return render_to_string(DETAIL + "#status", {"status": status, "oob": "true"})
 
 
@@ -167,24 +176,25 @@ def publish_status(*, session_pk: int) -> None:
 
 
 async def apublish_status(*, session_pk: int, status: str) -> None:
-    """publish_status from async code, with the status its caller just wrote (nothing to read)."""
-    groups = [audience_group(session_pk, a) for a in AUDIENCES]
-    watched = await agroups_watched(groups)
-    if watched:
-        message = {"type": "live.status", "html": status_html(status), "status": status}
-        for group in groups:
-            if group in watched:
-                await agroup_send(group, message)
+    """publish_status from async code, with the status its caller just wrote (nothing to read): sent
+    to every audience group without asking who watches first (its fragment is rendered once per
+    process, and a group with no member takes nothing: adkweb.channel_layers.publish), in its
+    caller's batch: one round trip where the question made two, the first of them on a turn's way
+    to its first frame (the drain publishes "running" before the turn starts). The layer's counts
+    then tell `anotify_session_event` who watches (adkweb.live.seen_watched)."""
+    message = {"type": "live.status", "html": status_html(status), "status": status}
+    async with abatched():
+        for audience in AUDIENCES:
+            await agroup_send(audience_group(session_pk, audience), message)
 
 
 async def apublish_turn_done(*, session_pk: int, turn_id: int) -> None:
-    """publish_turn_finished from async code for a turn that ended well (no error line: nothing to read)."""
-    groups = [audience_group(session_pk, a) for a in AUDIENCES]
-    watched = await agroups_watched(groups)
+    """publish_turn_finished from async code for a turn that ended well (no error line: nothing to
+    read or render): to every audience group, without a question first (as `apublish_status`)."""
     message = {"type": "live.turn_finished", "turn_id": turn_id, "error": ""}
-    for group in groups:
-        if group in watched:
-            await agroup_send(group, message)
+    async with abatched():
+        for audience in AUDIENCES:
+            await agroup_send(audience_group(session_pk, audience), message)
 
 
 def publish_turn_finished(*, session_pk: int, turn_id: int, status: str) -> None:

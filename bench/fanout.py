@@ -25,6 +25,8 @@ sockets, with them open, and after the round. See bench/README.md.
     --tree /work/base-NAME   the servers run that source tree (the same client, to compare two trees)
     --gc-log                 the web process's garbage collections (bench/gcprobe): per round, those
                              that started while its frames were on their way, and every one of the run
+    --probe                  resume: when each step of a click started and ended in the web process
+                             and the worker (bench/resumeprobe), p50 ms after the POST was sent
 """
 
 from __future__ import annotations
@@ -61,6 +63,7 @@ from wsclients import Profile, Socket, Web, close_all, open_sockets, report, set
 DB = f"{DB_PREFIX}_fanout"
 EVENT_FRAME = re.compile(r'hx-swap-oob="beforeend:#conversation-events"')
 GC_PROBE = Path(__file__).resolve().parent / "gcprobe"
+STAGE_PROBE = Path(__file__).resolve().parent / "resumeprobe"
 
 
 class GcLog:
@@ -130,6 +133,67 @@ class GcLog:
                     f"max {max(ms):.1f}, total {sum(ms):.0f}"
                 )
         return "; ".join(lines) or "none"
+
+
+class StageProbe:
+    """`--probe`: the servers' step lines (bench/resumeprobe/sitecustomize.py) of each resume sample."""
+
+    def __init__(self) -> None:
+        import tempfile
+
+        self.path = tempfile.mktemp(prefix="adkweb-resume-probe-", suffix=".log")
+        self.offset = 0
+        self.samples: list[dict[str, float]] = []
+        self.pids: dict[str, str] = {}
+
+    def sample(self, sent: float, got: float) -> None:
+        """The first time each tag was written in [sent, got + 20 ms], in ms after `sent`."""
+        with open(self.path) as f:
+            f.seek(self.offset)
+            lines = f.readlines()
+            self.offset = f.tell()
+        first: dict[str, float] = {}
+        for line in lines:
+            tag, at, pid, _thread = line.split()
+            t = float(at)
+            if sent <= t <= got + 0.02:
+                name = f"{self.pids.setdefault(pid, 'p' + str(len(self.pids)))} {tag}"
+                first.setdefault(name, (t - sent) * 1000)
+        first["= frame received"] = (got - sent) * 1000
+        self.samples.append(first)
+
+    SPANS = (  # (from, to): p50 of each sample's time between the two
+        ("POST sent", "web acted_on<"),
+        ("web acted_on<", "web approve<"),
+        ("web approve<", "web wake<"),
+        ("web wake<", "web commit>"),
+        ("web commit>", "worker claim>"),
+        ("worker claim>", "worker turn_run<"),
+        ("worker turn_run<", "worker append<"),
+        ("worker append<", "worker store>"),
+        ("worker store>", "worker append>"),
+        ("worker append>", "web handout:live.event<"),
+        ("web handout:live.event<", "= frame received"),
+    )
+
+    def report(self) -> None:
+        print("\nspans (p50 of each sample's ms between two steps)")
+        for a, b in self.SPANS:
+            gaps = [s[b] - s.get(a, 0.0) for s in self.samples if b in s and (a in s or a == "POST sent")]
+            print(f"  {a:<28} -> {b:<28}{pct(gaps, 0.5):>8.2f}{pct(gaps, 0.95):>8.2f}")
+        names = {n for s in self.samples for n in s}
+        rows = []
+        for name in names:
+            values = [s[name] for s in self.samples if name in s]
+            rows.append((pct(values, 0.5), name, len(values), pct(values, 0.95)))
+        print(f"\nsteps (first time each was written, ms after the POST was sent; {len(self.samples)} samples)")
+        print(f"  {'step':<44}{'n':>4}{'p50':>8}{'p95':>8}   p50 of each sample's time since the step above")
+        before = ""
+        for p50, name, n, p95 in sorted(rows):
+            gaps = [s[name] - s[before] for s in self.samples if name in s and before in s]
+            gap = f"{pct(gaps, 0.5):>10.2f}" if gaps else ""
+            print(f"  {name:<44}{n:>4}{p50:>8.2f}{p95:>8.2f}{gap}")
+            before = name
 
 
 def django_setup(env: dict[str, str]) -> dict[str, str]:
@@ -390,6 +454,9 @@ async def resume(args: argparse.Namespace, base: str, ws: str, cookies: dict[str
         await sock.close()
         if i == 0 or got is None:
             continue  # the first is a warm-up
+        if args.probe:
+            await asyncio.sleep(0.05)  # the servers' lines written
+            args.probe.sample(sent_wall, sent_wall + (got - sent))
 
         def stages(session_pk: int = session_pk, ticket_pk: int = ticket_pk) -> tuple[float, float, float] | None:
             turn = Response.objects.select_related("turn").get(pending_call_id=ticket_pk, final=True).turn
@@ -421,6 +488,8 @@ async def resume(args: argparse.Namespace, base: str, ws: str, cookies: dict[str
         target = "   target p50 <= 30, p95 <= 100" if key == "click to resume" else ""
         print(f"  {key:<34}{pct(values, 0.5):>8.1f}{pct(values, 0.95):>8.1f}{target}")
     print("  (stages from the Turn row's and the stored event's timestamps; one clock, one machine)")
+    if args.probe:
+        args.probe.report()
 
 
 def load() -> str:
@@ -448,7 +517,9 @@ def main() -> None:
     parser.add_argument("--tree", default="", help="the servers run this source tree (default: this one)")
     parser.add_argument("--gc-log", action="store_true", help="log the web process's garbage collections")
     parser.add_argument("--types", action="store_true", help="with --gc-log: the commonest objects' types")
+    parser.add_argument("--probe", action="store_true", help="resume: each step's times (bench/resumeprobe)")
     args = parser.parse_args()
+    args.probe = StageProbe() if args.probe else None
     args.gc, args.census = (GcLog() if args.gc_log else None), []
     tree = Path(args.tree).resolve() if args.tree else ROOT
     print(f"servers from {tree} ({git_head(tree)}); load average {load()}")
@@ -459,6 +530,8 @@ def main() -> None:
     env = adkweb_env(
         pg_create(DB), REDIS_URL, root=tree, ADKWEB_EMBEDDED_WORKER="false", CHANNELS_PREFIX="adkweb-bench-fanout"
     )
+    if args.probe is not None:
+        env.update(PYTHONPATH=os.pathsep.join([str(STAGE_PROBE), env["PYTHONPATH"]]), BENCH_PROBE_LOG=args.probe.path)
     web_env = dict(env)
     if args.gc is not None:
         web_env.update(PYTHONPATH=os.pathsep.join([str(GC_PROBE), env["PYTHONPATH"]]), BENCH_GC_LOG=args.gc.path)
@@ -471,6 +544,8 @@ def main() -> None:
         web.wait_port()
         base, ws = f"http://127.0.0.1:{port}", f"ws://127.0.0.1:{port}"
         print(f"daphne pid {web.pid} on {base}, celery worker pid {servers[1].pid}; fd limit {want}")
+        if args.probe is not None:
+            args.probe.pids.update({str(web.pid): "web", str(servers[1].pid): "worker"})
         if "conversation" in args.only or "inbox" in args.only:
             asyncio.run(fanout(args, base, ws, cookies, web))
         if args.resume and "resume" in args.only:

@@ -1,7 +1,8 @@
 """Publishing after commit (PostgreSQL, real Redis): a stored event's messages (the ids-only one for
 API followers, the page fragment per watching audience) and the question "who watches" leave in
-two round trips (adkweb.live.abatched, adkweb.channel_layers.publish), in order; a rolled-back
-event publishes nothing."""
+two round trips (adkweb.live.abatched, adkweb.channel_layers.publish), in order, or in one when this
+process last heard that a page of the conversation is open (adkweb.live.seen_watched), then to every
+audience; a rolled-back event publishes nothing."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ from django.db import transaction
 from google.adk.events.event import Event
 from google.genai import types
 
+from adkweb import live
+from agents_app import events
 from agents_app.events import session_group
 from agents_app.fanout import audience_group
 from agents_app.session_service import DjangoSessionService
@@ -36,6 +39,14 @@ def publisher():
         channel_layers.backends.pop("default", None)
     else:
         channel_layers.backends["default"] = shared
+
+
+@pytest.fixture(autouse=True)
+def _nothing_seen():
+    """What this process heard of watched groups before (adkweb.live._seen) is not this test's."""
+    live._seen.clear()
+    yield
+    live._seen.clear()
 
 
 @pytest.fixture(autouse=True)
@@ -81,13 +92,61 @@ async def test_a_stored_events_messages_and_its_question_leave_in_two_round_trip
     stored = [await service.append_event(session, _text(f"hello {n}")) for n in range(3)]
     ids = [e.id for e in stored]
     followed, shown = await _received(web, follower), await _received(web, page)
-    # Per event: the follower's message with the question (are the audiences watched?), then the
-    # page fragment for the one audience that is. channels_redis: 4 round trips per message + 3 ZCARDs.
-    assert commands == ["EVALSHA", "EVALSHA"] * 3, commands
+    # The first event: the follower's message with the question (are the audiences watched?), then
+    # the page fragment for the one audience that is. The next ones: this process heard with that
+    # send that the page is open, so the follower's message and the fragment leave together.
+    # channels_redis: 4 round trips per message + 3 ZCARDs.
+    assert commands == ["EVALSHA", "EVALSHA"] + ["EVALSHA"] * 2, commands
     assert [m["type"] for m in followed] == ["session.event"] * 3
     assert [m["type"] for m in shown] == ["live.event"] * 3
     assert [m["event_id"] for m in shown] == ids  # in the order stored
     assert [m["event_pk"] for m in followed] == [m["event_pk"] for m in shown]
+    del publisher.connection(0).execute_command
+
+
+async def test_a_page_known_open_gets_its_fragment_with_no_question_and_so_does_one_that_just_opened(publisher):
+    await publisher.flush()  # no member left in Redis by an earlier test's session of the same pk
+    service = DjangoSessionService()
+    session = await sync_to_async(service.create_session_sync)(app_name=APP, user_id="u")
+    session_pk = await sync_to_async(_session_pk)(session)
+    web, _follower, owners = await _watching(session_pk)
+    await publisher.group_send_many([], ["warm-up"])
+    commands = _recorded(publisher)
+    await events.anotify_session_status(session_pk=session_pk, status="running")  # a turn starts
+    assert commands == ["EVALSHA"], commands  # its status to every audience, no question first
+    approvers = await web.new_channel()  # an approver opens the conversation after that answer
+    await web.group_add(audience_group(session_pk, "approver"), approvers)
+    first = await service.append_event(session, _text("hello"))
+    assert commands == ["EVALSHA"] * 2, commands  # the event: no question, one round trip
+    shown = await _received(web, owners)
+    assert [m["type"] for m in shown] == ["live.status", "live.event"]
+    assert shown[1]["event_id"] == first.id
+    # Not in the audience the last answer counted, and still sent its fragment: whoever trusts an
+    # answer "watched" sends to every audience.
+    assert [m["event_id"] for m in await _received(web, approvers)] == [first.id]
+    del publisher.connection(0).execute_command
+
+
+async def test_a_page_closed_since_the_last_answer_costs_one_render_then_the_question_again(publisher, monkeypatch):
+    await publisher.flush()  # no member left in Redis by an earlier test's session of the same pk
+    from agents_app import selectors
+
+    service = DjangoSessionService()
+    session = await sync_to_async(service.create_session_sync)(app_name=APP, user_id="u")
+    session_pk = await sync_to_async(_session_pk)(session)
+    web, _follower, page = await _watching(session_pk)
+    await service.append_event(session, _text("seen"))  # the answer: the owner's page is open
+    await web.group_discard(audience_group(session_pk, "owner"), page)  # closed
+    rendered, view = [], selectors.session_event_view
+    monkeypatch.setattr(selectors, "session_event_view", lambda **kw: rendered.append(kw) or view(**kw))
+    await publisher.group_send_many([], ["warm-up"])
+    commands = _recorded(publisher)
+    for n in range(3):
+        await service.append_event(session, _text(f"after {n}"))
+    # The first after the close: rendered (for nobody) on the last answer, whose send counts the
+    # page gone; the next ones ask again and render nothing.
+    assert commands == ["EVALSHA"] * 3, commands
+    assert len(rendered) == 1
     del publisher.connection(0).execute_command
 
 

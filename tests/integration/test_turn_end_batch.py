@@ -1,6 +1,7 @@
 """A turn's end on the drain's loop (agents_app.events.anotify_turn_done): its `turn.finished` and the
-conversation's new status leave in one batch (adkweb.live.abatched) on real Redis: two round trips,
-the question "who watches" asked once for both, each group's messages in the order made."""
+conversation's new status leave in one batch (adkweb.live.abatched) on real Redis: one round trip,
+no question "who watches" first (their page fragments are rendered once per process), each group's
+messages in the order made."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from .test_publish_batches import _received, publisher  # noqa: F401 - the fixtu
 SESSION = 424242
 
 
-async def test_a_turns_end_is_published_in_two_round_trips_in_order(publisher):  # noqa: F811
+async def test_a_turns_end_is_published_in_one_round_trip_in_order(publisher):  # noqa: F811
     web = _layer()  # a web process: an API follower, the conversation list, an owner's page
     follower, listing, page = await web.new_channel(), await web.new_channel(), await web.new_channel()
     await web.group_add(session_group(SESSION), follower)
@@ -26,9 +27,9 @@ async def test_a_turns_end_is_published_in_two_round_trips_in_order(publisher): 
 
     await events.anotify_turn_done(session_pk=SESSION, turn_id=7, status="idle")
 
-    # The question with the ids-only `turn.finished`, then everything else: four round trips as two
-    # batches (each asking and then sending), two as one.
-    assert commands == ["EVALSHA", "EVALSHA"], commands
+    # Everything in one script: four round trips as two batches (each asking and then sending), two
+    # as one batch with its question, one without it.
+    assert commands == ["EVALSHA"], commands
     followed, listed, shown = await _received(web, follower), await _received(web, listing), await _received(web, page)
     assert [(m["type"], m.get("status")) for m in followed] == [("turn.finished", "done"), ("session.status", None)]
     assert [m["type"] for m in listed] == ["session.status"]
@@ -37,20 +38,23 @@ async def test_a_turns_end_is_published_in_two_round_trips_in_order(publisher): 
     del publisher.connection(0).execute_command
 
 
-async def test_a_turns_end_nobody_watches_a_page_of_renders_nothing(publisher, monkeypatch):  # noqa: F811
+async def test_a_turns_end_nobody_watches_a_page_of_renders_its_status_once_per_process(publisher, monkeypatch):  # noqa: F811
     from agents_app import fanout
 
     rendered = []
-    monkeypatch.setattr(fanout, "status_html", lambda status: rendered.append(status) or "")
+    render = fanout.render_to_string
+    monkeypatch.setattr(fanout, "render_to_string", lambda *a, **kw: rendered.append(a[0]) or render(*a, **kw))
+    fanout._status_html.cache_clear()
     web = _layer()
     follower = await web.new_channel()
     await web.group_add(session_group(SESSION + 1), follower)
     await publisher.group_send_many([], ["warm-up"])
     commands = _recorded(publisher)
 
-    await events.anotify_turn_done(session_pk=SESSION + 1, turn_id=8, status="waiting")
+    for turn_id in (8, 9):
+        await events.anotify_turn_done(session_pk=SESSION + 1, turn_id=turn_id, status="waiting")
 
     assert commands == ["EVALSHA", "EVALSHA"], commands
-    assert [m["type"] for m in await _received(web, follower)] == ["turn.finished", "session.status"]
-    assert rendered == []
+    assert [m["type"] for m in await _received(web, follower)] == ["turn.finished", "session.status"] * 2
+    assert rendered == [fanout.DETAIL + "#status"]  # the chip, once: then from the process's memory
     del publisher.connection(0).execute_command

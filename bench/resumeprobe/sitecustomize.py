@@ -1,0 +1,146 @@
+"""Bench only: where a click to resume spends its time, for bench/fanout.py (`--probe`). Not app code:
+bench/fanout.py puts this folder first on the servers' PYTHONPATH, so Python imports it at startup,
+whichever source tree the server runs (this one or `--tree`; a name a tree lacks is skipped).
+
+BENCH_PROBE_LOG=<file>: once Django is set up, some functions of the web process and of the worker
+are wrapped to write `<tag> <wall clock> <pid> <thread>` lines when they start (`tag<`) and end
+(`tag>`); fanout.py reads the lines of each sample's window (POST sent .. frame received)."""
+
+import functools
+import inspect
+import os
+import sys
+import threading
+import time
+
+_path = os.environ.get("BENCH_PROBE_LOG")
+
+
+def _mark(tag: str) -> None:
+    _out.write(f"{tag} {time.time():.6f} {os.getpid()} {threading.get_ident()}\n")
+
+
+def _wrap(owner: object, name: str, tag: str, detail=None) -> None:  # noqa: ANN001
+    fn = getattr(owner, name, None)
+    if fn is None:
+        sys.stderr.write(f"bench probe: {owner}.{name} not found, not probed\n")
+        return
+    if inspect.iscoroutinefunction(fn):
+
+        @functools.wraps(fn)
+        async def wrapped(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+            _mark(tag + (detail(*args, **kwargs) if detail else "") + "<")
+            try:
+                return await fn(*args, **kwargs)
+            finally:
+                _mark(tag + ">")
+
+    else:
+
+        @functools.wraps(fn)
+        def wrapped(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+            _mark(tag + (detail(*args, **kwargs) if detail else "") + "<")
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                _mark(tag + ">")
+
+    setattr(owner, name, wrapped)
+
+
+def _types(*args, **kwargs) -> str:  # noqa: ANN002, ANN003
+    pairs = args[1] if len(args) > 1 else kwargs.get("pairs", [])
+    return ":" + ",".join(sorted({str(m.get("type")) for _g, m in pairs})) if pairs else ":ask"
+
+
+def _install() -> None:
+    from importlib import import_module
+
+    def mod(name: str):  # noqa: ANN202
+        try:
+            return import_module(name)
+        except Exception:  # noqa: BLE001
+            return None
+
+    live = mod("adkweb.live")
+    if live is not None:
+        _wrap(live, "_agroup_send_many", "redis", _types)
+        _wrap(live, "_send_many", "redis_sync", lambda pairs: _types(None, pairs))
+    layer = mod("adkweb.channel_layers.redis_layer")
+    if layer is not None:
+        _wrap(
+            layer.RedisChannelLayer,
+            "_hand_out",
+            "handout",
+            lambda self, channel, message: ":" + str(message.get("type")),
+        )
+    frames = mod("adkweb.wsframes")
+    if frames is not None:
+        _wrap(frames.FrameWriter, "write", "frame")
+    services = mod("approvals.services")
+    if services is not None:
+        _wrap(services, "ticket_approve", "approve")
+    views = mod("approvals.views")
+    if views is not None:
+        _wrap(views, "_ticket_reply", "reply")
+        _wrap(views, "_acted_on", "acted_on")
+    agents = mod("agents_app.services")
+    if agents is not None:
+        _wrap(agents, "session_enqueue", "wake")
+    afan = mod("approvals.fanout")
+    if afan is not None:
+        for name in dir(afan):
+            if name.startswith("publish") and callable(getattr(afan, name)):
+                _wrap(afan, name, f"appr.{name}")
+    fan = mod("agents_app.fanout")
+    if fan is not None:
+        _wrap(fan, "publish_event", "publish_event")
+    sel = mod("agents_app.selectors")
+    if sel is not None:
+        _wrap(sel, "session_event_view", "event_view")
+    runner = mod("agents_app.runner")
+    if runner is not None:
+        _wrap(runner, "_start", "claim")
+        _wrap(runner, "session_turns_run", "drain")
+    ev = mod("agents_app.events")
+    if ev is not None:
+        _wrap(ev, "anotify_session_status", "status")
+    ss = mod("agents_app.session_service")
+    if ss is not None:
+        _wrap(ss.DjangoSessionService, "append_event", "append")
+        _wrap(ss.DjangoSessionService, "_store_event", "store")
+        _wrap(ss, "anotify_session_event", "notify_event")
+    te = mod("agents_app.turn_exec")
+    if te is not None:
+        _wrap(te, "turn_run", "turn_run")
+    ww = mod("agents_app.wake_worker")
+    if ww is not None and hasattr(ww, "WakeListener"):
+        _wrap(ww.WakeListener, "_hand_over", "pop")
+    else:
+        for name in dir(ww or object()):
+            cls = getattr(ww, name)
+            if isinstance(cls, type) and hasattr(cls, "_hand_over"):
+                _wrap(cls, "_hand_over", "pop")
+    from django.db.backends.base.base import BaseDatabaseWrapper
+
+    _wrap(BaseDatabaseWrapper, "commit", "commit")
+    sys.stderr.write(f"bench probe: logging to {_path}\n")
+
+
+if os.environ.get("BENCH_SWITCH_INTERVAL"):  # an experiment: the GIL's switch interval, seconds
+    sys.setswitchinterval(float(os.environ["BENCH_SWITCH_INTERVAL"]))
+
+if _path:
+    _out = open(_path, "a", buffering=1)  # noqa: SIM115 - for the life of the process
+    import django
+
+    _setup = django.setup
+
+    def setup(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        _setup(*args, **kwargs)
+        try:
+            _install()
+        except Exception as exc:  # noqa: BLE001
+            sys.stderr.write(f"bench probe: not installed ({exc!r})\n")
+
+    django.setup = setup
