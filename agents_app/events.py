@@ -86,11 +86,15 @@ def notify_session_event(
     turn_id: int | None = None,
     author: str = "",
     data: dict | None = None,
+    timestamp: float | None = None,
 ) -> None:
     """A stored event: every open page of that conversation appends it; API followers of its turn
-    take it from the message (`revision`, `turn_id`, `author`, `data`) when it carries them."""
+    take it from the message (`revision`, `turn_id`, `author`, `data`) when it carries them. With
+    `data` and `timestamp` (what was stored), the pages' fragment is rendered without reading the
+    row back."""
     group_send(session_group(session_pk), _event_message(session_pk, event_pk, revision, turn_id, author, data))
-    _quietly("publish_event", session_pk=session_pk, event_pk=event_pk)
+    stored = _stored(session_pk, event_pk, data, timestamp)
+    _quietly("publish_event", session_pk=session_pk, event_pk=event_pk, stored=stored)
 
 
 def _event_message(
@@ -102,6 +106,15 @@ def _event_message(
         if data is not None and turn_id is not None and author != "user" and _small(data):
             message["data"] = data
     return message
+
+
+def _stored(session_pk: int, event_pk: int, data: dict | None, timestamp: float | None) -> Any:
+    """The stored row as its writer has it in memory (unsaved: the view's fields only), or None."""
+    if data is None or timestamp is None:
+        return None
+    from .models import StoredEvent
+
+    return StoredEvent(pk=event_pk, session_id=session_pk, timestamp=timestamp, data=data)
 
 
 def _small(data: dict) -> bool:
@@ -120,6 +133,7 @@ async def anotify_session_event(
     turn_id: int | None = None,
     author: str = "",
     data: dict | None = None,
+    timestamp: float | None = None,
 ) -> None:
     """notify_session_event from async code, once the event is committed (the session store's
     appends): the message leaves from the event loop, and the thread hop to render the fragments
@@ -133,7 +147,9 @@ async def anotify_session_event(
     groups = [_fanout.audience_group(session_pk, a) for a in _fanout.AUDIENCES]
     watched = set(groups) if seen_watched(groups) else await agroups_watched(groups)
     if watched:
-        await sync_to_async(_quietly)("publish_event", session_pk=session_pk, event_pk=event_pk, watched=watched)
+        stored = _stored(session_pk, event_pk, data, timestamp)  # rendered as stored, not read back
+        publish = sync_to_async(_quietly)
+        await publish("publish_event", session_pk=session_pk, event_pk=event_pk, watched=watched, stored=stored)
 
 
 def _quietly(publish: str, **kwargs: Any) -> None:

@@ -100,16 +100,21 @@ def _to_all(session_pk: int, message: dict[str, Any], watched: set[str]) -> None
             group_send(audience_group(session_pk, audience), message)
 
 
-def publish_event(*, session_pk: int, event_pk: int, watched: set[str] | None = None) -> None:
+def publish_event(*, session_pk: int, event_pk: int, watched: set[str] | None = None, stored: Any = None) -> None:
     """A stored event: appended to every page (or replacing its streaming card), with the artifact
     list when the event saved artifacts. `watched`: the audience groups to send to, when the caller
-    knows them (else asked)."""
+    knows them (else asked); `stored`: the row (a StoredEvent) as its committed writer has it, when
+    it does (else read back; the tickets an event opens are read in either case)."""
     from . import selectors
 
     watched = _watched(session_pk) if watched is None else watched
     if not watched:
         return  # nobody watches this conversation: nothing to render
-    view = selectors.session_event_view(session_pk=session_pk, event_pk=event_pk)
+    view: Any
+    if stored is not None:
+        view = selectors.stored_event_view(stored)
+    else:
+        view = selectors.session_event_view(session_pk=session_pk, event_pk=event_pk)
     if view is None:
         return  # deleted meanwhile
     artifacts = ""

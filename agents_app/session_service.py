@@ -262,8 +262,9 @@ class DjangoSessionService(BaseSessionService):
         rather than published here (inside a caller's transaction it is published on its commit)."""
         new = NewEvent.of(event, turn_id, current_turn_invocations.get())
         session_pk, event_pk, revision = self._write(session, event, new, _hooks_for(event, session), lease)
-        # What API followers of the turn take from the message (agents_app.events.SessionEventMessage).
-        small = turn_id is not None and new.author != "user" and len(new.data) <= EVENT_DATA_MAX
+        # What API followers of the turn take from the message (agents_app.events.SessionEventMessage),
+        # and what a page's fragment is rendered from without reading the row back (the user's too).
+        small = turn_id is not None and len(new.data) <= EVENT_DATA_MAX
         message: dict[str, Any] = {
             "session_pk": session_pk,
             "event_pk": event_pk,
@@ -271,6 +272,7 @@ class DjangoSessionService(BaseSessionService):
             "turn_id": turn_id,
             "author": new.author,
             "data": json.loads(new.data) if small else None,
+            "timestamp": new.ts,
         }
         if not publish_committed and not connection.in_atomic_block:
             return message

@@ -192,3 +192,35 @@ def _session_pk(session) -> int:
     from agents_app.models import AdkSession
 
     return AdkSession.objects.only("pk").get(session_id=session.id).pk
+
+
+async def test_a_turns_events_are_shown_as_stored_without_reading_them_back(publisher, monkeypatch):
+    from agents_app import fanout, selectors
+    from agents_app.models import AdkSession, Turn
+    from agents_app.session_service import current_turn_id, current_turn_invocations
+
+    await publisher.flush()
+    service = DjangoSessionService()
+    session = await sync_to_async(service.create_session_sync)(app_name=APP, user_id="u")
+    row = await AdkSession.objects.aget(session_id=session.id)
+    web, _follower, page = await _watching(row.pk)
+    turn = await Turn.objects.acreate(session=row, kind="message", content={})
+    read_back, view = [], selectors.session_event_view
+    monkeypatch.setattr(selectors, "session_event_view", lambda **kw: read_back.append(kw) or view(**kw))
+    user = Event(author="user", invocation_id="inv", content=types.Content(role="user", parts=[types.Part(text="hi")]))
+    tokens = current_turn_id.set(turn.pk), current_turn_invocations.set(set())
+    try:
+        stored = [await service.append_event(session, e) for e in (user, _text("hello"))]
+    finally:
+        current_turn_id.reset(tokens[0])
+        current_turn_invocations.reset(tokens[1])
+    shown = await _received(web, page)
+    assert [m["event_id"] for m in shown] == [e.id for e in stored] and read_back == []  # the user's too
+    monkeypatch.setattr(selectors, "session_event_view", view)
+    for message in shown:  # the same fragments as from the rows read back
+        again = []
+        monkeypatch.setattr(fanout, "group_send", lambda group, m, again=again: again.append(m))
+        owners = {audience_group(row.pk, "owner")}
+        await sync_to_async(fanout.publish_event)(session_pk=row.pk, event_pk=message["event_pk"], watched=owners)
+        assert message["append"] and message["append"] == again[0]["append"]
+        assert message["replace"] == again[0]["replace"]
