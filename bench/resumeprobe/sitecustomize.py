@@ -127,7 +127,7 @@ def _install() -> None:
     sys.stderr.write(f"bench probe: logging to {_path}\n")
 
 
-if os.environ.get("BENCH_SWITCH_INTERVAL"):  # an experiment: the GIL's switch interval, seconds
+if os.environ.get("BENCH_SWITCH_INTERVAL") and "daphne" in sys.argv[0]:  # an experiment: the web's GIL switch interval
     sys.setswitchinterval(float(os.environ["BENCH_SWITCH_INTERVAL"]))
 
 if _path:
