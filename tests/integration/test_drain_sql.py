@@ -285,3 +285,45 @@ def test_the_finishs_asynchronous_commit_ends_with_it():
         cursor.execute("SHOW synchronous_commit")
         assert cursor.fetchone() == ("on",)
     connection.close()
+
+
+def _prepared_here() -> list[str]:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT name FROM pg_prepared_statements WHERE name LIKE 'adkweb_turn_%%' ORDER BY name")
+        return [name for (name,) in cursor.fetchall()]
+
+
+def test_the_claim_and_the_finish_are_prepared_once_per_connection():
+    """`start` and `done_next` run their second statement as a prepared one (planned once per
+    connection, not every turn): two statements prepared on this connection, however many turns."""
+    row = _session()
+    for _ in range(3):
+        _turn(row)
+    started = _start(row)
+    assert started.turn is not None
+    done = _done_next(started.turn)
+    assert done.finished and done.turn is not None
+    assert _done_next(done.turn).turn is not None
+    assert len(_prepared_here()) == 2
+    connection.close()
+
+
+def test_a_connection_that_lost_its_prepared_statements_still_claims_once(monkeypatch):
+    """A connection whose prepared statements the server dropped (DISCARD ALL, a pooler) gets the
+    plain statement instead: the turn is claimed, once, and its end written."""
+    monkeypatch.setattr(turn_sql, "_plain", False)  # restored after the test
+    row = _session()
+    first, second, third = _turn(row), _turn(row), _turn(row)
+    started = _start(row)
+    assert started.turn is not None and started.turn.pk == first.pk
+    done = _done_next(started.turn)  # both statements prepared on this connection now
+    assert done.turn is not None and done.turn.pk == second.pk and len(_prepared_here()) == 2
+    with connection.cursor() as cursor:
+        cursor.execute("DEALLOCATE ALL")
+    done = _done_next(done.turn)
+    assert done.finished and done.turn is not None and done.turn.pk == third.pk
+    assert [t.status for t in Turn.objects.order_by("id")] == ["done", "done", "running"]
+    assert Turn.objects.get(pk=third.pk).attempts == 1
+    assert _done_next(done.turn).released and _lease(row) == "" and _consistent(row) == "idle"
+    assert _prepared_here() == []  # plain SQL from then on in this process
+    connection.close()
