@@ -133,8 +133,9 @@ def turn_add(
     enqueue: bool = True,
 ) -> Turn:
     """turn_create inside the caller's transaction (no savepoint of its own: an error here rolls
-    the caller's transaction back). Must run in an atomic block: the enqueue waits for its commit
-    (`enqueue=False`: the caller enqueues, e.g. approvals.decisions before its commit)."""
+    the caller's transaction back). Must run in an atomic block: the enqueue waits for its commit, or
+    leaves just before it where `wake_before_commit` says so (`enqueue=False`: the caller enqueues,
+    e.g. approvals.decisions before its commit)."""
     if not transaction.get_connection().in_atomic_block:
         raise RuntimeError("turn_add runs inside a transaction (use turn_create otherwise).")
     parts = content.parts or [] if content is not None else []
@@ -151,9 +152,28 @@ def turn_add(
         invocation_id=invocation_id if content is None else "",
     )
     session_pk = session.pk
-    if enqueue:
+    if enqueue and wake_before_commit():
+        session_enqueue(session_pk=session_pk)  # the row is locked (the insert's status write): see below
+    elif enqueue:
         transaction.on_commit(lambda: session_enqueue(session_pk=session_pk), robust=True)
     return turn
+
+
+def wake_before_commit() -> bool:
+    """Whether a new turn's wake-up may leave before its transaction's commit (a message: the worker's
+    pop, hand-over and drain set-up then overlap the commit's WAL flush, its claim already waiting on
+    the session row when the commit lands; ~1.5 ms of the queue stage, bench/README.md phase 10
+    (worker)). Why it is safe is approvals.decisions' "Waking before the commit": the turn's insert
+    locked the session row (session_status._now_running writes the row whatever its status, or the
+    caller holds it: row_lock_held), the claim's first statement waits on that row, its second sees
+    the commit; a rollback leaves it nothing owed. Only with the wake-up list (a Redis push that sends
+    no task and holds nothing), on PostgreSQL (SQLite's claim would not wait on our row), with eager
+    runs off (agents_app.eager takes the drain into this process after the commit), in the outermost
+    atomic block (the commit is the next thing)."""
+    if not wake.enabled() or settings.ADKWEB_EAGER_RUN:
+        return False
+    db = transaction.get_connection()
+    return db.vendor == "postgresql" and len(db.atomic_blocks) == 1
 
 
 def session_lock(session_pk: int) -> bool:

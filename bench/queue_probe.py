@@ -5,8 +5,8 @@ Redis, a real `celery worker` with the threads pool), one turn in flight. Not a 
         [--base /path/to/other/tree] [--rounds 2]
 
 Each turn (stock_agent, offline demo model) is sent with services.message_send; the web side stamps
-the Turn row's creation (created_at), the end of the commit (the after-commit enqueue starts) and the
-end of the enqueue; the worker (bench/queue_probe_app.py) stamps when Celery's consumer received the
+the Turn row's creation (created_at), the end of its commit, the start and end of the enqueue (after
+the commit, or before it where agents_app.services.wake_before_commit says so); the worker (bench/queue_probe_app.py) stamps when Celery's consumer received the
 drain's message, when a pool thread started it, when the drain started, and around the claim
 (runner._start). With --base the same is run on another tree (e.g. a worktree of main), alternating.
 """
@@ -41,7 +41,7 @@ def child(tree: Path, turns: int) -> dict:
 
 def _probe(tree: Path, turns: int) -> dict:
     import redis
-    from django.db import connection
+    from django.db import connection, transaction
 
     from agents_app import services
     from agents_app.demo.setup import demo_setup
@@ -56,6 +56,10 @@ def _probe(tree: Path, turns: int) -> dict:
     def probed_enqueue(*, session_pk: int) -> bool:
         stamps = web.setdefault(session_pk, {})
         stamps["enqueue"], cpu = time.time(), time.thread_time()
+        if transaction.get_connection().in_atomic_block:  # woken before the commit (wake_before_commit)
+            transaction.on_commit(lambda: stamps.__setitem__("commit", time.time()))
+        else:
+            stamps["commit"] = stamps["enqueue"]
         try:
             return enqueue(session_pk=session_pk)
         finally:
@@ -104,16 +108,17 @@ def _cpu_ms(pid: int) -> float:
 
 
 STAGES = [  # label, from, to
-    ("row created -> commit done (enqueue starts)", "created", "enqueue"),
+    ("row created -> commit done", "created", "commit"),
+    ("row created -> enqueue starts", "created", "enqueue"),
     ("enqueue (web: send_task / wake-up)", "enqueue", "sent"),
     ("sent -> Celery consumer received", "sent", "received"),
     ("received -> pool thread starts the task", "received", "prerun"),
     ("task start -> drain starts", "prerun", "drain"),
     ("sent -> drain starts (whatever the path)", "sent", "drain"),
     ("drain start -> claim statement sent", "drain", "claim_start"),
-    ("claim statement", "claim_start", "claimed"),
+    ("claim statement (may wait for the commit)", "claim_start", "claimed"),
     ("QUEUE STAGE: row created -> claimed", "created", "claimed"),
-    ("commit done -> claimed", "enqueue", "claimed"),
+    ("commit done -> claimed", "commit", "claimed"),
 ]
 
 

@@ -1,0 +1,97 @@
+"""A message wakes its worker before its commit (agents_app.services.wake_before_commit), with a real
+`celery worker` (wake-up listener, threads pool) on PostgreSQL + Redis: the worker pops the wake-up
+while the message's transaction is still open, its claim waits on the session row the new turn's
+insert locked, and the turn runs once, woken once, when the commit lands. A message whose transaction
+rolls back after its wake-up leaves the worker nothing to do: no turn, no lease, the session idle."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import pytest
+from django.db import connection, transaction
+
+from agents_app import services
+from agents_app.models import AdkSession, StoredEvent
+from tests.conftest import wait_for
+from tests.engine_scenarios import settle
+
+from .test_wake_early import _lock_waiters, _turns
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def _replies(session: AdkSession) -> int:
+    return StoredEvent.objects.filter(session=session).exclude(author="user").count()
+
+
+def test_a_messages_wake_up_leaves_before_its_commit_and_the_claim_waits_for_it(demo, worker, monkeypatch):
+    session = services.session_create(app_name="stock_agent", user_id="requester")
+    real = services.session_enqueue
+    sent: list[tuple[int, bool]] = []
+    woken, commit = threading.Event(), threading.Event()
+
+    def held_open(*, session_pk: int) -> bool:
+        """The wake-up as sent, then the message's transaction held open until the test lets it commit."""
+        sent.append((session_pk, transaction.get_connection().in_atomic_block))
+        real(session_pk=session_pk)
+        woken.set()
+        assert commit.wait(30)
+        return True
+
+    monkeypatch.setattr(services, "session_enqueue", held_open)
+    outcome: dict[str, Any] = {}
+
+    def send() -> None:
+        try:
+            services.message_send(session=session, text="What is the price of GOOG?", streaming=False)
+        except Exception as exc:  # noqa: BLE001 - reported below
+            outcome["error"] = exc
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=send)
+    thread.start()
+    try:
+        assert woken.wait(30), "the message sent no wake-up before its commit"
+        wait_for(lambda: _lock_waiters() >= 1, timeout=20, what="the worker's claim to wait on the session row")
+        # Not committed yet: nobody else sees the turn, and the worker has claimed nothing.
+        assert _turns(session) == []
+        assert AdkSession.objects.get(pk=session.pk).lease_owner == ""
+    finally:
+        commit.set()
+        thread.join(30)
+    assert "error" not in outcome, outcome
+    settle(session, wait_for, "the turn")
+    assert _turns(session) == [("message", "done")]
+    assert sent == [(session.pk, True)]  # one wake-up, inside the transaction; none after the commit
+    row = AdkSession.objects.get(pk=session.pk)
+    assert (row.lease_owner, row.status) == ("", "idle")
+
+
+def test_a_wake_up_for_a_message_that_rolls_back_does_nothing(demo, worker, monkeypatch):
+    session = services.session_create(app_name="stock_agent", user_id="requester")
+    real = services.session_enqueue
+
+    def then_fail(*, session_pk: int) -> bool:
+        """The wake-up as sent; once the worker's claim waits on the session row, the message fails
+        before its commit (as a COMMIT that fails, or a web process that dies there, would)."""
+        real(session_pk=session_pk)
+        wait_for(lambda: _lock_waiters() >= 1, timeout=20, what="the worker's claim to wait on the session row")
+        raise RuntimeError("no commit")
+
+    monkeypatch.setattr(services, "session_enqueue", then_fail)
+    with pytest.raises(RuntimeError, match="no commit"):
+        services.message_send(session=session, text="What is the price of GOOG?", streaming=False)
+    monkeypatch.setattr(services, "session_enqueue", real)
+    wait_for(lambda: _lock_waiters() == 0, timeout=20, what="the claim to go on after the rollback")
+    # The claim found nothing owed: no turn, no lease taken, the session idle.
+    assert _turns(session) == []
+    row = AdkSession.objects.get(pk=session.pk)
+    assert (row.lease_owner, row.status) == ("", "idle")
+    # The next message runs, once.
+    services.message_send(session=session, text="What is the price of GOOG?", streaming=False)
+    settle(session, wait_for, "the turn")
+    assert _turns(session) == [("message", "done")]
+    assert _replies(session) >= 1
