@@ -153,10 +153,20 @@ def turn_add(
     )
     session_pk = session.pk
     if enqueue and wake_before_commit():
-        session_enqueue(session_pk=session_pk)  # the row is locked (the insert's status write): see below
+        _enqueue_early(session_pk)  # the row is locked (the insert's status write): see wake_before_commit
     elif enqueue:
         transaction.on_commit(lambda: session_enqueue(session_pk=session_pk), robust=True)
     return turn
+
+
+def _enqueue_early(session_pk: int) -> None:
+    """The enqueue before the commit; if it raises, once more after the commit (as on_commit's robust
+    callback would have logged it): an enqueue's failure never rolls the turn back."""
+    try:
+        session_enqueue(session_pk=session_pk)
+    except Exception:
+        logger.warning("Early wake-up for session %s failed; sent after the commit.", session_pk, exc_info=True)
+        transaction.on_commit(lambda: session_enqueue(session_pk=session_pk), robust=True)
 
 
 def wake_before_commit() -> bool:

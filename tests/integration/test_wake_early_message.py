@@ -13,7 +13,7 @@ import pytest
 from django.db import connection, transaction
 
 from agents_app import services
-from agents_app.models import AdkSession, StoredEvent
+from agents_app.models import AdkSession, StoredEvent, Turn
 from tests.conftest import wait_for
 from tests.engine_scenarios import settle
 
@@ -76,14 +76,14 @@ def test_a_wake_up_for_a_message_that_rolls_back_does_nothing(demo, worker, monk
 
     def then_fail(*, session_pk: int) -> bool:
         """The wake-up as sent; once the worker's claim waits on the session row, the message fails
-        before its commit (as a COMMIT that fails, or a web process that dies there, would)."""
+        before its commit (rolled back, as a COMMIT that fails, or a web process that dies there, is)."""
         real(session_pk=session_pk)
         wait_for(lambda: _lock_waiters() >= 1, timeout=20, what="the worker's claim to wait on the session row")
-        raise RuntimeError("no commit")
+        transaction.set_rollback(True)  # the message's atomic block ends in a ROLLBACK
+        return True
 
     monkeypatch.setattr(services, "session_enqueue", then_fail)
-    with pytest.raises(RuntimeError, match="no commit"):
-        services.message_send(session=session, text="What is the price of GOOG?", streaming=False)
+    services.message_send(session=session, text="What is the price of GOOG?", streaming=False)
     monkeypatch.setattr(services, "session_enqueue", real)
     wait_for(lambda: _lock_waiters() == 0, timeout=20, what="the claim to go on after the rollback")
     # The claim found nothing owed: no turn, no lease taken, the session idle.
@@ -95,3 +95,21 @@ def test_a_wake_up_for_a_message_that_rolls_back_does_nothing(demo, worker, monk
     settle(session, wait_for, "the turn")
     assert _turns(session) == [("message", "done")]
     assert _replies(session) >= 1
+
+
+def test_an_early_wake_up_that_fails_is_sent_after_the_commit(demo, monkeypatch):
+    """The enqueue raising before the commit (a monkeypatched or broken broker) neither rolls the
+    message back nor loses its wake-up: it is sent again once the turn is committed."""
+    session = services.session_create(app_name="stock_agent", user_id="requester")
+    seen: list[tuple[bool, int]] = []
+
+    def flaky(*, session_pk: int) -> bool:
+        seen.append((transaction.get_connection().in_atomic_block, len(_turns(session))))
+        if len(seen) == 1:
+            raise ConnectionError("broker down")
+        return True
+
+    monkeypatch.setattr(services, "session_enqueue", flaky)
+    turn = services.message_send(session=session, text="hi", streaming=False)
+    assert Turn.objects.filter(pk=turn.pk, status="queued").exists()
+    assert seen == [(True, 1), (False, 1)]  # before the commit (seen in it), then after it
