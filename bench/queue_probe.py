@@ -6,9 +6,10 @@ Redis, a real `celery worker` with the threads pool), one turn in flight. Not a 
 
 Each turn (stock_agent, offline demo model) is sent with services.message_send; the web side stamps
 the Turn row's creation (created_at), the end of its commit, the start and end of the enqueue (after
-the commit, or before it where agents_app.services.wake_before_commit says so); the worker (bench/queue_probe_app.py) stamps when Celery's consumer received the
-drain's message, when a pool thread started it, when the drain started, and around the claim
-(runner._start). With --base the same is run on another tree (e.g. a worktree of main), alternating.
+the commit, or before it where agents_app.services.wake_before_commit says so); the worker
+(bench/queue_probe_app.py) stamps when Celery's consumer received the drain's message, when a pool
+thread started it, when the drain started, and around the claim (runner._start). With --base the
+same is run on another tree (e.g. a worktree of main), alternating.
 """
 
 from __future__ import annotations
