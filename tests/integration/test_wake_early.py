@@ -8,6 +8,7 @@ resumes the agent."""
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from typing import Any
 
 import psycopg
@@ -45,46 +46,63 @@ def _turns(session: AdkSession) -> list[tuple[str, str]]:
     return list(Turn.objects.filter(session=session).order_by("id").values_list("kind", "status"))
 
 
-def test_the_wake_up_leaves_before_the_commit_and_the_claim_waits_for_it(demo, worker, monkeypatch):
-    session, ticket = _waiting_ticket()
-    real = agent_services.session_enqueue
-    sent: list[int] = []
-    woken, commit = threading.Event(), threading.Event()
+class HeldOpen:
+    """session_enqueue replaced by: the wake-up as sent, then the caller's transaction held open (its
+    COMMIT not reached) until `commit` is set; `start(work)` runs the work that enqueues in a thread."""
 
-    def held_open(*, session_pk: int) -> bool:
-        """The wake-up as sent, then the decision's transaction held open until the test lets it commit."""
-        sent.append(session_pk)
-        real(session_pk=session_pk)
-        woken.set()
-        assert commit.wait(30)
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.real = agent_services.session_enqueue
+        self.sent: list[int] = []
+        self.woken, self.commit = threading.Event(), threading.Event()
+        self.outcome: dict[str, Any] = {}
+        monkeypatch.setattr(agent_services, "session_enqueue", self._held_open)
+
+    def _held_open(self, *, session_pk: int) -> bool:
+        self.sent.append(session_pk)
+        self.real(session_pk=session_pk)
+        self.woken.set()
+        assert self.commit.wait(30)
         return True
 
-    monkeypatch.setattr(agent_services, "session_enqueue", held_open)
-    outcome: dict[str, Any] = {}
-
-    def decide() -> None:
-        try:
-            outcome["response"] = services.ticket_approve(ticket=ticket, actor=demo["approver"])
-        except Exception as exc:  # noqa: BLE001 - reported below
-            outcome["error"] = exc
-        finally:
-            connection.close()
-
-    thread = threading.Thread(target=decide)
-    thread.start()
-    try:
-        assert woken.wait(30), "the decision sent no wake-up before its commit"
+    def claim_waiting(self, what: str) -> None:
+        """The wake-up was sent before the commit, and the worker's claim waits on the session row."""
+        assert self.woken.wait(30), f"{what} sent no wake-up before its commit"
         wait_for(lambda: _lock_waiters() >= 1, timeout=20, what="the worker's claim to wait on the session row")
+
+    def finish(self, thread: threading.Thread) -> None:
+        """Let the transaction commit and its thread end."""
+        self.commit.set()
+        thread.join(30)
+
+    def start(self, work: Callable[[], Any]) -> threading.Thread:
+        def run() -> None:
+            try:
+                self.outcome["result"] = work()
+            except Exception as exc:  # noqa: BLE001 - reported by the test
+                self.outcome["error"] = exc
+            finally:
+                connection.close()
+
+        thread = threading.Thread(target=run)
+        thread.start()
+        return thread
+
+
+def test_the_wake_up_leaves_before_the_commit_and_the_claim_waits_for_it(demo, worker, monkeypatch):
+    session, ticket = _waiting_ticket()
+    held = HeldOpen(monkeypatch)
+    thread = held.start(lambda: services.ticket_approve(ticket=ticket, actor=demo["approver"]))
+    try:
+        held.claim_waiting("the decision")
         # Not committed yet: nobody else sees the turn, and the worker has claimed nothing.
         assert _turns(session) == [("message", "done")]
         assert AdkSession.objects.get(pk=session.pk).lease_owner == ""
     finally:
-        commit.set()
-        thread.join(30)
-    assert "error" not in outcome, outcome
+        held.finish(thread)
+    assert "error" not in held.outcome, held.outcome
     settle(session, wait_for, "the resumed turn")
     assert _turns(session) == [("message", "done"), ("function_response", "done")]
-    assert sent == [session.pk]  # one wake-up, none after the commit
+    assert held.sent == [session.pk]  # one wake-up, none after the commit
     assert len(calls(session, "reimburse")) == 1
 
 

@@ -6,18 +6,15 @@ rolls back after its wake-up leaves the worker nothing to do: no turn, no lease,
 
 from __future__ import annotations
 
-import threading
-from typing import Any
-
 import pytest
-from django.db import connection, transaction
+from django.db import transaction
 
 from agents_app import services
 from agents_app.models import AdkSession, StoredEvent, Turn
 from tests.conftest import wait_for
 from tests.engine_scenarios import settle
 
-from .test_wake_early import _lock_waiters, _turns
+from .test_wake_early import HeldOpen, _lock_waiters, _turns
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -28,44 +25,17 @@ def _replies(session: AdkSession) -> int:
 
 def test_a_messages_wake_up_leaves_before_its_commit_and_the_claim_waits_for_it(demo, worker, monkeypatch):
     session = services.session_create(app_name="stock_agent", user_id="requester")
-    real = services.session_enqueue
-    sent: list[tuple[int, bool]] = []
-    woken, commit = threading.Event(), threading.Event()
-
-    def held_open(*, session_pk: int) -> bool:
-        """The wake-up as sent, then the message's transaction held open until the test lets it commit."""
-        sent.append((session_pk, transaction.get_connection().in_atomic_block))
-        real(session_pk=session_pk)
-        woken.set()
-        assert commit.wait(30)
-        return True
-
-    monkeypatch.setattr(services, "session_enqueue", held_open)
-    outcome: dict[str, Any] = {}
-
-    def send() -> None:
-        try:
-            services.message_send(session=session, text="What is the price of GOOG?", streaming=False)
-        except Exception as exc:  # noqa: BLE001 - reported below
-            outcome["error"] = exc
-        finally:
-            connection.close()
-
-    thread = threading.Thread(target=send)
-    thread.start()
+    held = HeldOpen(monkeypatch)
+    thread = held.start(lambda: services.message_send(session=session, text="price of GOOG?", streaming=False))
     try:
-        assert woken.wait(30), "the message sent no wake-up before its commit"
-        wait_for(lambda: _lock_waiters() >= 1, timeout=20, what="the worker's claim to wait on the session row")
-        # Not committed yet: nobody else sees the turn, and the worker has claimed nothing.
-        assert _turns(session) == []
-        assert AdkSession.objects.get(pk=session.pk).lease_owner == ""
+        held.claim_waiting("the message")
+        assert not _turns(session), "the turn is seen before its commit"
     finally:
-        commit.set()
-        thread.join(30)
-    assert "error" not in outcome, outcome
+        held.finish(thread)
+    assert "error" not in held.outcome, held.outcome
     settle(session, wait_for, "the turn")
     assert _turns(session) == [("message", "done")]
-    assert sent == [(session.pk, True)]  # one wake-up, inside the transaction; none after the commit
+    assert held.sent == [session.pk]  # one wake-up, before the commit (the claim waited for it); none after
     row = AdkSession.objects.get(pk=session.pk)
     assert (row.lease_owner, row.status) == ("", "idle")
 
