@@ -183,6 +183,7 @@ _TYPES = {"pk": "bigint", "tid": "bigint", "version": "bigint", "owner": "text",
 _TYPES.update(until="timestamptz", now="timestamptz")
 _HEAD_END = "FOR NO KEY UPDATE; "  # the lock's end: what follows is the statement prepared
 _NO_SUCH_STATEMENT = "26000"  # invalid_sql_statement_name: EXECUTE of a name the connection does not know
+_ALREADY_PREPARED = "42P05"  # duplicate_prepared_statement
 
 
 @dataclass(frozen=True)
@@ -213,6 +214,16 @@ def _prepared(sql: str) -> _Prepared:
     return found
 
 
+def _prepare(cursor: Any, statement: _Prepared) -> None:
+    """PREPARE it on this connection; one already there under that name (its text is in the name:
+    the same statement, e.g. a pooler's server connection that another client prepared) will do."""
+    try:
+        cursor.execute(statement.prepare)
+    except ProgrammingError as exc:
+        if getattr(exc.__cause__, "sqlstate", None) != _ALREADY_PREPARED or connection.in_atomic_block:
+            raise
+
+
 def _run(sql: str, params: dict[str, Any]) -> tuple:
     global _plain
     with connection.cursor() as cursor:
@@ -222,7 +233,7 @@ def _run(sql: str, params: dict[str, Any]) -> tuple:
             statement = _prepared(sql)
             ready = _ready.setdefault(connection.connection, set())
             if statement.name not in ready:
-                cursor.execute(statement.prepare)
+                _prepare(cursor, statement)
                 ready.add(statement.name)
             try:
                 cursor.execute(statement.execute, params)

@@ -327,3 +327,17 @@ def test_a_connection_that_lost_its_prepared_statements_still_claims_once(monkey
     assert _done_next(done.turn).released and _lease(row) == "" and _consistent(row) == "idle"
     assert _prepared_here() == []  # plain SQL from then on in this process
     connection.close()
+
+
+def test_a_statement_already_prepared_on_the_connection_is_used(monkeypatch):
+    """A server connection that already has the statement under its name (another client prepared
+    it through a pooler, or this process lost count of it): PREPARE says so, and the claim goes on."""
+    monkeypatch.setattr(turn_sql, "_ready", type(turn_sql._ready)())  # this process has prepared nothing
+    row = _session()
+    queued = _turn(row)
+    with connection.cursor() as cursor:
+        cursor.execute(turn_sql._prepared(turn_sql._START).prepare)
+    started = _start(row)
+    assert started.leased and started.turn is not None and started.turn.pk == queued.pk
+    assert len(_prepared_here()) == 1
+    connection.close()
