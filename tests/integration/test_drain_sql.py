@@ -336,6 +336,7 @@ def test_a_statement_already_prepared_on_the_connection_is_used(monkeypatch):
     row = _session()
     queued = _turn(row)
     with connection.cursor() as cursor:
+        cursor.execute("DEALLOCATE ALL")  # whatever earlier tests prepared on this pooled connection
         cursor.execute(turn_sql._prepared(turn_sql._START).prepare)
     started = _start(row)
     assert started.leased and started.turn is not None and started.turn.pk == queued.pk
