@@ -9,7 +9,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -20,6 +20,15 @@ from django.db.models.expressions import RawSQL
 
 COUNT_CAP = 1000
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+# `narrow(qs, n, order)`: a queryset whose rows include the first n of `qs` in `order` (unordered when
+# `order` is empty) and are all rows of `qs`: a list whose filter is an OR the planner cannot drive by
+# an index reads each arm's first n by its own index and unions them (approvals.selectors, "mine").
+Narrow = Callable[[QuerySet, int, tuple[str, ...]], QuerySet]
+
+
+def _top(qs: QuerySet, n: int, order: tuple[str, ...], narrow: Narrow | None) -> QuerySet:
+    """The first n rows of `qs` in `order` (any n rows when `order` is empty)."""
+    return (narrow(qs, n, order) if narrow else qs).order_by(*order)[:n]
 
 
 def capped_count(qs: QuerySet, *, ordered: bool = False) -> int:
@@ -28,6 +37,14 @@ def capped_count(qs: QuerySet, *, ordered: bool = False) -> int:
     (the conversations' status and recency), PostgreSQL then reads the first COUNT_CAP + 1 entries
     of that index; elsewhere (search, several filters) an unordered count stops sooner."""
     return (qs if ordered else qs.order_by())[: COUNT_CAP + 1].count()
+
+
+def capped_count_narrowed(qs: QuerySet, narrow: Narrow | None, order: tuple[str, ...] = ()) -> int:
+    """`capped_count` of `qs` read through `narrow` (see Narrow): exact below the cap, as each arm
+    counts at most COUNT_CAP + 1 rows and one arm that reaches it puts the union there too."""
+    if narrow is None:
+        return capped_count(qs.order_by(*order), ordered=bool(order))
+    return _top(qs, COUNT_CAP + 1, order, narrow).count()
 
 
 def count_label(count: int, noun: str) -> str:
@@ -74,14 +91,17 @@ def beyond(field_name: str, key: tuple[Any, int], descending: bool) -> Q:
     return Q(**{f"{field_name}__gte": value}) & (Q(**{f"{field_name}__gt": value}) | Q(pk__gt=pk))
 
 
-def _from_row(qs: QuerySet, order: tuple[str, str], start: int, sort_field: str, descending: bool) -> RawSQL:
+def _from_row(
+    qs: QuerySet, order: tuple[str, str], start: int, sort_field: str, descending: bool, narrow: Narrow | None = None
+) -> RawSQL:
     """The rows from the `start`-th of `qs` in `order` on, as one condition: `(field, pk)` compared with
     the key of that row, which a subquery finds by offset over the keys alone (no joins for the
     page's related rows, no columns but the two, the index on (field, pk) walked once; PostgreSQL
     runs it once, as an InitPlan). Past the end the subquery finds nothing and no row matches."""
     model = qs.model
     field = model._meta.get_field(sort_field)
-    keys = qs.select_related(None).order_by(*order).values_list(sort_field, "pk")[start : start + 1]
+    keys = (narrow(qs, start + 1, order) if narrow else qs).select_related(None).order_by(*order)
+    keys = keys.values_list(sort_field, "pk")[start : start + 1]
     sql, params = keys.query.sql_with_params()
     quote = connection.ops.quote_name
     table = quote(model._meta.db_table)
@@ -154,29 +174,32 @@ def keyset_page(
     before: str = "",
     kind: type = datetime,
     count_ordered: bool = False,
+    narrow: Narrow | None = None,
 ) -> KeysetPage:
     """A page of `qs` ordered by (sort_field, pk): after/before a cursor when one is given, else
-    the `page`-th by offset. Two queries: the capped count and the rows (one more than a page)."""
+    the `page`-th by offset. Two queries: the capped count and the rows (one more than a page).
+    `narrow` (see Narrow): how to read `qs`'s first rows, for every one of those queries."""
     order = (f"-{sort_field}", "-pk") if descending else (sort_field, "pk")
-    total = capped_count(qs.order_by(*order), ordered=count_ordered)
+    total = capped_count_narrowed(qs, narrow, order if count_ordered else ())
     reverse = (sort_field, "pk") if descending else (f"-{sort_field}", "-pk")
     page = max(1, page)
     key_after, key_before = cursor_parse(after, kind) if after else None, cursor_parse(before, kind) if before else None
     if key_before is not None and page > 1:
-        rows = list(qs.filter(beyond(sort_field, key_before, not descending)).order_by(*reverse)[: per_page + 1])
+        rows = list(_top(qs.filter(beyond(sort_field, key_before, not descending)), per_page + 1, reverse, narrow))
         if len(rows) > per_page:  # there are rows before this page too
             return KeysetPage(rows[:per_page][::-1], page, total, per_page, sort_field, True, True)
         page, key_after = 1, None  # back at the start: the first page, full
     if key_after is not None:
-        rows = list(qs.filter(beyond(sort_field, key_after, descending)).order_by(*order)[: per_page + 1])
+        rows = list(_top(qs.filter(beyond(sort_field, key_after, descending)), per_page + 1, order, narrow))
         number = max(page, 2)
     else:
         if page > 1 and total <= COUNT_CAP:  # as Django's get_page: past the end shows the last page
             page = min(page, max(1, -(-total // per_page)))
         start = (page - 1) * per_page
         if start:  # a page number typed (or an old link): its first row sought, then read by keyset
-            rows = list(qs.filter(_from_row(qs, order, start, sort_field, descending)).order_by(*order)[: per_page + 1])
+            seek = _from_row(qs, order, start, sort_field, descending, narrow)
+            rows = list(_top(qs.filter(seek), per_page + 1, order, narrow))
         else:
-            rows = list(qs.order_by(*order)[: per_page + 1])
+            rows = list(_top(qs, per_page + 1, order, narrow))
         number = page
     return KeysetPage(rows[:per_page], number, total, per_page, sort_field, len(rows) > per_page, number > 1)

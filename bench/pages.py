@@ -4,14 +4,14 @@ logged-in approver. Not a test: it prints figures.
     .venv/bin/python bench/pages.py [--requests 30] [--reseed] [--explain 2]
     .venv/bin/python bench/pages.py --tickets 10000 --events 100000 --db adkweb_bench_pages_small  # quick
 
-The data set is seeded once into a PostgreSQL database of its own (default adkweb_bench_pages on
-BENCH_PG, default postgres://postgres@127.0.0.1:5432) by bench/pages_seed.py, the way the app writes
-it (bulk COPY, then VACUUM ANALYZE): about 3 minutes. Later runs find it seeded and skip that; --reseed
-drops and seeds it again, --drop just drops it. Pages are requested through Django's test client (the
-whole middleware, view and template stack; the connection is closed after every request, as with
-CONN_MAX_AGE=0 in production), logged in as the demo approver. Each page: p50 and p95 over --requests
-requests (after 2 untimed), the number of SQL queries and the time spent in them, then EXPLAIN ANALYZE of
-its slowest queries. See bench/README.md.
+The data set is seeded once into a PostgreSQL database of its own (default `<BENCH_DB_PREFIX>_pages`,
+adkweb_bench_pages, on BENCH_PG, default postgres://postgres@127.0.0.1:5432) by bench/pages_seed.py, the
+way the app writes it (bulk COPY, then VACUUM ANALYZE): about 3 minutes. Later runs find it seeded and
+skip that; --reseed drops and seeds it again, --drop just drops it. Pages are requested through Django's
+test client (the whole middleware, view and template stack; the connection is closed after every request,
+as with CONN_MAX_AGE=0 in production), logged in as the demo approver. Each page: p50 and p95 over
+--requests requests (after 2 untimed), the number of SQL queries and the time spent in them, then EXPLAIN
+ANALYZE of its slowest queries. See bench/README.md.
 """
 
 from __future__ import annotations
@@ -23,23 +23,24 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from benchlib import ROOT, pct, pg_create, pg_drop, pg_exists, pg_url  # noqa: E402
+from benchlib import DB_PREFIX, ROOT, pct, pg_create, pg_drop, pg_exists, pg_url  # noqa: E402
 
-DB = "adkweb_bench_pages"
+DB = f"{DB_PREFIX}_pages"
 
 
-def deep_page_url(page: int) -> str:
-    """The URL of the inbox's "Next" link on page `page` - 1 (all statuses, newest first, as the
-    approver): it carries the keyset cursor of that page's last row (adkweb.paging)."""
+def deep_page_url(page: int, query: str = "status=all", **filters: object) -> str:
+    """The URL of the inbox's "Next" link on page `page` - 1 (as the approver; by default all statuses,
+    newest first; `query` and `filters`: another inbox's, the same twice): it carries the keyset cursor
+    of that page's last row (adkweb.paging)."""
     from django.contrib.auth.models import User
 
     from adkweb.paging import cursor_of
     from approvals.selectors import INBOX_PAGE_SIZE, InboxFilters, ticket_queryset
 
     approver = User.objects.get(username="approver")
-    qs = ticket_queryset(filters=InboxFilters(status="all"), user=approver)
+    qs = ticket_queryset(filters=InboxFilters(**{"status": "all", **filters}), user=approver)  # type: ignore[arg-type]
     last = qs[(page - 1) * INBOX_PAGE_SIZE - 1]
-    return f"/?status=all&page={page}&after={cursor_of(last, 'created_at')}"
+    return f"/?{query}&page={page}&after={cursor_of(last, 'created_at')}"
 
 
 def pages(info) -> list[tuple[str, str]]:  # noqa: ANN001 - pages_seed.SeedInfo
@@ -48,6 +49,9 @@ def pages(info) -> list[tuple[str, str]]:  # noqa: ANN001 - pages_seed.SeedInfo
         ("inbox filtered (closed, ticket_agent)", "/?status=closed&agent=ticket_agent"),
         ("inbox searched (q=hotel, all)", "/?q=hotel&status=all"),
         ("inbox mine (all statuses)", "/?mine=1&status=all"),
+        ("inbox mine (open: the default status)", "/?mine=1"),
+        ("inbox mine, page 1000 by its Next link", deep_page_url(1000, "mine=1&status=all", mine=True)),
+        ("inbox mine and an agent (ticket_agent, all)", "/?mine=1&status=all&agent=ticket_agent"),
         ("inbox deep page (all, page 2000, its Next link)", deep_page_url(2000)),
         ("inbox deep page by number (?page=2000: offset)", "/?status=all&page=2000"),
         ("inbox htmx fragment (default)", "/#htmx"),
@@ -59,7 +63,7 @@ def pages(info) -> list[tuple[str, str]]:  # noqa: ANN001 - pages_seed.SeedInfo
     ]
 
 
-def setup(db: str, reseed: bool, n_tickets: int, n_events: int):  # noqa: ANN201 - SeedInfo
+def setup(db: str, reseed: bool, n_tickets: int, n_events: int, tree: Path = ROOT):  # noqa: ANN201 - SeedInfo
     os.environ.update(
         DATABASE_URL=pg_url(db),
         DJANGO_SETTINGS_MODULE="adkweb.settings",
@@ -73,7 +77,8 @@ def setup(db: str, reseed: bool, n_tickets: int, n_events: int):  # noqa: ANN201
     os.environ.pop("REDIS_URL", None)
     if reseed or not pg_exists(db):
         pg_create(db)
-    sys.path.insert(0, str(ROOT))
+    sys.path.insert(0, str(tree))  # the app measured: this tree's, or --tree's
+    os.chdir(tree)  # Celery's Django fixup puts the working directory first on sys.path
     import django
 
     django.setup()
@@ -141,11 +146,14 @@ def main() -> None:
     parser.add_argument("--drop", action="store_true", help="drop the bench database and exit")
     parser.add_argument("--explain", type=int, default=2, help="EXPLAIN ANALYZE this many slowest queries per page")
     parser.add_argument("--only", default="", help="only pages whose label contains this text")
+    parser.add_argument(
+        "--tree", type=Path, default=ROOT, help="measure the app of this worktree (e.g. the base), with this bench"
+    )
     args = parser.parse_args()
     if args.drop:
         pg_drop(args.db)
         return
-    info = setup(args.db, args.reseed, args.tickets, args.events)
+    info = setup(args.db, args.reseed, args.tickets, args.events, args.tree.resolve())
     from django.contrib.auth.models import User
     from django.test import Client
 
@@ -159,7 +167,7 @@ def main() -> None:
         results.append((label, url, ms, queries, size, cpu))
     print(
         f"\npages at scale: {info.tickets} tickets, {info.events} events, PostgreSQL ({args.db}); "
-        f"logged in as approver; {args.requests} requests each"
+        f"logged in as approver; {args.requests} requests each; app of {args.tree.resolve()}"
     )
     width = max(len(r[0]) for r in results) + 2
     head = f"{'page':<{width}}{'p50 ms':>8}{'p95 ms':>8}{'queries':>9}{'SQL ms':>8}"

@@ -6,7 +6,6 @@ from __future__ import annotations
 import re
 from html import unescape
 
-import pytest
 from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
@@ -14,17 +13,8 @@ from django.test.utils import CaptureQueriesContext
 from adkweb import paging
 from agents_app.models import AgentConfig
 from approvals.models import PendingCall
+from tests.approvals.inbox_helpers import inbox_ids
 from tests.approvals_factories import session_for, ticket
-
-
-@pytest.fixture
-def approver(client: Client, demo) -> Client:
-    client.force_login(demo["approver"])
-    return client
-
-
-def _ids(html: str) -> list[int]:
-    return [int(pk) for pk in re.findall(r'id="pending-call-(\d+)"', html)]
 
 
 def _link(html: str, rel: str) -> str:
@@ -42,20 +32,20 @@ def test_next_and_previous_links_walk_the_list_by_keyset(approver):
     made = _tickets(60)
     newest_first = [t.pk for t in sorted(made, key=lambda t: (t.created_at, t.pk), reverse=True)]
     page1 = approver.get("/").content.decode()
-    assert _ids(page1) == newest_first[:25] and "Page 1 of 3" in page1 and "60 tickets" in page1
+    assert inbox_ids(page1) == newest_first[:25] and "Page 1 of 3" in page1 and "60 tickets" in page1
     nxt = _link(page1, "next")
     assert "after=" in nxt and "page=2" in nxt
     page2 = approver.get(nxt).content.decode()
-    assert _ids(page2) == newest_first[25:50] and "Page 2 of 3" in page2
+    assert inbox_ids(page2) == newest_first[25:50] and "Page 2 of 3" in page2
     page3 = approver.get(_link(page2, "next")).content.decode()
-    assert _ids(page3) == newest_first[50:] and 'rel="next"' not in page3
+    assert inbox_ids(page3) == newest_first[50:] and 'rel="next"' not in page3
     back = approver.get(_link(page3, "prev")).content.decode()
-    assert _ids(back) == newest_first[25:50] and "Page 2 of 3" in back
+    assert inbox_ids(back) == newest_first[25:50] and "Page 2 of 3" in back
     first = approver.get(_link(back, "prev")).content.decode()
-    assert _ids(first) == newest_first[:25] and 'rel="prev"' not in first
+    assert inbox_ids(first) == newest_first[:25] and 'rel="prev"' not in first
     # A bare page number (an old link) still works, by offset, and so does a bad cursor.
-    assert _ids(approver.get("/?page=2").content.decode()) == newest_first[25:50]
-    assert _ids(approver.get("/?page=2&after=nonsense").content.decode()) == newest_first[25:50]
+    assert inbox_ids(approver.get("/?page=2").content.decode()) == newest_first[25:50]
+    assert inbox_ids(approver.get("/?page=2&after=nonsense").content.decode()) == newest_first[25:50]
 
 
 def test_keyset_pages_keep_their_rows_when_new_tickets_arrive(approver):
@@ -64,15 +54,15 @@ def test_keyset_pages_keep_their_rows_when_new_tickets_arrive(approver):
     nxt = _link(page1, "next")
     _tickets(3)  # newer tickets push the offsets, not the keyset
     oldest = sorted(made, key=lambda t: (t.created_at, t.pk))[:5]
-    assert _ids(approver.get(nxt).content.decode()) == [t.pk for t in reversed(oldest)]
+    assert inbox_ids(approver.get(nxt).content.decode()) == [t.pk for t in reversed(oldest)]
 
 
 def test_oldest_first_pages_by_keyset_too(approver):
     made = _tickets(30)
     oldest_first = [t.pk for t in sorted(made, key=lambda t: (t.created_at, t.pk))]
     page1 = approver.get("/?sort=oldest").content.decode()
-    assert _ids(page1) == oldest_first[:25]
-    assert _ids(approver.get(_link(page1, "next")).content.decode()) == oldest_first[25:]
+    assert inbox_ids(page1) == oldest_first[:25]
+    assert inbox_ids(approver.get(_link(page1, "next")).content.decode()) == oldest_first[25:]
 
 
 def test_counts_are_capped(approver, monkeypatch):

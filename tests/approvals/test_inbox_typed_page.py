@@ -5,7 +5,6 @@ over the page's joined rows), in the same number of queries as the first page.""
 
 from __future__ import annotations
 
-import re
 from datetime import timedelta
 
 import pytest
@@ -15,19 +14,10 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from approvals.models import PendingCall, Response
+from tests.approvals.inbox_helpers import inbox_ids
 from tests.approvals_factories import session_for, ticket
 
 URLS = ["/?status=all", "/?status=all&sort=oldest", "/?q=meals&status=all", "/?mine=1&status=all"]
-
-
-@pytest.fixture
-def approver(client: Client, demo) -> Client:
-    client.force_login(demo["approver"])
-    return client
-
-
-def _ids(html: str) -> list[int]:
-    return [int(pk) for pk in re.findall(r'id="pending-call-(\d+)"', html)]
 
 
 def _tickets(n: int, demo) -> list[PendingCall]:
@@ -53,7 +43,7 @@ def _get(client: Client, url: str) -> tuple[list[int], list[str]]:
     with CaptureQueriesContext(connection) as ctx:
         response = client.get(url)
     assert response.status_code == 200
-    return _ids(response.content.decode()), [q["sql"] for q in ctx.captured_queries]
+    return inbox_ids(response.content.decode()), [q["sql"] for q in ctx.captured_queries]
 
 
 @pytest.mark.parametrize("url", URLS)
