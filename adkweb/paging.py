@@ -20,9 +20,9 @@ from django.db.models.expressions import RawSQL
 
 COUNT_CAP = 1000
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-# `narrow(qs, n, order)`: a queryset whose rows include the first n of `qs` in `order` (unordered when
-# `order` is empty) and are all rows of `qs`: a list whose filter is an OR the planner cannot drive by
-# an index reads each arm's first n by its own index and unions them (approvals.selectors, "mine").
+# `narrow(qs, n, order)`: a queryset of rows of `qs` that holds its first n in `order` (when `order` is
+# empty: n of its rows, any, or all of them if fewer): a list whose filter is an OR the planner cannot
+# bound reads each arm's first n by its own plan and unions them (approvals.selectors, "mine").
 Narrow = Callable[[QuerySet, int, tuple[str, ...]], QuerySet]
 
 

@@ -124,13 +124,14 @@ def _mine_arms_sql(user: Any) -> list[tuple[str, list[Any]]]:
     """`_mine_arms`, as SQL on the inbox query's own table (unaliased: its query's outermost)."""
     quote = connection.ops.quote_name
     ticket, response = quote(PendingCall._meta.db_table), quote(Response._meta.db_table)
+    ours = f"{ticket}.assigned_to_id = %s OR {ticket}.closed_by_id = %s"
+    # The second arm leaves out the first's tickets (IS DISTINCT FROM: a NULL column is not me): the arms
+    # are disjoint, so a count reads the first arm alone while it reaches the cap.
     responded = (
         f"EXISTS (SELECT 1 FROM {response} mine_r WHERE mine_r.pending_call_id = {ticket}.id AND mine_r.actor_id = %s)"
+        f" AND {ticket}.assigned_to_id IS DISTINCT FROM %s AND {ticket}.closed_by_id IS DISTINCT FROM %s"
     )
-    return [
-        (f"({ticket}.assigned_to_id = %s OR {ticket}.closed_by_id = %s)", [user.pk, user.pk]),
-        (responded, [user.pk]),
-    ]
+    return [(f"({ours})", [user.pk, user.pk]), (f"({responded})", [user.pk, user.pk, user.pk])]
 
 
 def _mine_narrow(user: Any) -> Narrow:
@@ -156,8 +157,10 @@ def _mine_narrow(user: Any) -> Narrow:
         for arm_sql, arm_params in _mine_arms_sql(user):
             parts.append(f"({sql[:at]}{arm_sql}{sql[at + len(_ARM) :]})")
             union_params += [*params[:before], *arm_params, *params[before:]]
-        ids = RawSQL(" UNION ALL ".join(parts), union_params)
-        return PendingCall.objects.filter(pk__in=ids).select_related("closed_by", "assigned_to")
+        ids = " UNION ALL ".join(parts)
+        if not order:  # a count: the first n of the (disjoint) arms, the second read only if the first has fewer
+            ids = f"SELECT * FROM ({ids}) mine_u LIMIT {int(n)}"
+        return PendingCall.objects.filter(pk__in=RawSQL(ids, union_params)).select_related("closed_by", "assigned_to")
 
     return narrow
 

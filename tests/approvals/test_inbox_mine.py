@@ -14,6 +14,7 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
+from adkweb import paging
 from agents_app.models import AdkSession
 from approvals.models import PendingCall, Response
 from tests.approvals.inbox_helpers import inbox_ids
@@ -116,3 +117,16 @@ def test_mine_pages_by_its_next_links_in_a_constant_number_of_queries(approver, 
     _many(demo["approver"], demo["approver2"])
     assert _get(approver, "/?mine=1&status=all")[1] == plain
     assert _get(approver, "/?mine=1&status=all&agent=reimbursement_agent")[1] == plain
+
+
+def test_mine_counts_each_ticket_once_up_to_the_cap(approver, demo, monkeypatch):
+    """A ticket mine two ways counts once, under the cap and past it."""
+    monkeypatch.setattr(paging, "COUNT_CAP", 10)
+    me = demo["approver"]
+    both = [_responded(ticket(assigned_to=me), me) for _ in range(8)]  # assigned and answered
+    assert "8 tickets" in _get(approver, "/?mine=1&status=all")[0]
+    [_responded(ticket(), me) for _ in range(2)]
+    assert "10 tickets" in _get(approver, "/?mine=1&status=all")[0]
+    [_responded(ticket(), me) for _ in range(3)]
+    html, _ = _get(approver, "/?mine=1&status=all")
+    assert "10+ tickets" in html and inbox_ids(html)[-8:] == [t.pk for t in reversed(both)]

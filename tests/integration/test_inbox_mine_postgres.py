@@ -14,6 +14,7 @@ from approvals.models import Response
 from approvals.selectors import InboxFilters, _inbox_source
 from tests.approvals.conftest import approver  # noqa: F401 - the fixture, for the tests below
 from tests.approvals.test_inbox_mine import (  # noqa: F401 - run here on PostgreSQL
+    test_mine_counts_each_ticket_once_up_to_the_cap,
     test_mine_is_what_i_was_assigned_closed_or_answered_and_only_what_i_may_see,
     test_mine_pages_by_its_next_links_in_a_constant_number_of_queries,
 )
