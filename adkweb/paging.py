@@ -40,8 +40,8 @@ def capped_count(qs: QuerySet, *, ordered: bool = False) -> int:
 
 
 def capped_count_narrowed(qs: QuerySet, narrow: Narrow | None, order: tuple[str, ...] = ()) -> int:
-    """`capped_count` of `qs` read through `narrow` (see Narrow): exact below the cap, as each arm
-    counts at most COUNT_CAP + 1 rows and one arm that reaches it puts the union there too."""
+    """`capped_count` of `qs` read through `narrow` (see Narrow: COUNT_CAP + 1 of its rows, or all of
+    them if fewer, so the count is exact below the cap)."""
     if narrow is None:
         return capped_count(qs.order_by(*order), ordered=bool(order))
     return _top(qs, COUNT_CAP + 1, order, narrow).count()
