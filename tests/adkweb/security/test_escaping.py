@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 from channels.testing import WebsocketCommunicator
@@ -54,14 +55,25 @@ def test_tool_arguments_and_model_output_are_escaped_everywhere(world, worker, w
         )
         assert SCRIPT in call.args["purpose"], call.args  # the hostile text really is in the data
 
-        async def drain(comm: WebsocketCommunicator) -> str:
-            frames = []
-            while not await comm.receive_nothing(timeout=0.5):
+        def shown(text: str) -> bool:
+            return any(e in text for e in ESCAPED)
+
+        async def drain(comm: WebsocketCommunicator, expect: Any = bool) -> str:
+            """Frames until `expect(what came)` holds and then 0.5 s pass with none (15 s at most: on a
+            loaded machine a consumer's render can take longer than a quiet gap)."""
+            frames: list[str] = []
+            deadline = time.monotonic() + 15
+            while time.monotonic() < deadline:
+                if expect("".join(frames)):
+                    if await comm.receive_nothing(timeout=0.5):
+                        break
+                elif await comm.receive_nothing(timeout=0.2):
+                    continue
                 frames.append(await comm.receive_from())
             return "".join(frames)
 
-        pushed_conv = loop.run_until_complete(drain(conv_socket))
-        pushed_inbox = loop.run_until_complete(drain(inbox_socket))
+        pushed_conv = loop.run_until_complete(drain(conv_socket, shown))
+        pushed_inbox = loop.run_until_complete(drain(inbox_socket, shown))
         _assert_escaped(pushed_conv, "conversation socket fragments")
         _assert_escaped(pushed_inbox, "inbox socket fragments")
 
@@ -78,7 +90,7 @@ def test_tool_arguments_and_model_output_are_escaped_everywhere(world, worker, w
         ticket_catch_up = loop.run_until_complete(
             open_socket(f"/ws/tickets/{call.pk}/?after=0", world.users["approver"])
         )
-        _assert_escaped(loop.run_until_complete(drain(ticket_catch_up)), "ticket socket catch-up")
+        _assert_escaped(loop.run_until_complete(drain(ticket_catch_up, shown)), "ticket socket catch-up")
         loop.run_until_complete(ticket_catch_up.disconnect())
     finally:
         loop.run_until_complete(conv_socket.disconnect())
