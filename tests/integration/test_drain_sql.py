@@ -304,7 +304,8 @@ def test_the_claim_and_the_finish_are_prepared_once_per_connection():
     done = _done_next(started.turn)
     assert done.finished and done.turn is not None
     assert _done_next(done.turn).turn is not None
-    assert len(_prepared_here()) == 2
+    names = {turn_sql._prepared(sql).name for sql in (turn_sql._START, turn_sql._DONE_NEXT)}
+    assert names <= set(_prepared_here())  # (a pooled connection may hold an earlier test's variant too)
     connection.close()
 
 
