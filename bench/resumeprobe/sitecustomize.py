@@ -53,6 +53,25 @@ def _types(*args, **kwargs) -> str:  # noqa: ANN002, ANN003
     return ":" + ",".join(sorted({str(m.get("type")) for _g, m in pairs})) if pairs else ":ask"
 
 
+# (module, class in it or "", function, tag): wrapped as they are, where the tree has the module.
+_PLAIN = [
+    ("adkweb.wsframes", "FrameWriter", "write", "frame"),
+    ("approvals.services", "", "ticket_approve", "approve"),
+    ("approvals.views", "", "_ticket_reply", "reply"),
+    ("approvals.views", "", "_acted_on", "acted_on"),
+    ("agents_app.services", "", "session_enqueue", "wake"),
+    ("agents_app.fanout", "", "publish_event", "publish_event"),
+    ("agents_app.selectors", "", "session_event_view", "event_view"),
+    ("agents_app.runner", "", "_start", "claim"),
+    ("agents_app.runner", "", "session_turns_run", "drain"),
+    ("agents_app.events", "", "anotify_session_status", "status"),
+    ("agents_app.session_service", "DjangoSessionService", "append_event", "append"),
+    ("agents_app.session_service", "DjangoSessionService", "_store_event", "store"),
+    ("agents_app.session_service", "", "anotify_session_event", "notify_event"),
+    ("agents_app.turn_exec", "", "turn_run", "turn_run"),
+]
+
+
 def _install() -> None:
     from importlib import import_module
 
@@ -74,45 +93,15 @@ def _install() -> None:
             "handout",
             lambda self, channel, message: ":" + str(message.get("type")),
         )
-    frames = mod("adkweb.wsframes")
-    if frames is not None:
-        _wrap(frames.FrameWriter, "write", "frame")
-    services = mod("approvals.services")
-    if services is not None:
-        _wrap(services, "ticket_approve", "approve")
-    views = mod("approvals.views")
-    if views is not None:
-        _wrap(views, "_ticket_reply", "reply")
-        _wrap(views, "_acted_on", "acted_on")
-    agents = mod("agents_app.services")
-    if agents is not None:
-        _wrap(agents, "session_enqueue", "wake")
+    for module, owner, name, tag in _PLAIN:
+        found = mod(module)
+        if found is not None:
+            _wrap(getattr(found, owner) if owner else found, name, tag)
     afan = mod("approvals.fanout")
     if afan is not None:
         for name in dir(afan):
             if name.startswith("publish") and callable(getattr(afan, name)):
                 _wrap(afan, name, f"appr.{name}")
-    fan = mod("agents_app.fanout")
-    if fan is not None:
-        _wrap(fan, "publish_event", "publish_event")
-    sel = mod("agents_app.selectors")
-    if sel is not None:
-        _wrap(sel, "session_event_view", "event_view")
-    runner = mod("agents_app.runner")
-    if runner is not None:
-        _wrap(runner, "_start", "claim")
-        _wrap(runner, "session_turns_run", "drain")
-    ev = mod("agents_app.events")
-    if ev is not None:
-        _wrap(ev, "anotify_session_status", "status")
-    ss = mod("agents_app.session_service")
-    if ss is not None:
-        _wrap(ss.DjangoSessionService, "append_event", "append")
-        _wrap(ss.DjangoSessionService, "_store_event", "store")
-        _wrap(ss, "anotify_session_event", "notify_event")
-    te = mod("agents_app.turn_exec")
-    if te is not None:
-        _wrap(te, "turn_run", "turn_run")
     ww = mod("agents_app.wake_worker")
     if ww is not None and hasattr(ww, "WakeListener"):
         _wrap(ww.WakeListener, "_hand_over", "pop")
