@@ -9,24 +9,15 @@ embedded demo, DEBUG is off unless DJANGO_DEBUG says otherwise and DJANGO_SECRET
 import os
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 from kombu import Queue
 
+from adkweb.envvars import env_bool, env_list
+from adkweb.settings_logging import logging_settings
+
 BASE_DIR = Path(__file__).resolve().parent.parent
-
-
-def env_bool(name: str, default: bool) -> bool:
-    value = os.environ.get(name)
-    if value is None or not value.strip():
-        return default
-    return value.strip().lower() in {"1", "true", "yes", "on"}
-
-
-def env_list(name: str, default: str) -> list[str]:
-    return [item.strip() for item in os.environ.get(name, default).split(",") if item.strip()]
 
 
 # --- Mode ---------------------------------------------------------------------------------
@@ -353,52 +344,13 @@ ADKWEB_METRICS_CACHE_SECONDS = float(os.environ.get("ADKWEB_METRICS_CACHE_SECOND
 # read on the turn_finished_at index, not every turn ever run).
 ADKWEB_METRICS_TURN_WINDOW_SECONDS = float(os.environ.get("ADKWEB_METRICS_TURN_WINDOW_SECONDS", "3600"))
 
-# --- Notifications (email, webhooks, one-tap approval links) -------------------------------
-EMAIL_HOST = os.environ.get("EMAIL_HOST", "")
-EMAIL_PORT = int(os.environ.get("EMAIL_PORT", "25"))
-EMAIL_HOST_USER = os.environ.get("EMAIL_HOST_USER", "")
-EMAIL_HOST_PASSWORD = os.environ.get("EMAIL_HOST_PASSWORD", "")
-EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", False)
-EMAIL_USE_SSL = env_bool("EMAIL_USE_SSL", False)
-EMAIL_TIMEOUT = float(os.environ.get("EMAIL_TIMEOUT", "10"))  # a hung SMTP server costs one attempt, not a worker
-DEFAULT_FROM_EMAIL = os.environ.get("DEFAULT_FROM_EMAIL", "adkweb <adkweb@localhost>")
-# With no SMTP host (the embedded demo), emails are printed to the log: `make run` shows them.
-EMAIL_BACKEND = os.environ.get("EMAIL_BACKEND") or (
-    "django.core.mail.backends.smtp.EmailBackend" if EMAIL_HOST else "django.core.mail.backends.console.EmailBackend"
-)
-# Where people reach this server: the links in emails and webhook payloads start with it.
-ADKWEB_BASE_URL = os.environ.get("ADKWEB_BASE_URL", "http://127.0.0.1:8000").rstrip("/")
-# One-tap approval links expire after this many seconds (24 h).
-ADKWEB_APPROVAL_LINK_SECONDS = int(os.environ.get("ADKWEB_APPROVAL_LINK_SECONDS", str(24 * 3600)))
-# Seconds between tries of a failed email or webhook delivery: 6 tries over ~43 minutes.
-ADKWEB_NOTIFY_RETRY_DELAYS = [
-    float(s) for s in os.environ.get("ADKWEB_NOTIFY_RETRY_DELAYS", "10,30,120,600,1800").split(",") if s.strip()
-]
-ADKWEB_WEBHOOK_TIMEOUT = float(os.environ.get("ADKWEB_WEBHOOK_TIMEOUT", "10"))
-# Webhooks may not point at loopback, private or link-local addresses (checked when registered and at
-# each delivery) unless this allows it: a receiver on this host or its private network.
-ADKWEB_WEBHOOK_ALLOW_PRIVATE = env_bool("ADKWEB_WEBHOOK_ALLOW_PRIVATE", False)
+# --- Notifications (email, webhooks, one-tap approval links): adkweb/settings_notify.py ------------
+from adkweb.settings_notify import *  # noqa: E402,F403
 
-# Every line: time, level, logger name, and the turn/session/ticket ids it is about (adkweb.log_context).
-# Celery's workers and beat log through this too (CELERY_WORKER_HIJACK_ROOT_LOGGER below).
-LOGGING: dict[str, Any] = {
-    "version": 1,
-    "disable_existing_loggers": False,
-    "filters": {"ids": {"()": "adkweb.log_context.IdsFilter"}},
-    "formatters": {
-        "adkweb": {"format": "%(asctime)s %(levelname)s %(name)s%(ids)s: %(message)s"},
-    },
-    "handlers": {"console": {"class": "logging.StreamHandler", "filters": ["ids"], "formatter": "adkweb"}},
-    "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
-    "loggers": {
-        "google_adk": {"level": "WARNING"},
-        "httpx": {"level": "WARNING"},
-        # daphne's runserver logs requests with its own handler: don't print each line twice.
-        "django.channels.server": {"propagate": False},
-    },
-}
-if ADKWEB_EMBEDDED_WORKER:  # the in-process worker stays quiet (no line per task every few seconds)
-    LOGGING["loggers"]["celery"] = {"level": "WARNING"}
+# --- Logging: every line with its time, level, logger and ids (adkweb/settings_logging.py) ---------
+# Celery's workers and beat log through it too (CELERY_WORKER_HIJACK_ROOT_LOGGER above); the in-process
+# worker stays quiet (no line per task every few seconds).
+LOGGING = logging_settings(level=os.environ.get("LOG_LEVEL", "INFO"), quiet_celery=ADKWEB_EMBEDDED_WORKER)
 # Show the demo logins on the login page (embedded demo only; never where real users log in).
 ADKWEB_SHOW_DEMO_LOGINS = env_bool("ADKWEB_SHOW_DEMO_LOGINS", not DEPLOYED and DEBUG)
 

@@ -218,10 +218,10 @@ def test_the_default_retry_schedule_is_six_tries_over_about_43_minutes(monkeypat
     """Tests shorten the delays; the shipped defaults are the issue's: ~10 s, 30 s, 2 min, 10 min, 30 min."""
     import importlib
 
-    import adkweb.settings
+    import adkweb.settings_notify
 
     monkeypatch.delenv("ADKWEB_NOTIFY_RETRY_DELAYS", raising=False)
-    defaults = importlib.reload(adkweb.settings)
+    defaults = importlib.reload(adkweb.settings_notify)
     assert defaults.ADKWEB_NOTIFY_RETRY_DELAYS == [10.0, 30.0, 120.0, 600.0, 1800.0]
     assert defaults.ADKWEB_APPROVAL_LINK_SECONDS == 24 * 3600
 
