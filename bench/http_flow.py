@@ -79,6 +79,47 @@ class Target:
     cpu_by: dict[str, float] = field(default_factory=dict)  # the same per server process (web, worker)
     cpu_step: dict[tuple[str, str], float] = field(default_factory=dict)  # (process, step) -> CPU seconds
     client: Any = None
+    probe: Any = None  # --probe: HttpProbe of this target's servers
+
+
+class HttpProbe:
+    """`--probe`: the servers' step lines (bench/resumeprobe/sitecustomize.py) during each /run, per step:
+    when each tag was first written, ms after the client sent the request (wall clock)."""
+
+    def __init__(self) -> None:
+        self.path = tempfile.mktemp(prefix="adkweb-http-probe-", suffix=".log")
+        self.offset = 0
+        self.samples: dict[str, list[dict[str, float]]] = {}
+        self.pids: dict[str, str] = {}
+
+    def sample(self, step: str, sent: float, got: float) -> None:
+        with open(self.path) as f:
+            f.seek(self.offset)
+            lines = f.readlines()
+            self.offset = f.tell()
+        first: dict[str, float] = {}
+        for line in lines:
+            tag, at, pid, _thread = line.split()
+            if sent <= float(at) <= got:
+                who = self.pids.setdefault(pid, "p" + str(len(self.pids)))
+                first.setdefault(f"{who} {tag}", (float(at) - sent) * 1000)
+        first["= answer received"] = (got - sent) * 1000
+        self.samples.setdefault(step, []).append(first)
+
+    def report(self, key: str) -> None:
+        for step, samples in self.samples.items():
+            rows = []
+            for name in {n for s in samples for n in s}:
+                values = [s[name] for s in samples if name in s]
+                rows.append((pct(values, 0.5), name, len(values), pct(values, 0.95)))
+            print(f"\n{key}, {step}: first time each step was written, ms after the request was sent ({len(samples)})")
+            print(f"  {'step':<36}{'n':>4}{'p50':>8}{'p95':>8}   p50 of each sample's time since the step above")
+            before = ""
+            for p50, name, n, p95 in sorted(rows):
+                gaps = [s[name] - s[before] for s in samples if name in s and before in s]
+                gap = f"{pct(gaps, 0.5):>10.2f}" if gaps else ""
+                print(f"  {name:<36}{n:>4}{p50:>8.2f}{p95:>8.2f}{gap}")
+                before = name
 
 
 def adk_server(key: str, uri: str) -> Target:
@@ -90,7 +131,7 @@ def adk_server(key: str, uri: str) -> Target:
     return Target(key, f"http://127.0.0.1:{port}", [server])
 
 
-def adkweb_target(key: str, database_url: str, redis_url: str, root: Path = ROOT) -> Target:
+def adkweb_target(key: str, database_url: str, redis_url: str, root: Path = ROOT, probe: bool = False) -> Target:
     """Migrate, create the approver and a token, start daphne (and a celery worker in services mode),
     from the source tree `root`."""
     env = adkweb_env(database_url, redis_url, root, ADKWEB_CODE_AGENTS=f"{APP}={APP}.agent.root_agent")
@@ -112,6 +153,11 @@ def adkweb_target(key: str, database_url: str, redis_url: str, root: Path = ROOT
             env.update(CHANNELS_PREFIX="adkweb-bench-http-base", DJANGO_SETTINGS_MODULE="bench_base_settings")
             env["PYTHONPATH"] = f"{shim.parent}{os.pathsep}{env['PYTHONPATH']}"
     manage(env, "migrate", "--noinput", root=root)
+    found = HttpProbe() if probe else None
+    if found is not None:
+        from fanout_probes import STAGE_PROBE
+
+        env.update(PYTHONPATH=os.pathsep.join([str(STAGE_PROBE), env["PYTHONPATH"]]), BENCH_PROBE_LOG=found.path)
     manage(env, "demo_setup", "--allow-deployed", root=root)  # a local bench, reachable by nobody else
     key_ = manage(env, "create_api_token", USER, root=root).strip()
     port = free_port()
@@ -124,7 +170,9 @@ def adkweb_target(key: str, database_url: str, redis_url: str, root: Path = ROOT
         servers.append(Server(f"{key}-worker", worker, env, cwd=root))
     for s in servers:
         s.start()
-    return Target(key, f"http://127.0.0.1:{port}/api/adk", servers, {"Authorization": f"Token {key_}"})
+    target = Target(key, f"http://127.0.0.1:{port}/api/adk", servers, {"Authorization": f"Token {key_}"})
+    target.probe = found
+    return target
 
 
 def _cpu_mark(t: Target, step: str, marks: dict[str, float]) -> None:
@@ -151,6 +199,7 @@ def flow(t: Target, record: bool) -> None:
     if record:
         _cpu_mark(t, STEPS[0], marks)
     msg = {"role": "user", "parts": [{"text": TEXT}]}
+    sent = time.time()
     r = c.post("/run", json={"appName": APP, "userId": USER, "sessionId": sid, "newMessage": msg})
     r.raise_for_status()
     events = r.json()
@@ -161,16 +210,21 @@ def flow(t: Target, record: bool) -> None:
         if "functionCall" in p and p["functionCall"]["id"] in (e.get("longRunningToolIds") or [])
     )
     t2 = time.perf_counter()
+    if record and t.probe is not None:
+        t.probe.sample(STEPS[1], sent, time.time())
     if record:
         _cpu_mark(t, STEPS[1], marks)
     fr = {"id": call["id"], "name": call["name"], "response": {"status": "approved"}}
     answer = {"role": "user", "parts": [{"functionResponse": fr}]}
+    sent = time.time()
     r = c.post("/run", json={"appName": APP, "userId": USER, "sessionId": sid, "newMessage": answer})
     r.raise_for_status()
     final = "".join(p.get("text", "") for e in r.json() for p in (e.get("content") or {}).get("parts", []))
     if "reimbursed $200.00 for meals" not in final:
         raise RuntimeError(f"{t.key}: unexpected reply {final!r}")
     t3 = time.perf_counter()
+    if record and t.probe is not None:
+        t.probe.sample(STEPS[2], sent, time.time())
     if record:
         _cpu_mark(t, STEPS[2], marks)
         for step, ms in zip(STEPS, (t1 - started, t2 - t1, t3 - t2, t3 - started), strict=True):
@@ -222,6 +276,7 @@ def main() -> None:
     parser.add_argument("--only", default="", help="comma-separated subset of " + ",".join(LABELS))
     parser.add_argument("--keep", action="store_true", help="leave the servers running until Enter (to profile)")
     parser.add_argument("--base", default="", help="also run adkweb from this source tree (before/after)")
+    parser.add_argument("--probe", action="store_true", help="web-services: each /run's steps (bench/resumeprobe)")
     args = parser.parse_args()
     import httpx
 
@@ -242,7 +297,7 @@ def main() -> None:
                 elif key == "adk-sqlite":
                     targets.append(adk_server(key, f"sqlite:///{Path(tmp) / 'adk.sqlite3'}".replace(":///", ":////")))
                 elif key == "web-services":
-                    targets.append(adkweb_target(key, pg_create(WEB_DB), REDIS_URL))
+                    targets.append(adkweb_target(key, pg_create(WEB_DB), REDIS_URL, probe=args.probe))
                 elif key == "web-embedded":
                     targets.append(adkweb_target(key, f"sqlite:///{Path(tmp) / 'web.sqlite3'}", ""))
                 elif key == "web-services@base" and base is not None:
@@ -272,6 +327,9 @@ def main() -> None:
                 f"agent {APP} (offline demo model)"
             )
             report(targets, args.rounds)
+            for t in targets:
+                if t.probe is not None:
+                    t.probe.report(t.key)
             print(
                 "\nserver memory after the run (RSS, MiB): "
                 + ", ".join(f"{t.key} {sum(rss_mb(s.pid) for s in t.servers):.0f}" for t in targets)

@@ -69,6 +69,15 @@ _PLAIN = [
     ("agents_app.session_service", "DjangoSessionService", "_store_event", "store"),
     ("agents_app.session_service", "", "anotify_session_event", "notify_event"),
     ("agents_app.turn_exec", "", "turn_run", "turn_run"),
+    # /run (bench/http_flow.py --probe)
+    ("agents_app.api.run", "", "_prepare", "run.prepare"),
+    ("agents_app.api.run", "", "_queue", "run.queue"),
+    ("agents_app.api.watch", "TurnWatch", "start", "watch.start"),
+    ("agents_app.api.watch", "TurnWatch", "stop", "watch.stop"),
+    ("agents_app.api.watch", "", "_progress", "watch.read"),
+    ("approvals.services", "", "message_submit", "message_submit"),
+    ("agents_app.runner", "", "_done_next", "done_next"),
+    ("agents_app.events", "", "anotify_turn_done", "turn_done"),
 ]
 
 
