@@ -38,6 +38,8 @@ from collections.abc import Callable, Coroutine
 from concurrent.futures import Executor, Future
 from typing import Any, TypeVar
 
+from . import adk_optional
+
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
@@ -95,6 +97,7 @@ class _ThreadLoop:
     """One thread's loop, its database thread and what is cached for that loop."""
 
     def __init__(self) -> None:
+        adk_optional.settle()  # before this loop's first run (see there: ~3 ms of every run)
         self.pid = os.getpid()
         self.loop = asyncio.new_event_loop()
         name = threading.current_thread().name
