@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import Any, Literal, TypedDict
+from typing import Any, Literal, NotRequired, TypedDict
 
 from asgiref.sync import sync_to_async
 
@@ -66,6 +66,10 @@ class TurnFinishedMessage(TypedDict):
     session_pk: int
     turn_id: int
     status: str
+    # A turn that ended DONE through the drain's statement (agents_app.turn_sql.done_next): the
+    # session's revision after its last event, so that a follower that accounted for every revision
+    # up to it answers without reading the database (agents_app.api.watch).
+    revision: NotRequired[int]
 
 
 class TurnRetriedMessage(TypedDict):
@@ -215,9 +219,11 @@ async def anotify_session_status(*, session_pk: int, status: str) -> None:
 
 
 @abatched()
-async def anotify_turn_finished(*, session_pk: int, turn_id: int, status: str) -> None:
+async def anotify_turn_finished(*, session_pk: int, turn_id: int, status: str, revision: int | None = None) -> None:
     """notify_turn_finished from async code (the drain's loop)."""
     msg = TurnFinishedMessage(type="turn.finished", session_pk=session_pk, turn_id=turn_id, status=status)
+    if revision is not None:
+        msg["revision"] = revision
     await agroup_send(session_group(session_pk), msg)
     if _fanout is None:
         return
@@ -230,13 +236,13 @@ async def anotify_turn_finished(*, session_pk: int, turn_id: int, status: str) -
         logger.warning("Could not publish the end of turn %s.", turn_id, exc_info=True)
 
 
-async def anotify_turn_done(*, session_pk: int, turn_id: int, status: str) -> None:
+async def anotify_turn_done(*, session_pk: int, turn_id: int, status: str, revision: int | None = None) -> None:
     """A turn that ended DONE (the drain's loop): `turn.finished` and the conversation's new status
     in one batch: one round trip on the Redis layer (their page fragments need no question "who
     watches" first: agents_app.fanout.apublish_turn_done, apublish_status), where two batches that
     each asked first made four."""
     async with abatched():
-        await anotify_turn_finished(session_pk=session_pk, turn_id=turn_id, status="done")
+        await anotify_turn_finished(session_pk=session_pk, turn_id=turn_id, status="done", revision=revision)
         await anotify_session_status(session_pk=session_pk, status=status)
 
 

@@ -135,7 +135,9 @@ async def _drain_pg(session_pk: int, owner: str) -> int:
                         if not done.finished:  # not running any more: the checked path says why
                             await db(turn_finish)(turn.pk, Turn.Status.DONE, "", lease, turn.config_version_id)
                         else:
-                            await events.anotify_turn_done(session_pk=session_pk, turn_id=turn.pk, status=done.status)
+                            await events.anotify_turn_done(
+                                session_pk=session_pk, turn_id=turn.pk, status=done.status, revision=done.revision
+                            )
                             released = done.released
                             if done.turn is not None or done.orphan or released:
                                 turn, claim = done.turn, done.claim

@@ -123,7 +123,8 @@ _DONE_NEXT = (
     _ASYNC
     + _LOCK
     + (
-        f"WITH s AS (SELECT id, {_SESSION_COLUMNS} FROM {SESSIONS} WHERE id = %(pk)s AND lease_owner = %(owner)s), "
+        f"WITH s AS (SELECT id, {_SESSION_COLUMNS}, revision FROM {SESSIONS} "
+        "WHERE id = %(pk)s AND lease_owner = %(owner)s), "
         f"f AS (UPDATE {TURNS} SET status = %(status)s, error = '', finished_at = clock_timestamp(), "
         "config_version_id = %(version)s WHERE id = %(tid)s "
         "AND session_id = %(pk)s AND status = 'running' AND EXISTS (SELECT 1 FROM s) RETURNING id), "
@@ -136,7 +137,7 @@ _DONE_NEXT = (
         "lease_expires_at = CASE WHEN EXISTS (SELECT 1 FROM c) OR (SELECT orphan FROM o) THEN %(until)s ELSE NULL END "
         f"FROM st WHERE {SESSIONS}.id = %(pk)s AND EXISTS (SELECT 1 FROM f) RETURNING 1) "
         "SELECT (SELECT count(*) FROM s), (SELECT count(*) FROM f), (SELECT orphan FROM o), (SELECT now FROM st), "
-        "(SELECT count(*) FROM u), c.*, ss.app_name, ss.user_id, ss.session_id, k.* "
+        "(SELECT count(*) FROM u), (SELECT revision FROM s), c.*, ss.app_name, ss.user_id, ss.session_id, k.* "
         "FROM (SELECT 1) one LEFT JOIN c ON true " + _CLAIMED
     )
 )
@@ -169,6 +170,10 @@ class DoneNext:
     released: bool  # nothing owed: the lease was released in the same transaction
     turn: Turn | None  # the next turn, claimed
     claim: Claim | None = None  # read with it
+    # The session's revision under the lock, after every event of the finished turn (None: not read,
+    # e.g. turn_sqlite): carried by `turn.finished`, so that a follower that has accounted for every
+    # revision up to it knows it has every event of the turn (agents_app.api.watch).
+    revision: int | None = None
 
 
 # The second statement of each, prepared once per connection (PREPARE, its generic plan kept): the
@@ -290,6 +295,6 @@ def done_next(
     params.update(status="done", version=config_version)
     row = _run(_DONE_NEXT, params)
     leased, finished, orphan, status, wrote = bool(row[0]), bool(row[1]), bool(row[2]), row[3], bool(row[4])
-    turn, claim = _claimed(row[5:])
+    turn, claim = _claimed(row[6:])
     released = wrote and turn is None and not orphan
-    return DoneNext(leased, finished, orphan, status, released, turn, claim)
+    return DoneNext(leased, finished, orphan, status, released, turn, claim, revision=row[5])

@@ -6,12 +6,19 @@ not read it on every wake-up. Each `session.event` carries the session's revisio
 (every stored event moves it by exactly one), the event's turn and author and, when small, the
 stored event: the follower takes its turn's events from the messages as long as the revisions run
 without a gap from the revision it started at. A gap (a message lost, or one without those
-fields), a missing event body, `turn.finished` and every POLL seconds of silence make it read the
-truth instead: the session's revision, then the turn's status, then its events after the last one
-it has. Reading the revision first means every event up to it is in that read, and every later
-one still comes as a message; reading the status before the events means that once it says
-finished, every event of the run is in that same read. So the turn's end is always a read (one
-turn's events are never lost to a dropped message), and the events come in stored order.
+fields), a missing event body and every POLL seconds of silence make it read the truth instead:
+the session's revision, then the turn's status, then its events after the last one it has.
+Reading the revision first means every event up to it is in that read, and every later one still
+comes as a message; reading the status before the events means that once it says finished, every
+event of the run is in that same read. So the events come in stored order, and one turn's events
+are never lost to a dropped message.
+
+The turn's end (`turn.finished`) is a read too, unless the message itself proves there is nothing
+left to read: a turn that ended DONE through the drain's statement says the session's revision
+after its last event (agents_app.turn_sql.done_next reads it under the session row's lock, after
+the turn's last commit), and a follower that has accounted for every revision up to exactly that
+one, without a gap, has been given every event its turn stored. Anything else (no revision, a
+failed turn, a follower behind or ahead) reads as before.
 Streaming chunks are never stored, so they come from the layer only.
 """
 
@@ -164,6 +171,12 @@ class _Follower:
         self.stored_ids.add(str(message["data"].get("id", "")))
         return "event", event_json(message["data"])
 
+    def complete(self, message: dict) -> bool:
+        """A `turn.finished` of this turn that leaves nothing to read: DONE, at the revision this
+        follower has accounted for (see the module's docstring)."""
+        revision = message.get("revision")
+        return message.get("status") == "done" and isinstance(revision, int) and revision == self.revision
+
     def read(self, progress: Progress) -> list[dict]:
         events = []
         for pk, event_id, data in progress.rows:
@@ -195,8 +208,10 @@ async def follow(watch: TurnWatch, turn_id: int, *, partials: bool, revision: in
                 if what == "event":
                     yield Step("event", data)
                 read = what == "read"
-            elif kind == "turn.finished":
-                read = message.get("turn_id") == turn_id  # its end is always read from the database
+            elif kind == "turn.finished" and message.get("turn_id") == turn_id:
+                if here.complete(message):  # every event of the turn given: nothing to read
+                    return
+                read = True
         if read:
             progress = await sync_to_async(_progress)(turn_id, here.last_pk)
             for data in here.read(progress):
