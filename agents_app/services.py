@@ -6,16 +6,18 @@ import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import timedelta
+from functools import partial
 from typing import Any, cast
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import transaction
-from django.db.models import Q
+from django.db.models import Q, QuerySet
 from django.utils import timezone
 from google.genai import types
 from pydantic import ValidationError as PydanticValidationError
 
+from adkweb import compiled
 from adkweb.errors import Conflict, Invalid, TooManyRequests
 
 from . import agents, eager, wake
@@ -205,6 +207,17 @@ def session_locked(session_pk: int) -> Iterator[None]:
         yield
 
 
+def _user_lock() -> str:
+    """FOR NO KEY UPDATE: rows that reference the user (the turn about to be inserted) may still be written."""
+    return f"SELECT 1 FROM {get_user_model()._meta.db_table} WHERE id = %s FOR NO KEY UPDATE"
+
+
+def _active_turns(user_pk: int, *, cap: int | None) -> QuerySet:
+    """The person's queued and running turns (up to `cap` of them: enough to say the cap is reached)."""
+    found = Turn.objects.filter(created_by_id=user_pk, status__in=[Turn.Status.QUEUED, Turn.Status.RUNNING])
+    return found.order_by().values_list("pk")[:cap] if cap is not None else found
+
+
 def turn_quota_check(user: Any) -> None:
     """Refuse a new turn while the person has the cap of turns queued or running (each may cost model
     calls). Their user row is locked (FOR NO KEY UPDATE) for the count, so concurrent requests cannot both pass the last
@@ -212,8 +225,18 @@ def turn_quota_check(user: Any) -> None:
     cap = settings.ADKWEB_MAX_QUEUED_TURNS_PER_USER
     if cap <= 0:
         return
-    get_user_model().objects.select_for_update(no_key=True).filter(pk=user.pk).exists()  # rows may still reference it
-    active = Turn.objects.filter(created_by=user, status__in=[Turn.Status.QUEUED, Turn.Status.RUNNING]).count()
+    if transaction.get_connection().vendor == "postgresql":
+        # The lock, then the count in a statement of its own (its snapshot taken once the lock is
+        # granted, so it sees a turn that a concurrent request committed meanwhile): two statements
+        # in one round trip, the count compiled once per process (every message asks it).
+        _, found = compiled.rows_after(
+            (_user_lock(), [user.pk]), "turn_quota_active", (cap,), partial(_active_turns, cap=cap), user.pk
+        )
+        if len(found) < cap:
+            return
+    else:
+        get_user_model().objects.select_for_update(no_key=True).filter(pk=user.pk).exists()  # rows may reference it
+    active = _active_turns(user.pk, cap=None).count()
     if active >= cap:
         raise TooManyTurns(
             f"You have {active} agent turns queued or running, the most one person may have at once ({cap}). "
