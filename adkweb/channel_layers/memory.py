@@ -22,8 +22,10 @@ class ThreadSafeInMemoryChannelLayer(DirectDelivery, InMemoryChannelLayer):
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self._receiver_loops: dict[str, asyncio.AbstractEventLoop] = {}
+        self._receiving: dict[str, int] = {}  # receives in flight by channel (changed on its receiver's loop)
         self._direct = {}
         self._handed_clean_at = 0.0
+        self._forgot_at = 0.0
 
     CLEAN_EVERY = 1.0  # seconds between expiry cleanings handed to the receivers' loop by other threads
 
@@ -105,6 +107,40 @@ class ThreadSafeInMemoryChannelLayer(DirectDelivery, InMemoryChannelLayer):
             raise ChannelFull(channel) from None
 
     async def receive(self, channel: str) -> dict:
-        # Kept after the receive: a consumer receives on one channel from one loop for its lifetime.
+        # Kept after the receive: a consumer receives on one channel from one loop for its lifetime
+        # (until `_forget_finished` sees the channel finished).
+        self._receiving[channel] = self._receiving.get(channel, 0) + 1
         self._receiver_loops[channel] = asyncio.get_running_loop()
-        return await super().receive(channel)
+        try:
+            return await super().receive(channel)
+        finally:
+            left = self._receiving.pop(channel, 1) - 1
+            if left:
+                self._receiving[channel] = left
+
+    def _clean_expired(self) -> None:
+        super()._clean_expired()
+        self._forget_finished()
+
+    def _forget_finished(self) -> None:
+        """Drop the receiver loop of each channel of this loop that is finished: no receive in flight,
+        nothing queued, in no group (a `/run`'s follower after its last receive, a closed socket).
+        Every `/run` makes a channel: kept forever, they were a leak, and every publish from a worker
+        thread walked them all (`_clean_expired_on_the_loop`). Only this loop's channels: their
+        receives start and end on it, so none starts while this looks."""
+        now = time.monotonic()
+        if now - self._forgot_at < self.CLEAN_EVERY:  # not on every receive (channels' cleaning is)
+            return
+        try:
+            current = asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        self._forgot_at = now
+        grouped: set[str] | None = None
+        for channel, loop in list(self._receiver_loops.items()):
+            if loop is not current or channel in self._receiving or channel in self.channels:
+                continue
+            if grouped is None:
+                grouped = {name for members in list(self.groups.values()) for name in list(members)}
+            if channel not in grouped:
+                self._receiver_loops.pop(channel, None)
