@@ -11,6 +11,7 @@ from django.db.models import BooleanField, Exists, OuterRef, Q, QuerySet
 from django.db.models.expressions import RawSQL
 
 from adkweb.compiled import compiled
+from adkweb.compiled import rows as compiled_rows
 from adkweb.paging import COUNT_CAP, KeysetPage, Narrow, capped_count, capped_count_narrowed, keyset_page
 from adkweb.roles import APPROVERS, DECIDE_TICKETS, is_approver, is_observer, is_policy_admin
 
@@ -349,16 +350,28 @@ def ticket_deciders(*, ticket: PendingCall) -> list[Any]:
     from django.contrib.auth import get_user_model
 
     User = get_user_model()
-    groups = [*ticket.approver_groups.all()] if ticket.routed else []
+    groups = [g.pk for g in ticket.approver_groups.all()] if ticket.routed else []
     if ticket.escalated_at is not None:
-        groups += list(ticket.escalation_groups.all())
-    people = User.objects.filter(groups__in=groups) | User.objects.filter(is_superuser=True)
-    if not ticket.routed:
-        people |= User.objects.with_perm(DECIDE_TICKETS, backend="django.contrib.auth.backends.ModelBackend")
-    counted: set[Any] = set()  # approvals that count only matter (and are read) with a quorum above one
+        groups += [g.pk for g in ticket.escalation_groups.all()]
+    counted: list[int] = []  # approvals that count only matter (and are read) with a quorum above one
     if ticket.required_approvals > 1:
-        counted = {r.actor_id for r in ticket_approvals(ticket=ticket) if r.actor_id is not None}
-    found = people.filter(is_active=True).exclude(pk__in=counted).distinct().order_by("pk")
+        counted = sorted({r.actor_id for r in ticket_approvals(ticket=ticket) if r.actor_id is not None})
+    fields = [f.attname for f in User._meta.concrete_fields]
+    routed, n_groups = ticket.routed, len(groups)
+
+    def people(*ids: int) -> QuerySet:
+        found = User.objects.filter(groups__in=ids[:n_groups]) | User.objects.filter(is_superuser=True)
+        if not routed:
+            found |= User.objects.with_perm(DECIDE_TICKETS, backend="django.contrib.auth.backends.ModelBackend")
+        found = found.filter(is_active=True).exclude(pk__in=ids[n_groups:]).distinct().order_by("pk")
+        return found.values_list(*fields)
+
+    # Built and compiled once per shape (routed or not, how many groups and counted approvals: each
+    # ticket.opened fan-out asks, and the union with the permission query cost more to compile than
+    # to answer), the group and approver pks its parameters.
+    key = (routed, n_groups, len(counted))
+    rows = compiled_rows("ticket_deciders", key, people, *groups, *counted)
+    found = [User.from_db(connection.alias, fields, row) for row in rows]
     return [user for user in found if can_decide(user, ticket)]
 
 

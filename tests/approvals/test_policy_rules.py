@@ -245,3 +245,36 @@ def test_dry_json_of_a_policy_is_the_issue_shape(demo):
         "version",
     }
     assert PendingCall.objects.filter(policy=p).count() == 1
+
+
+def test_deciders_of_each_routing_asked_one_after_another(demo, finance):
+    """ticket_deciders is compiled once per shape and run with each ticket's groups and counted
+    approvals: tickets of different routings asked in turn each get their own people."""
+    from django.contrib.auth.models import Group
+    from django.utils import timezone
+
+    legal = Group.objects.create(name="legal")
+    lena = person("lena", legal)
+    fred = person("fred", finance)
+    policy("legal only", tool="ask_for_approval", condition="amount == 20", groups=(legal,), priority=9)
+    policy("both", tool="ask_for_approval", condition="amount == 30", groups=(legal, finance), priority=9)
+    policy("escalates", tool="ask_for_approval", condition="amount == 40", escalation=(legal,), priority=9)
+    names = lambda ticket: [u.username for u in selectors.ticket_deciders(ticket=ticket)]  # noqa: E731
+    anyone = open_ticket(args={"purpose": "meals", "amount": 200})
+    to_finance = open_ticket(args=BIG)
+    to_legal = open_ticket(args={"purpose": "stamps", "amount": 20})
+    to_both = open_ticket(args={"purpose": "books", "amount": 30})
+    escalated = open_ticket(args={"purpose": "taxi", "amount": 40})
+    escalated.escalated_at = timezone.now()
+    escalated.save()
+    assert not escalated.routed and list(escalated.escalation_groups.all()) == [legal]
+    assert names(to_legal) == ["admin", "lena"]  # routed, one group
+    assert names(escalated) == ["admin", "approver", "approver2", "lena"]  # not routed, one group
+    assert names(to_both) == ["admin", "approver", "approver2", "lena", "fred"]  # routed, two groups
+    assert names(to_finance) == ["admin", "approver", "approver2", "fred"]
+    assert names(anyone) == ["admin", "approver", "approver2"]
+    services.ticket_approve(ticket=to_finance, actor=fred)  # 1 of 2: fred's approval counts now
+    assert names(to_finance) == ["admin", "approver", "approver2"]
+    lena.is_active = False
+    lena.save()
+    assert names(to_legal) == ["admin"]
