@@ -111,11 +111,10 @@ def _fan_out_plan(event_id: int) -> list[Delivery] | None:
     """The deliveries an event owes, as unsaved rows (None: fanned out already, or no such event)."""
     from django.conf import settings
 
-    event = (
-        NotificationEvent.objects.select_related("ticket__session", "turn__session")
-        .filter(pk=event_id, fanned_out_at__isnull=True)
-        .first()
-    )
+    # The ticket (its deciders, or its requester) and the turn; a turn's session only for a webhook's
+    # payload (read then). Unordered: a pk's row, not the model's ordering compiled for nothing.
+    found = NotificationEvent.objects.select_related("ticket", "turn").filter(pk=event_id, fanned_out_at__isnull=True)
+    event = next(iter(found.order_by()[:1]), None)
     if event is None:
         return None
     owed = dict(event=event, ticket=event.ticket, max_attempts=len(settings.ADKWEB_NOTIFY_RETRY_DELAYS) + 1)

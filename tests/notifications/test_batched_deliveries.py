@@ -160,3 +160,39 @@ def test_an_events_deliveries_are_made_in_one_insert_and_its_preferences_read_on
     skipped = Delivery.objects.get(recipient=emails["approver2"])
     assert skipped.status == "skipped" and "turned ticket emails off" in skipped.last_error
     assert ApprovalLink.objects.count() == 2
+
+
+def test_a_batchs_attempts_are_recorded_in_one_update(emails, sent_tasks, monkeypatch, settings):
+    """Every tried delivery's new state (delivered with its time, or retrying with its next attempt and
+    error) is written by one statement run for each row, not a compiled save per delivery."""
+    from datetime import timedelta
+
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+    from django.utils import timezone
+
+    settings.ADKWEB_NOTIFY_RETRY_DELAYS = [60.0]
+    send = EmailMultiAlternatives.send
+
+    def refuse_one(message, *args, **kwargs):
+        if message.to == ["approver2@example.com"]:
+            raise ConnectionRefusedError("the mail server refused approver2")
+        return send(message, *args, **kwargs)
+
+    monkeypatch.setattr(EmailMultiAlternatives, "send", refuse_one)
+    event = NotificationEvent.objects.create(name="ticket.opened", ticket=ticket())
+    before = timezone.now()
+    with CaptureQueriesContext(connection) as queries:
+        tasks.event_fan_out(event.pk)
+    table = Delivery._meta.db_table
+    updates = [q["sql"] for q in queries.captured_queries if f"UPDATE {table} " in q["sql"].replace('"', "")]
+    assert len(updates) == 2, updates  # the claim, then the record of all three
+    by_target = {d.target: d for d in _emails()}
+    for target in ("admin@example.com", "approver@example.com"):
+        done = by_target[target]
+        assert done.status == "delivered" and done.next_attempt_at is None and done.last_error == ""
+        assert before <= done.delivered_at <= timezone.now() and done.updated_at >= before
+    failed = by_target["approver2@example.com"]
+    assert failed.status == "retrying" and failed.delivered_at is None and failed.updated_at >= before
+    assert "refused approver2" in failed.last_error and failed.last_status_code is None
+    assert before + timedelta(seconds=50) <= failed.next_attempt_at <= timezone.now() + timedelta(seconds=70)
