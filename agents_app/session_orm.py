@@ -19,6 +19,7 @@ from google.adk.sessions.session import Session
 from google.adk.sessions.state import State
 
 from .event_json import event_interrupt_ids, event_json_text, event_response_ids
+from .events import EVENT_DATA_MAX
 from .leases import Lease, LeaseLost
 from .models import AdkSession, AppState, StoredEvent, Turn, UserState
 
@@ -98,6 +99,21 @@ class NewEvent:
             "deltas": self.deltas,
         }
 
+    def message(self, session_pk: int, event_pk: int, revision: int) -> dict[str, Any]:
+        """What API followers of the turn take from the published message (agents_app.events.
+        SessionEventMessage), and what a page's fragment is rendered from without reading the row back
+        (the user's too)."""
+        small = self.turn_id is not None and len(self.data) <= EVENT_DATA_MAX
+        return {
+            "session_pk": session_pk,
+            "event_pk": event_pk,
+            "revision": revision,
+            "turn_id": self.turn_id,
+            "author": self.author,
+            "data": json.loads(self.data) if small else None,
+            "timestamp": self.ts,
+        }
+
     def row(self, pk: int, session: AdkSession) -> StoredEvent:
         """The stored row as a model instance (for event hooks), without reading it back."""
         stored = StoredEvent(
@@ -115,6 +131,32 @@ class NewEvent:
         stored._state.adding = False
         stored._state.db = session._state.db
         return stored
+
+
+def to_session(
+    app_name: str,
+    user_id: str,
+    session_id: str,
+    state: dict[str, Any],
+    events: list[Event],
+    update_time: float,
+    pk: int,
+    revision: int,
+) -> Session:
+    session = Session(
+        app_name=app_name, user_id=user_id, id=session_id, state=state, events=events, last_update_time=update_time
+    )
+    session._storage_update_marker = update_marker(pk, revision)
+    return session
+
+
+def loaded_session(app_name: str, user_id: str, session_id: str, loaded: Any) -> Session | None:
+    """The ADK session from session_sql's Loaded (None: not there)."""
+    if loaded is None:
+        return None
+    events = [Event.model_validate_json(text) for text in loaded.events]
+    merged = merge(loaded.app_state, loaded.user_state, loaded.state)
+    return to_session(app_name, user_id, session_id, merged, events, loaded.update_time, loaded.pk, loaded.revision)
 
 
 def app_state(app_name: str) -> dict[str, Any]:

@@ -1,7 +1,9 @@
 """DjangoSessionService: ADK's BaseSessionService on Django models.
 
 Each operation is one sync function run through one `sync_to_async` (Django's async ORM has no
-transactions). Events are stored as `Event.model_dump_json(exclude_none=True)` and read back with
+transactions), except, on PostgreSQL outside a transaction, create, get and the append of an event
+no hook wants: their one statement is sent from the event loop (agents_app.session_async: no thread
+hop). Events are stored as `Event.model_dump_json(exclude_none=True)` and read back with
 `Event.model_validate(_json)`, so every field ADK has survives the round trip.
 
 On PostgreSQL each operation is one statement (agents_app.session_sql): an append is one round trip
@@ -15,7 +17,6 @@ deleted session), the ORM path below locks the row, checks it all and says which
 from __future__ import annotations
 
 import contextvars
-import json
 import time
 import uuid
 from collections.abc import Callable
@@ -34,9 +35,7 @@ from google.adk.sessions.base_session_service import (
 )
 from google.adk.sessions.session import Session
 
-from adkweb.errors import Conflict, NotFound
-
-from . import session_orm, session_sql, session_sqlite
+from . import session_async, session_orm, session_sql, session_sqlite
 from .event_json import (  # noqa: F401  (the store's serialisation, imported from here by the API, pages, benches)
     event_from_json,
     event_interrupt_ids,
@@ -44,19 +43,22 @@ from .event_json import (  # noqa: F401  (the store's serialisation, imported fr
     event_response_ids,
     event_to_json,
 )
-from .events import EVENT_DATA_MAX, anotify_session_event, notify_session_event, notify_session_status
+from .events import anotify_session_event, notify_session_event
 from .leases import Lease, current_lease
-from .models import AdkSession, StoredEvent, Turn
+from .models import AdkSession, StoredEvent
+from .session_archive import SessionBusy, _notify_archived, _username, session_archive  # noqa: F401  (SessionBusy: services)
 from .session_orm import (  # noqa: F401  (STALE_MESSAGE: tests)
     STALE_MESSAGE,
     NewEvent,
+    loaded_session,
     merge,
     parse_marker,
     split_state,
+    to_session,
     update_marker,
 )
 from .session_sql import Rider  # noqa: F401  (event hooks' riders: approvals.ticket_rider)
-from .session_status import row_lock_held, session_status_sync
+from .session_status import row_lock_held
 
 # The Turn whose run is storing events (set by the turn runner), recorded on each event row.
 current_turn_id: contextvars.ContextVar[int | None] = contextvars.ContextVar("current_turn_id", default=None)
@@ -107,25 +109,18 @@ def _riders_for(hooks: list[EventHook], event: Event, session: Session) -> list[
     return riders
 
 
-def _to_session(
-    app_name: str,
-    user_id: str,
-    session_id: str,
-    state: dict[str, Any],
-    events: list[Event],
-    update_time: float,
-    pk: int,
-    revision: int,
-) -> Session:
-    session = Session(
-        app_name=app_name, user_id=user_id, id=session_id, state=state, events=events, last_update_time=update_time
-    )
-    session._storage_update_marker = update_marker(pk, revision)
-    return session
-
-
 def _on_postgresql() -> bool:
     return connection.vendor == "postgresql"
+
+
+def _get_params(*, app_name: str, user_id: str, session_id: str, config: GetSessionConfig | None) -> list[Any]:
+    """session_sql.GET's parameters. Events in append order (row id), as the runner and
+    InMemorySessionService see them: ADK appends some events out of timestamp order (a
+    confirmation request before the older placeholder response)."""
+    with_events = not (config and config.num_recent_events == 0)
+    after = config.after_timestamp if config else None
+    limit = config.num_recent_events if config else None
+    return session_sql.get_params(app_name, user_id, session_id, with_events, after, limit)
 
 
 class DjangoSessionService(BaseSessionService):
@@ -139,6 +134,19 @@ class DjangoSessionService(BaseSessionService):
         state: dict[str, Any] | None = None,
         session_id: str | None = None,
     ) -> Session:
+        if session_async.usable():  # one statement from the loop: no thread hop
+            session_id = (session_id or "").strip() or str(uuid.uuid4())
+            deltas, now = split_state(state or {}), time.time()
+            try:
+                made = await session_async.create(
+                    app_name=app_name, user_id=user_id, session_id=session_id, deltas=deltas, now=now
+                )
+            except session_async.Busy:
+                pass
+            else:
+                if made is None:
+                    raise AlreadyExistsError(f"Session with id {session_id} already exists.")
+                return self._created(app_name, user_id, session_id, deltas, now, made)
         return await sync_to_async(self.create_session_sync)(
             app_name=app_name, user_id=user_id, state=state, session_id=session_id
         )
@@ -154,11 +162,17 @@ class DjangoSessionService(BaseSessionService):
             made = session_sql.create(app_name=app_name, user_id=user_id, session_id=session_id, deltas=deltas, now=now)
             if made is None:
                 raise AlreadyExistsError(f"Session with id {session_id} already exists.")
-            pk, revision, app_state, user_state = made
         else:
-            pk, revision, app_state, user_state = session_orm.create(app_name, user_id, session_id, deltas, now)
+            made = session_orm.create(app_name, user_id, session_id, deltas, now)
+        return self._created(app_name, user_id, session_id, deltas, now, made)
+
+    @staticmethod
+    def _created(
+        app_name: str, user_id: str, session_id: str, deltas: dict, now: float, made: tuple[int, int, dict, dict]
+    ) -> Session:
+        pk, revision, app_state, user_state = made
         merged = merge(app_state, user_state, deltas["session"])
-        return _to_session(app_name, user_id, session_id, merged, [], now, pk, revision)
+        return to_session(app_name, user_id, session_id, merged, [], now, pk, revision)
 
     async def get_session(
         self,
@@ -168,6 +182,12 @@ class DjangoSessionService(BaseSessionService):
         session_id: str,
         config: GetSessionConfig | None = None,
     ) -> Session | None:
+        if session_async.usable():  # one statement from the loop: no thread hop
+            params = _get_params(app_name=app_name, user_id=user_id, session_id=session_id, config=config)
+            try:
+                return loaded_session(app_name, user_id, session_id, await session_async.get(params))
+            except session_async.Busy:
+                pass
         return await sync_to_async(self.get_session_sync)(
             app_name=app_name, user_id=user_id, session_id=session_id, config=config
         )
@@ -179,18 +199,10 @@ class DjangoSessionService(BaseSessionService):
         after = config.after_timestamp if config else None
         limit = config.num_recent_events if config else None
         if _on_postgresql():
-            # Append order (row id), as the runner and InMemorySessionService see it: ADK appends some
-            # events out of timestamp order (a confirmation request before the older placeholder response).
             loaded = session_sql.get(
                 app_name=app_name, user_id=user_id, session_id=session_id, events=with_events, after=after, limit=limit
             )
-            if loaded is None:
-                return None
-            events = [Event.model_validate_json(text) for text in loaded.events]
-            merged = merge(loaded.app_state, loaded.user_state, loaded.state)
-            return _to_session(
-                app_name, user_id, session_id, merged, events, loaded.update_time, loaded.pk, loaded.revision
-            )
+            return loaded_session(app_name, user_id, session_id, loaded)
         got = session_sqlite.get(
             app_name=app_name, user_id=user_id, session_id=session_id, events=with_events, after=after, limit=limit
         )
@@ -199,7 +211,7 @@ class DjangoSessionService(BaseSessionService):
         pk, revision, update_time, state, app_state, user_state, texts = got
         events = [Event.model_validate_json(text) for text in texts]
         merged = merge(app_state, user_state, state)
-        return _to_session(app_name, user_id, session_id, merged, events, update_time, pk, revision)
+        return to_session(app_name, user_id, session_id, merged, events, update_time, pk, revision)
 
     async def list_sessions(self, *, app_name: str, user_id: str | None = None) -> ListSessionsResponse:
         return await sync_to_async(self.list_sessions_sync)(app_name=app_name, user_id=user_id)
@@ -207,7 +219,7 @@ class DjangoSessionService(BaseSessionService):
     def list_sessions_sync(self, *, app_name: str, user_id: str | None = None) -> ListSessionsResponse:
         return ListSessionsResponse(
             sessions=[
-                _to_session(app_name, user, sid, merge(app_state, user_state, state), [], update_time, pk, revision)
+                to_session(app_name, user, sid, merge(app_state, user_state, state), [], update_time, pk, revision)
                 for user, sid, update_time, pk, revision, state, app_state, user_state in session_sql.listed(
                     app_name=app_name, user_id=user_id
                 )
@@ -240,9 +252,13 @@ class DjangoSessionService(BaseSessionService):
         self._apply_temp_state(session, event)
         event = self._trim_temp_delta_state(event)
         turn_id = current_turn_id.get()
-        committed = await sync_to_async(self._store_event)(
-            session, event, turn_id, current_lease.get(), publish_committed=False
-        )
+        committed = None
+        if session_async.usable() and not _hooks_for(event, session):  # one statement from the loop
+            committed = await self._store_event_async(session, event, turn_id, current_lease.get())
+        if committed is None:
+            committed = await sync_to_async(self._store_event)(
+                session, event, turn_id, current_lease.get(), publish_committed=False
+            )
         if committed is not None:  # published from here: no thread hop unless a page watches
             await anotify_session_event(**committed)
         return self._commit_event_to_session(session, event)
@@ -262,22 +278,43 @@ class DjangoSessionService(BaseSessionService):
         rather than published here (inside a caller's transaction it is published on its commit)."""
         new = NewEvent.of(event, turn_id, current_turn_invocations.get())
         session_pk, event_pk, revision = self._write(session, event, new, _hooks_for(event, session), lease)
-        # What API followers of the turn take from the message (agents_app.events.SessionEventMessage),
-        # and what a page's fragment is rendered from without reading the row back (the user's too).
-        small = turn_id is not None and len(new.data) <= EVENT_DATA_MAX
-        message: dict[str, Any] = {
-            "session_pk": session_pk,
-            "event_pk": event_pk,
-            "revision": revision,
-            "turn_id": turn_id,
-            "author": new.author,
-            "data": json.loads(new.data) if small else None,
-            "timestamp": new.ts,
-        }
+        message = new.message(session_pk, event_pk, revision)
         if not publish_committed and not connection.in_atomic_block:
             return message
         transaction.on_commit(lambda: notify_session_event(**message), robust=True)
         return None
+
+    async def _store_event_async(
+        self, session: Session, event: Event, turn_id: int | None, lease: Lease | None
+    ) -> dict[str, Any] | None:
+        """An event no hook wants, stored by the append's one statement from the event loop
+        (session_async; no thread hop), committed: the message to publish. None when nothing was
+        stored (a stale copy, a lost lease, a deleted session: the thread path's checked path says
+        which; or no loop connection free): the caller takes the thread path. Nothing here may touch
+        Django's connection (the loop's thread must not make one)."""
+        copy_of = parse_marker(session._storage_update_marker)
+        if copy_of is None:
+            return None
+        recorded = current_turn_invocations.get()
+        new = NewEvent.of(event, turn_id, recorded)
+        try:
+            done = await session_async.append(
+                app_name=session.app_name,
+                user_id=session.user_id,
+                session_id=session.id,
+                copy_of=copy_of,
+                lease=lease,
+                columns=new.columns(),
+            )
+        except session_async.Busy:
+            return None
+        if done is None:
+            return None
+        if new.record_invocation and recorded is not None:  # committed: autocommit
+            recorded.add(new.invocation_id)
+        session.last_update_time = done.update_time
+        session._storage_update_marker = update_marker(done.session_pk, done.revision)
+        return new.message(done.session_pk, done.event_pk, done.revision)
 
     def _write(
         self, session: Session, event: Event, new: NewEvent, hooks: list[EventHook], lease: Lease | None
@@ -350,38 +387,3 @@ class DjangoSessionService(BaseSessionService):
             transaction.on_commit(lambda: recorded.add(invocation_id))
         session.last_update_time = ts
         session._storage_update_marker = update_marker(pk, revision)
-
-
-class SessionBusy(Conflict):
-    """The agent is working in the session (HTTP 409)."""
-
-
-@transaction.atomic
-def session_archive(*, session: AdkSession, actor: Any = None, what: str = "delete it") -> AdkSession:
-    """ "Delete" a session: archive it. ADK's API answers 404 for it from now on and the pages and
-    lists no longer show it, but nothing is erased: its events, turns, tickets and responses stay
-    for the audit trail. Its open tickets are cancelled (nobody will answer them); refused (409)
-    while the agent works in it."""
-    from approvals.services import tickets_cancel_archived
-
-    row = AdkSession.objects.select_for_update().filter(pk=session.pk).first()
-    if row is None:
-        raise NotFound(f"Session not found: {session.session_id}")
-    if Turn.objects.filter(session=row, status__in=(Turn.Status.QUEUED, Turn.Status.RUNNING)).exists():
-        raise SessionBusy(f"The agent is working in this session; {what} once its turn has finished.")
-    by = _username(actor)
-    tickets_cancel_archived(session=row, by=by)
-    session_status_sync(row.pk)  # before it leaves every read: its stored status is idle
-    row.archived_at, row.archived_by = timezone.now(), by
-    row.save(update_fields=["archived_at", "archived_by"])
-    session_pk = row.pk
-    transaction.on_commit(lambda: _notify_archived(session_pk), robust=True)
-    return row
-
-
-def _username(actor: Any) -> str:
-    return actor.get_username() if actor is not None and getattr(actor, "is_authenticated", False) else ""
-
-
-def _notify_archived(session_pk: int) -> None:
-    notify_session_status(session_pk=session_pk)

@@ -87,7 +87,35 @@ class Appended:
     row: AdkSession | None = None  # the whole session row, when asked for (event hooks get it)
 
 
-def append(
+def append(*, riders: list[Rider] | None = None, whole_row: bool, **columns: Any) -> Appended | None:
+    """Store one event with everything it changes, and the hooks' `riders`, in one statement; None
+    when the session row was not this copy's (its pk and revision), is archived, is gone, is leased
+    to another owner or a rider's guard is false (nothing stored)."""
+    riders = riders or []
+    sql, params = append_statement(riders=riders, whole_row=whole_row, **columns)
+    if whole_row:
+        rows = list(AdkSession.objects.raw(sql, params))
+        if not rows:
+            return None
+        row = rows[0]
+        return Appended(row.pk, row.revision, row.update_time, getattr(row, "stored_event_pk"), row)  # noqa: B009
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        found = cursor.fetchone()
+    return appended(found, riders)
+
+
+def appended(found: tuple | None, riders: list[Rider]) -> Appended | None:
+    """The append statement's row (None: nothing stored), the riders told what they wrote."""
+    if not found:
+        return None
+    for rider, value in zip(riders, found[4:], strict=True):
+        if rider.done is not None:
+            rider.done(value, found[0])
+    return Appended(*found[:4])
+
+
+def append_statement(
     *,
     app_name: str,
     user_id: str,
@@ -106,12 +134,9 @@ def append(
     deltas: dict[str, dict[str, Any]] | None,
     lease: tuple[str, Any] | None,
     whole_row: bool,
-    riders: list[Rider] | None = None,
-) -> Appended | None:
-    """Store one event with everything it changes, and the hooks' `riders`, in one statement; None
-    when the session row was not this copy's (its pk and revision), is archived, is gone, is leased
-    to another owner or a rider's guard is false (nothing stored)."""
-    riders = riders or []
+    riders: list[Rider],
+) -> tuple[str, list[Any]]:
+    """append's statement and its parameters."""
     sets = ["revision = s.revision + 1", "update_time = GREATEST(s.update_time, %s)"]
     params: list[Any] = [ts]
     where = ["s.id = %s", "s.app_name = %s", "s.user_id = %s", "s.session_id = %s", "s.revision = %s"]
@@ -159,25 +184,13 @@ def append(
     if whole_row:
         assert not riders, "hooks get the whole row in a transaction, riders none"
         sql.append(" SELECT u.*, e.id AS stored_event_pk FROM u, e")
-        rows = list(AdkSession.objects.raw("".join(sql), params))
-        if not rows:
-            return None
-        row = rows[0]
-        return Appended(row.pk, row.revision, row.update_time, getattr(row, "stored_event_pk"), row)  # noqa: B009
+        return "".join(sql), params
     sql.append(" SELECT u.id, u.revision, u.update_time, e.id")
     for rider in riders:
         sql.append(f", {rider.returning}")
         params += rider.returning_params
     sql.append(" FROM u, e")
-    with connection.cursor() as cursor:
-        cursor.execute("".join(sql), params)
-        found = cursor.fetchone()
-    if not found:
-        return None
-    for rider, value in zip(riders, found[4:], strict=True):
-        if rider.done is not None:
-            rider.done(value, found[0])
-    return Appended(*found[:4])
+    return "".join(sql), params
 
 
 @dataclass
@@ -191,23 +204,37 @@ class Loaded:
     events: list[str]  # each event's JSON text, in append order
 
 
+# get's statement (its parameters: get_params).
+GET = (
+    f"SELECT s.id, s.revision, s.update_time, s.state, "
+    f"(SELECT a.state FROM {APPS} a WHERE a.app_name = s.app_name), "
+    f"(SELECT us.state FROM {USERS} us WHERE us.app_name = s.app_name AND us.user_id = s.user_id), "
+    f"CASE WHEN %s THEN (SELECT array_agg(e.data::text ORDER BY e.id) FROM (SELECT id, data FROM {EVENTS} "
+    'WHERE session_id = s.id AND (%s::float8 IS NULL OR "timestamp" >= %s::float8) '
+    "ORDER BY id DESC LIMIT %s) e) END "
+    f"FROM {SESSIONS} s WHERE s.app_name = %s AND s.user_id = %s AND s.session_id = %s AND s.archived_at IS NULL"
+)
+
+
 def get(
     *, app_name: str, user_id: str, session_id: str, events: bool, after: float | None, limit: int | None
 ) -> Loaded | None:
     """A live session with its app and user state and (unless `events` is False) its events: the
     last `limit` (all if None) of those at or after `after`, in append (row id) order."""
-    sql = (
-        f"SELECT s.id, s.revision, s.update_time, s.state, "
-        f"(SELECT a.state FROM {APPS} a WHERE a.app_name = s.app_name), "
-        f"(SELECT us.state FROM {USERS} us WHERE us.app_name = s.app_name AND us.user_id = s.user_id), "
-        f"CASE WHEN %s THEN (SELECT array_agg(e.data::text ORDER BY e.id) FROM (SELECT id, data FROM {EVENTS} "
-        'WHERE session_id = s.id AND (%s::float8 IS NULL OR "timestamp" >= %s::float8) '
-        "ORDER BY id DESC LIMIT %s) e) END "
-        f"FROM {SESSIONS} s WHERE s.app_name = %s AND s.user_id = %s AND s.session_id = %s AND s.archived_at IS NULL"
-    )
     with connection.cursor() as cursor:
-        cursor.execute(sql, [events, after, after, limit, app_name, user_id, session_id])
-        found = cursor.fetchone()
+        cursor.execute(GET, get_params(app_name, user_id, session_id, events, after, limit))
+        return loaded(cursor.fetchone())
+
+
+def get_params(
+    app_name: str, user_id: str, session_id: str, events: bool, after: float | None, limit: int | None
+) -> list[Any]:
+    """GET's parameters."""
+    return [events, after, after, limit, app_name, user_id, session_id]
+
+
+def loaded(found: tuple | None) -> Loaded | None:
+    """get's row, read."""
     if found is None:
         return None
     pk, revision, update_time, state, app_state, user_state, texts = found
@@ -220,6 +247,23 @@ def create(
     """Insert a live session with its state (app and user state merged in its store), in one
     statement: (pk, revision, app state, user state) as they are now, or None if a live session
     with that identity exists (nothing changed)."""
+    sql, params = create_statement(app_name=app_name, user_id=user_id, session_id=session_id, deltas=deltas, now=now)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return created(cursor.fetchone())
+
+
+def created(found: tuple | None) -> tuple[int, int, dict[str, Any], dict[str, Any]] | None:
+    """create's row, read."""
+    if found is None:
+        return None
+    return found[0], found[1], _loads(found[2]), _loads(found[3])
+
+
+def create_statement(
+    *, app_name: str, user_id: str, session_id: str, deltas: dict[str, dict[str, Any]], now: float
+) -> tuple[str, list[Any]]:
+    """create's statement and its parameters."""
     sql = [
         f"WITH s AS (INSERT INTO {SESSIONS} (app_name, user_id, session_id, state, create_time, update_time, "
         "revision, lease_owner, status, archived_by) VALUES (%s, %s, %s, %s::jsonb, %s, %s, 0, '', 'idle', '') "
@@ -239,12 +283,7 @@ def create(
         params += [app_name, user_id, dumps(deltas["user"]), now]
         user_state = f"COALESCE((SELECT state FROM us), {user_state})"
     sql.append(f" SELECT s.id, s.revision, {app_state}, {user_state} FROM s")
-    with connection.cursor() as cursor:
-        cursor.execute("".join(sql), params + state_params)
-        found = cursor.fetchone()
-    if found is None:
-        return None
-    return found[0], found[1], _loads(found[2]), _loads(found[3])
+    return "".join(sql), params + state_params
 
 
 def archive_quiet(*, app_name: str, user_id: str, session_id: str, at: Any, by: str) -> int | None:

@@ -199,6 +199,7 @@ async def main_async(args: argparse.Namespace, tmp: Path, adk_db_url: str) -> li
     from google.adk.sessions.in_memory_session_service import InMemorySessionService
     from google.adk.sessions.sqlite_session_service import SqliteSessionService
 
+    from agents_app import session_async
     from agents_app.session_service import DjangoSessionService
 
     workload = (args.sessions, args.events, args.lists)
@@ -232,6 +233,7 @@ async def main_async(args: argparse.Namespace, tmp: Path, adk_db_url: str) -> li
         if hasattr(service, "close"):
             await service.close()
     await sync_to_async(connections.close_all)()
+    session_async.close_all()
     return results
 
 

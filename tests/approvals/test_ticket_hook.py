@@ -18,6 +18,7 @@ from google.adk.events.event import Event
 from google.adk.sessions.base_session_service import GetSessionConfig
 from google.genai import types
 
+from agents_app import session_async
 from agents_app.session_service import DjangoSessionService
 from approvals.models import PendingCall
 
@@ -47,10 +48,12 @@ def _response(call_id: str, name: str, response: dict) -> Event:
 @contextmanager
 def statements(monkeypatch: pytest.MonkeyPatch, service: DjangoSessionService) -> Iterator[list[str]]:
     """The statements the service's appends run meanwhile: those of the thread its `_store_event`
-    runs in (sync_to_async's), not another test's leftover worker threads."""
+    runs in (sync_to_async's), not another test's leftover worker threads, and those it sends from
+    the event loop (agents_app.session_async, PostgreSQL)."""
     seen: list[tuple[int, str]] = []
     store_threads: set[int] = set()
-    real_execute, real_store = CursorWrapper.execute, service._store_event
+    from_loop: list[str] = []
+    real_execute, real_store, real_fetchone = CursorWrapper.execute, service._store_event, session_async.fetchone
 
     def store(*args: Any, **kwargs: Any) -> Any:
         store_threads.add(threading.get_ident())
@@ -60,12 +63,18 @@ def statements(monkeypatch: pytest.MonkeyPatch, service: DjangoSessionService) -
         seen.append((threading.get_ident(), sql))
         return real_execute(self, sql, params)
 
+    async def fetchone(sql: str, params: Any, **kwargs: Any) -> Any:
+        from_loop.append(sql)
+        return await real_fetchone(sql, params, **kwargs)
+
     monkeypatch.setattr(CursorWrapper, "execute", execute)
     monkeypatch.setattr(service, "_store_event", store)
+    monkeypatch.setattr(session_async, "fetchone", fetchone)
     mine: list[str] = []
     yield mine
     monkeypatch.undo()
-    assert store_threads, "no append ran"
+    assert store_threads or from_loop, "no append ran"
+    mine.extend(from_loop)
     mine.extend(sql for thread, sql in seen if thread in store_threads)
 
 

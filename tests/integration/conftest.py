@@ -169,11 +169,14 @@ def worker(transactional_db, celery_worker_process):
 
 @pytest.fixture(scope="session", autouse=True)
 def _close_connection_pools(django_db_setup):
-    """Close this process's PostgreSQL pool before the test database is dropped (a pooled idle
-    connection would keep it "accessed by other users")."""
+    """Close this process's PostgreSQL pool (and the session store's event-loop connections) before
+    the test database is dropped (an idle connection would keep it "accessed by other users")."""
     yield
     from django.db import connections
+
+    from agents_app import session_async
 
     for conn in connections.all():
         if hasattr(conn, "close_pool"):
             conn.close_pool()
+    session_async.close_all()  # the session store's event-loop connections, likewise

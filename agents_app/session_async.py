@@ -1,0 +1,225 @@
+"""DjangoSessionService's one-statement operations sent from the event loop (PostgreSQL): no thread hop.
+
+Every async call of the store used to be a `sync_to_async` hop to a database thread and back: two
+thread wake-ups around the statement's own round trip, 1-2 ms each on a loaded machine (measured in
+the seed flow: bench/README.md, phase 11). ADK's DatabaseSessionService (asyncpg) pays none. Here the
+statements that need nothing but the statement itself (session_sql's append of an event no hook
+wants, get, create) are sent by psycopg's AsyncConnection from the loop: the same SQL text, bound on
+the client as Django's cursors bind it, in autocommit (each statement atomic on its own, as on the
+thread path). What they store, lock and check is unchanged; the store falls back to the thread path
+for everything else (a hook's event, a statement that stored nothing and must say why, list, delete).
+
+Used only where it sees what Django's own connection would: not when sync code calls the async store
+through `async_to_sync` (it may be inside a transaction, e.g. a test's or a view's: a separate
+connection would not see its rows; `usable`).
+
+Connections: a few per event loop (`_MAX`), opened on first use, kept while the loop lives; more
+concurrent calls on one loop take the thread path rather than wait. A connection that breaks is
+dropped; its statement goes again by the thread path when that is safe (a get; an append, which the
+revision check stores at most once: if the lost one committed, the second finds its copy stale and
+stores nothing), otherwise the error is raised as Django's, as the thread path would raise it (a
+create whose connection died may or may not have committed, exactly as there). Connections of closed
+loops are closed on the next connect; `close_all` closes every one (tests, before dropping their
+database; the bench).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import functools
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+import psycopg
+from asgiref.sync import AsyncToSync
+from django.db import DEFAULT_DB_ALIAS, connections
+from django.db import utils as db_errors
+
+from . import session_sql
+
+logger = logging.getLogger(__name__)
+
+_MAX = 4  # connections per event loop; a call beyond that takes the thread path
+enabled = True  # off: every call takes the thread path (tests compare both)
+
+
+@dataclass
+class _Loop:
+    free: list[psycopg.AsyncConnection] = field(default_factory=list)
+    opened: int = 0  # connections of this loop, free or in use
+
+
+# By loop (kept until closed: _close_dead_loops, close_all; a loop is not collected with its connections open).
+_loops: dict[asyncio.AbstractEventLoop, _Loop] = {}
+
+
+class Busy(Exception):
+    """No connection free on this loop (or none could be opened): take the thread path."""
+
+
+def usable() -> bool:
+    """May this call go through the loop's connection? On PostgreSQL, unless sync code called the
+    async store through `async_to_sync`: its thread (where the store's thread path would run, on that
+    thread's Django connection) may be inside a transaction, whose rows a connection of the loop's
+    would not see. Async code itself cannot hold a transaction open (Django's atomic blocks are sync),
+    so otherwise there is none to see."""
+    if not enabled or not _postgresql():
+        return False
+    if getattr(AsyncToSync.executors, "current", None) is not None:  # a sync caller's thread above
+        return False
+    return asyncio.get_running_loop() not in AsyncToSync.loop_thread_executors  # a loop async_to_sync made
+
+
+@functools.cache
+def _postgresql() -> bool:
+    return "postgresql" in connections.settings[DEFAULT_DB_ALIAS]["ENGINE"]
+
+
+def _params() -> dict[str, Any]:
+    """Django's connection parameters (the test database's name in tests), for an AsyncConnection."""
+    wrapper = connections.create_connection(DEFAULT_DB_ALIAS)  # not kept: no connection is opened
+    if wrapper.settings_dict["OPTIONS"].get("assume_role"):
+        raise Busy("a role to assume: the thread path's connection sets it")
+    params = wrapper.get_connection_params()
+    params.pop("cursor_factory", None)
+    # Django sets the session's time zone when it opens a connection; here at connect time.
+    params["options"] = f"{params.get('options', '')} -c TimeZone={wrapper.timezone_name}".strip()
+    params["application_name"] = "adkweb session store (event loop)"
+    return params
+
+
+async def _connection(state: _Loop) -> psycopg.AsyncConnection:
+    while state.free:
+        conn = state.free.pop()
+        if not conn.closed and not conn.broken:
+            return conn
+        state.opened -= 1
+    if state.opened >= _MAX:
+        raise Busy("every connection of this loop is in use")
+    _close_dead_loops()
+    state.opened += 1
+    try:
+        return await psycopg.AsyncConnection.connect(
+            **_params(), autocommit=True, cursor_factory=psycopg.AsyncClientCursor
+        )
+    except Exception as exc:
+        state.opened -= 1
+        logger.warning("Could not open the session store's loop connection; using the thread path.", exc_info=True)
+        raise Busy(str(exc)) from exc
+
+
+async def fetchone(sql: str, params: list[Any], *, again_if_lost: bool) -> tuple | None:
+    """One statement, its first row. Busy: nothing was sent (take the thread path), or the
+    connection broke and `again_if_lost` says the statement may be sent again on the thread path
+    (a read; an append, whose revision check stores it at most once: sent again after it did commit,
+    it finds its copy stale). Any other database error is raised as Django's (django.db.utils), as
+    the thread path raises it."""
+    loop = asyncio.get_running_loop()
+    state = _loops.get(loop)
+    if state is None:
+        state = _loops[loop] = _Loop()
+    conn = await _connection(state)
+    try:
+        async with conn.cursor() as cursor:
+            await cursor.execute(sql, params)
+            found = await cursor.fetchone()
+    except psycopg.Error as exc:
+        if not (conn.closed or conn.broken):
+            state.free.append(conn)
+            raise _as_django(exc) from exc
+        state.opened -= 1  # e.g. the server ended it while idle (a restart, idle_session_timeout)
+        if again_if_lost:
+            logger.warning("The session store's loop connection broke; this statement goes the thread path.")
+            raise Busy(str(exc)) from exc
+        raise _as_django(exc) from exc
+    except BaseException:  # cancelled mid-statement: the connection's state is unknown
+        state.opened -= 1
+        await _close(conn)
+        raise
+    state.free.append(conn)
+    return found
+
+
+async def create(
+    *, app_name: str, user_id: str, session_id: str, deltas: dict[str, dict[str, Any]], now: float
+) -> tuple[int, int, dict[str, Any], dict[str, Any]] | None:
+    """session_sql.create from the loop. Not sent again if its connection breaks: it may have
+    created the session (a second try would say it exists)."""
+    sql, params = session_sql.create_statement(
+        app_name=app_name, user_id=user_id, session_id=session_id, deltas=deltas, now=now
+    )
+    return session_sql.created(await fetchone(sql, params, again_if_lost=False))
+
+
+async def get(params: list[Any]) -> session_sql.Loaded | None:
+    """session_sql.get from the loop (its parameters: session_sql.get_params)."""
+    return session_sql.loaded(await fetchone(session_sql.GET, params, again_if_lost=True))
+
+
+async def append(
+    *, app_name: str, user_id: str, session_id: str, copy_of: tuple[int, int], lease: Any, columns: dict[str, Any]
+) -> session_sql.Appended | None:
+    """session_sql.append from the loop, for an event no hook wants (no riders, no row for hooks):
+    None when it stored nothing (the thread path's checked path says why)."""
+    sql, params = session_sql.append_statement(
+        app_name=app_name,
+        user_id=user_id,
+        session_id=session_id,
+        session_pk=copy_of[0],
+        revision=copy_of[1],
+        lease=(lease.owner, lease.expiry()) if lease is not None else None,
+        whole_row=False,
+        riders=[],
+        **columns,
+    )
+    return session_sql.appended(await fetchone(sql, params, again_if_lost=True), [])
+
+
+def _as_django(exc: psycopg.Error) -> Exception:
+    """The error as Django's wrapper raises it (django.db.utils.OperationalError, IntegrityError...)."""
+    for kind in (
+        db_errors.DataError,
+        db_errors.OperationalError,
+        db_errors.IntegrityError,
+        db_errors.InternalError,
+        db_errors.ProgrammingError,
+        db_errors.NotSupportedError,
+        db_errors.DatabaseError,
+        db_errors.InterfaceError,
+    ):
+        if isinstance(exc, getattr(psycopg, kind.__name__)):
+            return kind(*exc.args)
+    return db_errors.Error(*exc.args)
+
+
+async def _close(conn: psycopg.AsyncConnection) -> None:
+    try:
+        await conn.close()
+    except Exception:  # already gone
+        pass
+
+
+def _finish(state: _Loop) -> None:
+    """Close a loop's connections without its loop (closed, or not this thread's)."""
+    for conn in state.free:
+        conn.pgconn.finish()
+    state.free.clear()
+
+
+def _close_dead_loops() -> None:
+    for loop, state in list(_loops.items()):
+        if loop.is_closed():
+            _finish(state)
+            _loops.pop(loop, None)
+
+
+def close_all() -> None:
+    """Close every loop's idle connections (tests before their database is dropped; the bench)."""
+    for state in list(_loops.values()):
+        _finish(state)
+    _loops.clear()
+
+
+atexit.register(close_all)
