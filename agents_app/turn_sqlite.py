@@ -66,7 +66,9 @@ _LEASE = (
     f"AND EXISTS (SELECT 1 FROM {TURNS} WHERE session_id = %s AND status IN ({_ACTIVE})) "
     "RETURNING app_name, user_id, session_id"
 )
-_HELD = f"SELECT app_name, user_id, session_id FROM {SESSIONS} WHERE id = %s AND lease_owner = %s"
+# The session under our lease, with its revision: read after the turn's last append (nothing else
+# writes while this transaction holds the file), `turn.finished` carries it (agents_app.api.watch).
+_HELD = f"SELECT app_name, user_id, session_id, revision FROM {SESSIONS} WHERE id = %s AND lease_owner = %s"
 _ORPHAN = f"SELECT EXISTS (SELECT 1 FROM {TURNS} WHERE session_id = %s AND status = 'running' AND id <> %s)"
 # The oldest queued turn, marked running (its attempt counted).
 _CLAIM = (
@@ -145,7 +147,8 @@ def done_next(
     turn claimed or the lease released, the session's status written. All or nothing."""
     adapt = connection.ops.adapt_datetimefield_value
     with _unsynced():
-        ids = _one(_HELD, [session_pk, owner])
+        held = _one(_HELD, [session_pk, owner])
+        ids = None if held is None else (held[0], held[1], held[2])
         finished = False
         if ids is not None:
             finished = _one(_DONE, [adapt(timezone.now()), config_version, turn_id, session_pk]) is not None
@@ -164,4 +167,5 @@ def done_next(
                     [status, owner if keep else "", adapt(until) if keep else None, session_pk],
                 )
         released = finished and turn is None and not orphan
-        return DoneNext(ids is not None, finished, orphan, status, released, turn, claim)
+        revision = held[3] if held is not None and finished else None
+        return DoneNext(ids is not None, finished, orphan, status, released, turn, claim, revision=revision)

@@ -121,7 +121,10 @@ def test_done_next_claims_the_next_turn_and_keeps_the_lease():
     assert done.claim == turn_sqlite.Claim(APP, "u", "s", None)
     assert Turn.objects.get(pk=first.pk).status == "done" and Turn.objects.get(pk=first.pk).finished_at
     assert _lease(row)[0] == "me" and _consistent(row) == "running"
+    assert done.revision == AdkSession.objects.get(pk=row.pk).revision  # after the turn's last event
+    AdkSession.objects.filter(pk=row.pk).update(revision=row.revision + 5)  # events of the next turn
     last = _done_next(done.turn)
+    assert last.revision == row.revision + 5
     assert last.released and last.turn is None and last.status == "idle"
     assert _lease(row) == ("", None) and _consistent(row) == "idle"
 
