@@ -6,6 +6,8 @@ once per audience and send it to the audience groups (pages forward it as it is)
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
 import json
 import logging
 from typing import Any, Literal, NotRequired, TypedDict
@@ -216,6 +218,33 @@ async def anotify_session_status(*, session_pk: int, status: str) -> None:
             await _fanout.apublish_status(session_pk=session_pk, status=status)
         except Exception:
             logger.warning("Could not render the live status of session %s.", session_pk, exc_info=True)
+
+
+# The drain's "running" status on its way (anotify_session_status_soon) while its turn starts.
+_status_on_its_way: contextvars.ContextVar[asyncio.Future | None] = contextvars.ContextVar(
+    "adkweb_status_on_its_way", default=None
+)
+
+
+def anotify_session_status_soon(*, session_pk: int, status: str) -> None:
+    """anotify_session_status without waiting for it (the drain's "running" at a claim: the turn
+    starts while the round trip is on its way, ~1 ms of every turn's start). The status is already
+    stored (a queued turn made it "running"); what must hold is its order before the turn's end, so
+    whatever publishes that end first awaits `status_sent()` (agents_app.turn_exec, runner)."""
+    _status_on_its_way.set(asyncio.ensure_future(anotify_session_status(session_pk=session_pk, status=status)))
+
+
+async def status_sent() -> None:
+    """Wait for the status `anotify_session_status_soon` sent in this context, if any (it never
+    raises: the layer logs a failed publish, as every publish)."""
+    pending = _status_on_its_way.get()
+    if pending is None:
+        return
+    _status_on_its_way.set(None)
+    try:
+        await pending
+    except Exception:
+        logger.warning("The turn's running status was not published.", exc_info=True)
 
 
 @abatched()

@@ -116,8 +116,8 @@ async def _drain_pg(session_pk: int, owner: str) -> int:
         try:
             with Heartbeat(lease) as heartbeat:
                 turn, claim = started.turn, started.claim
-                if turn is not None:
-                    await events.anotify_session_status(session_pk=session_pk, status="running")
+                if turn is not None:  # on its way while the turn starts; awaited before its end is published
+                    events.anotify_session_status_soon(session_pk=session_pk, status="running")
                 elif started.orphan:
                     turn = await db(turn_claim_next)(session_pk)
                 while go_on and turn is not None:
@@ -146,6 +146,7 @@ async def _drain_pg(session_pk: int, owner: str) -> int:
                                 continue
                     turn = await db(turn_claim_next)(session_pk) if go_on else None
         finally:
+            await events.status_sent()
             if not released:
                 await db(lease_release)(session_pk, owner)
         if released or not go_on or not await db(Turn.owed)(session_pk):

@@ -277,12 +277,16 @@ async def _turn_execute(turn: Turn, lease: Lease, finish_done: bool, claim: turn
 
     db = sync_to_async
     try:
-        plan = await db(turn_plan)(turn) if turn.invocation_id else Plan("run")  # no hop when nothing is stored
-        if plan.action in ("done", "failed"):
-            logger.info("Turn %s: its invocation already ended (%s); closing it, not resuming.", turn.pk, plan.action)
-            await db(turn_finish)(turn.pk, plan.action, plan.error, lease)
-            return NEXT
-        await turn_run(turn, resume=plan.action == "resume", lease=lease, claim=claim)
+        try:
+            plan = await db(turn_plan)(turn) if turn.invocation_id else Plan("run")  # no hop when nothing is stored
+            if plan.action in ("done", "failed"):
+                logger.info("Turn %s: its invocation already ended (%s); closing it.", turn.pk, plan.action)
+                await events.status_sent()
+                await db(turn_finish)(turn.pk, plan.action, plan.error, lease)
+                return NEXT
+            await turn_run(turn, resume=plan.action == "resume", lease=lease, claim=claim)
+        finally:  # the claim's "running" (runner._drain_pg) leaves before any end below is published
+            await events.status_sent()
     except LeaseLost:
         logger.warning("Turn %s: lease lost; leaving the turn to the worker that owns it now.", turn.pk)
         return STOP
