@@ -136,20 +136,18 @@ async def test_a_stale_copy_or_a_lost_lease_stores_nothing(service):
     assert len(await _events("s")) == 1
 
 
-def _terminate_loop_connections() -> int:
-    """End the loop connections' server processes (a restart, an idle timeout, an operator would)."""
+def _terminate(pids: list[int]) -> int:
+    """End these server processes (as a restart, an idle timeout or an operator would)."""
     db = connection.settings_dict["NAME"]
     with psycopg.connect(f"dbname={db} user=postgres host=127.0.0.1", autocommit=True) as admin:
-        rows = admin.execute(
-            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s AND application_name = %s",
-            [db, "adkweb session store (event loop)"],
-        ).fetchall()
-    return len(rows)
+        rows = admin.execute("SELECT pg_terminate_backend(pid) FROM unnest(%s::int[]) AS pid", [pids]).fetchall()
+    return sum(1 for (ended,) in rows if ended)
 
 
 async def test_a_connection_the_server_ended_while_idle_costs_nothing(service):
     session = await service.create_session(app_name=APP, user_id="u", session_id="s")
-    assert await sync_to_async(_terminate_loop_connections)() == 1
+    mine = [conn.info.backend_pid for conn in session_async._loops[asyncio.get_running_loop()].free]
+    assert await sync_to_async(_terminate)(mine) == len(mine) == 1
     await asyncio.sleep(0.05)
     await service.append_event(session, _text("after the server ended it"))
     assert await service.get_session(app_name=APP, user_id="u", session_id="s") is not None
