@@ -91,11 +91,8 @@ def test_a_lost_message_loses_no_event(demo, worker, adk_client, monkeypatch, se
         assert dropped
 
 
-def test_a_run_answers_from_the_messages_when_no_message_is_lost(demo, worker, adk_client, monkeypatch):
-    """The events come from the messages, and so does the turn's end: on SQLite too the drain's
-    `done_next` reads the session's revision after the turn's last event, `turn.finished` carries it,
-    and a follower that accounted for every revision up to it has nothing to read (a lost message
-    is read: test_a_lost_message_loses_no_event)."""
+def count_reads(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The follower's database reads (how many events each found that the messages had not brought)."""
     reads: list[int] = []
     original = watch._progress
 
@@ -105,6 +102,15 @@ def test_a_run_answers_from_the_messages_when_no_message_is_lost(demo, worker, a
         return progress
 
     monkeypatch.setattr(watch, "_progress", counted)
+    return reads
+
+
+def test_a_run_answers_from_the_messages_when_no_message_is_lost(demo, worker, adk_client, monkeypatch):
+    """The events come from the messages, and so does the turn's end: on SQLite too the drain's
+    `done_next` reads the session's revision after the turn's last event, `turn.finished` carries it,
+    and a follower that accounted for every revision up to it has nothing to read (a lost message
+    is read: test_a_lost_message_loses_no_event)."""
+    reads = count_reads(monkeypatch)
     session_id, returned = seed_loop(adk_client(demo["approver"]), sse=False)
     assert returned == stored(session_id)
     assert reads == []  # no read: each run's end came with the revision of its last event

@@ -12,24 +12,10 @@ from typing import Any
 import pytest
 
 from agents_app.api import watch
-from tests.agents_app.test_api_run_follow import seed_loop, stored
+from tests.agents_app.test_api_run_follow import count_reads, seed_loop, stored
 
 pytest_plugins = ["tests.conftest_live"]
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-def count_reads(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """The follower's database reads (how many events each found that the messages had not brought)."""
-    reads: list[int] = []
-    original = watch._progress
-
-    def counted(turn_id: int, after_pk: int) -> watch.Progress:
-        progress = original(turn_id, after_pk)
-        reads.append(len(progress.rows))
-        return progress
-
-    monkeypatch.setattr(watch, "_progress", counted)
-    return reads
 
 
 def test_a_run_answers_from_the_messages_without_reading_the_database(demo, worker, adk_client, monkeypatch):
