@@ -31,6 +31,22 @@ def sent_tasks(monkeypatch) -> list[tuple[str, tuple, Any]]:
     return sent
 
 
+@pytest.fixture
+def approver2_refused(monkeypatch, settings):
+    """The mail server refuses approver2's email (one retry, a minute later); returns the real `send`,
+    to put back when the server is back."""
+    settings.ADKWEB_NOTIFY_RETRY_DELAYS = [60.0]
+    send = EmailMultiAlternatives.send
+
+    def refuse_one(message, *args, **kwargs):
+        if message.to == ["approver2@example.com"]:
+            raise ConnectionRefusedError("the mail server refused approver2")
+        return send(message, *args, **kwargs)
+
+    monkeypatch.setattr(EmailMultiAlternatives, "send", refuse_one)
+    return send
+
+
 def _emails() -> list[Delivery]:
     return list(Delivery.objects.filter(channel="email").order_by("target"))
 
@@ -60,16 +76,9 @@ def test_one_event_n_recipients_n_deliveries_each_sent_once_under_a_retried_task
     assert {args for _, args, _ in sent_tasks} == {(webhook.pk,)}  # never tried yet: its own claim decides
 
 
-def test_a_failed_email_is_retried_alone_and_the_others_are_delivered(emails, sent_tasks, monkeypatch, settings):
-    settings.ADKWEB_NOTIFY_RETRY_DELAYS = [60.0]
-    send = EmailMultiAlternatives.send
-
-    def refuse_one(message, *args, **kwargs):
-        if message.to == ["approver2@example.com"]:
-            raise ConnectionRefusedError("the mail server refused approver2")
-        return send(message, *args, **kwargs)
-
-    monkeypatch.setattr(EmailMultiAlternatives, "send", refuse_one)
+def test_a_failed_email_is_retried_alone_and_the_others_are_delivered(
+    emails, sent_tasks, approver2_refused, monkeypatch
+):
     event = NotificationEvent.objects.create(name="ticket.opened", ticket=ticket())
     tasks.event_fan_out(event.pk)
 
@@ -83,7 +92,7 @@ def test_a_failed_email_is_retried_alone_and_the_others_are_delivered(emails, se
     ((name, args, countdown),) = sent_tasks
     assert (name, args) == ("notifications.tasks.delivery_send", (failed.pk,)) and 54 <= countdown <= 66
 
-    monkeypatch.setattr(EmailMultiAlternatives, "send", send)  # the server is back: the retry task runs
+    monkeypatch.setattr(EmailMultiAlternatives, "send", approver2_refused)  # the server is back: the retry task runs
     Delivery.objects.filter(pk=failed.pk).update(next_attempt_at=None)  # as if its delay had passed
     tasks.delivery_send(failed.pk)
     failed.refresh_from_db()
@@ -162,7 +171,7 @@ def test_an_events_deliveries_are_made_in_one_insert_and_its_preferences_read_on
     assert ApprovalLink.objects.count() == 2
 
 
-def test_a_batchs_attempts_are_recorded_in_one_update(emails, sent_tasks, monkeypatch, settings):
+def test_a_batchs_attempts_are_recorded_in_one_update(emails, sent_tasks, approver2_refused):
     """Every tried delivery's new state (delivered with its time, or retrying with its next attempt and
     error) is written by one statement run for each row, not a compiled save per delivery."""
     from datetime import timedelta
@@ -171,15 +180,6 @@ def test_a_batchs_attempts_are_recorded_in_one_update(emails, sent_tasks, monkey
     from django.test.utils import CaptureQueriesContext
     from django.utils import timezone
 
-    settings.ADKWEB_NOTIFY_RETRY_DELAYS = [60.0]
-    send = EmailMultiAlternatives.send
-
-    def refuse_one(message, *args, **kwargs):
-        if message.to == ["approver2@example.com"]:
-            raise ConnectionRefusedError("the mail server refused approver2")
-        return send(message, *args, **kwargs)
-
-    monkeypatch.setattr(EmailMultiAlternatives, "send", refuse_one)
     event = NotificationEvent.objects.create(name="ticket.opened", ticket=ticket())
     before = timezone.now()
     with CaptureQueriesContext(connection) as queries:
