@@ -82,19 +82,20 @@ class GcLog:
         return "; ".join(lines) or "none"
 
 
-class StageProbe:
-    """`--probe`: the servers' step lines (bench/resumeprobe/sitecustomize.py) of each resume sample."""
+class StepLog:
+    """The servers' step lines (bench/resumeprobe/sitecustomize.py: `tag wall-time pid thread`), read
+    back window by window: each sample is when each tag was first written, in ms after `sent`, named by
+    process (p0, p1, ... in the order they first wrote)."""
 
-    def __init__(self) -> None:
+    def __init__(self, prefix: str) -> None:
         import tempfile
 
-        self.path = tempfile.mktemp(prefix="adkweb-resume-probe-", suffix=".log")
+        self.path = tempfile.mktemp(prefix=prefix, suffix=".log")
         self.offset = 0
-        self.samples: list[dict[str, float]] = []
         self.pids: dict[str, str] = {}
 
-    def sample(self, sent: float, got: float) -> None:
-        """The first time each tag was written in [sent, got + 20 ms], in ms after `sent`."""
+    def window(self, sent: float, until: float) -> dict[str, float]:
+        """The first time each tag was written in [sent, until], read from where the last call stopped."""
         with open(self.path) as f:
             f.seek(self.offset)
             lines = f.readlines()
@@ -103,9 +104,38 @@ class StageProbe:
         for line in lines:
             tag, at, pid, _thread = line.split()
             t = float(at)
-            if sent <= t <= got + 0.02:
+            if sent <= t <= until:
                 name = f"{self.pids.setdefault(pid, 'p' + str(len(self.pids)))} {tag}"
                 first.setdefault(name, (t - sent) * 1000)
+        return first
+
+    @staticmethod
+    def print_steps(samples: list[dict[str, float]], width: int) -> None:
+        """Each step's n, p50 and p95 (ms after the start), in order of p50, with the p50 of each
+        sample's time since the step above."""
+        rows = []
+        for name in {n for s in samples for n in s}:
+            values = [s[name] for s in samples if name in s]
+            rows.append((pct(values, 0.5), name, len(values), pct(values, 0.95)))
+        print(f"  {'step':<{width}}{'n':>4}{'p50':>8}{'p95':>8}   p50 of each sample's time since the step above")
+        before = ""
+        for p50, name, n, p95 in sorted(rows):
+            gaps = [s[name] - s[before] for s in samples if name in s and before in s]
+            gap = f"{pct(gaps, 0.5):>10.2f}" if gaps else ""
+            print(f"  {name:<{width}}{n:>4}{p50:>8.2f}{p95:>8.2f}{gap}")
+            before = name
+
+
+class StageProbe(StepLog):
+    """`--probe`: the servers' step lines of each resume sample."""
+
+    def __init__(self) -> None:
+        super().__init__("adkweb-resume-probe-")
+        self.samples: list[dict[str, float]] = []
+
+    def sample(self, sent: float, got: float) -> None:
+        """The first time each tag was written in [sent, got + 20 ms], in ms after `sent`."""
+        first = self.window(sent, got + 0.02)
         first["= frame received"] = (got - sent) * 1000
         self.samples.append(first)
 
@@ -128,16 +158,5 @@ class StageProbe:
         for a, b in self.SPANS:
             gaps = [s[b] - s.get(a, 0.0) for s in self.samples if b in s and (a in s or a == "POST sent")]
             print(f"  {a:<28} -> {b:<28}{pct(gaps, 0.5):>8.2f}{pct(gaps, 0.95):>8.2f}")
-        names = {n for s in self.samples for n in s}
-        rows = []
-        for name in names:
-            values = [s[name] for s in self.samples if name in s]
-            rows.append((pct(values, 0.5), name, len(values), pct(values, 0.95)))
         print(f"\nsteps (first time each was written, ms after the POST was sent; {len(self.samples)} samples)")
-        print(f"  {'step':<44}{'n':>4}{'p50':>8}{'p95':>8}   p50 of each sample's time since the step above")
-        before = ""
-        for p50, name, n, p95 in sorted(rows):
-            gaps = [s[name] - s[before] for s in self.samples if name in s and before in s]
-            gap = f"{pct(gaps, 0.5):>10.2f}" if gaps else ""
-            print(f"  {name:<44}{n:>4}{p50:>8.2f}{p95:>8.2f}{gap}")
-            before = name
+        self.print_steps(self.samples, 44)

@@ -51,6 +51,7 @@ from benchlib import (  # noqa: E402
     redis_flush,
     rss_mb,
 )
+from fanout_probes import STAGE_PROBE, StepLog  # noqa: E402
 
 APP = "bench_reimbursement"
 USER = "approver"  # adkweb: the session's owner must be the caller, and an approver to answer the ticket
@@ -82,44 +83,23 @@ class Target:
     probe: Any = None  # --probe: HttpProbe of this target's servers
 
 
-class HttpProbe:
+class HttpProbe(StepLog):
     """`--probe`: the servers' step lines (bench/resumeprobe/sitecustomize.py) during each /run, per step:
     when each tag was first written, ms after the client sent the request (wall clock)."""
 
     def __init__(self) -> None:
-        self.path = tempfile.mktemp(prefix="adkweb-http-probe-", suffix=".log")
-        self.offset = 0
+        super().__init__("adkweb-http-probe-")
         self.samples: dict[str, list[dict[str, float]]] = {}
-        self.pids: dict[str, str] = {}
 
     def sample(self, step: str, sent: float, got: float) -> None:
-        with open(self.path) as f:
-            f.seek(self.offset)
-            lines = f.readlines()
-            self.offset = f.tell()
-        first: dict[str, float] = {}
-        for line in lines:
-            tag, at, pid, _thread = line.split()
-            if sent <= float(at) <= got:
-                who = self.pids.setdefault(pid, "p" + str(len(self.pids)))
-                first.setdefault(f"{who} {tag}", (float(at) - sent) * 1000)
+        first = self.window(sent, got)
         first["= answer received"] = (got - sent) * 1000
         self.samples.setdefault(step, []).append(first)
 
     def report(self, key: str) -> None:
         for step, samples in self.samples.items():
-            rows = []
-            for name in {n for s in samples for n in s}:
-                values = [s[name] for s in samples if name in s]
-                rows.append((pct(values, 0.5), name, len(values), pct(values, 0.95)))
             print(f"\n{key}, {step}: first time each step was written, ms after the request was sent ({len(samples)})")
-            print(f"  {'step':<36}{'n':>4}{'p50':>8}{'p95':>8}   p50 of each sample's time since the step above")
-            before = ""
-            for p50, name, n, p95 in sorted(rows):
-                gaps = [s[name] - s[before] for s in samples if name in s and before in s]
-                gap = f"{pct(gaps, 0.5):>10.2f}" if gaps else ""
-                print(f"  {name:<36}{n:>4}{p50:>8.2f}{p95:>8.2f}{gap}")
-                before = name
+            self.print_steps(samples, 36)
 
 
 def adk_server(key: str, uri: str) -> Target:
@@ -155,8 +135,6 @@ def adkweb_target(key: str, database_url: str, redis_url: str, root: Path = ROOT
     manage(env, "migrate", "--noinput", root=root)
     found = HttpProbe() if probe else None
     if found is not None:
-        from fanout_probes import STAGE_PROBE
-
         env.update(PYTHONPATH=os.pathsep.join([str(STAGE_PROBE), env["PYTHONPATH"]]), BENCH_PROBE_LOG=found.path)
     manage(env, "demo_setup", "--allow-deployed", root=root)  # a local bench, reachable by nobody else
     key_ = manage(env, "create_api_token", USER, root=root).strip()
