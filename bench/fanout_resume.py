@@ -1,0 +1,129 @@
+"""bench/fanout.py's conversations waiting on a ticket (made through the requester's page, the way a
+person makes them), and its click-to-resume part: POST approve -> the first resumed event on the
+conversation's socket, split with the Turn row's and the stored event's timestamps."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import re
+import time
+
+from benchlib import pct
+from wsclients import Socket, Web, settle, wait_all
+
+EVENT_FRAME = re.compile(r'hx-swap-oob="beforeend:#conversation-events"')
+
+
+def open_ticket(session_pk: int, timeout: float = 30) -> object:
+    """Wait for the ticket the worker opens in a session (by polling the database from here)."""
+    from approvals.models import PendingCall
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        ticket = PendingCall.objects.filter(session_id=session_pk, status="pending").first()
+        if ticket is not None:
+            return ticket
+        time.sleep(0.02)
+    raise RuntimeError(f"no ticket opened in session {session_pk}")
+
+
+async def new_ticket(web_requester: Web, *, text: str = "Please reimburse 200$ for meals") -> tuple[int, int, int]:
+    """A reimbursement conversation waiting on its ticket: (session pk, ticket pk, last event pk)."""
+    from asgiref.sync import sync_to_async
+
+    from agents_app.models import StoredEvent
+    from agents_app.services import session_create
+
+    session = await sync_to_async(session_create)(app_name="reimbursement_agent", user_id="requester")
+    page = f"/sessions/{session.pk}/"
+    await web_requester.post(f"{page}messages/", {"text": text}, page)
+    ticket = await sync_to_async(open_ticket)(session.pk)
+    await sync_to_async(turns_done)(session.pk)  # the rest of that turn (the model's reply) lands first
+    last = await sync_to_async(
+        lambda: StoredEvent.objects.filter(session_id=session.pk).order_by("-id").values_list("pk", flat=True).first()
+    )()
+    return session.pk, ticket.pk, last or 0
+
+
+def turns_done(session_pk: int, timeout: float = 30) -> None:
+    """Wait until no turn of the session is queued or running (a fixed sleep was too short under load:
+    the first turn's last event then reached a resume socket as if it were the resumed run's)."""
+    from agents_app.models import Turn
+
+    deadline = time.monotonic() + timeout
+    while Turn.objects.filter(session_id=session_pk, status__in=["queued", "running"]).exists():
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the turns of session {session_pk} did not finish")
+        time.sleep(0.02)
+
+
+async def warm_up(requester: Web, approver: Web, n: int = 4) -> None:
+    """Tickets opened and approved at once, untimed: every worker child and the web process import and
+    connect before anything is measured (a cold worker child adds seconds to its first turn)."""
+    tickets = await asyncio.gather(*(new_ticket(requester) for _ in range(n)))
+    for _session_pk, ticket_pk, _ in tickets:
+        page = f"/tickets/{ticket_pk}/"
+        await approver.post(f"{page}approve/", {"approve-comment": ""}, page)
+    await asyncio.sleep(1.0)
+
+
+async def resume(args: argparse.Namespace, base: str, ws: str, cookies: dict[str, str]) -> None:
+    """Click to resume: POST approve -> the first resumed event on the conversation's socket."""
+    from asgiref.sync import sync_to_async
+
+    from agents_app.models import StoredEvent, Turn
+    from approvals.models import Response
+
+    requester, approver = Web(base, cookies["requester"]), Web(base, cookies["approver"])
+    await warm_up(requester, approver)
+    rows: list[dict[str, float]] = []
+    for i in range(args.resume + 1):
+        session_pk, ticket_pk, last = await new_ticket(requester)
+        sock = await Socket().open(f"{ws}/ws/sessions/{session_pk}/?after={last}", cookies["approver"], base)
+        await settle([sock], quiet=0.5)
+        page = f"/tickets/{ticket_pk}/"
+        sent = time.perf_counter()
+        sent_wall = time.time()
+        await approver.post(f"{page}approve/", {"approve-comment": ""}, page)
+        posted = time.perf_counter()
+        got = (await wait_all([sock], EVENT_FRAME, sent, args.timeout))[0]
+        await sock.close()
+        if i == 0 or got is None:
+            continue  # the first is a warm-up
+        if args.probe:
+            await asyncio.sleep(0.05)  # the servers' lines written
+            args.probe.sample(sent_wall, sent_wall + (got - sent))
+
+        def stages(session_pk: int = session_pk, ticket_pk: int = ticket_pk) -> tuple[float, float, float] | None:
+            turn = Response.objects.select_related("turn").get(pending_call_id=ticket_pk, final=True).turn
+            first = StoredEvent.objects.filter(session_id=session_pk, turn=turn).order_by("id").first()
+            t: Turn = turn
+            if t.started_at is None or first is None:  # the frame came before these were read back
+                return None
+            return t.created_at.timestamp(), t.started_at.timestamp(), first.timestamp
+
+        found = await sync_to_async(stages)()
+        if found is None:
+            print("  (a sample without its turn's start or first event: skipped)")
+            continue
+        created, started, first_event = found
+        rows.append(
+            {
+                "POST answered": (posted - sent) * 1000,
+                "POST -> turn claimed": (started - sent_wall) * 1000,
+                "claimed -> first event created": (first_event - started) * 1000,
+                "first event -> frame received": (got - sent) * 1000 - (first_event - sent_wall) * 1000,
+                "click to resume": (got - sent) * 1000,
+            }
+        )
+    await requester.client.aclose()
+    await approver.client.aclose()
+    print(f"\nclick to resume (services mode, {len(rows)} tickets, 1 socket each): ms, p50 / p95")
+    for key in rows[0] if rows else []:
+        values = [r[key] for r in rows]
+        target = "   target p50 <= 30, p95 <= 100" if key == "click to resume" else ""
+        print(f"  {key:<34}{pct(values, 0.5):>8.1f}{pct(values, 0.95):>8.1f}{target}")
+    print("  (stages from the Turn row's and the stored event's timestamps; one clock, one machine)")
+    if args.probe:
+        args.probe.report()
