@@ -1,8 +1,8 @@
 """The per-session run lease: one agent run at a time per session, across every worker process.
 
 A drain takes the lease with an atomic UPDATE (it holds across processes, on SQLite and
-PostgreSQL), a heartbeat thread renews it every ADKWEB_LEASE_RENEW_SECONDS while a turn runs,
-and every stored event checks it on the locked session row (see DjangoSessionService). A worker
+PostgreSQL), the process's lease keeper thread renews it every ADKWEB_LEASE_RENEW_SECONDS while a
+turn runs, and every stored event checks it on the locked session row (see DjangoSessionService). A worker
 that dies stops renewing, so its lease runs out within ADKWEB_SESSION_LEASE_SECONDS and the
 sweeper hands the session to another worker. A worker that was paused past its lease finds
 another owner on its next write and stops (LeaseLost) before storing anything more.
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextvars
 import logging
+import os
 import threading
 import time
 from dataclasses import dataclass, field
@@ -69,42 +70,112 @@ def lease_release(session_pk: int, owner: str) -> None:
 
 
 class Heartbeat:
-    """Renews a lease from a thread of its own (a tool that blocks the event loop does not stop it)
-    until stopped, until renewal finds another owner, or until the turn passes its hard time limit:
-    then renewal stops, so a stuck run's session goes to another worker when the lease runs out."""
+    """Keeps a drain's lease renewed every ADKWEB_LEASE_RENEW_SECONDS until stopped, until renewal
+    finds another owner, or until the turn passes its hard time limit: then renewal stops, so a stuck
+    run's session goes to another worker when the lease runs out. Renewed by the process's one lease
+    keeper thread (`_Keeper`), not by the drain's loop: a tool that blocks the event loop does not
+    stop it, and a dead (or stopped) process renews nothing."""
 
     def __init__(self, lease: Lease) -> None:
         self.lease = lease
-        self._stop = threading.Event()
         self._deadline = time.monotonic() + settings.ADKWEB_TURN_HARD_TIME_LIMIT
-        self._thread = threading.Thread(target=self._beat, name=f"lease-{lease.session_pk}", daemon=True)
 
     def __enter__(self) -> Heartbeat:
-        self._thread.start()
+        _keeper().hold(self)
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
+        _keeper().drop(self)
 
     def turn_started(self) -> None:
         self._deadline = time.monotonic() + settings.ADKWEB_TURN_HARD_TIME_LIMIT
 
-    def _beat(self) -> None:
+    def beat(self) -> bool:
+        """Renew once (on the keeper's thread); False: renew no more (lease lost or past the limit)."""
+        if time.monotonic() > self._deadline:
+            logger.error("Session %s: turn past its hard time limit; lease left to expire.", self.lease.session_pk)
+            return False
         try:
-            while not self._stop.wait(settings.ADKWEB_LEASE_RENEW_SECONDS):
-                if time.monotonic() > self._deadline:
-                    logger.error(
-                        "Session %s: turn past its hard time limit; lease left to expire.", self.lease.session_pk
-                    )
-                    return
+            if not lease_renew(self.lease):
+                self.lease.lost = True
+                logger.warning("Session %s: run lease lost to another worker.", self.lease.session_pk)
+                return False
+        except Exception:  # a database blip: try again at the next beat, well inside the lease
+            logger.warning("Session %s: lease renewal failed", self.lease.session_pk, exc_info=True)
+        return True
+
+
+class _Keeper:
+    """One daemon thread per process that renews every lease its drains hold (a drain used to start
+    and join a thread of its own: ~0.1 ms of CPU and a thread wake-up or two on every turn's way,
+    1.6 ms of wall clock at load; bench/README.md, phase 12 (worker)). It wakes every
+    ADKWEB_LEASE_RENEW_SECONDS and renews each lease held then, so a lease is renewed at most that
+    long after it was taken or last renewed, as a drain's own thread did; a drain that starts or ends
+    wakes nobody (unless the setting was shortened meanwhile: tests). Renewals run one after another:
+    a hung database stalls them all, as it stalled each drain's thread. Made again in a forked child
+    (a thread does not survive a fork)."""
+
+    def __init__(self) -> None:
+        self.pid = os.getpid()
+        self._held: dict[int, Heartbeat] = {}
+        self._cond = threading.Condition()
+        self._until = 0.0  # when the thread wakes next (monotonic)
+        self._thread: threading.Thread | None = None
+
+    def hold(self, heartbeat: Heartbeat) -> None:
+        with self._cond:
+            self._held[id(heartbeat)] = heartbeat
+            if self._thread is None or not self._thread.is_alive():
+                self._until = time.monotonic() + settings.ADKWEB_LEASE_RENEW_SECONDS
+                self._thread = threading.Thread(target=self._run, name="lease-keeper", daemon=True)
+                self._thread.start()
+            elif (due := time.monotonic() + settings.ADKWEB_LEASE_RENEW_SECONDS) < self._until:
+                self._until = due
+                self._cond.notify()
+
+    def drop(self, heartbeat: Heartbeat) -> None:
+        with self._cond:
+            self._held.pop(id(heartbeat), None)
+
+    def held(self) -> int:
+        with self._cond:
+            return len(self._held)
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while (left := self._until - time.monotonic()) > 0:
+                    self._cond.wait(left)
+                self._until = time.monotonic() + settings.ADKWEB_LEASE_RENEW_SECONDS
+                due = list(self._held.values())
+            if not due:
+                continue
+            try:
+                for heartbeat in due:
+                    if self._held.get(id(heartbeat)) is heartbeat and not heartbeat.beat():
+                        self.drop(heartbeat)
+            finally:
                 try:
-                    if not lease_renew(self.lease):
-                        self.lease.lost = True
-                        logger.warning("Session %s: run lease lost to another worker.", self.lease.session_pk)
-                        return
-                except Exception:  # a database blip: try again at the next beat, well inside the lease
-                    logger.warning("Session %s: lease renewal failed", self.lease.session_pk, exc_info=True)
-                connection.close()  # back to the pool until the next beat (seconds away)
-        finally:
-            connection.close()
+                    connection.close()  # back to the pool until the next beat (seconds away)
+                except Exception:
+                    logger.warning("The lease keeper could not close its connection.", exc_info=True)
+
+
+_the_keeper: _Keeper | None = None
+_keeper_lock = threading.Lock()
+
+
+def _keeper() -> _Keeper:
+    global _the_keeper
+    keeper = _the_keeper
+    if keeper is None or keeper.pid != os.getpid():
+        with _keeper_lock:
+            if _the_keeper is None or _the_keeper.pid != os.getpid():
+                _the_keeper = _Keeper()
+            keeper = _the_keeper
+    return keeper
+
+
+def keeper_threads() -> list[threading.Thread]:
+    """This process's live lease keeper threads (tests: one, whatever the number of drains)."""
+    return [t for t in threading.enumerate() if t.name == "lease-keeper" and t.is_alive()]
