@@ -43,7 +43,7 @@ from .event_json import (  # noqa: F401  (the store's serialisation, imported fr
     event_response_ids,
     event_to_json,
 )
-from .events import anotify_session_event, notify_session_event
+from .events import anotify_session_event, apublish_in_order, notify_session_event, publishes_sent
 from .leases import Lease, current_lease
 from .models import AdkSession, StoredEvent
 from .session_archive import SessionBusy, _notify_archived, _username, session_archive  # noqa: F401  (SessionBusy: services)
@@ -256,11 +256,12 @@ class DjangoSessionService(BaseSessionService):
         if session_async.usable() and not _hooks_for(event, session):  # one statement from the loop
             committed = await self._store_event_async(session, event, turn_id, current_lease.get())
         if committed is None:
+            await publishes_sent()  # the thread path may publish (a ticket hook): not before what is queued
             committed = await sync_to_async(self._store_event)(
                 session, event, turn_id, current_lease.get(), publish_committed=False
             )
-        if committed is not None:  # published from here: no thread hop unless a page watches
-            await anotify_session_event(**committed)
+        if committed is not None:  # published from here (in a turn: in order, while it goes on)
+            await apublish_in_order(anotify_session_event, **committed)
         return self._commit_event_to_session(session, event)
 
     def _store_event(

@@ -225,6 +225,8 @@ async def turn_run(
         what = {"new_message": message, "state_delta": turn.state_delta or None}
     recorded = {turn.invocation_id} if turn.invocation_id else set()
     tokens = current_turn_id.set(turn.pk), current_lease.set(lease), current_turn_invocations.set(recorded)
+    publisher = events.TurnPublisher()  # the turn's events published while it goes on, in order
+    published = events.turn_publisher.set(publisher)
     run = prepared.runner.run_async(
         user_id=session.user_id, session_id=session.session_id, run_config=RunConfig(streaming_mode=mode), **what
     )
@@ -233,12 +235,14 @@ async def turn_run(
         async with aclosing(run):  # closed here, within the turn, whatever ends it
             async for event in run:
                 if event.partial:
-                    partial = partial_event_json(event)
-                    await events.anotify_partial(session_pk=session.pk, event=partial, turn_id=turn.pk)
+                    chunk = {"session_pk": session.pk, "event": partial_event_json(event), "turn_id": turn.pk}
+                    publisher.put(events.anotify_partial, chunk)
 
     try:
         await _within_time_limit(consume())
     finally:
+        await publisher.flush()  # every end of the turn is published after its events
+        events.turn_publisher.reset(published)
         current_turn_id.reset(tokens[0])
         current_lease.reset(tokens[1])
         current_turn_invocations.reset(tokens[2])

@@ -1,0 +1,82 @@
+"""A turn's stored events are published while it goes on (agents_app.events.TurnPublisher): ADK's
+next step does not wait for the previous event's round trip to the channel layer, and the order
+watchers rely on holds: the turn's events in the order stored, a ticket hook's synchronous publishes
+after the events stored before its event, the turn's end (`turn.finished`, the status) after every
+event. PostgreSQL (the drain's statements) and the Redis channel layer, drains run in this process,
+the first event's publish held DELAY seconds."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from adkweb import live
+from agents_app import runner, services
+from agents_app.models import StoredEvent, Turn
+from tests.agents_app.test_worker_loop import drained  # noqa: F401 - the fixture, used by `sent`
+
+pytestmark = pytest.mark.django_db(transaction=True)
+DELAY = 0.3  # the first `session.event` publish, made slow
+
+
+@pytest.fixture
+def sent(demo, drained, monkeypatch: pytest.MonkeyPatch) -> list[dict]:  # noqa: F811
+    """Every message published, in the order they left, after warm-up turns (runners built); the
+    first batch with a `session.event` then is held DELAY seconds first."""
+    for app, text in (("stock_agent", "What is the price of GOOG?"), ("reimbursement_agent", "Please reimburse 5$")):
+        warm = services.session_create(app_name=app, user_id="requester")
+        services.message_send(session=warm, text=text, streaming=False)
+        assert runner.session_turns_run(warm.pk) == 1
+    log: list[dict] = []
+    held = {"done": False}
+    send_async = live._agroup_send_many
+
+    async def slow_first_event(layer: Any, pairs: list, ask: list | None = None) -> set[str]:
+        if any(m.get("type") == "session.event" for _, m in pairs) and not held["done"]:
+            held["done"] = True
+            await asyncio.sleep(DELAY)
+        log.extend(m for _, m in pairs)
+        return await send_async(layer, pairs, ask)
+
+    monkeypatch.setattr(live, "_agroup_send_many", slow_first_event)
+    return log
+
+
+def _run(app: str, text: str) -> tuple[Turn, list[StoredEvent]]:
+    session = services.session_create(app_name=app, user_id="requester")
+    turn = services.message_send(session=session, text=text, streaming=False)
+    assert runner.session_turns_run(session.pk) == 1
+    turn.refresh_from_db()
+    assert turn.status == "done", turn.error
+    return turn, list(StoredEvent.objects.filter(session_id=session.pk).order_by("id"))
+
+
+def _of(log: list[dict], session_pk: int, kind: str) -> list[int]:
+    """Positions in the log of the messages of this kind to the session's group."""
+    return [i for i, m in enumerate(log) if m.get("type") == kind and m.get("session_pk") == session_pk]
+
+
+def test_a_turn_goes_on_while_its_events_are_published_in_order_before_its_end(demo, sent):
+    turn, stored = _run("stock_agent", "What is the price of GOOG?")
+    assert len(stored) >= 3
+    assert stored[-1].timestamp - stored[0].timestamp < DELAY  # not held up by its first event's publish
+    events = _of(sent, turn.session_id, "session.event")
+    assert [sent[i]["event_pk"] for i in events] == [e.pk for e in stored]  # each once, in the order stored
+    assert [sent[i]["revision"] for i in events] == sorted(sent[i]["revision"] for i in events)
+    (end,) = _of(sent, turn.session_id, "turn.finished")
+    assert end > max(events)  # the end after every event
+    assert min(_of(sent, turn.session_id, "session.status")[-1:]) > max(events)  # and the status it left
+
+
+def test_a_ticket_hooks_publishes_do_not_overtake_the_events_stored_before(demo, sent):
+    turn, stored = _run("reimbursement_agent", "Please reimburse 200$ for meals")
+    events = _of(sent, turn.session_id, "session.event")
+    ticket = _of(sent, turn.session_id, "ticket.changed")
+    assert events and ticket
+    ticket_event = next(e for e in stored if e.data.get("longRunningToolIds") or e.data.get("long_running_tool_ids"))
+    before = [i for i in events if sent[i]["event_pk"] < ticket_event.pk]
+    assert before and min(ticket) > max(before)  # the first event's publish was held: the ticket waited
+    assert [sent[i]["event_pk"] for i in events] == [e.pk for e in stored]
+    assert _of(sent, turn.session_id, "turn.finished")[0] > max(events + ticket)
