@@ -20,15 +20,19 @@ from django.db.models.expressions import RawSQL
 
 COUNT_CAP = 1000
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-# `narrow(qs, n, order)`: a queryset of rows of `qs` that holds its first n in `order` (when `order` is
-# empty: n of its rows, any, or all of them if fewer): a list whose filter is an OR the planner cannot
-# bound reads each arm's first n by its own plan and unions them (approvals.selectors, "mine").
-Narrow = Callable[[QuerySet, int, tuple[str, ...]], QuerySet]
+# `narrow(qs, n, order, bound)`: a queryset of rows of `qs` that holds its first n in `order` (when `order`
+# is empty: n of its rows, any, or all of them if fewer): a list whose filter the planner cannot bound by
+# the list's own indexes reads its first n another way (approvals.selectors, "mine": from a table of who
+# takes part in which ticket). `bound`, when the page starts past a key, is that bound as SQL on another
+# table's copy of the sort key and pk (`bound(value_column, pk_column)` -> (sql, params)), so that the
+# narrow's own index scan starts there too (`qs` is already filtered by it).
+Bound = Callable[[str, str], tuple[str, list[Any]]]
+Narrow = Callable[[QuerySet, int, tuple[str, ...], "Bound | None"], QuerySet]
 
 
-def _top(qs: QuerySet, n: int, order: tuple[str, ...], narrow: Narrow | None) -> QuerySet:
+def _top(qs: QuerySet, n: int, order: tuple[str, ...], narrow: Narrow | None, bound: Bound | None = None) -> QuerySet:
     """The first n rows of `qs` in `order` (any n rows when `order` is empty)."""
-    return (narrow(qs, n, order) if narrow else qs).order_by(*order)[:n]
+    return (narrow(qs, n, order, bound) if narrow else qs).order_by(*order)[:n]
 
 
 def capped_count(qs: QuerySet, *, ordered: bool = False) -> int:
@@ -91,22 +95,42 @@ def beyond(field_name: str, key: tuple[Any, int], descending: bool) -> Q:
     return Q(**{f"{field_name}__gte": value}) & (Q(**{f"{field_name}__gt": value}) | Q(pk__gt=pk))
 
 
+def _key_bound(model: Any, field_name: str, key: tuple[Any, int], descending: bool) -> Bound:
+    """`beyond` as a Bound (SQL on any two columns holding the sort key and pk), the value as the
+    database stores it (SQLite compares datetimes as text)."""
+    value = model._meta.get_field(field_name).get_db_prep_value(key[0], connection)
+    op = "<" if descending else ">"
+
+    def sql(column: str, pk_column: str) -> tuple[str, list[Any]]:
+        return f"{column} {op}= %s AND ({column} {op} %s OR {pk_column} {op} %s)", [value, value, key[1]]
+
+    return sql
+
+
 def _from_row(
     qs: QuerySet, order: tuple[str, str], start: int, sort_field: str, descending: bool, narrow: Narrow | None = None
-) -> RawSQL:
-    """The rows from the `start`-th of `qs` in `order` on, as one condition: `(field, pk)` compared with
-    the key of that row, which a subquery finds by offset over the keys alone (no joins for the
-    page's related rows, no columns but the two, the index on (field, pk) walked once; PostgreSQL
-    runs it once, as an InitPlan). Past the end the subquery finds nothing and no row matches."""
-    model = qs.model
-    field = model._meta.get_field(sort_field)
-    keys = (narrow(qs, start + 1, order) if narrow else qs).select_related(None).order_by(*order)
+) -> Bound:
+    """The rows from the `start`-th of `qs` in `order` on, as a Bound: `(field, pk)` compared with the
+    key of that row, which a subquery finds by offset over the keys alone (no joins for the page's
+    related rows, no columns but the two, the index on (field, pk) walked once; PostgreSQL runs it
+    once, as an InitPlan). Past the end the subquery finds nothing and no row matches."""
+    keys = (narrow(qs, start + 1, order, None) if narrow else qs).select_related(None).order_by(*order)
     keys = keys.values_list(sort_field, "pk")[start : start + 1]
     sql, params = keys.query.sql_with_params()
+
+    def bound(column: str, pk_column: str) -> tuple[str, list[Any]]:
+        return f"({column}, {pk_column}) {'<=' if descending else '>='} ({sql})", list(params)
+
+    return bound
+
+
+def _on_table(qs: QuerySet, sort_field: str, bound: Bound) -> RawSQL:
+    """A Bound as a condition on `qs`'s own table."""
+    model = qs.model
     quote = connection.ops.quote_name
     table = quote(model._meta.db_table)
-    row = f"({table}.{quote(field.column)}, {table}.{quote(model._meta.pk.column)})"
-    return RawSQL(f"{row} {'<=' if descending else '>='} ({sql})", params, output_field=BooleanField())
+    column, pk_column = model._meta.get_field(sort_field).column, model._meta.pk.column
+    return RawSQL(*bound(f"{table}.{quote(column)}", f"{table}.{quote(pk_column)}"), output_field=BooleanField())
 
 
 @dataclass
@@ -185,12 +209,16 @@ def keyset_page(
     page = max(1, page)
     key_after, key_before = cursor_parse(after, kind) if after else None, cursor_parse(before, kind) if before else None
     if key_before is not None and page > 1:
-        rows = list(_top(qs.filter(beyond(sort_field, key_before, not descending)), per_page + 1, reverse, narrow))
+        bound = _key_bound(qs.model, sort_field, key_before, not descending)
+        rows = list(
+            _top(qs.filter(beyond(sort_field, key_before, not descending)), per_page + 1, reverse, narrow, bound)
+        )
         if len(rows) > per_page:  # there are rows before this page too
             return KeysetPage(rows[:per_page][::-1], page, total, per_page, sort_field, True, True)
         page, key_after = 1, None  # back at the start: the first page, full
     if key_after is not None:
-        rows = list(_top(qs.filter(beyond(sort_field, key_after, descending)), per_page + 1, order, narrow))
+        bound = _key_bound(qs.model, sort_field, key_after, descending)
+        rows = list(_top(qs.filter(beyond(sort_field, key_after, descending)), per_page + 1, order, narrow, bound))
         number = max(page, 2)
     else:
         if page > 1 and total <= COUNT_CAP:  # as Django's get_page: past the end shows the last page
@@ -198,7 +226,7 @@ def keyset_page(
         start = (page - 1) * per_page
         if start:  # a page number typed (or an old link): its first row sought, then read by keyset
             seek = _from_row(qs, order, start, sort_field, descending, narrow)
-            rows = list(_top(qs.filter(seek), per_page + 1, order, narrow))
+            rows = list(_top(qs.filter(_on_table(qs, sort_field, seek)), per_page + 1, order, narrow, seek))
         else:
             rows = list(_top(qs, per_page + 1, order, narrow))
         number = page

@@ -17,6 +17,7 @@ from django.utils import timezone
 from adkweb import paging
 from agents_app.models import AdkSession
 from approvals.models import PendingCall, Response
+from approvals.selectors import InboxFilters, ticket_queryset
 from tests.approvals.inbox_helpers import inbox_ids
 from tests.approvals_factories import session_for, ticket
 
@@ -130,3 +131,33 @@ def test_mine_counts_each_ticket_once_up_to_the_cap(approver, demo, monkeypatch)
     [_responded(ticket(), me) for _ in range(3)]
     html, _ = _get(approver, "/?mine=1&status=all")
     assert "10+ tickets" in html and inbox_ids(html)[-8:] == [t.pk for t in reversed(both)]
+
+
+def test_mine_shows_what_its_definition_selects_for_every_status_sort_and_page(approver, demo):
+    """Page after page by the Next links, for each status filter, both orders and with an agent: the
+    tickets the definition selects (assigned to me, closed by me or answered by me: `_mine_arms`, one OR
+    over the tickets), after some of mine closed, some reopened to another status and some of another
+    agent, and a typed page number the same as the Next link's page."""
+    me, other = demo["approver"], demo["approver2"]
+    _many(me, other)
+    _many(me, other)  # the same created_at again: ties across the two
+    for n, t in enumerate(PendingCall.objects.filter(status="pending").order_by("pk")):
+        if n % 4 == 0:  # decided by someone else: mine still (assigned or answered), closed now
+            PendingCall.objects.filter(pk=t.pk).update(status="rejected", closed_by=other, closed_at=timezone.now())
+        elif n % 4 == 1:
+            PendingCall.objects.filter(pk=t.pk).update(status="in_progress")
+    ticket(session=session_for(app_name="transfer_agent"), assigned_to=me)
+    for status in ("open", "closed", "all", "pending", "in_progress", "approved", "rejected"):
+        for sort in ("newest", "oldest"):
+            for agent in ("", "transfer_agent"):
+                filters = InboxFilters(mine=True, status=status, sort=sort, agent=agent)
+                want = list(ticket_queryset(filters=filters, user=me).values_list("pk", flat=True))
+                url, seen = f"/?mine=1&status={status}&sort={sort}&agent={agent}", []
+                while url:
+                    html, _ = _get(approver, url)
+                    seen += inbox_ids(html)
+                    url = _link(html, "next")
+                assert seen == want, (status, sort, agent)
+                if len(want) > 25:
+                    page2 = inbox_ids(_get(approver, f"/?mine=1&status={status}&sort={sort}&agent={agent}&page=2")[0])
+                    assert page2 == want[25:50], (status, sort, agent)
