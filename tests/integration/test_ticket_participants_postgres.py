@@ -63,11 +63,14 @@ def test_a_response_written_while_a_close_is_uncommitted_waits_for_it_and_carrie
 
     writer = threading.Thread(target=respond)
     writer.start()
-    writer.join(timeout=1.0)
-    assert writer.is_alive(), "the response's trigger did not wait for the ticket's lock"
-    closer.commit()
-    closer.close()
-    writer.join(timeout=10)
+    try:
+        writer.join(timeout=1.0)
+        waited = writer.is_alive()
+    finally:  # a failure must not leave the ticket locked (the database's flush would wait on it)
+        closer.commit()
+        closer.close()
+        writer.join(timeout=10)
+    assert waited, "the response's trigger did not wait for the ticket's lock"
     assert written and pairs(exact()) == {part(call, me): False}
     sessions_status_refresh(AdkSession, Turn, PendingCall)  # the bare close skipped the session's status
 
