@@ -11,6 +11,7 @@ explicit ids, sequences reset and ANALYZE run afterwards. Used by bench/pages.py
 
 from __future__ import annotations
 
+import importlib
 import json
 import random
 import time
@@ -278,7 +279,15 @@ def seed(n_tickets: int = 100_000, n_events: int = 1_000_000, open_share: float 
     # after ANALYZE (without statistics the planner scans every turn for each of the sessions: hours).
     from agents_app.session_status import sessions_status_refresh
 
+    # The replica role kept the triggers off too: who takes part in which ticket (the inbox's "mine")
+    # is filled as the migration that made the table filled it (a tree from before it has no table).
+    try:
+        participants = importlib.import_module("approvals.migrations.0010_ticket_participant")
+    except ModuleNotFoundError:
+        participants = None
     with connection.cursor() as cur:
+        if participants is not None:
+            cur.execute(participants.BACKFILL)
         cur.execute("ANALYZE")
     sessions_status_refresh(AdkSession, Turn, PendingCall)
     info = SeedInfo(
