@@ -58,14 +58,21 @@ def session_turns_run(session_pk: int) -> int:
 
 async def _drain(session_pk: int) -> int:
     owner = uuid.uuid4().hex
+    # The drain's publishes, in order, while it goes on (events.TurnPublisher): a turn's events, then
+    # its end, which leaves while the next statement runs; sent before the drain returns.
+    published = events.turn_publisher.set(events.TurnPublisher())
     async with ThreadSensitiveContext(executor=worker_loop.db_executor()):
         try:
             if _statements() is not None:
                 return await _drain_pg(session_pk, owner)
             return await _drain_orm(session_pk, owner)
         finally:
-            # Back to the pool between drains (PostgreSQL: CONN_MAX_AGE 0); SQLite keeps its connection (no pool).
-            await sync_to_async(close_old_connections)()
+            try:
+                # Back to the pool between drains (PostgreSQL: CONN_MAX_AGE 0); SQLite keeps its connection (no pool).
+                await sync_to_async(close_old_connections)()
+            finally:
+                await events.publishes_sent()  # on their way meanwhile
+                events.turn_publisher.reset(published)
 
 
 def _vendor() -> str:
@@ -88,7 +95,7 @@ async def _drain_orm(session_pk: int, owner: str) -> int:
         go_on = True
         try:
             with Heartbeat(lease) as heartbeat:
-                while go_on and (turn := await db(turn_claim_next)(session_pk)) is not None:
+                while go_on and (turn := await _claim_next(session_pk)) is not None:
                     heartbeat.turn_started()
                     ran += 1
                     go_on = await turn_execute(turn, lease) == NEXT
@@ -119,7 +126,7 @@ async def _drain_pg(session_pk: int, owner: str) -> int:
                 if turn is not None:  # on its way while the turn starts; awaited before its end is published
                     events.anotify_session_status_soon(session_pk=session_pk, status="running")
                 elif started.orphan:
-                    turn = await db(turn_claim_next)(session_pk)
+                    turn = await _claim_next(session_pk)
                 while go_on and turn is not None:
                     heartbeat.turn_started()
                     ran += 1
@@ -133,18 +140,23 @@ async def _drain_pg(session_pk: int, owner: str) -> int:
                             go_on = False
                             break
                         if not done.finished:  # not running any more: the checked path says why
+                            await events.publishes_sent()  # its end leaves from there: after its events
                             await db(turn_finish)(turn.pk, Turn.Status.DONE, "", lease, turn.config_version_id)
                         else:
-                            await events.anotify_turn_done(
-                                session_pk=session_pk, turn_id=turn.pk, status=done.status, revision=done.revision
+                            await events.apublish_in_order(  # behind the turn's events, still on their way
+                                events.anotify_turn_done,
+                                session_pk=session_pk,
+                                turn_id=turn.pk,
+                                status=done.status,
+                                revision=done.revision,
                             )
                             released = done.released
                             if done.turn is not None or done.orphan or released:
                                 turn, claim = done.turn, done.claim
                                 if turn is None and done.orphan:
-                                    turn = await db(turn_claim_next)(session_pk)
+                                    turn = await _claim_next(session_pk)
                                 continue
-                    turn = await db(turn_claim_next)(session_pk) if go_on else None
+                    turn = await _claim_next(session_pk) if go_on else None
         finally:
             await events.status_sent()
             if not released:
@@ -152,6 +164,13 @@ async def _drain_pg(session_pk: int, owner: str) -> int:
         if released or not go_on or not await db(Turn.owed)(session_pk):
             break
     return ran
+
+
+async def _claim_next(session_pk: int) -> Turn | None:
+    """`turn_claim_next` (its "running" status is published from the database thread: after what the
+    drain's publisher still has on its way)."""
+    await events.publishes_sent()
+    return await sync_to_async(turn_claim_next)(session_pk)
 
 
 def _start(session_pk: int, owner: str) -> turn_sql.Started:

@@ -225,7 +225,12 @@ async def turn_run(
         what = {"new_message": message, "state_delta": turn.state_delta or None}
     recorded = {turn.invocation_id} if turn.invocation_id else set()
     tokens = current_turn_id.set(turn.pk), current_lease.set(lease), current_turn_invocations.set(recorded)
-    publisher = events.TurnPublisher()  # the turn's events published while it goes on, in order
+    # The turn's events published while it goes on, in order: on the drain's publisher (its end is
+    # queued behind them, agents_app.runner), else on one of the turn's own, sent before it returns.
+    publisher = events.turn_publisher.get()
+    own = publisher is None
+    if publisher is None:
+        publisher = events.TurnPublisher()
     published = events.turn_publisher.set(publisher)
     run = prepared.runner.run_async(
         user_id=session.user_id, session_id=session.session_id, run_config=RunConfig(streaming_mode=mode), **what
@@ -241,7 +246,8 @@ async def turn_run(
     try:
         await _within_time_limit(consume())
     finally:
-        await publisher.flush()  # every end of the turn is published after its events
+        if own:
+            await publisher.flush()  # every end of the turn is published after its events
         events.turn_publisher.reset(published)
         current_turn_id.reset(tokens[0])
         current_lease.reset(tokens[1])
@@ -280,17 +286,22 @@ async def _turn_execute(turn: Turn, lease: Lease, finish_done: bool, claim: turn
     from google.adk.errors._stale_session_error import StaleSessionError
 
     db = sync_to_async
+    ran = False  # to its end, its DONE the caller's: published on the turn's publisher, behind its events
     try:
         try:
             plan = await db(turn_plan)(turn) if turn.invocation_id else Plan("run")  # no hop when nothing is stored
             if plan.action in ("done", "failed"):
                 logger.info("Turn %s: its invocation already ended (%s); closing it.", turn.pk, plan.action)
                 await events.status_sent()
+                await events.publishes_sent()
                 await db(turn_finish)(turn.pk, plan.action, plan.error, lease)
                 return NEXT
             await turn_run(turn, resume=plan.action == "resume", lease=lease, claim=claim)
+            ran = not finish_done
         finally:  # the claim's "running" (runner._drain_pg) leaves before any end below is published
             await events.status_sent()
+            if not ran:  # an end published from the database thread below: after the turn's events
+                await events.publishes_sent()
     except LeaseLost:
         logger.warning("Turn %s: lease lost; leaving the turn to the worker that owns it now.", turn.pk)
         return STOP

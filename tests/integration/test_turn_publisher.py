@@ -8,17 +8,20 @@ the first event's publish held DELAY seconds."""
 from __future__ import annotations
 
 import asyncio
+import sys
+import time
 from typing import Any
 
 import pytest
 
 from adkweb import live
-from agents_app import runner, services
+from agents_app import runner, services, turn_exec
 from agents_app.models import StoredEvent, Turn
 from tests.agents_app.test_worker_loop import drained  # noqa: F401 - the fixture, used by `sent`
 
 pytestmark = pytest.mark.django_db(transaction=True)
 DELAY = 0.3  # the first `session.event` publish, made slow
+EACH = 0.0  # or each one (a test sets it)
 
 
 @pytest.fixture
@@ -34,22 +37,22 @@ def sent(demo, drained, monkeypatch: pytest.MonkeyPatch) -> list[dict]:  # noqa:
     send_async = live._agroup_send_many
 
     async def slow_first_event(layer: Any, pairs: list, ask: list | None = None) -> set[str]:
-        if any(m.get("type") == "session.event" for _, m in pairs) and not held["done"]:
+        if any(m.get("type") == "session.event" for _, m in pairs) and (EACH or not held["done"]):
             held["done"] = True
-            await asyncio.sleep(DELAY)
-        log.extend(m for _, m in pairs)
+            await asyncio.sleep(EACH or DELAY)
+        log.extend({**m, "left_at": time.time()} for _, m in pairs)
         return await send_async(layer, pairs, ask)
 
     monkeypatch.setattr(live, "_agroup_send_many", slow_first_event)
     return log
 
 
-def _run(app: str, text: str) -> tuple[Turn, list[StoredEvent]]:
+def _run(app: str, text: str, status: str = "done") -> tuple[Turn, list[StoredEvent]]:
     session = services.session_create(app_name=app, user_id="requester")
     turn = services.message_send(session=session, text=text, streaming=False)
     assert runner.session_turns_run(session.pk) == 1
     turn.refresh_from_db()
-    assert turn.status == "done", turn.error
+    assert turn.status == status, turn.error
     return turn, list(StoredEvent.objects.filter(session_id=session.pk).order_by("id"))
 
 
@@ -80,3 +83,31 @@ def test_a_ticket_hooks_publishes_do_not_overtake_the_events_stored_before(demo,
     assert before and min(ticket) > max(before)  # the first event's publish was held: the ticket waited
     assert [sent[i]["event_pk"] for i in events] == [e.pk for e in stored]
     assert _of(sent, turn.session_id, "turn.finished")[0] > max(events + ticket)
+
+
+def test_a_turns_end_is_written_while_its_last_events_are_on_their_way(demo, sent, monkeypatch):
+    """The drain's DONE (turn_sql.done_next) does not wait for the turn's publishes: its `turn.finished`
+    is queued behind them (each event's publish held here)."""
+    monkeypatch.setattr(sys.modules[__name__], "EACH", 0.1)
+    turn, stored = _run("stock_agent", "What is the price of GOOG?")
+    events = _of(sent, turn.session_id, "session.event")
+    assert turn.finished_at.timestamp() < sent[events[-1]]["left_at"]  # done before its last event left
+    assert [sent[i]["event_pk"] for i in events] == [e.pk for e in stored]
+    assert _of(sent, turn.session_id, "turn.finished")[0] > max(events)
+
+
+def test_a_failed_turns_end_leaves_after_its_events(demo, sent, monkeypatch):
+    """A turn that fails once its events are stored: its end goes through the database thread
+    (turn_exec.turn_finish, published synchronously), after the events still on their way."""
+    run = turn_exec.turn_run
+
+    async def fails_at_its_end(turn: Turn, **kwargs: Any) -> None:
+        await run(turn, **kwargs)
+        raise RuntimeError("the model went away")
+
+    monkeypatch.setattr(turn_exec, "turn_run", fails_at_its_end)
+    turn, stored = _run("stock_agent", "What is the price of GOOG?", status="failed")
+    events = _of(sent, turn.session_id, "session.event")
+    assert [sent[i]["event_pk"] for i in events] == [e.pk for e in stored]
+    (end,) = _of(sent, turn.session_id, "turn.finished")
+    assert end > max(events) and sent[end]["status"] == "failed"
