@@ -39,7 +39,7 @@ def _plans(client, url: str) -> list[str]:  # noqa: ANN001 - a Client
     return out
 
 
-def test_mine_open_is_a_range_of_the_participants_index_in_the_inbox_order(approver, demo):
+def test_mine_open_is_a_range_of_the_participants_index_in_the_inbox_order(approver, demo):  # noqa: F811
     """ "Mine" (open, the default status): the count and the rows read the person's range of
     `participant_open_newest`, the rows in its order (no sort of the person's tickets before the
     page's LIMIT) and from the Next link's key on (an index condition, not a filter); no ticket is
