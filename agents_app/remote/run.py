@@ -150,7 +150,10 @@ class RemoteTurn:
                 await self._store_user_event(message, str(frame.get("invocationId") or ""), sent_at)
                 user_stored = True
             if frame.get("partial"):
-                await events.anotify_partial(session_pk=self.row.pk, event=frame, turn_id=self.turn.pk)
+                # Behind the stored events still on their way (events.TurnPublisher), as a local turn's.
+                await events.apublish_in_order(
+                    events.anotify_partial, session_pk=self.row.pk, event=frame, turn_id=self.turn.pk
+                )
                 continue
             self.streamed += 1
             await self._store(_event(frame, self.client.label))
