@@ -62,14 +62,18 @@ async def _drain(session_pk: int) -> int:
     # its end, which leaves while the next statement runs; sent before the drain returns.
     published = events.turn_publisher.set(events.TurnPublisher())
     async with ThreadSensitiveContext(executor=worker_loop.db_executor()):
+        closed = False
         try:
             if _statements() is not None:
-                return await _drain_pg(session_pk, owner)
+                ran, closed = await _drain_pg(session_pk, owner)
+                return ran
             return await _drain_orm(session_pk, owner)
         finally:
             try:
-                # Back to the pool between drains (PostgreSQL: CONN_MAX_AGE 0); SQLite keeps its connection (no pool).
-                await sync_to_async(close_old_connections)()
+                # Back to the pool between drains (PostgreSQL: CONN_MAX_AGE 0); SQLite keeps its connection
+                # (no pool). Done already where the drain's last statement did it in its own hop.
+                if not closed:
+                    await sync_to_async(close_old_connections)()
             finally:
                 await events.publishes_sent()  # on their way meanwhile
                 events.turn_publisher.reset(published)
@@ -107,17 +111,18 @@ async def _drain_orm(session_pk: int, owner: str) -> int:
     return ran
 
 
-async def _drain_pg(session_pk: int, owner: str) -> int:
+async def _drain_pg(session_pk: int, owner: str) -> tuple[int, bool]:
     """As `_drain_orm`, with the lease, the claims and a turn's DONE in one round trip each
     (agents_app.turn_sql): `start` takes the lease and claims, `done_next` finishes the turn, claims
     the next and releases the lease when nothing is owed, under the session row's lock. A turn found
-    still running (its worker died), and any turn that does not end DONE, take the ORM path."""
+    still running (its worker died), and any turn that does not end DONE, take the ORM path. Also says
+    whether its last statement gave the connection back to the pool (`_start`, `_done_next`)."""
     db = sync_to_async
     ran = 0
     while True:
         started = await db(_start)(session_pk, owner)
         if not started.leased:
-            break
+            return ran, True
         lease = Lease(session_pk, owner)
         go_on, released = True, False
         try:
@@ -161,9 +166,11 @@ async def _drain_pg(session_pk: int, owner: str) -> int:
             await events.status_sent()
             if not released:
                 await db(lease_release)(session_pk, owner)
-        if released or not go_on or not await db(Turn.owed)(session_pk):
+        if released:
+            return ran, True
+        if not go_on or not await db(Turn.owed)(session_pk):
             break
-    return ran
+    return ran, False
 
 
 async def _claim_next(session_pk: int) -> Turn | None:
@@ -178,7 +185,10 @@ def _start(session_pk: int, owner: str) -> turn_sql.Started:
     until = now + timedelta(seconds=settings.ADKWEB_SESSION_LEASE_SECONDS)
     sql = _statements()
     assert sql is not None  # only _drain_pg calls it
-    return sql.start(session_pk=session_pk, owner=owner, until=until, now=now)
+    started = sql.start(session_pk=session_pk, owner=owner, until=until, now=now)
+    if not started.leased:  # nothing owed (or another worker's): the drain ends, its connection goes back now
+        close_old_connections()
+    return started
 
 
 def _done_next(turn: Turn, lease: Lease) -> turn_sql.DoneNext:
@@ -186,7 +196,7 @@ def _done_next(turn: Turn, lease: Lease) -> turn_sql.DoneNext:
     until = now + timedelta(seconds=settings.ADKWEB_SESSION_LEASE_SECONDS)
     sql = _statements()
     assert sql is not None  # only _drain_pg calls it
-    return sql.done_next(
+    done = sql.done_next(
         turn_id=turn.pk,
         session_pk=lease.session_pk,
         owner=lease.owner,
@@ -194,3 +204,6 @@ def _done_next(turn: Turn, lease: Lease) -> turn_sql.DoneNext:
         now=now,
         config_version=turn.config_version_id,
     )
+    if done.released:  # the drain's last statement: its connection back to the pool in this hop, not another
+        close_old_connections()
+    return done

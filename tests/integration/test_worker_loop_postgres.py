@@ -97,3 +97,27 @@ def test_stamps_read_by_the_claim_and_alone_are_the_same(demo):
         assert isinstance(alone[5], list) and alone[-1] is (name == "assistant_agent")
         assert run_cache.config_stamp(name, alone) == run_cache.config_stamp(name)
     assert run_cache.read_stamp_row("no_such_agent") is None
+
+
+def _holds_a_connection() -> bool:
+    """Whether this thread's worker loop's database thread holds a database connection."""
+    from django.db import connection
+
+    from agents_app import worker_loop
+
+    return worker_loop.db_executor().submit(lambda: connection.connection is not None).result()
+
+
+def test_a_drain_gives_its_connection_back_to_the_pool(demo):
+    """In the hop of its last statement (the turn's end that released the lease, or a start that found
+    nothing owed), not in a hop of its own: between drains the loop's thread holds no connection."""
+    session = services.session_create(app_name="stock_agent", user_id="requester")
+    _turn(session)
+    assert not _holds_a_connection()
+    assert runner.session_turns_run(session.pk) == 0  # nothing owed
+    assert not _holds_a_connection()
+    for _ in range(2):  # two turns, one drain
+        services.message_send(session=session, text="What is the price of GOOG?", streaming=False)
+    assert runner.session_turns_run(session.pk) == 2
+    assert not _holds_a_connection()
+    assert list(Turn.objects.filter(session=session).values_list("status", flat=True)) == ["done"] * 3
