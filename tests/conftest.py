@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
@@ -74,6 +74,19 @@ def sweeper(worker):
 @pytest.fixture
 def wait() -> Callable[..., Any]:
     return wait_for
+
+
+@pytest.fixture
+async def service() -> AsyncIterator[Any]:
+    """The session store (DjangoSessionService); the ORM thread's connection is closed afterwards so
+    that the test database can be dropped."""
+    from asgiref.sync import sync_to_async
+    from django.db import connections
+
+    from agents_app.session_service import DjangoSessionService
+
+    yield DjangoSessionService()
+    await sync_to_async(connections.close_all)()
 
 
 @pytest.fixture(autouse=True)

@@ -4,7 +4,6 @@ hook stores nothing, and events from real ADK runs (every pause type) round-trip
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -22,13 +21,6 @@ from agents_app.session_service import DjangoSessionService
 
 pytestmark = pytest.mark.django_db(transaction=True)
 APP = "my_app"
-
-
-@pytest.fixture
-async def service() -> AsyncIterator[DjangoSessionService]:
-    """Our service; the ORM thread's connection is closed afterwards so the DB can be dropped."""
-    yield DjangoSessionService()
-    await sync_to_async(connections.close_all)()
 
 
 def _event(state_delta: dict[str, Any], invocation_id: str = "inv") -> Event:

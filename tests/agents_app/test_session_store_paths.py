@@ -7,13 +7,10 @@ and (tests/integration/test_session_service_postgres.py) on PostgreSQL."""
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
 from datetime import timedelta
 from typing import Any
 
 import pytest
-from asgiref.sync import sync_to_async
-from django.db import connections
 from django.utils import timezone
 from google.adk.errors._stale_session_error import StaleSessionError
 from google.adk.errors.session_not_found_error import SessionNotFoundError
@@ -30,12 +27,6 @@ from agents_app.session_service import DjangoSessionService, current_turn_id, cu
 pytestmark = pytest.mark.django_db(transaction=True)
 APP = "my_app"
 DELTAS = [None, {"k": 1}, {"user:u": 1, "app:a": 1}]
-
-
-@pytest.fixture
-async def service() -> AsyncIterator[DjangoSessionService]:
-    yield DjangoSessionService()
-    await sync_to_async(connections.close_all)()
 
 
 def _event(delta: dict[str, Any] | None, text: str = "hi") -> Event:
