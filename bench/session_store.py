@@ -262,8 +262,9 @@ def earlier_service(path: str) -> Any:
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
     spec.loader.exec_module(module)
-    for hook in session_service._event_hooks:
-        module.register_event_hook(hook)
+    for hook in session_service._event_hooks:  # with their filters and riders, as registered here
+        wants, rider = session_service._hook_filters.get(hook), session_service._hook_riders.get(hook)
+        module.register_event_hook(hook, wants, rider)
     return module.DjangoSessionService()
 
 
