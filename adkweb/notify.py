@@ -9,9 +9,15 @@ policies), a failed turn.
 
 from __future__ import annotations
 
+import logging
+import os
+import threading
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
+
+logger = logging.getLogger(__name__)
 
 TICKET_OPENED = "ticket.opened"
 TICKET_DECIDED = "ticket.decided"
@@ -37,6 +43,28 @@ class Outbox:
 
 
 _outbox: Outbox | None = None
+
+
+# The thread that runs `committed_soon`'s work, by process (a forked child has its parent's executor
+# object but not its thread).
+_sender: tuple[int, ThreadPoolExecutor] | None = None
+_sender_lock = threading.Lock()
+
+
+def committed_soon(outbox: Outbox, row_id: int) -> None:
+    """`outbox.committed(row_id)` on a thread of this process's, not waited for: from an event loop,
+    whose caller should not wait on a thread for a task's enqueue. An outbox row stays owed until its
+    work is done, so nothing is lost if this fails or the process dies first: the handler's sweeper
+    sends it (notifications.services.notifications_sweep, from beat every 15 s)."""
+    global _sender
+    with _sender_lock:
+        if _sender is None or _sender[0] != os.getpid():
+            _sender = (os.getpid(), ThreadPoolExecutor(max_workers=1, thread_name_prefix="adkweb-outbox"))
+        sender = _sender[1]
+    try:
+        sender.submit(outbox.committed, row_id)
+    except RuntimeError:  # the interpreter is shutting down
+        logger.warning("Could not send the work of outbox row %s; the sweeper will.", row_id)
 
 
 def register(handler: Handler, outbox: Outbox | None = None) -> None:

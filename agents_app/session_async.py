@@ -4,10 +4,11 @@ Every async call of the store used to be a `sync_to_async` hop to a database thr
 thread wake-ups around the statement's own round trip, 1-2 ms each on a loaded machine (measured in
 the seed flow: bench/README.md, phase 11). ADK's DatabaseSessionService (asyncpg) pays none. Here the
 statements that need nothing but the statement itself (session_sql's append of an event no hook
-wants, get, create) are sent by psycopg's AsyncConnection from the loop: the same SQL text, bound on
-the client as Django's cursors bind it, in autocommit (each statement atomic on its own, as on the
-thread path). What they store, lock and check is unchanged; the store falls back to the thread path
-for everything else (a hook's event, a statement that stored nothing and must say why, list, delete).
+wants, or whose hooks' work all rides in it, get, create) are sent by psycopg's AsyncConnection from
+the loop: the same SQL text, bound on the client as Django's cursors bind it, in autocommit (each
+statement atomic on its own, as on the thread path). What they store, lock and check is unchanged;
+the store falls back to the thread path for everything else (an event a hook must handle in a
+transaction, a statement that stored nothing and must say why, list, delete).
 
 Used only where it sees what Django's own connection would: not when sync code calls the async store
 through `async_to_sync` (it may be inside a transaction, e.g. a test's or a view's: a separate
@@ -159,10 +160,20 @@ async def get(params: list[Any]) -> session_sql.Loaded | None:
 
 
 async def append(
-    *, app_name: str, user_id: str, session_id: str, copy_of: tuple[int, int], lease: Any, columns: dict[str, Any]
+    *,
+    app_name: str,
+    user_id: str,
+    session_id: str,
+    copy_of: tuple[int, int],
+    lease: Any,
+    columns: dict[str, Any],
+    riders: list[session_sql.Rider] | None = None,
 ) -> session_sql.Appended | None:
-    """session_sql.append from the loop, for an event no hook wants (no riders, no row for hooks):
-    None when it stored nothing (the thread path's checked path says why)."""
+    """session_sql.append from the loop, for an event no hook wants or whose hooks all ride in the
+    statement (`riders`: their values come back in `ridden`, for the caller to announce once the
+    event is published; no row for hooks): None when it stored nothing (the thread path's checked
+    path says why)."""
+    riders = riders or []
     sql, params = session_sql.append_statement(
         app_name=app_name,
         user_id=user_id,
@@ -171,10 +182,22 @@ async def append(
         revision=copy_of[1],
         lease=(lease.owner, lease.expiry()) if lease is not None else None,
         whole_row=False,
-        riders=[],
+        riders=riders,
         **columns,
     )
-    return session_sql.appended(await fetchone(sql, params, again_if_lost=True), [])
+    return session_sql.appended(await fetchone(sql, params, again_if_lost=True), riders, tell=False)
+
+
+async def announce(riders: list[session_sql.Rider], done: session_sql.Appended) -> None:
+    """Each rider's `announce` for an append sent from here, committed (its event published first by
+    the caller), in order. It runs after commit: a failure is logged, never raised into the append."""
+    for rider, value in zip(riders, done.ridden, strict=True):
+        if rider.announce is None:
+            continue
+        try:
+            await rider.announce(value, done.session_pk)
+        except Exception:
+            logger.warning("Could not announce what the hooks of event %s wrote.", done.event_pk, exc_info=True)
 
 
 def _as_django(exc: psycopg.Error) -> Exception:

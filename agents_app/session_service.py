@@ -2,16 +2,19 @@
 
 Each operation is one sync function run through one `sync_to_async` (Django's async ORM has no
 transactions), except, on PostgreSQL outside a transaction, create, get and the append of an event
-no hook wants: their one statement is sent from the event loop (agents_app.session_async: no thread
-hop). Events are stored as `Event.model_dump_json(exclude_none=True)` and read back with
-`Event.model_validate(_json)`, so every field ADK has survives the round trip.
+no hook wants or whose hooks' work all rides in its statement (approvals' ticket rider): their one
+statement is sent from the event loop (agents_app.session_async: no thread hop), and the riders'
+after-commit work is awaited there, after the event's own message. Events are stored as
+`Event.model_dump_json(exclude_none=True)` and read back with `Event.model_validate(_json)`, so every
+field ADK has survives the round trip.
 
-On PostgreSQL each operation is one statement (agents_app.session_sql): an append is one round trip
-unless an event hook wants the event (approvals: a long-running call or a tool's response), and
-then that statement and the hooks share one transaction. On SQLite (embedded mode) an event that
-changes no state is stored in plain SQL (agents_app.session_sqlite), the hooks that want it in its
-transaction. Otherwise, and whenever either finds something wrong (a stale copy, a lost lease, a
-deleted session), the ORM path below locks the row, checks it all and says which check failed.
+On PostgreSQL each operation is one statement (agents_app.session_sql): an append is one round trip,
+its hooks' work riding in it, unless a hook that wants the event cannot ride (approvals: a policy
+applies, an abort...), and then that statement and the hooks share one transaction. On SQLite
+(embedded mode) an event that changes no state is stored in plain SQL (agents_app.session_sqlite),
+the hooks that want it in its transaction. Otherwise, and whenever either finds something wrong (a
+stale copy, a lost lease, a deleted session), the ORM path below locks the row, checks it all and
+says which check failed.
 """
 
 from __future__ import annotations
@@ -34,6 +37,8 @@ from google.adk.sessions.base_session_service import (
     ListSessionsResponse,
 )
 from google.adk.sessions.session import Session
+
+from adkweb.live import abatched
 
 from . import session_async, session_orm, session_sql, session_sqlite
 from .event_json import (  # noqa: F401  (the store's serialisation, imported from here by the API, pages, benches)
@@ -107,6 +112,27 @@ def _riders_for(hooks: list[EventHook], event: Event, session: Session) -> list[
             return None
         riders.append(planned)
     return riders
+
+
+def _loop_riders(event: Event, session: Session) -> list[session_sql.Rider] | None:
+    """The riders of an append sent from the event loop: none when no hook wants the event; None
+    (the thread path) when a hook that wants it has no rider for it, or one with no `announce`
+    (its after-commit work is sync)."""
+    hooks = _hooks_for(event, session)
+    riders = _riders_for(hooks, event, session) if hooks else []
+    if riders is None or any(rider.announce is None for rider in riders):
+        return None
+    return riders
+
+
+async def _publish_with_riders(
+    *, message: dict[str, Any], riders: list[session_sql.Rider], done: session_sql.Appended
+) -> None:
+    """An event stored from the loop with its hooks' riders, committed: its message, then what the
+    riders announce (a ticket opened or answered by it: never before its event), in one batch."""
+    async with abatched():
+        await anotify_session_event(**message)
+        await session_async.announce(riders, done)
 
 
 def _on_postgresql() -> bool:
@@ -252,14 +278,20 @@ class DjangoSessionService(BaseSessionService):
         self._apply_temp_state(session, event)
         event = self._trim_temp_delta_state(event)
         turn_id = current_turn_id.get()
-        committed = None
-        if session_async.usable() and not _hooks_for(event, session):  # one statement from the loop
-            committed = await self._store_event_async(session, event, turn_id, current_lease.get())
-        if committed is None:
-            await publishes_sent()  # the thread path may publish (a ticket hook): not before what is queued
-            committed = await sync_to_async(self._store_event)(
-                session, event, turn_id, current_lease.get(), publish_committed=False
-            )
+        riders = _loop_riders(event, session) if session_async.usable() else None
+        if riders is not None:  # one statement from the loop, the hooks' work riding in it
+            stored = await self._store_event_async(session, event, turn_id, current_lease.get(), riders)
+            if stored is not None:  # published from here (in a turn: in order, while it goes on)
+                message, done = stored
+                if riders:
+                    await apublish_in_order(_publish_with_riders, message=message, riders=riders, done=done)
+                else:
+                    await apublish_in_order(anotify_session_event, **message)
+                return self._commit_event_to_session(session, event)
+        await publishes_sent()  # the thread path may publish (a ticket hook): not before what is queued
+        committed = await sync_to_async(self._store_event)(
+            session, event, turn_id, current_lease.get(), publish_committed=False
+        )
         if committed is not None:  # published from here (in a turn: in order, while it goes on)
             await apublish_in_order(anotify_session_event, **committed)
         return self._commit_event_to_session(session, event)
@@ -286,13 +318,14 @@ class DjangoSessionService(BaseSessionService):
         return None
 
     async def _store_event_async(
-        self, session: Session, event: Event, turn_id: int | None, lease: Lease | None
-    ) -> dict[str, Any] | None:
-        """An event no hook wants, stored by the append's one statement from the event loop
-        (session_async; no thread hop), committed: the message to publish. None when nothing was
-        stored (a stale copy, a lost lease, a deleted session: the thread path's checked path says
-        which; or no loop connection free): the caller takes the thread path. Nothing here may touch
-        Django's connection (the loop's thread must not make one)."""
+        self, session: Session, event: Event, turn_id: int | None, lease: Lease | None, riders: list[session_sql.Rider]
+    ) -> tuple[dict[str, Any], session_sql.Appended] | None:
+        """An event stored by the append's one statement from the event loop (session_async; no thread
+        hop), with its hooks' `riders` (their writes in the statement), committed: the message to
+        publish and what was stored (the riders' values, to announce after it). None when nothing
+        was stored (a stale copy, a lost lease, a deleted session, a rider's guard: the thread path's
+        checked path says which, or runs the hooks; or no loop connection free): the caller takes the
+        thread path. Nothing here may touch Django's connection (the loop's thread must not make one)."""
         copy_of = parse_marker(session._storage_update_marker)
         if copy_of is None:
             return None
@@ -306,6 +339,7 @@ class DjangoSessionService(BaseSessionService):
                 copy_of=copy_of,
                 lease=lease,
                 columns=new.columns(),
+                riders=riders,
             )
         except session_async.Busy:
             return None
@@ -315,7 +349,7 @@ class DjangoSessionService(BaseSessionService):
             recorded.add(new.invocation_id)
         session.last_update_time = done.update_time
         session._storage_update_marker = update_marker(done.session_pk, done.revision)
-        return new.message(done.session_pk, done.event_pk, done.revision)
+        return new.message(done.session_pk, done.event_pk, done.revision), done
 
     def _write(
         self, session: Session, event: Event, new: NewEvent, hooks: list[EventHook], lease: Lease | None

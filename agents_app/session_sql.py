@@ -18,7 +18,7 @@ leaves jsonb undecoded).
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -66,7 +66,9 @@ class Rider:
     checked path, where the hooks run in a transaction as usual. `status`, an expression for the
     session's new stored status (`s.status` is the current one, read after the row lock).
     `returning`, one value the statement selects, given to `done(value, session_pk)` once stored
-    (in autocommit: committed)."""
+    (in autocommit: committed). `announce`, done's twin for a statement sent from the event loop
+    (agents_app.session_async): awaited with the same arguments once the statement committed and its
+    event was published, never raising; a rider without one sends its event by the thread path."""
 
     ctes: str = ""
     params: list[Any] = field(default_factory=list)
@@ -76,6 +78,7 @@ class Rider:
     returning: str = "NULL"
     returning_params: list[Any] = field(default_factory=list)
     done: Callable[[Any, int], None] | None = None
+    announce: Callable[[Any, int], Awaitable[None]] | None = None
 
 
 @dataclass
@@ -85,6 +88,7 @@ class Appended:
     update_time: float
     event_pk: int
     row: AdkSession | None = None  # the whole session row, when asked for (event hooks get it)
+    ridden: tuple = ()  # each rider's returned value, in the riders' order
 
 
 def append(*, riders: list[Rider] | None = None, whole_row: bool, **columns: Any) -> Appended | None:
@@ -105,14 +109,17 @@ def append(*, riders: list[Rider] | None = None, whole_row: bool, **columns: Any
     return appended(found, riders)
 
 
-def appended(found: tuple | None, riders: list[Rider]) -> Appended | None:
-    """The append statement's row (None: nothing stored), the riders told what they wrote."""
+def appended(found: tuple | None, riders: list[Rider], *, tell: bool = True) -> Appended | None:
+    """The append statement's row (None: nothing stored), the riders told what they wrote (`done`;
+    `tell=False`: not here, the caller announces `ridden` from the loop)."""
     if not found:
         return None
-    for rider, value in zip(riders, found[4:], strict=True):
-        if rider.done is not None:
+    ridden = tuple(found[4:])
+    for rider, value in zip(riders, ridden, strict=True):
+        if tell and rider.done is not None:
             rider.done(value, found[0])
-    return Appended(*found[:4])
+    session_pk, revision, update_time, event_pk = found[:4]
+    return Appended(session_pk, revision, update_time, event_pk, ridden=ridden)
 
 
 def append_statement(

@@ -6,9 +6,10 @@ from __future__ import annotations
 import logging
 from typing import Any, Literal, TypedDict
 
+from asgiref.sync import sync_to_async
 from django.db import transaction
 
-from adkweb.live import batched, group_send, groups_watched_ahead
+from adkweb.live import abatched, agroup_send, agroups_watched, batched, group_send, groups_watched_ahead
 from adkweb.notify import TICKET_ESCALATED, TICKET_EXPIRED, TICKET_REMINDER, notify
 from agents_app.events import notify_ticket_card, session_group, ticket_card_groups
 
@@ -38,12 +39,36 @@ def notify_ticket_changed(
     # Who watches the inbox and the ticket's conversation: one question to the channel layer, not two.
     groups_watched_ahead(([fanout.APPROVALS_GROUP] if inbox else []) + ticket_card_groups(session_pk))
     if inbox:
-        try:
-            fanout.publish_ticket(ticket_id=ticket_id, opened=opened, opened_as=opened_as)
-        except Exception:  # never into the caller: it runs after commit
-            logger.warning("Could not publish ticket %s to the inboxes.", ticket_id, exc_info=True)
+        _publish_ticket(ticket_id=ticket_id, opened=opened, opened_as=opened_as)
     group_send(session_group(session_pk), msg)
     notify_ticket_card(session_pk=session_pk, ticket_id=ticket_id)
+
+
+@abatched()
+async def anotify_ticket_changed(
+    *, ticket_id: int, session_pk: int, inbox: bool = True, opened: bool = False, opened_as: Any = None
+) -> None:
+    """notify_ticket_changed from async code, once committed (approvals.ticket_rider's statement sent
+    from the event loop; inside the batch of the event that changed the ticket, after it): the
+    messages leave from the loop, and a thread reads and renders only for an open inbox or page of
+    the conversation. A ticket just opened with no inbox open has its facts kept from the loop."""
+    msg = TicketChangedMessage(type="ticket.changed", ticket_id=ticket_id, session_pk=session_pk)
+    cards = ticket_card_groups(session_pk)
+    watched = await agroups_watched(([fanout.APPROVALS_GROUP] if inbox else []) + cards)
+    if inbox and fanout.APPROVALS_GROUP not in watched and opened_as is not None:
+        await fanout.apublish_opened_unwatched(opened_as)
+    elif inbox:  # its groups_watched answered from this batch
+        await sync_to_async(_publish_ticket)(ticket_id=ticket_id, opened=opened, opened_as=opened_as)
+    await agroup_send(session_group(session_pk), msg)
+    if watched.intersection(cards):
+        await sync_to_async(notify_ticket_card)(session_pk=session_pk, ticket_id=ticket_id)
+
+
+def _publish_ticket(*, ticket_id: int, opened: bool, opened_as: Any) -> None:
+    try:
+        fanout.publish_ticket(ticket_id=ticket_id, opened=opened, opened_as=opened_as)
+    except Exception:  # never into the caller: it runs after commit
+        logger.warning("Could not publish ticket %s to the inboxes.", ticket_id, exc_info=True)
 
 
 def after_commit_ticket_changed(ticket: Any, *, opened: bool = False, inbox: bool = True) -> None:

@@ -21,6 +21,7 @@ next connection, e.g. the next page).
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import threading
@@ -210,7 +211,7 @@ def publish_ticket(*, ticket_id: int, opened: bool = False, opened_as: PendingCa
 
     if not groups_watched([APPROVALS_GROUP]):
         if opened_as is not None:
-            _swap_quietly(opened_as, ticket_facts(opened_as, [], [], []))
+            _swap_quietly(opened_as, _opened_facts(opened_as))
             return
         bare = next(iter(PendingCall.objects.raw(FACTS_ROW, [ticket_id])), None)
         if bare is not None:
@@ -238,10 +239,47 @@ def publish_ticket(*, ticket_id: int, opened: bool = False, opened_as: PendingCa
     group_send(APPROVALS_GROUP, message)
 
 
-def _swap_quietly(ticket: PendingCall, facts: dict) -> dict | None:
-    key = f"adkweb:ticket-facts:{ticket.pk}:{ticket.created_at.timestamp()}"  # a reused id is another key
+def _opened_facts(ticket: PendingCall) -> dict:
+    """The facts of a ticket as approvals.ticket_rider opens it: no groups, no answers."""
+    return ticket_facts(ticket, [], [], [])
+
+
+async def apublish_opened_unwatched(ticket: PendingCall) -> None:
+    """publish_ticket(opened_as=ticket) with no inbox socket open, from async code (the ticket rider's
+    statement sent from the event loop): its facts kept as published, from the loop (no thread)."""
+    facts = _opened_facts(ticket)
     try:
-        return _swap(key, facts)
+        if not settings.REDIS_URL:
+            _swap(_key(ticket), facts)  # this process's memory: no I/O
+            return
+        await _aredis().set(_key(ticket), json.dumps(facts), ex=FACTS_TTL)
+    except Exception:  # Redis is down: sockets count from the database
+        logger.warning("Could not swap the published facts of ticket %s.", ticket.pk, exc_info=True)
+
+
+# redis.asyncio's clients by event loop (a client's connections belong to the loop that opened them).
+_aclients: dict[Any, Any] = {}
+
+
+def _aredis() -> Any:
+    loop = asyncio.get_running_loop()
+    client = _aclients.get(loop)
+    if client is None:
+        for gone in [other for other in list(_aclients) if other.is_closed()]:
+            _aclients.pop(gone, None)
+        import redis.asyncio
+
+        client = _aclients[loop] = redis.asyncio.Redis.from_url(settings.REDIS_URL, socket_timeout=5)
+    return client
+
+
+def _key(ticket: PendingCall) -> str:
+    return f"adkweb:ticket-facts:{ticket.pk}:{ticket.created_at.timestamp()}"  # a reused id is another key
+
+
+def _swap_quietly(ticket: PendingCall, facts: dict) -> dict | None:
+    try:
+        return _swap(_key(ticket), facts)
     except Exception:  # Redis is down: sockets count from the database
         logger.warning("Could not swap the published facts of ticket %s.", ticket.pk, exc_info=True)
         return None

@@ -112,6 +112,7 @@ def ticket_rider(event: Any, session: Any) -> Rider | None:
     rider.returning = f"json_build_array({', '.join(returning)})::text"
     written = {"app_name": session.app_name, "requester": session.user_id, "created_at": now}
     rider.done = partial(_done, outbox, {t["call_id"]: {**t, **written} for t in opened})
+    rider.announce = partial(_announce, outbox, {t["call_id"]: {**t, **written} for t in opened})
     return rider
 
 
@@ -127,6 +128,23 @@ def _done(outbox: notify.Outbox | None, opened: dict[str, dict], value: Any, ses
         transaction.on_commit(partial(outbox.committed, row_id))
     for ticket_id in answered:
         _after_commit(ticket_id, session_pk, inbox=False)  # its page shows it; its inbox row does not change
+
+
+async def _announce(outbox: notify.Outbox | None, opened: dict[str, dict], value: Any, session_pk: int) -> None:
+    """`_done` for the statement sent from the event loop, committed, its event published: the outbox
+    rows' tasks sent from a thread, not waited for (a row stays owed until its task runs: the sweeper
+    sends what this does not), then the announcements, in order, from the loop."""
+    tickets, recorded, answered = (ids or [] for ids in json.loads(value))
+    for row_id in recorded:
+        assert outbox is not None
+        notify.committed_soon(outbox, row_id)
+    for ticket_id, call_id in tickets:
+        as_written = PendingCall(pk=ticket_id, session_id=session_pk, **opened[call_id])
+        await events.anotify_ticket_changed(
+            ticket_id=ticket_id, session_pk=session_pk, opened=True, opened_as=as_written
+        )
+    for ticket_id in answered:
+        await events.anotify_ticket_changed(ticket_id=ticket_id, session_pk=session_pk, inbox=False)
 
 
 def _after_commit(
