@@ -195,7 +195,9 @@ def _first_text(session: Any) -> str:
     return ""
 
 
-register_event_hook(_hook)
+# Only the crashy agent's events: a hook that wanted every event would send every other agent's
+# appends in this process down the store's thread path (after it was imported by any test).
+register_event_hook(_hook, wants=lambda event, session: session.app_name == APP_NAME)
 
 crashy_agent = LlmAgent(
     name=APP_NAME,
