@@ -76,6 +76,21 @@ async def _events(session_id: str) -> list[str]:
     return [row async for row in rows.values_list("event_id", flat=True)]
 
 
+async def _append_after_a_takeover(service: DjangoSessionService, session: Any, event: Event) -> None:
+    """The session leased to another worker meanwhile: our run's append of `event` raises LeaseLost
+    and marks our lease lost."""
+    soon = timezone.now() + timedelta(minutes=1)
+    await AdkSession.objects.filter(session_id=session.id).aupdate(lease_owner="other", lease_expires_at=soon)
+    mine = Lease(session_pk=(await AdkSession.objects.aget(session_id=session.id)).pk, owner="me")
+    token = current_lease.set(mine)
+    try:
+        with pytest.raises(LeaseLost):
+            await service.append_event(session, event)
+    finally:
+        current_lease.reset(token)
+    assert mine.lost
+
+
 async def test_create_get_and_an_append_no_hook_wants_are_sent_from_the_loop(service, monkeypatch):
     with sent(monkeypatch) as seen:
         session = await service.create_session(app_name=APP, user_id="u", state={"k": 1, "user:u": 1})
@@ -121,16 +136,7 @@ async def test_a_stale_copy_or_a_lost_lease_stores_nothing(service):
     with pytest.raises(StaleSessionError):
         await service.append_event(stale, _text("from a stale copy"))
     # Leased to another worker: our run's append stores nothing and learns the lease is lost.
-    soon = timezone.now() + timedelta(minutes=1)
-    await AdkSession.objects.filter(session_id="s").aupdate(lease_owner="other", lease_expires_at=soon)
-    mine = Lease(session_pk=(await AdkSession.objects.aget(session_id="s")).pk, owner="me")
-    token = current_lease.set(mine)
-    try:
-        with pytest.raises(LeaseLost):
-            await service.append_event(session, _text("after the takeover"))
-    finally:
-        current_lease.reset(token)
-    assert mine.lost
+    await _append_after_a_takeover(service, session, _text("after the takeover"))
     assert len(await _events("s")) == 1
 
 
@@ -333,16 +339,8 @@ async def test_a_stale_copy_or_a_lost_lease_opens_no_ticket_from_the_loop(servic
     await service.append_event(session, _text("first"))
     with pytest.raises(StaleSessionError):
         await service.append_event(stale, _call("from-stale"))
-    soon = timezone.now() + timedelta(minutes=1)
-    await AdkSession.objects.filter(session_id="s").aupdate(lease_owner="other", lease_expires_at=soon)
-    mine = Lease(session_pk=_pk(session), owner="me")
-    token = current_lease.set(mine)
-    try:
-        with pytest.raises(LeaseLost):
-            await service.append_event(session, _call("after-the-takeover"))
-    finally:
-        current_lease.reset(token)
-    assert mine.lost and len(await _events("s")) == 1
+    await _append_after_a_takeover(service, session, _call("after-the-takeover"))
+    assert len(await _events("s")) == 1
     assert not await PendingCall.objects.filter(session_id=_pk(session)).aexists()
     assert tickets == []
 
