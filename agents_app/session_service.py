@@ -22,7 +22,6 @@ from __future__ import annotations
 import contextvars
 import time
 import uuid
-from collections.abc import Callable
 from contextlib import nullcontext
 from typing import Any
 
@@ -50,8 +49,9 @@ from .event_json import (  # noqa: F401  (the store's serialisation, imported fr
 )
 from .events import anotify_session_event, apublish_in_order, notify_session_event, publishes_sent
 from .leases import Lease, current_lease
-from .models import AdkSession, StoredEvent
+from .models import AdkSession
 from .session_archive import SessionBusy, _notify_archived, _username, session_archive  # noqa: F401  (SessionBusy: services)
+from .session_hooks import EventHook, hooks_for, loop_riders, register_event_hook, riders_for  # noqa: F401  (register_event_hook: approvals)
 from .session_orm import (  # noqa: F401  (STALE_MESSAGE: tests)
     STALE_MESSAGE,
     NewEvent,
@@ -72,57 +72,6 @@ current_turn_id: contextvars.ContextVar[int | None] = contextvars.ContextVar("cu
 current_turn_invocations: contextvars.ContextVar[set[str] | None] = contextvars.ContextVar(
     "current_turn_invocations", default=None
 )
-
-# Called inside the append transaction with (session row, event row, event): approvals uses it to
-# open tickets for new interrupts atomically with the event that raised them.
-EventHook = Callable[[AdkSession, StoredEvent, Event], None]
-_event_hooks: list[EventHook] = []
-# A hook's filter says, cheaply and without a query (from the event and the ADK session's events in
-# memory), whether the hook has anything to do with it: an event no hook wants is stored in one
-# statement, without a transaction around hooks.
-HookFilter = Callable[[Event, Session], bool]
-_hook_filters: dict[EventHook, HookFilter] = {}
-# A hook's rider (PostgreSQL) does the hook's work for an event inside the append's one statement
-# (session_sql.Rider: its writes as CTEs, a guard that sends anything unexpected to the hook): no
-# transaction around the append, no round trip per write. None: the hook runs as usual.
-HookRider = Callable[[Event, Session], "session_sql.Rider | None"]
-_hook_riders: dict[EventHook, HookRider] = {}
-
-
-def register_event_hook(hook: EventHook, wants: HookFilter | None = None, rider: HookRider | None = None) -> None:
-    if hook not in _event_hooks:
-        _event_hooks.append(hook)
-    if wants is not None:
-        _hook_filters[hook] = wants
-    if rider is not None:
-        _hook_riders[hook] = rider
-
-
-def _hooks_for(event: Event, session: Session) -> list[EventHook]:
-    return [hook for hook in _event_hooks if (wants := _hook_filters.get(hook)) is None or wants(event, session)]
-
-
-def _riders_for(hooks: list[EventHook], event: Event, session: Session) -> list[session_sql.Rider] | None:
-    """Each hook's rider for this event, or None when any of them has none (or declines it)."""
-    riders = []
-    for hook in hooks:
-        rider = _hook_riders.get(hook)
-        planned = rider(event, session) if rider is not None else None
-        if planned is None:
-            return None
-        riders.append(planned)
-    return riders
-
-
-def _loop_riders(event: Event, session: Session) -> list[session_sql.Rider] | None:
-    """The riders of an append sent from the event loop: none when no hook wants the event; None
-    (the thread path) when a hook that wants it has no rider for it, or one with no `announce`
-    (its after-commit work is sync)."""
-    hooks = _hooks_for(event, session)
-    riders = _riders_for(hooks, event, session) if hooks else []
-    if riders is None or any(rider.announce is None for rider in riders):
-        return None
-    return riders
 
 
 async def _publish_with_riders(
@@ -278,7 +227,7 @@ class DjangoSessionService(BaseSessionService):
         self._apply_temp_state(session, event)
         event = self._trim_temp_delta_state(event)
         turn_id = current_turn_id.get()
-        riders = _loop_riders(event, session) if session_async.usable() else None
+        riders = loop_riders(event, session) if session_async.usable() else None
         if riders is not None:  # one statement from the loop, the hooks' work riding in it
             stored = await self._store_event_async(session, event, turn_id, current_lease.get(), riders)
             if stored is not None:  # published from here (in a turn: in order, while it goes on)
@@ -310,7 +259,7 @@ class DjangoSessionService(BaseSessionService):
         `publish_committed=False`: once committed, the message to publish is returned
         rather than published here (inside a caller's transaction it is published on its commit)."""
         new = NewEvent.of(event, turn_id, current_turn_invocations.get())
-        session_pk, event_pk, revision = self._write(session, event, new, _hooks_for(event, session), lease)
+        session_pk, event_pk, revision = self._write(session, event, new, hooks_for(event, session), lease)
         message = new.message(session_pk, event_pk, revision)
         if not publish_committed and not connection.in_atomic_block:
             return message
@@ -356,7 +305,7 @@ class DjangoSessionService(BaseSessionService):
     ) -> tuple[int, int, int]:
         copy_of = parse_marker(session._storage_update_marker)  # (pk, revision) it was read at
         if _on_postgresql() and copy_of is not None:
-            riders = _riders_for(hooks, event, session) if hooks else None
+            riders = riders_for(hooks, event, session) if hooks else None
             # The hooks' work rides in the statement (no transaction around it), or they run in one.
             in_transaction = [] if riders is not None else hooks
             with transaction.atomic() if in_transaction else nullcontext():

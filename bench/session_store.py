@@ -254,7 +254,7 @@ def earlier_service(path: str) -> Any:
     hooks (approvals): before and after side by side in one run."""
     import importlib.util
 
-    from agents_app import session_service
+    from agents_app import session_hooks
 
     name = "agents_app._session_service_before"
     spec = importlib.util.spec_from_file_location(name, path)
@@ -262,8 +262,7 @@ def earlier_service(path: str) -> Any:
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
     spec.loader.exec_module(module)
-    for hook in session_service._event_hooks:  # with their filters and riders, as registered here
-        wants, rider = session_service._hook_filters.get(hook), session_service._hook_riders.get(hook)
+    for hook, wants, rider in session_hooks.registered():  # with their filters and riders, as registered here
         module.register_event_hook(hook, wants, rider)
     return module.DjangoSessionService()
 

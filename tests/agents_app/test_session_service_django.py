@@ -15,6 +15,7 @@ from google.adk.events.event_actions import EventActions
 from google.adk.sessions.session import Session
 from google.genai import types
 
+from agents_app import session_hooks
 from agents_app import session_service as service_module
 from agents_app.models import AdkSession, StoredEvent
 from agents_app.session_service import DjangoSessionService
@@ -105,12 +106,12 @@ async def test_failing_event_hook_rolls_back_the_event(service):
     def explode(row: AdkSession, stored: StoredEvent, event: Event) -> None:
         raise RuntimeError("hook failed")
 
-    service_module.register_event_hook(explode)
+    session_hooks.register_event_hook(explode, wants_every_event=True)
     try:
         with pytest.raises(RuntimeError, match="hook failed"):
             await service.append_event(session, _event({"k": 1, "app:a": 1}))
     finally:
-        service_module._event_hooks.remove(explode)
+        session_hooks.unregister_event_hook(explode)
     got = await service.get_session(app_name=APP, user_id="u", session_id="s")
     assert got.events == [] and got.state == {}
     assert (await AdkSession.objects.aget(session_id="s")).revision == 0

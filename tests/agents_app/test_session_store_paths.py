@@ -18,7 +18,7 @@ from google.adk.events.event import Event
 from google.adk.events.event_actions import EventActions
 from google.genai import types
 
-from agents_app import session_service as service_module
+from agents_app import session_hooks
 from agents_app.event_json import _without_nul, event_json_text, event_to_json
 from agents_app.leases import Lease, LeaseLost, current_lease
 from agents_app.models import AdkSession, AppState, StoredEvent, Turn, UserState
@@ -123,7 +123,7 @@ async def test_hooks_run_only_for_events_they_want_and_in_the_append_transaction
         if "explode" in event.content.parts[0].text:
             raise RuntimeError("hook failed")
 
-    service_module.register_event_hook(hook, wants=lambda e, s: "hook" in (e.content.parts[0].text or ""))
+    session_hooks.register_event_hook(hook, wants=lambda e, s: "hook" in (e.content.parts[0].text or ""))
     try:
         await service.append_event(session, _event(None, text="plain"))
         wanted = _event(None, text="hook me")
@@ -132,8 +132,7 @@ async def test_hooks_run_only_for_events_they_want_and_in_the_append_transaction
             with pytest.raises(RuntimeError, match="hook failed"):
                 await service.append_event(session, _event(delta, text="hook explode"))
     finally:
-        service_module._event_hooks.remove(hook)
-        service_module._hook_filters.pop(hook)
+        session_hooks.unregister_event_hook(hook)
     assert len(seen) == 3 and seen[0] == wanted.id
     got = await service.get_session(app_name=APP, user_id="u", session_id="s")
     assert [e.content.parts[0].text for e in got.events] == ["plain", "hook me"] and got.state == {}
@@ -213,12 +212,11 @@ def test_on_sqlite_an_event_no_hook_wants_is_stored_without_reading_the_row_firs
     def hook(row: AdkSession, stored: StoredEvent, event: Event) -> None:  # given the row as the UPDATE saved it
         rows.append((row.revision, StoredEvent.objects.filter(pk=stored.pk, session=row).count()))
 
-    service_module.register_event_hook(hook, wants=lambda e, s: "hook" in (e.content.parts[0].text or ""))
+    session_hooks.register_event_hook(hook, wants=lambda e, s: "hook" in (e.content.parts[0].text or ""))
     try:
         assert statements(_event(None, text="hook me"), None)[:2] == ["UPDATE", "INSERT"]
     finally:
-        service_module._event_hooks.remove(hook)
-        service_module._hook_filters.pop(hook)
+        session_hooks.unregister_event_hook(hook)
     assert rows == [(4, 1)]
     with CaptureQueriesContext(connection) as ctx:
         got = service.get_session_sync(app_name=APP, user_id="u", session_id="s")
@@ -227,3 +225,35 @@ def test_on_sqlite_an_event_no_hook_wants_is_stored_without_reading_the_row_firs
     assert AdkSession.objects.get(session_id="s").revision == 4
     assert Turn.objects.get(pk=turn.pk).invocation_id == "inv"
     connection.close()
+
+
+def test_a_hook_registered_without_a_filter_is_called_for_every_event_and_says_so(caplog):
+    """A hook with no `wants` wants every event (so every append takes the slower path): its author
+    is told when registering it, unless it says that is meant."""
+    service = DjangoSessionService()
+    session = service.create_session_sync(app_name=APP, user_id="u", session_id="s")
+    seen: list[str] = []
+
+    def every(row: AdkSession, stored: StoredEvent, event: Event) -> None:
+        seen.append(event.content.parts[0].text)
+
+    def meant(row: AdkSession, stored: StoredEvent, event: Event) -> None:
+        pass
+
+    def filtered(row: AdkSession, stored: StoredEvent, event: Event) -> None:
+        pass
+
+    with caplog.at_level("WARNING", logger="agents_app.session_hooks"):
+        session_hooks.register_event_hook(every)
+        session_hooks.register_event_hook(meant, wants_every_event=True)
+        session_hooks.register_event_hook(filtered, wants=lambda e, s: False)
+    try:
+        warned = [r.getMessage() for r in caplog.records if r.name == "agents_app.session_hooks"]
+        assert len(warned) == 1 and "every" in warned[0] and "without `wants`" in warned[0]
+        for text in ("one", "two"):
+            service._store_event(session, _event(None, text=text), None)
+        assert seen == ["one", "two"]
+    finally:
+        for hook in (every, meant, filtered):
+            session_hooks.unregister_event_hook(hook)
+    assert all(hook not in session_hooks._event_hooks for hook in (every, meant, filtered))

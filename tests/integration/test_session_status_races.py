@@ -26,10 +26,10 @@ APP = "my_app"
 
 @pytest.fixture(autouse=True)
 def _only_the_approvals_hook(monkeypatch: pytest.MonkeyPatch) -> None:
-    from agents_app import session_service
+    from agents_app import session_hooks
     from approvals.services import tickets_record_event
 
-    monkeypatch.setattr(session_service, "_event_hooks", [tickets_record_event])
+    monkeypatch.setattr(session_hooks, "_event_hooks", [tickets_record_event])
 
 
 def _call(call_id: str) -> Event:

@@ -40,9 +40,9 @@ APP = "my_app"
 @pytest.fixture(autouse=True)
 def _no_hooks(monkeypatch: pytest.MonkeyPatch) -> None:
     """No event hook (a scenario imported earlier may add one that wants every event)."""
-    from agents_app import session_service
+    from agents_app import session_hooks
 
-    monkeypatch.setattr(session_service, "_event_hooks", [])
+    monkeypatch.setattr(session_hooks, "_event_hooks", [])
 
 
 def _text(text: str) -> Event:
@@ -216,10 +216,10 @@ def tickets(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, tuple]]:
     """The approvals hook (its filter and rider) and this process's policies read; the broker's sends,
     recorded instead of sent (the outbox's task)."""
     from adkweb.celery import app
-    from agents_app import session_service
+    from agents_app import session_hooks
     from approvals.services import tickets_record_event
 
-    monkeypatch.setattr(session_service, "_event_hooks", [tickets_record_event])
+    monkeypatch.setattr(session_hooks, "_event_hooks", [tickets_record_event])
     _warm(DjangoSessionService())
     connection.close()
     sends: list[tuple[str, tuple]] = []

@@ -29,10 +29,10 @@ APP = "my_app"
 def _only_the_approvals_hook(monkeypatch: pytest.MonkeyPatch) -> None:
     """The app's own event hook only (a test scenario imported earlier may add one that wants every
     event: tests/engine_scenarios/crashy.py)."""
-    from agents_app import session_service
+    from agents_app import session_hooks
     from approvals.services import tickets_record_event
 
-    monkeypatch.setattr(session_service, "_event_hooks", [tickets_record_event])
+    monkeypatch.setattr(session_hooks, "_event_hooks", [tickets_record_event])
 
 
 @contextmanager

@@ -30,10 +30,10 @@ APP, USER = "reimbursement_agent", "requester"
 @pytest.fixture(autouse=True)
 def _only_the_approvals_hook(monkeypatch: pytest.MonkeyPatch) -> None:
     """The app's own event hook only (tests/engine_scenarios/crashy.py may add one that wants all)."""
-    from agents_app import session_service
+    from agents_app import session_hooks
     from approvals.services import tickets_record_event
 
-    monkeypatch.setattr(session_service, "_event_hooks", [tickets_record_event])
+    monkeypatch.setattr(session_hooks, "_event_hooks", [tickets_record_event])
 
 
 @pytest.fixture(autouse=True)
@@ -225,7 +225,7 @@ def test_the_rider_writes_what_the_hook_writes(demo, monkeypatch):
     """The same events stored once through the rider and once through the hook (riders off): the
     tickets, their side rows and the sessions are alike in every column, so a column or side effect
     added to the hook later cannot silently differ from the statement's copy of it."""
-    from agents_app import session_service
+    from agents_app import session_hooks
 
     service = DjangoSessionService()
     _warm(service)
@@ -241,7 +241,7 @@ def test_the_rider_writes_what_the_hook_writes(demo, monkeypatch):
         rider = store("same-call")
     assert not any(sql in ("BEGIN", "COMMIT") for sql in statements), statements  # it did ride
     PendingCall.objects.filter(call_id="same-call").update(call_id="same-call-ridden")
-    monkeypatch.setattr(session_service, "_hook_riders", {})
+    monkeypatch.setattr(session_hooks, "_hook_riders", {})
     with sent() as statements:
         hook = store("same-call")
     assert "BEGIN" in statements  # it went through the hook, in a transaction
