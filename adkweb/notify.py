@@ -10,12 +10,12 @@ policies), a failed turn.
 from __future__ import annotations
 
 import logging
-import os
-import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
+
+from adkweb.per_process import PerProcess
 
 logger = logging.getLogger(__name__)
 
@@ -45,10 +45,9 @@ class Outbox:
 _outbox: Outbox | None = None
 
 
-# The thread that runs `committed_soon`'s work, by process (a forked child has its parent's executor
-# object but not its thread).
-_sender: tuple[int, ThreadPoolExecutor] | None = None
-_sender_lock = threading.Lock()
+# The thread that runs `committed_soon`'s work (a forked child has its parent's executor object but
+# not its thread: it makes its own).
+_sender = PerProcess(lambda: ThreadPoolExecutor(max_workers=1, thread_name_prefix="adkweb-outbox"))
 
 
 def committed_soon(outbox: Outbox, row_id: int) -> None:
@@ -56,13 +55,8 @@ def committed_soon(outbox: Outbox, row_id: int) -> None:
     whose caller should not wait on a thread for a task's enqueue. An outbox row stays owed until its
     work is done, so nothing is lost if this fails or the process dies first: the handler's sweeper
     sends it (notifications.services.notifications_sweep, from beat every 15 s)."""
-    global _sender
-    with _sender_lock:
-        if _sender is None or _sender[0] != os.getpid():
-            _sender = (os.getpid(), ThreadPoolExecutor(max_workers=1, thread_name_prefix="adkweb-outbox"))
-        sender = _sender[1]
     try:
-        sender.submit(outbox.committed, row_id)
+        _sender.get().submit(outbox.committed, row_id)
     except RuntimeError:  # the interpreter is shutting down
         logger.warning("Could not send the work of outbox row %s; the sweeper will.", row_id)
 

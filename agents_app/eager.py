@@ -41,6 +41,8 @@ from dataclasses import dataclass
 from django.conf import settings
 from django.db import close_old_connections
 
+from adkweb.per_process import PerProcess
+
 logger = logging.getLogger(__name__)
 
 
@@ -111,18 +113,8 @@ class _Pool:
                     self.ran += 1
 
 
-_pool = _Pool()
-_pool_lock = threading.Lock()
 _local = threading.local()
-
-
-def _current_pool() -> _Pool:
-    global _pool
-    if _pool.pid != os.getpid():  # a forked child never uses its parent's threads
-        with _pool_lock:
-            if _pool.pid != os.getpid():
-                _pool = _Pool()
-    return _pool
+_current_pool = PerProcess(_Pool).get  # a forked child never uses its parent's threads
 
 
 @dataclass

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextvars
 import logging
-import os
 import threading
 import time
 from dataclasses import dataclass, field
@@ -22,6 +21,8 @@ from django.conf import settings
 from django.db import connection
 from django.db.models import Q
 from django.utils import timezone
+
+from adkweb.per_process import PerProcess
 
 from .models import AdkSession
 
@@ -116,7 +117,6 @@ class _Keeper:
     (a thread does not survive a fork)."""
 
     def __init__(self) -> None:
-        self.pid = os.getpid()
         self._held: dict[int, Heartbeat] = {}
         self._cond = threading.Condition()
         self._until = 0.0  # when the thread wakes next (monotonic)
@@ -161,19 +161,7 @@ class _Keeper:
                     logger.warning("The lease keeper could not close its connection.", exc_info=True)
 
 
-_the_keeper: _Keeper | None = None
-_keeper_lock = threading.Lock()
-
-
-def _keeper() -> _Keeper:
-    global _the_keeper
-    keeper = _the_keeper
-    if keeper is None or keeper.pid != os.getpid():
-        with _keeper_lock:
-            if _the_keeper is None or _the_keeper.pid != os.getpid():
-                _the_keeper = _Keeper()
-            keeper = _the_keeper
-    return keeper
+_keeper = PerProcess(_Keeper).get
 
 
 def keeper_threads() -> list[threading.Thread]:

@@ -28,19 +28,16 @@ and takes Celery's tasks only.
 from __future__ import annotations
 
 import logging
-import os
-import threading
 from typing import Any
 
 from django.conf import settings
+
+from adkweb.per_process import PerProcess
 
 logger = logging.getLogger(__name__)
 
 KEY_PREFIX = "adkweb:wake:"
 SESSION_DRAIN_TASK = "agents_app.tasks.session_drain"
-_client: Any = None
-_client_pid = 0
-_client_lock = threading.Lock()
 
 
 def enabled() -> bool:
@@ -58,15 +55,16 @@ def key(app: Any = None) -> str:
 def client() -> Any:
     """This process's Redis client for wake-ups (its connection pool is thread-safe; a forked child
     makes its own)."""
-    global _client, _client_pid
-    if _client is None or _client_pid != os.getpid():
-        with _client_lock:
-            if _client is None or _client_pid != os.getpid():
-                import redis
+    return _clients.get()
 
-                _client = redis.Redis.from_url(settings.REDIS_URL, socket_timeout=5, socket_connect_timeout=2)
-                _client_pid = os.getpid()
-    return _client
+
+def _new_client() -> Any:
+    import redis
+
+    return redis.Redis.from_url(settings.REDIS_URL, socket_timeout=5, socket_connect_timeout=2)
+
+
+_clients: PerProcess[Any] = PerProcess(_new_client)
 
 
 def wake(session_pk: int) -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import os
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -38,8 +37,7 @@ def broker_down() -> Iterator[list[logging.LogRecord]]:
         None,
         None,
     )
-    saved_wake = wake._client, wake._client_pid
-    wake._client, wake._client_pid = redis.Redis.from_url(DEAD_BROKER), os.getpid()
+    saved_wake = wake._clients.swap(redis.Redis.from_url(DEAD_BROKER))
     records: list[logging.LogRecord] = []
     handler = logging.Handler(logging.WARNING)
     handler.emit = records.append  # type: ignore[method-assign]
@@ -52,7 +50,7 @@ def broker_down() -> Iterator[list[logging.LogRecord]]:
         # The dead broker's pool is left open: kombu caches pools per URL process-wide, so closing
         # it would make the next outage raise "Acquire on closed pool" instead of a broker error.
         app.conf.broker_write_url, app.conf.broker_transport, app._pool, app.amqp._producer_pool = saved
-        wake._client, wake._client_pid = saved_wake
+        wake._clients.swap(saved_wake)
 
 
 def approval_survives_a_broker_outage(demo: dict, wait: Wait) -> None:

@@ -161,6 +161,7 @@ def crashy_services(
     """A Redis of the test's own (this process's wake-ups go there) and the environment for services
     (worker, beat, web) that run the crashy scenario agent, its `slow` tool sleeping `slow` seconds. The
     services the test appends to the list are killed at the end, then that Redis is stopped."""
+    from adkweb.per_process import PerProcess
     from agents_app import wake
     from tests.engine_scenarios import crashy
 
@@ -168,7 +169,7 @@ def crashy_services(
     monkeypatch.setenv("ADKWEB_TEST_GATE_DIR", str(tmp_path))
     server = RedisServer().start()
     settings.REDIS_URL = server.url
-    monkeypatch.setattr(wake, "_client", None)  # a client for that Redis
+    monkeypatch.setattr(wake, "_clients", PerProcess(wake._new_client))  # a client for that Redis
     env = service_env(
         server.url,
         ADKWEB_CODE_AGENTS=f"{crashy.APP_NAME}={crashy.DOTTED}",
