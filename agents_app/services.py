@@ -6,7 +6,6 @@ import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import timedelta
-from functools import partial
 from typing import Any, cast
 
 from django.conf import settings
@@ -17,13 +16,13 @@ from django.utils import timezone
 from google.genai import types
 from pydantic import ValidationError as PydanticValidationError
 
-from adkweb import compiled
 from adkweb.errors import Conflict, Invalid, TooManyRequests
 
 from . import agents, eager, wake
 from .models import AdkSession, Turn
 from .session_service import DjangoSessionService, SessionBusy, session_archive
 from .session_status import row_lock_held
+from .turn_insert import turn_insert
 
 logger = logging.getLogger(__name__)
 __all__ = ["SessionBusy", "session_archive"]  # the store's, used from here by pages and the admin
@@ -142,17 +141,27 @@ def turn_add(
         raise RuntimeError("turn_add runs inside a transaction (use turn_create otherwise).")
     parts = content.parts or [] if content is not None else []
     kind = Turn.Kind.FUNCTION_RESPONSE if any(p.function_response for p in parts) else Turn.Kind.MESSAGE
-    if kind == Turn.Kind.MESSAGE and actor is not None and actor.is_authenticated:
-        turn_quota_check(actor)  # new agent work a person asks for; answers to tickets are never capped
-    turn = Turn.objects.create(
-        session=session,
-        kind=kind,
-        content=content_json(content) if content is not None else {},
-        state_delta=state_delta or None,
-        streaming=streaming,
-        created_by=actor if actor is not None and actor.is_authenticated else None,
-        invocation_id=invocation_id if content is None else "",
-    )
+    person = actor if actor is not None and actor.is_authenticated else None
+    capped = kind == Turn.Kind.MESSAGE and person is not None  # answers to tickets are never capped
+    fields: dict[str, Any] = {
+        "session": session,
+        "kind": kind,
+        "content": content_json(content) if content is not None else {},
+        "state_delta": state_delta or None,
+        "streaming": streaming,
+        "created_by": person,
+        "invocation_id": invocation_id if content is None else "",
+    }
+    if transaction.get_connection().vendor == "postgresql":  # the writes in one round trip
+        cap = settings.ADKWEB_MAX_QUEUED_TURNS_PER_USER if capped else 0
+        found = turn_insert(**fields, cap=max(cap, 0))
+        if found is None:
+            _too_many(person, cap)
+        turn = cast(Turn, found)
+    else:
+        if capped:
+            turn_quota_check(person)  # new agent work a person asks for
+        turn = Turn.objects.create(**fields)
     session_pk = session.pk
     if enqueue and wake_before_commit():
         _enqueue_early(session_pk)  # the row is locked (the insert's status write): see wake_before_commit
@@ -207,41 +216,30 @@ def session_locked(session_pk: int) -> Iterator[None]:
         yield
 
 
-def _user_lock() -> str:
-    """FOR NO KEY UPDATE: rows that reference the user (the turn about to be inserted) may still be written."""
-    return f"SELECT 1 FROM {get_user_model()._meta.db_table} WHERE id = %s FOR NO KEY UPDATE"
-
-
-def _active_turns(user_pk: int, *, cap: int | None) -> QuerySet:
-    """The person's queued and running turns (up to `cap` of them: enough to say the cap is reached)."""
-    found = Turn.objects.filter(created_by_id=user_pk, status__in=[Turn.Status.QUEUED, Turn.Status.RUNNING])
-    return found.order_by().values_list("pk")[:cap] if cap is not None else found
+def _active_turns(user_pk: int) -> QuerySet:
+    """The person's queued and running turns."""
+    return Turn.objects.filter(created_by_id=user_pk, status__in=[Turn.Status.QUEUED, Turn.Status.RUNNING])
 
 
 def turn_quota_check(user: Any) -> None:
     """Refuse a new turn while the person has the cap of turns queued or running (each may cost model
-    calls). Their user row is locked (FOR NO KEY UPDATE) for the count, so concurrent requests cannot both pass the last
-    slot. Call inside the transaction that creates the turn."""
+    calls). Their user row is locked for the count, so concurrent requests cannot both pass the last
+    slot. Call inside the transaction that creates the turn. On PostgreSQL turn_add does this in the
+    turn's own statements (agents_app.turn_insert: the lock, then the count and the insert)."""
     cap = settings.ADKWEB_MAX_QUEUED_TURNS_PER_USER
     if cap <= 0:
         return
-    if transaction.get_connection().vendor == "postgresql":
-        # The lock, then the count in a statement of its own (its snapshot taken once the lock is
-        # granted, so it sees a turn that a concurrent request committed meanwhile): two statements
-        # in one round trip, the count compiled once per process (every message asks it).
-        _, found = compiled.rows_after(
-            (_user_lock(), [user.pk]), "turn_quota_active", (cap,), partial(_active_turns, cap=cap), user.pk
-        )
-        if len(found) < cap:
-            return
-    else:
-        get_user_model().objects.select_for_update(no_key=True).filter(pk=user.pk).exists()  # rows may reference it
-    active = _active_turns(user.pk, cap=None).count()
-    if active >= cap:
-        raise TooManyTurns(
-            f"You have {active} agent turns queued or running, the most one person may have at once ({cap}). "
-            "Wait for one to finish, then send again."
-        )
+    get_user_model().objects.select_for_update(no_key=True).filter(pk=user.pk).exists()  # rows may reference it
+    if _active_turns(user.pk).count() >= cap:
+        _too_many(user, cap)
+
+
+def _too_many(user: Any, cap: int) -> None:
+    active = _active_turns(user.pk).count()
+    raise TooManyTurns(
+        f"You have {active} agent turns queued or running, the most one person may have at once ({cap}). "
+        "Wait for one to finish, then send again."
+    )
 
 
 def message_send(*, session: AdkSession, text: str, actor: Any = None, streaming: bool = True) -> Turn:

@@ -1,0 +1,115 @@
+"""A new turn's writes on PostgreSQL in one round trip (issue 12, target 3's queue stage).
+
+What the ORM did in three or four round trips, each compiled per call: the person's row locked and
+their active turns counted (the cap, `services.turn_quota_check`), the Turn's INSERT, and its
+post_save signal's `UPDATE session SET status = 'running'` (`session_status._now_running`). Here:
+
+- without a cap to check: one statement, the UPDATE in a WITH beside the INSERT;
+- with one: the person's row lock, then one statement that counts their active turns (up to the
+  cap: its snapshot is taken after the lock is granted, as before, so it sees a turn that a
+  concurrent request committed meanwhile), and inserts the turn and writes the status only if the
+  count is below the cap; two statements in one query string (`compiled.rows_after`'s way).
+
+Every guarantee is the ORM path's: the same rows, the same locks in the same order (the person's
+row, then the session row; the turn's foreign keys are checked at commit, as Django declares them
+DEFERRABLE INITIALLY DEFERRED), the status written whatever it was (the write takes the session
+row's lock that a recompute by a finishing turn takes, see session_status._now_running), the live
+session's row only (`AdkSession.objects`). No post_save signal is sent: its one receiver's work
+(session_status) is the statement's. The SQL is built once per process; the values are literals
+(Django's psycopg cursors bind on the client), the JSON through the fields' own adaptation.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from django.db import connection
+from django.utils import timezone
+
+from .models import AdkSession, Turn
+
+_COLUMNS = (
+    "session_id, kind, content, state_delta, streaming, status, attempts, invocation_id, error, "
+    "created_by_id, config_version_id, created_at, started_at, finished_at"
+)
+_VALUES = (
+    "%(session)s, %(kind)s, %(content)s, %(state)s, %(streaming)s, 'queued', 0, %(invocation)s, '', "
+    "%(user)s, NULL::bigint, %(now)s, NULL::timestamptz, NULL::timestamptz"
+)
+_SQL: dict[str, str] = {}
+
+
+def _sql(name: str) -> str:
+    if not _SQL:
+        turns, sessions, users = Turn._meta.db_table, AdkSession._meta.db_table, get_user_model()._meta.db_table
+        running = f"UPDATE {sessions} SET status = 'running' WHERE id = %(session)s AND archived_at IS NULL"
+        insert = f"INSERT INTO {turns} ({_COLUMNS})"
+        _SQL["plain"] = f"WITH s AS ({running}) {insert} VALUES ({_VALUES}) RETURNING id"
+        active = ", ".join(f"'{s}'" for s in (Turn.Status.QUEUED, Turn.Status.RUNNING))
+        _SQL["capped"] = (
+            f"SELECT 1 FROM {users} WHERE id = %(user)s FOR NO KEY UPDATE; "
+            f"WITH n AS (SELECT count(*) AS n FROM (SELECT 1 FROM {turns} WHERE created_by_id = %(user)s "
+            f"AND status IN ({active}) LIMIT %(cap)s) a), "
+            f"t AS ({insert} SELECT {_VALUES} FROM n WHERE n.n < %(cap)s RETURNING id), "
+            f"s AS ({running} AND EXISTS (SELECT 1 FROM t)) "
+            "SELECT n.n, (SELECT id FROM t) FROM n"
+        )
+    return _SQL[name]
+
+
+def turn_insert(
+    *,
+    session: AdkSession,
+    kind: str,
+    content: dict[str, Any],
+    state_delta: dict | None,
+    streaming: bool,
+    created_by: Any,
+    invocation_id: str,
+    cap: int,
+) -> Turn | None:
+    """The new queued Turn, inside the caller's transaction (PostgreSQL only). `cap` > 0 (and a
+    person): refuse it when they have `cap` turns queued or running already (None: nothing was
+    written; the caller says why)."""
+    now = timezone.now()
+    content_field, state_field = Turn._meta.get_field("content"), Turn._meta.get_field("state_delta")
+    params = {
+        "session": session.pk,
+        "kind": kind,
+        "content": content_field.get_db_prep_save(content, connection),
+        "state": state_field.get_db_prep_save(state_delta, connection),
+        "streaming": streaming,
+        "invocation": invocation_id,
+        "user": created_by.pk if created_by is not None else None,
+        "now": now,
+        "cap": cap,
+    }
+    with connection.cursor() as cursor:
+        if cap > 0 and created_by is not None:
+            cursor.execute(_sql("capped"), params)
+            cursor.nextset()
+            turn_id = cursor.fetchone()[1]
+            if turn_id is None:
+                return None
+        else:
+            cursor.execute(_sql("plain"), params)
+            turn_id = cursor.fetchone()[0]
+    turn = Turn(
+        id=turn_id,
+        session=session,
+        kind=kind,
+        content=content,
+        state_delta=state_delta,
+        streaming=streaming,
+        status=Turn.Status.QUEUED,
+        attempts=0,
+        invocation_id=invocation_id,
+        error="",
+        created_by=created_by,
+        config_version=None,
+        created_at=now,
+    )
+    turn._state.adding, turn._state.db = False, connection.alias
+    turn._loaded_status = turn.status
+    return turn
