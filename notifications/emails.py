@@ -9,6 +9,7 @@ from django.conf import settings
 from django.core.mail import EmailMultiAlternatives, get_connection
 from django.template.loader import render_to_string
 from django.urls import reverse
+from django.utils.html import escape
 
 from agents_app.timeline import ticket_summary as args_summary
 from approvals.forms import fits_schema
@@ -59,11 +60,28 @@ def _absolute(path: str) -> str:
     return settings.ADKWEB_BASE_URL + path
 
 
-def email_message(delivery: Delivery, link: Any = None, connection: Any = None) -> EmailMultiAlternatives:
-    """The message for one delivery (one-tap links only when a link is given), sent through
-    `connection` (a new one, with EMAIL_TIMEOUT, when none is given)."""
+# Stand-ins for a decider's own one-tap links while the bodies shared by an audience are rendered
+# (`Rendered`): unchanged by HTML escaping, replaced by each person's URLs (escaped in the HTML).
+APPROVE_MARK = "adkweb-one-tap-approve-5d0c1f7e"
+REJECT_MARK = "adkweb-one-tap-reject-5d0c1f7e"
+
+
+class Rendered(dict[tuple, tuple[str, str, str]]):
+    """The bodies of a batch's emails, rendered once per ticket, event and audience (`_bodies`): a
+    ticket's three deciders get the same text but for their own one-tap links, put in after."""
+
+
+def _bodies(delivery: Delivery, link: Any, rendered: Rendered | None) -> tuple[str, str, str]:
+    """(subject, text, HTML) of this delivery's email, the links stand-ins (`APPROVE_MARK`)."""
     ticket, event = delivery.ticket, delivery.event
     assert ticket is not None, "email deliveries are about a ticket"
+    template = "notifications/email/ticket" if delivery.role == "decider" else "notifications/email/outcome"
+    # Everything the templates show: the link's expiry only to the minute ("Y-m-d H:i T").
+    expires = link.expires_at.replace(second=0, microsecond=0) if link else None
+    key = (event.pk, event.name, ticket.pk, ticket.status, ticket.args_hash, ticket.closed_by_id, template, expires)
+    found = rendered.get(key) if rendered is not None else None
+    if found is not None:
+        return found
     status = ticket.get_status_display()
     by = f" by {ticket.closed_by.get_username()}" if ticket.closed_by_id and ticket.closed_by else ""
     ctx = {
@@ -72,19 +90,36 @@ def email_message(delivery: Delivery, link: Any = None, connection: Any = None) 
         "comment": (event.data or {}).get("comment", ""),
         "ticket_url": _absolute(reverse("approvals:ticket", args=[ticket.pk])),
         "conversation_url": _absolute(f"/sessions/{ticket.session_id}/"),
-        "approve_url": links.link_url(link, "approve") if link else "",
-        "reject_url": links.link_url(link, "reject") if link else "",
+        "approve_url": APPROVE_MARK if link else "",
+        "reject_url": REJECT_MARK if link else "",
         "expires_at": link.expires_at if link else None,
-        "recipient": delivery.recipient,
         "preferences_url": _absolute(reverse("notifications:preferences")),
     }
-    template = "notifications/email/ticket" if delivery.role == "decider" else "notifications/email/outcome"
     subject = f"{SUBJECTS.get(event.name, event.name).format(status=status)}: #{ticket.pk} {ctx['ticket']['tool']}"
     if ctx["ticket"]["summary"]:
         subject += f" — {ctx['ticket']['summary']}"
+    found = (subject[:200], render_to_string(f"{template}.txt", ctx), render_to_string(f"{template}.html", ctx))
+    if rendered is not None:
+        rendered[key] = found
+    return found
+
+
+def email_message(
+    delivery: Delivery, link: Any = None, connection: Any = None, rendered: Rendered | None = None
+) -> EmailMultiAlternatives:
+    """The message for one delivery (one-tap links only when a link is given), sent through
+    `connection` (a new one, with EMAIL_TIMEOUT, when none is given). `rendered`: the batch's bodies
+    so far, by ticket and audience (rendered once each)."""
+    ticket, event = delivery.ticket, delivery.event
+    assert ticket is not None, "email deliveries are about a ticket"
+    subject, text, html = _bodies(delivery, link, rendered)
+    if link:
+        approve, reject = links.link_url(link, "approve"), links.link_url(link, "reject")
+        text = text.replace(APPROVE_MARK, approve).replace(REJECT_MARK, reject)
+        html = html.replace(APPROVE_MARK, escape(approve)).replace(REJECT_MARK, escape(reject))
     message = EmailMultiAlternatives(
-        subject=subject[:200],
-        body=render_to_string(f"{template}.txt", ctx),
+        subject=subject,
+        body=text,
         from_email=settings.DEFAULT_FROM_EMAIL,
         to=[delivery.target],
         headers={
@@ -95,7 +130,7 @@ def email_message(delivery: Delivery, link: Any = None, connection: Any = None) 
         },
         connection=connection or email_connection(),
     )
-    message.attach_alternative(render_to_string(f"{template}.html", ctx), "text/html")
+    message.attach_alternative(html, "text/html")
     return message
 
 
@@ -129,12 +164,14 @@ def email_prepare(delivery: Delivery, prefs: dict[int, Any] | None = None) -> Ou
     return None
 
 
-def email_deliver(delivery: Delivery, link: ApprovalLink | None, connection: Any = None) -> Outcome:
+def email_deliver(
+    delivery: Delivery, link: ApprovalLink | None, connection: Any = None, rendered: Rendered | None = None
+) -> Outcome:
     """Send one prepared email; its link is deleted if it could not be sent (no live link for it)."""
     assert delivery.recipient is not None, "a prepared email has a recipient"
     delivery.target = delivery.recipient.email or delivery.target
     try:
-        email_message(delivery, link, connection).send(fail_silently=False)
+        email_message(delivery, link, connection, rendered).send(fail_silently=False)
     except Exception:
         if link is not None:
             link.delete()

@@ -9,6 +9,7 @@ import logging
 import random
 import time
 import traceback
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -17,7 +18,9 @@ from django.db import connection as database
 from django.db import transaction
 from django.utils import timezone
 
-from .models import ApprovalLink, Delivery, DeliveryAttempt
+from approvals.models import PendingCall
+
+from .models import ApprovalLink, Delivery, DeliveryAttempt, NotificationEvent
 from .outcome import Outcome
 
 logger = logging.getLogger(__name__)
@@ -31,20 +34,20 @@ def retry_delay(attempt: int) -> float:
     return base * random.uniform(0.9, 1.1)
 
 
-def _claim(delivery_ids: list[int]) -> list[tuple[Delivery, Outcome | ApprovalLink | None]]:
+def _claim(delivery_ids: list[int], known: Known | None = None) -> list[tuple[Delivery, Outcome | ApprovalLink | None]]:
     """Mark the owed, due deliveries among these as sending (a duplicate task or the sweeper cannot
     send them twice), each email with what `email_prepare` says (a skip, or the link it carries):
-    one transaction for them all. Returns those claimed, by id; those not ours are left out."""
+    one transaction for them all (or the caller's: the fan-out claims in the transaction that wrote
+    them). Returns those claimed, by id; those not ours are left out. `known`: the event and the
+    people the caller has just read (`Known`); the ticket is read again here all the same."""
     from .emails import email_prepare
     from .selectors import preferences_of
 
-    with transaction.atomic():
-        pks = _owed_marked_sending(delivery_ids, timezone.now())
-        if not pks:
+    with transaction.atomic(savepoint=False):
+        rows = _claimed_rows(delivery_ids, timezone.now(), known)
+        if not rows:
             return []
-        related = ("event", "ticket__closed_by", "recipient", "endpoint")
         claimed: list[tuple[Delivery, Outcome | ApprovalLink | None]] = []
-        rows = list(Delivery.objects.select_related(*related).filter(pk__in=pks).order_by("pk"))
         emails = [d for d in rows if d.channel == Delivery.Channel.EMAIL and d.recipient is not None]
         prefs = preferences_of([d.recipient for d in emails]) if emails else {}  # one query for the batch
         for delivery in rows:
@@ -59,11 +62,51 @@ def _claim(delivery_ids: list[int]) -> list[tuple[Delivery, Outcome | ApprovalLi
     return claimed
 
 
-def _owed_marked_sending(delivery_ids: list[int], now: datetime) -> list[int]:
+@dataclass(frozen=True)
+class Known:
+    """What the fan-out read just before it claims an event's emails: the event and its recipients
+    by pk. The claim then takes each delivery's row from its own `UPDATE … RETURNING` and reads the
+    ticket again (its status, routing and arguments as they are inside the claim's transaction),
+    instead of reading every delivery with its event, ticket and recipient joined."""
+
+    event: NotificationEvent
+    people: dict[int, Any]
+
+
+def _claimed_rows(delivery_ids: list[int], now: datetime, known: Known | None) -> list[Delivery]:
+    """The deliveries `_owed_marked_sending` claimed, with their event, ticket and recipient (or
+    endpoint), by pk."""
+    if known is None:
+        pks = _owed_marked_sending(delivery_ids, now)
+        related = ("event", "ticket__closed_by", "recipient", "endpoint")
+        return list(Delivery.objects.select_related(*related).filter(pk__in=pks).order_by("pk")) if pks else []
+    rows = sorted(_owed_marked_sending(delivery_ids, now, returning=Delivery), key=lambda d: d.pk)
+    if any(d.event_id != known.event.pk or d.recipient_id not in known.people for d in rows):
+        return _attached(rows)  # not the caller's (never, from the fan-out): each read as usual
+    ticket_ids = {d.ticket_id for d in rows if d.ticket_id is not None}
+    if len(ticket_ids) > 1:
+        return _attached(rows)
+    # The ticket as it is now (a decision, an edit of its arguments, a routing since the fan-out read it).
+    tickets = {t.pk: t for t in PendingCall.objects.raw(_TICKET_SQL, list(ticket_ids))} if ticket_ids else {}
+    for delivery in rows:
+        delivery.event, delivery.recipient = known.event, known.people[delivery.recipient_id]
+        delivery.ticket = tickets.get(delivery.ticket_id)
+    return rows
+
+
+_TICKET_SQL = f"SELECT * FROM {PendingCall._meta.db_table} WHERE id = %s"
+
+
+def _attached(rows: list[Delivery]) -> list[Delivery]:
+    related = ("event", "ticket__closed_by", "recipient", "endpoint")
+    return list(Delivery.objects.select_related(*related).filter(pk__in=[d.pk for d in rows]).order_by("pk"))
+
+
+def _owed_marked_sending(delivery_ids: list[int], now: datetime, returning: type[Delivery] | None = None) -> Any:
     """The owed, due deliveries among these (not yet at their last attempt), marked sending with one
-    more attempt, in one statement; their ids. Its rows stay locked to the end of the caller's
-    transaction (PostgreSQL; SQLite's transaction is a writer's from its BEGIN): a concurrent claim
-    waits, then finds them sending and leaves them."""
+    more attempt, in one statement; their ids (`returning=Delivery`: their rows as updated). Its rows
+    stay locked to the end of the caller's transaction (PostgreSQL; SQLite's transaction is a
+    writer's from its BEGIN): a concurrent claim waits, then finds them sending and leaves them."""
     if not delivery_ids:
         return []
     adapt = database.ops.adapt_datetimefield_value
@@ -71,11 +114,14 @@ def _owed_marked_sending(delivery_ids: list[int], now: datetime) -> list[int]:
     sql = (
         f"UPDATE {Delivery._meta.db_table} SET status = %s, attempts = attempts + 1, updated_at = %s "
         f"WHERE id IN ({ids}) AND status IN (%s, %s) AND attempts < max_attempts "
-        "AND (next_attempt_at IS NULL OR next_attempt_at <= %s) RETURNING id"
+        "AND (next_attempt_at IS NULL OR next_attempt_at <= %s) RETURNING "
     )
     params = [Delivery.Status.SENDING.value, adapt(now), *delivery_ids, *[s.value for s in Delivery.OWED]]
+    params.append(adapt(now + EARLY))
+    if returning is not None:
+        return list(returning.objects.raw(sql + "*", params))
     with database.cursor() as cursor:
-        cursor.execute(sql, [*params, adapt(now + EARLY)])
+        cursor.execute(sql + "id", params)
         return [row[0] for row in cursor.fetchall()]
 
 
@@ -85,7 +131,9 @@ def _failed(delivery: Delivery, exc: BaseException) -> Outcome:
     return Outcome.fail(traceback.format_exception_only(type(exc), exc)[-1].strip())
 
 
-def _send(delivery: Delivery, prepared: Outcome | ApprovalLink | None, connection: Any) -> Outcome:
+def _send(
+    delivery: Delivery, prepared: Outcome | ApprovalLink | None, connection: Any, rendered: Any = None
+) -> Outcome:
     from .emails import email_deliver
     from .webhooks import webhook_send
 
@@ -95,7 +143,7 @@ def _send(delivery: Delivery, prepared: Outcome | ApprovalLink | None, connectio
         if delivery.channel != Delivery.Channel.EMAIL:
             return webhook_send(delivery)
         connection.open()  # once for the batch's emails (a no-op while open)
-        return email_deliver(delivery, prepared, connection)
+        return email_deliver(delivery, prepared, connection, rendered)
     except Exception as exc:
         if delivery.channel == Delivery.Channel.EMAIL:
             connection.close()  # maybe broken: the next email opens a new one
@@ -108,17 +156,24 @@ def deliveries_attempt(*, delivery_ids: list[int]) -> dict[int, float]:
     every attempt, and each ticket's page is told once. Those not owed or not due now (sent already,
     claimed by another task) are left alone. Returns {delivery id: seconds until its next try} for
     the attempts that failed and may be retried."""
-    from .emails import email_connection
+    return deliveries_send(_claim(delivery_ids))
 
-    claimed = _claim(delivery_ids)
+
+def deliveries_send(claimed: list[tuple[Delivery, Outcome | ApprovalLink | None]]) -> dict[int, float]:
+    """Send what `_claim` claimed (committed): the emails through one connection, each ticket's and
+    audience's email rendered once (`emails.Rendered`), then one transaction records every attempt.
+    Returns the retry delays by delivery id."""
+    from .emails import Rendered, email_connection
+
     if not claimed:
         return {}
     connection = email_connection() if any(d.channel == Delivery.Channel.EMAIL for d, _ in claimed) else None
+    rendered = Rendered()
     tried: list[tuple[Delivery, Outcome, datetime, float]] = []
     try:
         for delivery, prepared in claimed:
             started, clock = timezone.now(), time.monotonic()
-            outcome = _send(delivery, prepared, connection)
+            outcome = _send(delivery, prepared, connection, rendered)
             tried.append((delivery, outcome, started, time.monotonic() - clock))
     finally:
         if connection is not None:

@@ -66,45 +66,56 @@ def enqueue(task_name: str, *args: Any, countdown: float | None = None) -> None:
 
 
 def event_deliver(*, event_id: int) -> dict[int, float]:
-    """Fan an event out and send what it owes: its emails here, together (one claim, one connection
-    to the mail server, one record: `sending.deliveries_attempt`), each webhook in a task of its own
-    (an endpoint that hangs until its timeout delays nobody else). Returns the emails' retry delays by
+    """Fan an event out and send what it owes: its emails here, together, claimed in the transaction
+    that writes its deliveries (one write transaction fewer; on SQLite one hold of the file fewer in
+    the way of the turn that opened the ticket), then sent through one connection to the mail server
+    and recorded in one transaction (`sending.deliveries_send`); each webhook in a task of its own (an
+    endpoint that hangs until its timeout delays nobody else). Returns the emails' retry delays by
     delivery id (the caller sends each retry)."""
-    from .sending import deliveries_attempt
+    from .sending import Known, _claim, deliveries_send
 
-    owed = _fan_out(event_id=event_id)
+    planned = _fan_out_plan(event_id)
+    with transaction.atomic():
+        owed, written = _fan_out_locked(event_id, planned)
+        emails = [delivery_id for delivery_id, channel in owed if channel == Delivery.Channel.EMAIL]
+        known = None
+        if written:  # the event and the people just read: the claim reads only the ticket again
+            people = {d.recipient.pk: d.recipient for d in written if d.recipient is not None}
+            known = Known(event=written[0].event, people=people)
+        claimed = _claim(emails, known=known) if emails else []
     for delivery_id, channel in owed:
         if channel != Delivery.Channel.EMAIL:
             enqueue("delivery_send", delivery_id)
-    emails = [delivery_id for delivery_id, channel in owed if channel == Delivery.Channel.EMAIL]
-    return deliveries_attempt(delivery_ids=emails) if emails else {}
+    return deliveries_send(claimed)
 
 
 def event_fan_out(*, event_id: int) -> list[int]:
     """Create the deliveries an event owes (once), and return the ids of those never tried."""
-    return [delivery_id for delivery_id, _ in _fan_out(event_id=event_id)]
-
-
-def _fan_out(*, event_id: int) -> list[tuple[int, str]]:
-    """`event_fan_out`, with each delivery's channel. Who is owed what (the recipients, their
-    permissions and preferences, the webhook endpoints) is read first, outside the transaction that
-    writes the deliveries: on SQLite a write transaction holds the whole database file from its
-    BEGIN, and these reads kept every other writer (the turn that opened the ticket, requests)
-    waiting on them (bench/README.md, phase 9 embedded). The transaction locks the event, writes
-    what was planned unless another fan-out did first (`fanned_out_at`), and lists what is owed."""
     planned = _fan_out_plan(event_id)
     with transaction.atomic():
-        event = NotificationEvent.objects.select_for_update().filter(pk=event_id).only("pk", "fanned_out_at").first()
-        if event is None:
-            return []  # the transaction that recorded it was rolled back after all
-        if event.fanned_out_at is None:
-            # One INSERT; a delivery already there (one per event and person, or endpoint) is kept as it is.
-            rows = planned if planned is not None else _fan_out_plan(event_id)  # not seen before the lock
-            Delivery.objects.bulk_create(rows or [], ignore_conflicts=True)
-            event.fanned_out_at = timezone.now()
-            event.save(update_fields=["fanned_out_at"])
-        owed = Delivery.objects.filter(event_id=event_id, status__in=Delivery.OWED, attempts=0)
-        return list(owed.values_list("pk", "channel"))
+        return [delivery_id for delivery_id, _ in _fan_out_locked(event_id, planned)[0]]
+
+
+def _fan_out_locked(event_id: int, planned: list[Delivery] | None) -> tuple[list[tuple[int, str]], list[Delivery]]:
+    """In the caller's transaction: the deliveries an event owes, with each one's channel, and the rows
+    this call wrote (none when another fan-out did first). Who is owed what (the recipients, their
+    permissions and preferences, the webhook endpoints) is read before (`planned`), outside the
+    transaction: on SQLite a write transaction holds the whole database file from its BEGIN, and
+    these reads kept every other writer (the turn that opened the ticket, requests) waiting on them
+    (bench/README.md, phase 9 embedded). Here the event is locked, what was planned is written unless
+    another fan-out did first (`fanned_out_at`), and what is owed is listed."""
+    event = NotificationEvent.objects.select_for_update().filter(pk=event_id).only("pk", "fanned_out_at").first()
+    if event is None:
+        return [], []  # the transaction that recorded it was rolled back after all
+    rows: list[Delivery] = []
+    if event.fanned_out_at is None:
+        # One INSERT; a delivery already there (one per event and person, or endpoint) is kept as it is.
+        rows = (planned if planned is not None else _fan_out_plan(event_id)) or []  # not seen before the lock
+        Delivery.objects.bulk_create(rows, ignore_conflicts=True)
+        event.fanned_out_at = timezone.now()
+        event.save(update_fields=["fanned_out_at"])
+    owed = Delivery.objects.filter(event_id=event_id, status__in=Delivery.OWED, attempts=0)
+    return list(owed.order_by("pk").values_list("pk", "channel")), rows
 
 
 def _fan_out_plan(event_id: int) -> list[Delivery] | None:

@@ -152,9 +152,9 @@ def test_an_events_deliveries_are_made_in_one_insert_and_its_preferences_read_on
     event = NotificationEvent.objects.create(name="ticket.opened", ticket=ticket())
     original = sending._claim
 
-    def claim_after_a_change(ids):  # approver2 turns emails off between the fan-out and the sending
+    def claim_after_a_change(ids, **known):  # approver2 turns emails off between the fan-out and the sending
         NotificationPreference.objects.create(user=emails["approver2"], email_enabled=False)
-        return original(ids)
+        return original(ids, **known)
 
     sending._claim = claim_after_a_change
     try:
