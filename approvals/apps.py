@@ -8,10 +8,12 @@ class ApprovalsConfig(AppConfig):
     def ready(self) -> None:
         from agents_app.session_service import register_event_hook
 
+        from . import services, ticket_sqlite
         from .services import tickets_event_wanted, tickets_record_event
         from .ticket_rider import ticket_rider
 
         register_event_hook(tickets_record_event, wants=tickets_event_wanted, rider=ticket_rider)
+        services.sqlite_record = ticket_sqlite.record
 
         from adkweb.metrics import register_source
 

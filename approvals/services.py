@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 from google.genai import types
 
@@ -92,8 +93,16 @@ def interrupts_of(event: Any) -> list[tuple[Any, dict, str, str | None]]:
     return found
 
 
+# approvals.ticket_sqlite.record, set by ApprovalsConfig.ready (it imports this module): the hook's
+# common cases on SQLite in plain SQL; False for what it declines (nothing written, the ORM path runs).
+sqlite_record: Callable[[AdkSession, StoredEvent, Any], bool] | None = None
+
+
 def tickets_record_event(session: AdkSession, stored: StoredEvent, event: Any) -> None:
-    """Open a ticket for each new interrupt; attach a tool's initial response; cancel aborted ones."""
+    """Open a ticket for each new interrupt; attach a tool's initial response; cancel aborted ones.
+    On SQLite the common cases are plain SQL (approvals.ticket_sqlite); what it declines runs here."""
+    if sqlite_record is not None and connection.vendor == "sqlite" and sqlite_record(session, stored, event):
+        return
     for fc, args, kind, tool_name in interrupts_of(event):
         # Not get_or_create (a savepoint, two more round trips): the append holds the session row's
         # lock, so no other transaction opens a ticket of this session meanwhile.
