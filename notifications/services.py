@@ -9,7 +9,7 @@ import uuid
 from datetime import timedelta
 from typing import Any
 
-from django.db import DatabaseError, IntegrityError, transaction
+from django.db import DatabaseError, IntegrityError, connection, transaction
 from django.utils import timezone
 
 from . import selectors, webhooks
@@ -104,18 +104,27 @@ def _fan_out_locked(event_id: int, planned: list[Delivery] | None) -> tuple[list
     these reads kept every other writer (the turn that opened the ticket, requests) waiting on them
     (bench/README.md, phase 9 embedded). Here the event is locked, what was planned is written unless
     another fan-out did first (`fanned_out_at`), and what is owed is listed."""
-    event = NotificationEvent.objects.select_for_update().filter(pk=event_id).only("pk", "fanned_out_at").first()
-    if event is None:
-        return [], []  # the transaction that recorded it was rolled back after all
-    rows: list[Delivery] = []
-    if event.fanned_out_at is None:
-        # One INSERT; a delivery already there (one per event and person, or endpoint) is kept as it is.
-        rows = (planned if planned is not None else _fan_out_plan(event_id)) or []  # not seen before the lock
-        Delivery.objects.bulk_create(rows, ignore_conflicts=True)
-        event.fanned_out_at = timezone.now()
-        event.save(update_fields=["fanned_out_at"])
-    owed = Delivery.objects.filter(event_id=event_id, status__in=Delivery.OWED, attempts=0)
-    return list(owed.order_by("pk").values_list("pk", "channel")), rows
+    with connection.cursor() as cursor:  # plain statements: the ORM compiled each of these per call
+        cursor.execute(_EVENT_LOCKED + (" FOR UPDATE" if connection.vendor == "postgresql" else ""), [event_id])
+        found = cursor.fetchone()
+        if found is None:
+            return [], []  # the transaction that recorded it was rolled back after all
+        rows: list[Delivery] = []
+        if found[0] is None:
+            # One INSERT; a delivery already there (one per event and person, or endpoint) is kept as it is.
+            rows = (planned if planned is not None else _fan_out_plan(event_id)) or []  # not seen before the lock
+            Delivery.objects.bulk_create(rows, ignore_conflicts=True)
+            cursor.execute(_FANNED_OUT, [connection.ops.adapt_datetimefield_value(timezone.now()), event_id])
+        cursor.execute(_OWED, [event_id, *[status.value for status in Delivery.OWED]])
+        return [(pk, channel) for pk, channel in cursor.fetchall()], rows
+
+
+_EVENT_LOCKED = f"SELECT fanned_out_at FROM {NotificationEvent._meta.db_table} WHERE id = %s"
+_FANNED_OUT = f"UPDATE {NotificationEvent._meta.db_table} SET fanned_out_at = %s WHERE id = %s"
+_OWED = (
+    f"SELECT id, channel FROM {Delivery._meta.db_table} WHERE event_id = %s AND status IN (%s, %s) AND attempts = 0 "
+    "ORDER BY id"
+)
 
 
 def _fan_out_plan(event_id: int) -> list[Delivery] | None:
