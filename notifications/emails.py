@@ -3,6 +3,7 @@ ticket page; for deciders, signed one-tap approve/reject links)."""
 
 from __future__ import annotations
 
+import secrets
 from typing import Any
 
 from django.conf import settings
@@ -61,9 +62,12 @@ def _absolute(path: str) -> str:
 
 
 # Stand-ins for a decider's own one-tap links while the bodies shared by an audience are rendered
-# (`Rendered`): unchanged by HTML escaping, replaced by each person's URLs (escaped in the HTML).
-APPROVE_MARK = "adkweb-one-tap-approve-5d0c1f7e"
-REJECT_MARK = "adkweb-one-tap-reject-5d0c1f7e"
+# (`Rendered`): unchanged by HTML escaping, replaced by each person's URLs (escaped in the HTML). Random
+# per process: a requester who wrote a stand-in into a ticket's arguments would otherwise see it turned
+# into the decider's own approve link in the email, where it reads as part of the request.
+_MARK = secrets.token_hex(16)
+APPROVE_MARK = f"adkweb-one-tap-approve-{_MARK}"
+REJECT_MARK = f"adkweb-one-tap-reject-{_MARK}"
 
 
 class Rendered(dict[tuple, tuple[str, str, str]]):

@@ -119,3 +119,22 @@ def test_a_ticket_decided_after_the_fan_outs_reads_is_emailed_to_nobody(emails, 
     rows = Delivery.objects.filter(event=event, channel="email")
     assert rows.count() == 3 and {(d.status, d.attempts) for d in rows} == {("skipped", 1)}
     assert all("approved before the email went out" in d.last_error.lower() for d in rows), [d.last_error for d in rows]
+
+
+def test_the_one_tap_stand_ins_cannot_be_written_into_a_ticket_by_its_requester():
+    """The emails' stand-ins for each decider's links are replaced after rendering, arguments and all:
+    a requester who could write one into a ticket's arguments would have the approver's own approve
+    link shown there. They are random per process, so nobody can know them from the source."""
+    import subprocess
+    import sys
+
+    code = (
+        "import django; django.setup(); from notifications import emails; "
+        "print(emails.APPROVE_MARK, emails.REJECT_MARK)"
+    )
+    seen = {
+        subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+        for _ in range(2)
+    }
+    assert len(seen) == 2, seen
+    assert f"{emails_module.APPROVE_MARK} {emails_module.REJECT_MARK}" not in seen
