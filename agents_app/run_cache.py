@@ -69,8 +69,11 @@ class _Cached:
 # another round trip.
 _CONFIGS = AgentConfig._meta.db_table
 _FIELD_OBJECTS: list[Any] = [AgentConfig._meta.pk if f == "pk" else AgentConfig._meta.get_field(f) for f in FIELDS]
-_COLUMNS = ", ".join(f"a.{f.column}" for f in _FIELD_OBJECTS)
-_JSON_AT = frozenset(i for i, f in enumerate(_FIELD_OBJECTS) if f.get_internal_type() == "JSONField")
+_NUMBERED = list(enumerate(_FIELD_OBJECTS))
+_JSON_AT = frozenset(i for i, f in _NUMBERED if f.get_internal_type() == "JSONField")
+# JSON as text on every connection and database (agents_app.turn_sql reads it on the loop's too, where
+# psycopg would decode jsonb): `stamp_row` parses it.
+_COLUMNS = ", ".join(f"CAST(a.{f.column} AS text)" if i in _JSON_AT else f"a.{f.column}" for i, f in _NUMBERED)
 STAMP_WIDTH = len(FIELDS) + 2
 
 

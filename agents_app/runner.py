@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from datetime import timedelta
+from datetime import datetime, timedelta
 from types import ModuleType
 
 from asgiref.sync import ThreadSensitiveContext, sync_to_async
@@ -18,7 +18,7 @@ from django.db import DEFAULT_DB_ALIAS, close_old_connections, connections
 from django.db.utils import load_backend
 from django.utils import timezone
 
-from . import events, turn_sql, turn_sqlite, worker_loop
+from . import events, session_async, turn_sql, turn_sqlite, worker_loop
 from .leases import Heartbeat, Lease, lease_acquire, lease_release
 from .models import Turn
 from .turn_exec import (
@@ -61,6 +61,7 @@ async def _drain(session_pk: int) -> int:
     # The drain's publishes, in order, while it goes on (events.TurnPublisher): a turn's events, then
     # its end, which leaves while the next statement runs; sent before the drain returns.
     published = events.turn_publisher.set(events.TurnPublisher())
+    calls = worker_loop.db_calls()
     async with ThreadSensitiveContext(executor=worker_loop.db_executor()):
         closed = False
         try:
@@ -71,8 +72,10 @@ async def _drain(session_pk: int) -> int:
         finally:
             try:
                 # Back to the pool between drains (PostgreSQL: CONN_MAX_AGE 0); SQLite keeps its connection
-                # (no pool). Done already where the drain's last statement did it in its own hop.
-                if not closed:
+                # (no pool). Done already where the drain's last statement did it in its own hop; none to
+                # give back when the drain gave its database thread nothing (its statements went from the
+                # loop, `_astart`, `_adone_next`: the previous drain gave back what it took).
+                if not closed and worker_loop.db_calls() != calls:
                     await sync_to_async(close_old_connections)()
             finally:
                 await events.publishes_sent()  # on their way meanwhile
@@ -120,9 +123,9 @@ async def _drain_pg(session_pk: int, owner: str) -> tuple[int, bool]:
     db = sync_to_async
     ran = 0
     while True:
-        started = await db(_start)(session_pk, owner)
+        started, closed = await _astart(session_pk, owner)
         if not started.leased:
-            return ran, True
+            return ran, closed
         lease = Lease(session_pk, owner)
         go_on, released = True, False
         try:
@@ -138,7 +141,7 @@ async def _drain_pg(session_pk: int, owner: str) -> tuple[int, bool]:
                     outcome = await turn_execute(turn, lease, finish_done=False, claim=claim)
                     go_on, claim = outcome != STOP, None
                     if outcome == RAN:
-                        done = await db(_done_next)(turn, lease)
+                        done, closed = await _adone_next(turn, lease)
                         if not done.leased:
                             lease.lost = True
                             logger.warning("Turn %s: lease lost before it was marked done.", turn.pk)
@@ -167,7 +170,7 @@ async def _drain_pg(session_pk: int, owner: str) -> tuple[int, bool]:
             if not released:
                 await db(lease_release)(session_pk, owner)
         if released:
-            return ran, True
+            return ran, closed
         if not go_on or not await db(Turn.owed)(session_pk):
             break
     return ran, False
@@ -180,9 +183,54 @@ async def _claim_next(session_pk: int) -> Turn | None:
     return await sync_to_async(turn_claim_next)(session_pk)
 
 
-def _start(session_pk: int, owner: str) -> turn_sql.Started:
+def _lease_times() -> tuple[datetime, datetime]:
+    """Now, and when a lease taken or kept now runs out."""
     now = timezone.now()
-    until = now + timedelta(seconds=settings.ADKWEB_SESSION_LEASE_SECONDS)
+    return now, now + timedelta(seconds=settings.ADKWEB_SESSION_LEASE_SECONDS)
+
+
+def _from_loop() -> bool:
+    """May the drain's statements go from the event loop (PostgreSQL, agents_app.session_async's
+    connections: no hop to the database thread and back, no checkout of its connection)?"""
+    return _statements() is turn_sql and session_async.usable()
+
+
+async def _astart(session_pk: int, owner: str) -> tuple[turn_sql.Started, bool]:
+    """`start` from the loop where it can, else `_start` on the database thread; also whether that
+    thread's connection went back to the pool in its hop (the thread path, nothing owed)."""
+    if _from_loop():
+        now, until = _lease_times()
+        try:
+            return await turn_sql.astart(session_pk=session_pk, owner=owner, until=until, now=now), False
+        except session_async.Busy:  # nothing sent: no connection of the loop's free
+            pass
+    started = await sync_to_async(_start)(session_pk, owner)
+    return started, not started.leased
+
+
+async def _adone_next(turn: Turn, lease: Lease) -> tuple[turn_sql.DoneNext, bool]:
+    """`done_next` from the loop where it can, else `_done_next` on the database thread; also
+    whether that thread's connection went back to the pool in its hop (the thread path, released)."""
+    if _from_loop():
+        now, until = _lease_times()
+        try:
+            done = await turn_sql.adone_next(
+                turn_id=turn.pk,
+                session_pk=lease.session_pk,
+                owner=lease.owner,
+                until=until,
+                now=now,
+                config_version=turn.config_version_id,
+            )
+            return done, False
+        except session_async.Busy:
+            pass
+    done = await sync_to_async(_done_next)(turn, lease)
+    return done, done.released
+
+
+def _start(session_pk: int, owner: str) -> turn_sql.Started:
+    now, until = _lease_times()
     sql = _statements()
     assert sql is not None  # only _drain_pg calls it
     started = sql.start(session_pk=session_pk, owner=owner, until=until, now=now)
@@ -192,8 +240,7 @@ def _start(session_pk: int, owner: str) -> turn_sql.Started:
 
 
 def _done_next(turn: Turn, lease: Lease) -> turn_sql.DoneNext:
-    now = timezone.now()
-    until = now + timedelta(seconds=settings.ADKWEB_SESSION_LEASE_SECONDS)
+    now, until = _lease_times()
     sql = _statements()
     assert sql is not None  # only _drain_pg calls it
     done = sql.done_next(

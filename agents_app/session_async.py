@@ -30,8 +30,9 @@ import asyncio
 import atexit
 import functools
 import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import psycopg
 from asgiref.sync import AsyncToSync
@@ -41,6 +42,7 @@ from django.db import utils as db_errors
 from . import session_sql
 
 logger = logging.getLogger(__name__)
+T = TypeVar("T")
 
 _MAX = 4  # connections per event loop; a call beyond that takes the thread path
 enabled = True  # off: every call takes the thread path (tests compare both)
@@ -117,15 +119,27 @@ async def fetchone(sql: str, params: list[Any], *, again_if_lost: bool) -> tuple
     (a read; an append, whose revision check stores it at most once: sent again after it did commit,
     it finds its copy stale). Any other database error is raised as Django's (django.db.utils), as
     the thread path raises it."""
+
+    async def one(conn: psycopg.AsyncConnection) -> tuple | None:
+        async with conn.cursor() as cursor:
+            await cursor.execute(sql, params)
+            return await cursor.fetchone()
+
+    return await on_connection(one, again_if_lost=again_if_lost)
+
+
+async def on_connection(work: Callable[[psycopg.AsyncConnection], Awaitable[T]], *, again_if_lost: bool) -> T:
+    """`await work(conn)` on one of this loop's connections (autocommit; given back after), with
+    `fetchone`'s errors: Busy when no connection is free (nothing sent) or when it broke and
+    `again_if_lost`; any other psycopg error raised as Django's. Also for other modules' statements
+    that need nothing but themselves (agents_app.turn_sql's claim and finish)."""
     loop = asyncio.get_running_loop()
     state = _loops.get(loop)
     if state is None:
         state = _loops[loop] = _Loop()
     conn = await _connection(state)
     try:
-        async with conn.cursor() as cursor:
-            await cursor.execute(sql, params)
-            found = await cursor.fetchone()
+        found = await work(conn)
     except psycopg.Error as exc:
         if not (conn.closed or conn.broken):
             state.free.append(conn)

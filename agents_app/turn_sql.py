@@ -46,6 +46,13 @@ lose one, and what it leaves is a state a dead worker leaves too:
 What these do not handle (a turn still marked running by a worker that died, a turn to fail or to
 requeue) goes through the ORM path in agents_app.runner as before: `start` and `done_next` say so
 (`orphan`, `finished`) rather than decide it.
+
+The drain sends both from its event loop (`astart`, `adone_next`: the same text on one of the loop's
+connections, agents_app.session_async, which the session store's appends use too), not by a hop to
+the loop's database thread and back on Django's connection: each is its own transaction on whichever
+connection sends it, so nothing here depends on which one. With no loop connection free it takes the
+thread (`start`, `done_next`). A broken connection's statement is not sent again: as on the thread,
+the error ends the drain and the lease runs out.
 """
 
 from __future__ import annotations
@@ -59,8 +66,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from django.db import ProgrammingError, connection
+import psycopg
+from django.db import DEFAULT_DB_ALIAS, ProgrammingError, connection
 
+from . import session_async
 from .models import AdkSession, Turn
 from .run_cache import STAMP_WIDTH, stamp_row, stamp_select
 from .session_status import ACTIVE_TURN_STATUSES, OPEN_TICKET_STATUSES
@@ -72,7 +81,10 @@ _ACTIVE = ", ".join(f"'{s}'" for s in ACTIVE_TURN_STATUSES)
 _OPEN = ", ".join(f"'{s}'" for s in OPEN_TICKET_STATUSES)
 logger = logging.getLogger(__name__)
 _FIELDS = [f for f in Turn._meta.concrete_fields]
-_COLUMNS = ", ".join(f"t.{f.column}" for f in _FIELDS)
+# JSON as text on every connection (Django's loads jsonb as text; the loop's, agents_app.session_async,
+# would decode it): `_turn` parses it.
+_JSON = {f.column for f in _FIELDS if f.get_internal_type() == "JSONField"}
+_COLUMNS = ", ".join(f"t.{c}::text" if c in _JSON else f"t.{c}" for c in (f.column for f in _FIELDS))
 
 # What a claimed turn starts from, returned with it: its session's app, user and session ids, and the
 # stamp's row of the app's configuration (agents_app.run_cache), so that a turn whose runner is
@@ -256,6 +268,43 @@ def _run(sql: str, params: dict[str, Any]) -> tuple:
     return row
 
 
+async def _arun(sql: str, params: dict[str, Any]) -> tuple:
+    """`_run` from the event loop, on one of its connections (agents_app.session_async): the same
+    statements, prepared once per connection, with no hop to the database thread. Busy: no
+    connection free, nothing sent (take the thread path)."""
+
+    async def run(conn: Any) -> tuple | None:
+        global _plain
+        async with conn.cursor() as cursor:
+            if _plain:
+                await cursor.execute(sql, params)
+            else:
+                statement = _prepared(sql)
+                ready = _ready.setdefault(conn, set())
+                if statement.name not in ready:
+                    try:
+                        await cursor.execute(statement.prepare)
+                    except psycopg.Error as exc:  # already there under its name (its text is in the name)
+                        if exc.sqlstate != _ALREADY_PREPARED:
+                            raise
+                    ready.add(statement.name)
+                try:
+                    await cursor.execute(statement.execute, params)
+                except psycopg.Error as exc:
+                    if exc.sqlstate != _NO_SUCH_STATEMENT:
+                        raise
+                    _plain = True  # rolled back whole, as in `_run`
+                    logger.warning("The drain's prepared statements were dropped by the server; using plain SQL.")
+                    await cursor.execute(sql, params)
+            while cursor.nextset():  # to the last statement's row
+                pass
+            return await cursor.fetchone()
+
+    row = await session_async.on_connection(run, again_if_lost=False)  # a claim or a finish is not sent twice
+    assert row is not None
+    return row
+
+
 def _claimed(values: tuple) -> tuple[Turn | None, Claim | None]:
     """The claimed turn and what was read with it, from the row's columns after the statement's own."""
     width = len(_FIELDS)
@@ -274,13 +323,25 @@ def _turn(values: tuple) -> Turn | None:
         json.loads(v) if isinstance(v, str | bytes) and f.get_internal_type() == "JSONField" else v
         for f, v in zip(_FIELDS, values, strict=True)
     ]
-    return Turn.from_db(connection.alias, [f.attname for f in _FIELDS], converted)
+    return Turn.from_db(DEFAULT_DB_ALIAS, [f.attname for f in _FIELDS], converted)
 
 
 def start(*, session_pk: int, owner: str, until: datetime, now: datetime) -> Started:
     """Take the session's lease if it owes work and is free (or ours), and claim its oldest queued
     turn unless one is still marked running."""
-    row = _run(_START, {"pk": session_pk, "owner": owner, "until": until, "now": now})
+    return _started(_run(_START, _start_params(session_pk, owner, until, now)))
+
+
+async def astart(*, session_pk: int, owner: str, until: datetime, now: datetime) -> Started:
+    """`start` sent from the event loop (`_arun`; session_async.Busy: nothing was sent)."""
+    return _started(await _arun(_START, _start_params(session_pk, owner, until, now)))
+
+
+def _start_params(session_pk: int, owner: str, until: datetime, now: datetime) -> dict[str, Any]:
+    return {"pk": session_pk, "owner": owner, "until": until, "now": now}
+
+
+def _started(row: tuple) -> Started:
     turn, claim = _claimed(row[2:])
     return Started(leased=bool(row[0]), orphan=bool(row[1]), turn=turn, claim=claim)
 
@@ -291,9 +352,25 @@ def done_next(
     """Turn `turn_id` (running, under our lease) done, with the agent configuration version it ran
     with; the next queued turn claimed, or the lease released when nothing is owed; the session's
     status written. All or nothing."""
+    return _done(_run(_DONE_NEXT, _done_params(turn_id, session_pk, owner, until, now, config_version)))
+
+
+async def adone_next(
+    *, turn_id: int, session_pk: int, owner: str, until: datetime, now: datetime, config_version: int | None = None
+) -> DoneNext:
+    """`done_next` sent from the event loop (`_arun`; session_async.Busy: nothing was sent)."""
+    return _done(await _arun(_DONE_NEXT, _done_params(turn_id, session_pk, owner, until, now, config_version)))
+
+
+def _done_params(
+    turn_id: int, session_pk: int, owner: str, until: datetime, now: datetime, config_version: int | None
+) -> dict[str, Any]:
     params: dict[str, Any] = {"pk": session_pk, "owner": owner, "until": until, "now": now, "tid": turn_id}
     params.update(status="done", version=config_version)
-    row = _run(_DONE_NEXT, params)
+    return params
+
+
+def _done(row: tuple) -> DoneNext:
     leased, finished, orphan, status, wrote = bool(row[0]), bool(row[1]), bool(row[2]), row[3], bool(row[4])
     turn, claim = _claimed(row[6:])
     released = wrote and turn is None and not orphan

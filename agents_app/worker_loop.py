@@ -55,6 +55,7 @@ class _DaemonThread(Executor):
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self._closed = False
+        self.submitted = 0  # calls given so far (agents_app.runner: did a drain use this thread?)
 
     def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
         future: Future[Any] = Future()
@@ -65,6 +66,7 @@ class _DaemonThread(Executor):
                 self._thread = threading.Thread(target=self._work, name=self._name, daemon=True)
                 self._thread.start()
             self._calls.put((future, fn, args, kwargs))
+            self.submitted += 1
         return future
 
     def _work(self) -> None:
@@ -222,6 +224,12 @@ def loop_threads() -> list[threading.Thread]:
 def db_executor() -> Executor:
     """The one thread that runs this loop's thread-sensitive database calls (for ThreadSensitiveContext)."""
     return _owner().db
+
+
+def db_calls() -> int:
+    """How many calls this loop's database thread has been given (agents_app.runner: a drain whose
+    statements all went from the loop has no connection of that thread's to give back)."""
+    return _owner().db.submitted
 
 
 def loop_state() -> dict[str, Any]:
