@@ -234,6 +234,7 @@ class TurnPublisher:
     def __init__(self) -> None:
         self._pending: deque[tuple[Callable[..., Awaitable[None]], dict[str, Any]]] = deque()
         self._task: asyncio.Future[None] | None = None
+        self.lead: _Lead | None = None  # rides in the batch of the next publish (`_Lead`)
 
     def put(self, publish: Callable[..., Awaitable[None]], kwargs: dict[str, Any]) -> None:
         self._pending.append((publish, kwargs))
@@ -243,10 +244,21 @@ class TurnPublisher:
     async def _send(self) -> None:
         while self._pending:
             publish, kwargs = self._pending.popleft()
+            lead, self.lead = self.lead, None
+            if lead is not None and not lead.take():
+                lead = None  # on its way alone already
             try:
-                await publish(**kwargs)
+                if lead is None:
+                    await publish(**kwargs)
+                else:
+                    async with abatched():  # one round trip for both, the lead's messages first
+                        await lead.publish_quietly()
+                        await publish(**kwargs)
             except Exception:
                 logger.warning("Could not publish %s for session %s.", publish.__name__, kwargs.get("session_pk"))
+            finally:
+                if lead is not None:
+                    lead.done()
 
     async def flush(self) -> None:
         """Until everything put so far has been published (a cancelled caller leaves it going on)."""
@@ -277,30 +289,81 @@ async def publishes_sent() -> None:
 
 
 # The drain's "running" status on its way (anotify_session_status_soon) while its turn starts.
-_status_on_its_way: contextvars.ContextVar[asyncio.Future | None] = contextvars.ContextVar(
+_status_on_its_way: contextvars.ContextVar[_Lead | None] = contextvars.ContextVar(
     "adkweb_status_on_its_way", default=None
 )
+LEAD_WAIT = 0.05  # seconds a lead waits for a publish to ride with (a turn's first event: a few ms), then leaves alone
+
+
+class _Lead:
+    """A publish that leaves in the batch of its turn publisher's next one (one round trip where it
+    made two of its own), alone once LEAD_WAIT passes without one, or when `sent()` is awaited first."""
+
+    def __init__(self, publish: Callable[..., Awaitable[None]], kwargs: dict[str, Any]) -> None:
+        self.publish, self.kwargs, self.taken = publish, kwargs, False
+        self.sent: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._timer = asyncio.get_running_loop().call_later(LEAD_WAIT, self._alone)
+
+    def take(self) -> bool:
+        """Whether the caller sends it now (it was not sent yet)."""
+        if self.taken:
+            return False
+        self.taken = True
+        self._timer.cancel()
+        return True
+
+    async def publish_quietly(self) -> None:
+        try:
+            await self.publish(**self.kwargs)
+        except Exception:
+            logger.warning("The turn's running status was not published.", exc_info=True)
+
+    def done(self) -> None:
+        if not self.sent.done():
+            self.sent.set_result(None)
+
+    async def _send_alone(self) -> None:
+        try:
+            await self.publish_quietly()
+        finally:
+            self.done()
+
+    def _alone(self) -> None:
+        if self.take():
+            asyncio.ensure_future(self._send_alone())
+
+    async def wait_sent(self) -> None:
+        if self.take():
+            await self._send_alone()
+        else:
+            await asyncio.shield(self.sent)
 
 
 def anotify_session_status_soon(*, session_pk: int, status: str) -> None:
     """anotify_session_status without waiting for it (the drain's "running" at a claim: the turn
-    starts while the round trip is on its way, ~1 ms of every turn's start). The status is already
-    stored (a queued turn made it "running"); what must hold is its order before the turn's end, so
-    whatever publishes that end first awaits `status_sent()` (agents_app.turn_exec, runner)."""
-    _status_on_its_way.set(asyncio.ensure_future(anotify_session_status(session_pk=session_pk, status=status)))
+    starts while it is on its way). The status is already stored (a queued turn made it "running");
+    what must hold is its order before the turn's end, so whatever publishes that end first awaits
+    `status_sent()` (agents_app.turn_exec, runner). With the drain's publisher, it rides in the batch
+    of the turn's first event (its message stored at once): one round trip for both (`_Lead`)."""
+    publisher = turn_publisher.get()
+    kwargs: dict[str, Any] = {"session_pk": session_pk, "status": status}
+    lead = _Lead(anotify_session_status, kwargs)
+    if publisher is not None:
+        publisher.lead = lead
+    else:
+        lead.take()
+        asyncio.ensure_future(lead._send_alone())
+    _status_on_its_way.set(lead)
 
 
 async def status_sent() -> None:
-    """Wait for the status `anotify_session_status_soon` sent in this context, if any (it never
-    raises: the layer logs a failed publish, as every publish)."""
+    """Wait for the status `anotify_session_status_soon` sent in this context, if any, sent alone now
+    if nothing took it yet (it never raises: a failed publish is logged, as every publish)."""
     pending = _status_on_its_way.get()
     if pending is None:
         return
     _status_on_its_way.set(None)
-    try:
-        await pending
-    except Exception:
-        logger.warning("The turn's running status was not published.", exc_info=True)
+    await pending.wait_sent()
 
 
 @abatched()

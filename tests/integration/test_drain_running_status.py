@@ -1,7 +1,8 @@
-"""The drain's "running" status at a claim leaves without holding up the turn (agents_app.events.
-anotify_session_status_soon): the turn's first event is stored and published while the status is
-still on its way, and the turn's end is still published after it, also when the turn fails at once.
-PostgreSQL (the drain's statements) and the Redis channel layer, drains run in this process."""
+"""The drain's "running" status at a claim leaves without holding up the turn and without a round
+trip of its own (agents_app.events.anotify_session_status_soon): it rides in the batch of the turn's
+first event while the turn goes on, leaves alone when no event comes soon, and the turn's end is
+still published after it, also when the turn fails at once. PostgreSQL (the drain's statements) and
+the Redis channel layer, drains run in this process."""
 
 from __future__ import annotations
 
@@ -21,27 +22,29 @@ DELAY = 0.3  # the "running" status's round trip, made slow
 
 
 @pytest.fixture
-def sent(demo, drained, monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, float]]:  # noqa: F811
-    """(message type, when it left) of every publish, in the order they left, after a first turn that
-    builds the agent's runner; the first batch with a `session.status` then (the claim's "running")
-    is held DELAY seconds first."""
+def sent(demo, drained, monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, float, int]]:  # noqa: F811
+    """(message type, when its batch left, the batch's number) of every publish, in the order they left,
+    after a first turn that builds the agent's runner; the first batch with a `session.status` then
+    (the claim's "running") is held DELAY seconds first."""
     warm = services.session_create(app_name="stock_agent", user_id="requester")
     services.message_send(session=warm, text="What is the price of GOOG?", streaming=False)
     assert runner.session_turns_run(warm.pk) == 1
-    log: list[tuple[str, float]] = []
+    log: list[tuple[str, float, int]] = []
     held = {"done": False}
     send_async, send_sync = live._agroup_send_many, live._send_many
 
     async def slow_first_status(layer: Any, pairs: list, ask: list | None = None) -> set[str]:
-        types = [m.get("type") for _, m in pairs]
+        types, left = [m.get("type") for _, m in pairs], time.monotonic()
         if "session.status" in types and not held["done"]:
             held["done"] = True
             await asyncio.sleep(DELAY)
-        log.extend((str(t), time.monotonic()) for t in types)
+        batch = len({b for _, _, b in log})
+        log.extend((str(t), left, batch) for t in types)
         return await send_async(layer, pairs, ask)
 
     def logged(pairs: list) -> None:
-        log.extend((str(m.get("type")), time.monotonic()) for _, m in pairs)
+        batch = len({b for _, _, b in log})
+        log.extend((str(m.get("type")), time.monotonic(), batch) for _, m in pairs)
         send_sync(pairs)
 
     monkeypatch.setattr(live, "_agroup_send_many", slow_first_status)
@@ -49,21 +52,48 @@ def sent(demo, drained, monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, floa
     return log
 
 
-def _first(log: list[tuple[str, float]], kind: str) -> tuple[int, float]:
-    return next((i, at) for i, (t, at) in enumerate(log) if t == kind)
+def _first(log: list[tuple[str, float, int]], kind: str) -> tuple[int, float, int]:
+    return next((i, at, batch) for i, (t, at, batch) in enumerate(log) if t == kind)
 
 
-def test_the_turn_runs_while_its_running_status_is_on_its_way(demo, sent):
+def test_the_running_status_rides_with_the_first_event_while_the_turn_runs(demo, sent, monkeypatch):
+    from agents_app import events
+    from agents_app.models import StoredEvent
+
+    monkeypatch.setattr(events, "LEAD_WAIT", 5.0)  # however slow this machine is now
     session = services.session_create(app_name="stock_agent", user_id="requester")
     turn = services.message_send(session=session, text="What is the price of GOOG?", streaming=False)
     assert runner.session_turns_run(session.pk) == 1
     turn.refresh_from_db()
     assert turn.status == "done", turn.error
-    status_at, status_left = _first(sent, "session.status")
-    event_at, event_left = _first(sent, "session.event")
-    assert event_left < status_left  # the turn's events went out while the status was held
-    ends = [i for i, (t, _) in enumerate(sent) if t == "turn.finished"]
+    status_at, _, status_batch = _first(sent, "session.status")
+    event_at, _, event_batch = _first(sent, "session.event")
+    assert status_batch == event_batch and status_at < event_at  # one round trip, the status first
+    stamps = list(StoredEvent.objects.filter(turn=turn).values_list("timestamp", flat=True))
+    assert len(stamps) >= 3 and max(stamps) - min(stamps) < DELAY  # the turn went on while it was held
+    ends = [i for i, (t, _, _) in enumerate(sent) if t == "turn.finished"]
     assert ends and min(ends) > status_at  # ... and its end after it
+
+
+def test_with_no_event_soon_the_running_status_leaves_alone(demo, sent, monkeypatch):
+    """A turn whose first event is late (here: its run starts 0.2 s after its claim): the status does
+    not wait for it longer than LEAD_WAIT."""
+    from agents_app import events
+
+    monkeypatch.setattr(events, "LEAD_WAIT", 0.05)
+    run = turn_exec.turn_run
+
+    async def late(turn: Turn, **kwargs: Any) -> None:
+        await asyncio.sleep(0.2)
+        await run(turn, **kwargs)
+
+    monkeypatch.setattr(turn_exec, "turn_run", late)
+    session = services.session_create(app_name="stock_agent", user_id="requester")
+    services.message_send(session=session, text="What is the price of GOOG?", streaming=False)
+    assert runner.session_turns_run(session.pk) == 1
+    status_at, status_left, status_batch = _first(sent, "session.status")
+    _, event_left, event_batch = _first(sent, "session.event")
+    assert status_batch != event_batch and status_left < event_left  # alone, not held until the event
 
 
 def test_a_turn_that_fails_at_once_still_publishes_running_before_its_end(demo, sent, monkeypatch):
@@ -76,6 +106,6 @@ def test_a_turn_that_fails_at_once_still_publishes_running_before_its_end(demo, 
     runner.session_turns_run(session.pk)
     turn.refresh_from_db()
     assert turn.status == "failed" and "the model is down" in turn.error
-    status_at, _ = _first(sent, "session.status")
-    end_at, _ = _first(sent, "turn.finished")
+    status_at, _, _ = _first(sent, "session.status")
+    end_at, _, _ = _first(sent, "turn.finished")
     assert status_at < end_at  # "running" first, then the failed turn's end and status
