@@ -65,3 +65,17 @@ def _patch(**_):
 
     runner.session_turns_run = probed_drain
     runner._start = probed_start
+    # The claim from the worker loop (phase 13 (worker)); the thread's _start otherwise.
+    astart = getattr(runner, "_astart", None)
+    if astart is not None:
+
+        async def probed_astart(session_pk, owner):
+            stamps = _by_session.get(session_pk)
+            if stamps is not None:
+                stamps.setdefault("claim_start", time.time())
+            out = await astart(session_pk, owner)
+            if stamps is not None:
+                stamps.setdefault("claimed", time.time())
+            return out
+
+        runner._astart = probed_astart
