@@ -212,17 +212,8 @@ async def _adone_next(turn: Turn, lease: Lease) -> tuple[turn_sql.DoneNext, bool
     """`done_next` from the loop where it can, else `_done_next` on the database thread; also
     whether that thread's connection went back to the pool in its hop (the thread path, released)."""
     if _from_loop():
-        now, until = _lease_times()
         try:
-            done = await turn_sql.adone_next(
-                turn_id=turn.pk,
-                session_pk=lease.session_pk,
-                owner=lease.owner,
-                until=until,
-                now=now,
-                config_version=turn.config_version_id,
-            )
-            return done, False
+            return await turn_sql.adone_next(**_done_args(turn, lease)), False
         except session_async.Busy:
             pass
     done = await sync_to_async(_done_next)(turn, lease)
@@ -239,18 +230,23 @@ def _start(session_pk: int, owner: str) -> turn_sql.Started:
     return started
 
 
-def _done_next(turn: Turn, lease: Lease) -> turn_sql.DoneNext:
+def _done_args(turn: Turn, lease: Lease) -> dict:
+    """`done_next`'s arguments, on either path: the turn done, the lease kept from now."""
     now, until = _lease_times()
+    return {
+        "turn_id": turn.pk,
+        "session_pk": lease.session_pk,
+        "owner": lease.owner,
+        "until": until,
+        "now": now,
+        "config_version": turn.config_version_id,
+    }
+
+
+def _done_next(turn: Turn, lease: Lease) -> turn_sql.DoneNext:
     sql = _statements()
     assert sql is not None  # only _drain_pg calls it
-    done = sql.done_next(
-        turn_id=turn.pk,
-        session_pk=lease.session_pk,
-        owner=lease.owner,
-        until=until,
-        now=now,
-        config_version=turn.config_version_id,
-    )
+    done = sql.done_next(**_done_args(turn, lease))
     if done.released:  # the drain's last statement: its connection back to the pool in this hop, not another
         close_old_connections()
     return done
