@@ -10,12 +10,14 @@ a stale `argsHash`).
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from django.http import HttpRequest, JsonResponse, StreamingHttpResponse
 from django.urls import reverse
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr
 
+from adkweb import paging
 from adkweb.api import api_view, int_param, json_body, parse
 from adkweb.errors import Invalid, NotFound
 from agents_app import idempotency
@@ -27,6 +29,7 @@ from .models import PendingCall, Response
 
 DEFAULT_PAGE_SIZE = 50
 MAX_PAGE_SIZE = 200
+MAX_SEARCH = 200  # as the inbox's search box
 Text = Annotated[StrictStr, Field(max_length=2000)]  # the ticket page's forms allow as much
 
 
@@ -158,39 +161,73 @@ def _visible(request: HttpRequest, ticket_id: int) -> PendingCall:
     return ticket
 
 
+_BOOLEANS = {"": False, "0": False, "false": False, "1": True, "true": True}
+
+
+def _choice(request: HttpRequest, name: str, allowed: tuple[str, ...] | list[str], default: str) -> str:
+    value = request.GET.get(name, default)
+    if value not in allowed:
+        raise Invalid(f"Unknown {name} {value!r}; use one of: {', '.join(allowed)}.")
+    return value
+
+
+def _cursor(request: HttpRequest, name: str) -> str:
+    """A keyset cursor, as the list's own `next`/`previous` links carry it."""
+    value = request.GET.get(name, "")
+    if value and paging.cursor_parse(value, datetime) is None:
+        raise Invalid(f"Query parameter {name!r} is not a cursor; follow the list's next and previous links.")
+    return value
+
+
 def _filters(request: HttpRequest) -> selectors.InboxFilters:
-    status = request.GET.get("status", "open")
-    if status not in selectors.API_STATUS_FILTERS:
-        raise Invalid(f"Unknown status {status!r}; use one of: {', '.join(selectors.API_STATUS_FILTERS)}.")
-    kind = request.GET.get("kind", "")
-    if kind and kind not in PendingCall.Kind.values:
-        raise Invalid(f"Unknown kind {kind!r}; use one of: {', '.join(PendingCall.Kind.values)}.")
+    """The inbox's filters (approvals.selectors.InboxFilters), where a value the inbox would quietly
+    ignore is a 400 here: an API caller is told, not shown something else."""
+    mine = request.GET.get("mine", "").lower()
+    if mine not in _BOOLEANS:
+        raise Invalid(f"Query parameter 'mine' must be true or false, not {mine!r}.")
+    q = request.GET.get("q", "").strip()
+    if len(q) > MAX_SEARCH:
+        raise Invalid(f"Query parameter 'q' is at most {MAX_SEARCH} characters.")
     return selectors.InboxFilters(
-        status=status, kind=kind, agent=request.GET.get("agent", ""), tool=request.GET.get("tool", "")
+        status=_choice(request, "status", selectors.API_STATUS_FILTERS, "open"),
+        kind=_choice(request, "kind", PendingCall.Kind.values, "") if request.GET.get("kind") else "",
+        agent=request.GET.get("agent", ""),
+        tool=request.GET.get("tool", ""),
+        mine=_BOOLEANS[mine],
+        q=q,
+        sort=_choice(request, "sort", ("newest", "oldest"), "newest"),
+        page=int_param(request, "page", 1),
+        after=_cursor(request, "after"),
+        before=_cursor(request, "before"),
     )
 
 
-def _page_url(request: HttpRequest, page: int) -> str:
+def _page_url(request: HttpRequest, page: int, **cursor: str) -> str:
     query = request.GET.copy()
-    query["page"] = str(page)
+    query.pop("after", None)
+    query.pop("before", None)
+    query.update({"page": str(page), **cursor})
     return f"{request.path}?{query.urlencode()}"
 
 
 @api_view("GET")
 def pending_calls(request: HttpRequest) -> JsonResponse:
-    qs = selectors.tickets_visible(user=request.user, filters=_filters(request))
-    page = int_param(request, "page", 1)
+    """The inbox's list over HTTP: the same filters, keyset pages (each `next`/`previous` link carries
+    its page's edge, so a deep page costs what the first does and new tickets do not shift it) and a
+    count capped at paging.COUNT_CAP (`count_exact` false beyond it)."""
+    filters = _filters(request)
     size = int_param(request, "page_size", DEFAULT_PAGE_SIZE, high=MAX_PAGE_SIZE)
-    count = qs.count()
-    rows = selectors.approvals_attach(list(qs[(page - 1) * size : page * size]))
+    page = selectors.inbox_page(filters=filters, user=request.user, per_page=size, related=selectors.API_TICKET_RELATED)
+    n = page.number
     return JsonResponse(
         {
-            "count": count,
-            "page": page,
+            "count": min(page.total, paging.COUNT_CAP),
+            "count_exact": not page.total_capped,
+            "page": n,
             "page_size": size,
-            "next": _page_url(request, page + 1) if page * size < count else None,
-            "previous": _page_url(request, page - 1) if page > 1 else None,
-            "results": [ticket_json(ticket) for ticket in rows],
+            "next": _page_url(request, n + 1, after=page.next_cursor) if page.has_next() else None,
+            "previous": _page_url(request, n - 1, before=page.previous_cursor) if page.has_previous() else None,
+            "results": [ticket_json(ticket) for ticket in page],
         }
     )
 

@@ -101,6 +101,7 @@ class Ticket(_Out):
 
 class TicketPage(_Out):
     count: int
+    count_exact: bool
     page: int
     page_size: int
     next: str | None
@@ -124,7 +125,12 @@ ROUTES = [
                     "kind": "long_running, confirmation, input, choice, credential",
                     "agent": "an app name",
                     "tool": "a tool name",
-                    "page": "from 1",
+                    "mine": "true: only tickets assigned to you, closed by you or that you answered",
+                    "q": "search the arguments, tool and requester (or #id), at most 200 characters",
+                    "sort": "newest (default) or oldest",
+                    "after": "a cursor: follow the `next` link",
+                    "before": "a cursor: follow the `previous` link",
+                    "page": "from 1 (by offset; the links page by cursor)",
                     "page_size": "1 to 200 (default 50)",
                 },
                 errors=(400, 401),
