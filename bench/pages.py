@@ -28,10 +28,10 @@ from benchlib import DB_PREFIX, ROOT, pct, pg_create, pg_drop, pg_exists, pg_url
 DB = f"{DB_PREFIX}_pages"
 
 
-def deep_page_url(page: int, query: str = "status=all", **filters: object) -> str:
+def deep_page_url(page: int, query: str = "status=all", path: str = "/", size: int = 0, **filters: object) -> str:
     """The URL of the inbox's "Next" link on page `page` - 1 (as the approver; by default all statuses,
     newest first; `query` and `filters`: another inbox's, the same twice): it carries the keyset cursor
-    of that page's last row (adkweb.paging)."""
+    of that page's last row (adkweb.paging). `path`, `size`: the approvals API's list and its page size."""
     from django.contrib.auth.models import User
 
     from adkweb.paging import cursor_of
@@ -39,9 +39,10 @@ def deep_page_url(page: int, query: str = "status=all", **filters: object) -> st
 
     approver = User.objects.get(username="approver")
     qs = ticket_queryset(filters=InboxFilters(**{"status": "all", **filters}), user=approver)  # type: ignore[arg-type]
-    page = min(page, max(2, qs.count() // INBOX_PAGE_SIZE))  # smaller sizes (make bench): the last full page
-    last = qs[(page - 1) * INBOX_PAGE_SIZE - 1]
-    return f"/?{query}&page={page}&after={cursor_of(last, 'created_at')}"
+    size = size or INBOX_PAGE_SIZE
+    page = min(page, max(2, qs.count() // size))  # smaller sizes (make bench): the last full page
+    last = qs[(page - 1) * size - 1]
+    return f"{path}?{query}&page={page}&after={cursor_of(last, 'created_at')}"
 
 
 def pages(info) -> list[tuple[str, str]]:  # noqa: ANN001 - pages_seed.SeedInfo
@@ -61,7 +62,13 @@ def pages(info) -> list[tuple[str, str]]:  # noqa: ANN001 - pages_seed.SeedInfo
         ("conversations list", "/sessions/"),
         ("conversations list, waiting", "/sessions/?status=waiting"),
         ("conversation, 2,000 events", f"/sessions/{info.big_session_pk}/"),
+        ("API ticket list (default: open, 50)", "/api/pending-calls"),
+        ("API ticket list, mine (all statuses)", "/api/pending-calls?mine=true&status=all"),
+        ("API ticket list, page 1000 by its next link", deep_page_url(1000, API_DEEP, "/api/pending-calls", 50)),
     ]
+
+
+API_DEEP = "status=all&page_size=50"
 
 
 def setup(db: str, reseed: bool, n_tickets: int, n_events: int, tree: Path = ROOT):  # noqa: ANN201 - SeedInfo
