@@ -72,6 +72,20 @@ current_turn_id: contextvars.ContextVar[int | None] = contextvars.ContextVar("cu
 current_turn_invocations: contextvars.ContextVar[set[str] | None] = contextvars.ContextVar(
     "current_turn_invocations", default=None
 )
+# A session read ahead by the turn runner (the drain's claim read it in its own statement,
+# agents_app.turn_sql): the Runner's first get_session of it (no config) takes it instead of a read of
+# its own, once. [(app_name, user_id, session_id, session_sql.Loaded)]; emptied when taken.
+read_ahead: contextvars.ContextVar[list[tuple[str, str, str, Any]] | None] = contextvars.ContextVar(
+    "adkweb_session_read_ahead", default=None
+)
+
+
+def _taken_ahead(app_name: str, user_id: str, session_id: str, config: GetSessionConfig | None) -> Any:
+    """The session `read_ahead` holds for this get_session (taken: the next one reads), else None."""
+    ahead = read_ahead.get()
+    if not ahead or config is not None or ahead[0][:3] != (app_name, user_id, session_id):
+        return None
+    return ahead.pop()[3]
 
 
 async def _publish_with_riders(
@@ -157,6 +171,8 @@ class DjangoSessionService(BaseSessionService):
         session_id: str,
         config: GetSessionConfig | None = None,
     ) -> Session | None:
+        if (ahead := _taken_ahead(app_name, user_id, session_id, config)) is not None:
+            return loaded_session(app_name, user_id, session_id, ahead)
         if session_async.usable():  # one statement from the loop: no thread hop
             params = _get_params(app_name=app_name, user_id=user_id, session_id=session_id, config=config)
             try:

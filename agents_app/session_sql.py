@@ -211,16 +211,37 @@ class Loaded:
     events: list[str]  # each event's JSON text, in append order
 
 
+def _loaded_head(s: str, pk: str = "") -> str:
+    """get's first columns, of the session row `s`: id (`pk`: its expression), revision, update time,
+    state, app and user state."""
+    return (
+        f"{pk or s + '.id'}, {s}.revision, {s}.update_time, {s}.state, "
+        f"(SELECT a.state FROM {APPS} a WHERE a.app_name = {s}.app_name), "
+        f"(SELECT us.state FROM {USERS} us WHERE us.app_name = {s}.app_name AND us.user_id = {s}.user_id), "
+    )
+
+
 # get's statement (its parameters: get_params).
 GET = (
-    f"SELECT s.id, s.revision, s.update_time, s.state, "
-    f"(SELECT a.state FROM {APPS} a WHERE a.app_name = s.app_name), "
-    f"(SELECT us.state FROM {USERS} us WHERE us.app_name = s.app_name AND us.user_id = s.user_id), "
-    f"CASE WHEN %s THEN (SELECT array_agg(e.data::text ORDER BY e.id) FROM (SELECT id, data FROM {EVENTS} "
+    "SELECT "
+    + _loaded_head("s")
+    + f"CASE WHEN %s THEN (SELECT array_agg(e.data::text ORDER BY e.id) FROM (SELECT id, data FROM {EVENTS} "
     'WHERE session_id = s.id AND (%s::float8 IS NULL OR "timestamp" >= %s::float8) '
     "ORDER BY id DESC LIMIT %s) e) END "
     f"FROM {SESSIONS} s WHERE s.app_name = %s AND s.user_id = %s AND s.session_id = %s AND s.archived_at IS NULL"
 )
+
+
+def loaded_columns(row: str, pk: str) -> str:
+    """get's columns (every event) of the session row `row` (its id, revision, update_time, state,
+    app_name and user_id; `pk`, the first column's expression: NULL for no session), for another
+    statement that has the row to read it with its own work (agents_app.turn_sql's claim): `loaded`
+    reads them."""
+    events = f"(SELECT array_agg(e.data::text ORDER BY e.id) FROM {EVENTS} e WHERE e.session_id = {row}.id)"
+    return _loaded_head(row, pk) + events
+
+
+LOADED_WIDTH = 7  # the columns of get's row
 
 
 def get(

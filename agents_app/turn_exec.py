@@ -207,7 +207,7 @@ async def turn_run(
     from google.genai import types
 
     from .api.render import partial_event_json
-    from .session_service import current_turn_id, current_turn_invocations
+    from .session_service import current_turn_id, current_turn_invocations, read_ahead
 
     prepared = await _prepared(turn, claim)
     session = prepared.session
@@ -225,6 +225,8 @@ async def turn_run(
         what = {"new_message": message, "state_delta": turn.state_delta or None}
     recorded = {turn.invocation_id} if turn.invocation_id else set()
     tokens = current_turn_id.set(turn.pk), current_lease.set(lease), current_turn_invocations.set(recorded)
+    read = claim.session if claim is not None else None  # the Runner's get_session answered from it
+    ahead = read_ahead.set([(session.app_name, session.user_id, session.session_id, read)] if read else None)
     # The turn's events published while it goes on, in order: on the drain's publisher (its end is
     # queued behind them, agents_app.runner), else on one of the turn's own, sent before it returns.
     publisher = events.turn_publisher.get()
@@ -252,6 +254,7 @@ async def turn_run(
         current_turn_id.reset(tokens[0])
         current_lease.reset(tokens[1])
         current_turn_invocations.reset(tokens[2])
+        read_ahead.reset(ahead)
 
 
 async def _within_time_limit(run: Coroutine[Any, Any, None]) -> None:

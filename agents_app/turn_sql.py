@@ -69,7 +69,7 @@ from typing import Any
 import psycopg
 from django.db import DEFAULT_DB_ALIAS, ProgrammingError, connection
 
-from . import session_async
+from . import session_async, session_sql
 from .models import AdkSession, Turn
 from .run_cache import STAMP_WIDTH, stamp_row, stamp_select
 from .session_status import ACTIVE_TURN_STATUSES, OPEN_TICKET_STATUSES
@@ -91,6 +91,13 @@ _COLUMNS = ", ".join(f"t.{c}::text" if c in _JSON else f"t.{c}" for c in (f.colu
 # cached needs no other read before the agent runs. `s` is the statement's session row, `c` the claim.
 _SESSION_COLUMNS = "app_name, user_id, session_id"
 _CLAIMED = "LEFT JOIN s ss ON c.id IS NOT NULL LEFT JOIN LATERAL (" + stamp_select("ss.app_name") + ") k ON true"
+# And the session as the Runner's first get_session reads it (session_sql.loaded_columns: its state,
+# every event; from the statement's session row `s`, which also returns _READ), answered from here
+# (session_service.read_ahead): one round trip less a turn. A copy that turns stale before the turn's
+# first append is caught there as any stale copy is. None for an archived session (get finds none).
+_READ = "update_time, state, archived_at"
+_LOADED = session_sql.loaded_columns("ss", pk="CASE WHEN ss.archived_at IS NULL THEN ss.id END")
+_CLAIMED_COLUMNS = f"c.*, ss.app_name, ss.user_id, ss.session_id, k.*, {_LOADED}"
 
 _LOCK = f"SELECT id FROM {SESSIONS} WHERE id = %(pk)s FOR NO KEY UPDATE; "
 
@@ -113,10 +120,10 @@ _START = (
         f"WITH s AS (UPDATE {SESSIONS} SET lease_owner = %(owner)s, lease_expires_at = %(until)s "
         "WHERE id = %(pk)s AND (lease_owner = '' OR lease_expires_at < %(now)s OR lease_owner = %(owner)s) "
         f"AND EXISTS (SELECT 1 FROM {TURNS} WHERE session_id = %(pk)s AND status IN ({_ACTIVE})) "
-        f"RETURNING id, {_SESSION_COLUMNS}), "
+        f"RETURNING id, {_SESSION_COLUMNS}, revision, {_READ}), "
         f"o AS (SELECT EXISTS (SELECT 1 FROM {TURNS} WHERE session_id = %(pk)s AND status = 'running') AS orphan), "
         + _CLAIM.format(gate="EXISTS (SELECT 1 FROM s) AND NOT (SELECT orphan FROM o)")
-        + " SELECT (SELECT count(*) FROM s), (SELECT orphan FROM o), c.*, ss.app_name, ss.user_id, ss.session_id, k.* "
+        + f" SELECT (SELECT count(*) FROM s), (SELECT orphan FROM o), {_CLAIMED_COLUMNS} "
         "FROM (SELECT 1) one LEFT JOIN c ON true " + _CLAIMED
     )
 )
@@ -135,7 +142,7 @@ _DONE_NEXT = (
     _ASYNC
     + _LOCK
     + (
-        f"WITH s AS (SELECT id, {_SESSION_COLUMNS}, revision FROM {SESSIONS} "
+        f"WITH s AS (SELECT id, {_SESSION_COLUMNS}, revision, {_READ} FROM {SESSIONS} "
         "WHERE id = %(pk)s AND lease_owner = %(owner)s), "
         f"f AS (UPDATE {TURNS} SET status = %(status)s, error = '', finished_at = clock_timestamp(), "
         "config_version_id = %(version)s WHERE id = %(tid)s "
@@ -149,7 +156,7 @@ _DONE_NEXT = (
         "lease_expires_at = CASE WHEN EXISTS (SELECT 1 FROM c) OR (SELECT orphan FROM o) THEN %(until)s ELSE NULL END "
         f"FROM st WHERE {SESSIONS}.id = %(pk)s AND EXISTS (SELECT 1 FROM f) RETURNING 1) "
         "SELECT (SELECT count(*) FROM s), (SELECT count(*) FROM f), (SELECT orphan FROM o), (SELECT now FROM st), "
-        "(SELECT count(*) FROM u), (SELECT revision FROM s), c.*, ss.app_name, ss.user_id, ss.session_id, k.* "
+        f"(SELECT count(*) FROM u), (SELECT revision FROM s), {_CLAIMED_COLUMNS} "
         "FROM (SELECT 1) one LEFT JOIN c ON true " + _CLAIMED
     )
 )
@@ -163,6 +170,7 @@ class Claim:
     user_id: str
     session_id: str
     stamp_row: tuple | None  # run_cache.stamp_select's row of the app's configuration; None: there is none
+    session: session_sql.Loaded | None = None  # the session as get_session reads it (None: not read)
 
 
 @dataclass(frozen=True)
@@ -313,7 +321,9 @@ def _claimed(values: tuple) -> tuple[Turn | None, Claim | None]:
         return None, None
     app_name, user_id, session_id = values[width : width + 3]
     stamp = values[width + 3 : width + 3 + STAMP_WIDTH]
-    return turn, Claim(app_name, user_id, session_id, stamp_row(stamp))
+    read = values[width + 3 + STAMP_WIDTH :]
+    session = session_sql.loaded(read) if read and read[0] is not None else None
+    return turn, Claim(app_name, user_id, session_id, stamp_row(stamp), session)
 
 
 def _turn(values: tuple) -> Turn | None:

@@ -78,7 +78,7 @@ def test_the_loop_claims_and_finishes_as_the_thread_does():
     assert (started.turn.status, started.turn.attempts, started.turn.content) == ("running", 1, first.content)
     assert started.turn.state_delta is None and started.turn.started_at is not None
     assert started.claim == turn_sql.Claim(
-        "stock_agent", "requester", row.session_id, run_cache.read_stamp_row("stock_agent")
+        "stock_agent", "requester", row.session_id, run_cache.read_stamp_row("stock_agent"), started.claim.session
     )
     assert _lease(row) == "me" and _consistent(row) == "running"
     version = AgentConfigVersion.objects.create(agent_name="stock_agent", version=99, config={})
