@@ -1,6 +1,7 @@
 """The drain's "running" status at a claim leaves without holding up the turn and without a round
-trip of its own (agents_app.events.anotify_session_status_soon): it rides in the batch of the turn's
-first event while the turn goes on, leaves alone when no event comes soon, and the turn's end is
+trip of its own (agents_app.events.anotify_session_status_soon, publish_order.publish_soon): it rides
+in the batch of the turn's first event while the turn goes on, leaves alone when no event comes soon,
+and the turn's end is
 still published after it, also when the turn fails at once. PostgreSQL (the drain's statements) and
 the Redis channel layer, drains run in this process."""
 
@@ -57,10 +58,10 @@ def _first(log: list[tuple[str, float, int]], kind: str) -> tuple[int, float, in
 
 
 def test_the_running_status_rides_with_the_first_event_while_the_turn_runs(demo, sent, monkeypatch):
-    from agents_app import events
+    from agents_app import publish_order
     from agents_app.models import StoredEvent
 
-    monkeypatch.setattr(events, "LEAD_WAIT", 5.0)  # however slow this machine is now
+    monkeypatch.setattr(publish_order, "LEAD_WAIT", 5.0)  # however slow this machine is now
     session = services.session_create(app_name="stock_agent", user_id="requester")
     turn = services.message_send(session=session, text="What is the price of GOOG?", streaming=False)
     assert runner.session_turns_run(session.pk) == 1
@@ -78,9 +79,9 @@ def test_the_running_status_rides_with_the_first_event_while_the_turn_runs(demo,
 def test_with_no_event_soon_the_running_status_leaves_alone(demo, sent, monkeypatch):
     """A turn whose first event is late (here: its run starts 0.2 s after its claim): the status does
     not wait for it longer than LEAD_WAIT."""
-    from agents_app import events
+    from agents_app import publish_order
 
-    monkeypatch.setattr(events, "LEAD_WAIT", 0.05)
+    monkeypatch.setattr(publish_order, "LEAD_WAIT", 0.05)
     run = turn_exec.turn_run
 
     async def late(turn: Turn, **kwargs: Any) -> None:

@@ -1,4 +1,4 @@
-"""A turn's stored events are published while it goes on (agents_app.events.TurnPublisher): ADK's
+"""A turn's stored events are published while it goes on (agents_app.publish_order.TurnPublisher): ADK's
 next step does not wait for the previous event's round trip to the channel layer, and the order
 watchers rely on holds: the turn's events in the order stored, a ticket hook's synchronous publishes
 after the events stored before its event, the turn's end (`turn.finished`, the status) after every
