@@ -79,6 +79,7 @@ class Target:
     cpu_s: float = 0.0  # server CPU seconds spent during the timed rounds
     cpu_by: dict[str, float] = field(default_factory=dict)  # the same per server process (web, worker)
     cpu_step: dict[tuple[str, str], float] = field(default_factory=dict)  # (process, step) -> CPU seconds
+    ended: dict[str, float] = field(default_factory=dict)  # each process's CPU when its last flow ended
     client: Any = None
     probe: Any = None  # --probe: HttpProbe of this target's servers
 
@@ -153,6 +154,17 @@ def adkweb_target(key: str, database_url: str, redis_url: str, root: Path = ROOT
     return target
 
 
+def _after(t: Target) -> None:
+    """Count with its flow the CPU a server spent after the flow's last answer, until its next flow
+    starts (work it put off: e.g. embedded mode's emails, which wait for a quiet moment)."""
+    for s in t.servers:
+        if s.name in t.ended:
+            spent = cpu_seconds(s.pid) - t.ended.pop(s.name)
+            t.cpu_s += spent
+            t.cpu_by[s.name] = t.cpu_by.get(s.name, 0.0) + spent
+            t.cpu_step[(s.name, "after")] = t.cpu_step.get((s.name, "after"), 0.0) + spent
+
+
 def _cpu_mark(t: Target, step: str, marks: dict[str, float]) -> None:
     """Add each server process's CPU since the last mark to `step` (with the step's request: /run's
     worker CPU goes on while the request waits for the turn, and is counted with its step)."""
@@ -218,7 +230,10 @@ def report(targets: list[Target], rounds: int) -> None:
         flow_ms = t.ms["flow"]
         cpu = t.cpu_s * 1000 / max(len(flow_ms), 1)
         print(f"{LABELS[t.key]:<{width}}{cells}{pct(flow_ms, 0.5):>10.1f}{pct(flow_ms, 0.95):>10.1f}{cpu:>7.0f} ms")
-    print(f"({rounds} rounds, ms per step; CPU/flow: CPU time of the server processes (incl. workers) per flow)")
+    print(
+        f"({rounds} rounds, ms per step; CPU/flow: CPU time of the server processes (incl. workers) per flow, "
+        "with what they spent after its last answer until their next flow ('after'))"
+    )
     split = []
     for t in targets:
         if len(t.cpu_by) > 1:
@@ -230,7 +245,8 @@ def report(targets: list[Target], rounds: int) -> None:
         if t.key.startswith("web-"):
             n = max(len(t.ms["flow"]), 1)
             cells = ", ".join(
-                f"{step} {t.cpu_step.get((t.servers[0].name, step), 0.0) * 1000 / n:.1f}" for step in STEPS[:3]
+                f"{step} {t.cpu_step.get((t.servers[0].name, step), 0.0) * 1000 / n:.1f}"
+                for step in (*STEPS[:3], "after")
             )
             print(f"web process CPU per step (ms), {t.key}: {cells}")
     by = {t.key: t for t in targets}
@@ -294,12 +310,16 @@ def main() -> None:
             for i in range(args.rounds):
                 order = targets[i % len(targets) :] + targets[: i % len(targets)]
                 for t in order:
+                    _after(t)
                     before = {s.name: cpu_seconds(s.pid) for s in t.servers}
                     flow(t, record=True)
                     for s in t.servers:
-                        spent = cpu_seconds(s.pid) - before[s.name]
-                        t.cpu_s += spent
-                        t.cpu_by[s.name] = t.cpu_by.get(s.name, 0.0) + spent
+                        t.ended[s.name] = now = cpu_seconds(s.pid)
+                        t.cpu_s += now - before[s.name]
+                        t.cpu_by[s.name] = t.cpu_by.get(s.name, 0.0) + now - before[s.name]
+            time.sleep(1)  # what the last flows left to do after their answers
+            for t in targets:
+                _after(t)
             print(
                 f"seed flow: create session; /run {TEXT!r} -> ticket; /run approved FunctionResponse -> reimburse; "
                 f"agent {APP} (offline demo model)"
