@@ -4,23 +4,25 @@ Building a query with nested `Exists` filters and compiling it costs more CPU th
 answer it (issue 12, target 4). `exists_by_pk` keeps the compiled SQL of such a query for one `key`
 (everything the query's shape depends on, e.g. who asks) and only changes the one parameter that
 differs between calls: the pk of the row asked about. `rows` does the same for a `values_list` query
-with any few int or str parameters (the API's token lookup, `/run`'s reads of its turn).
+with any few int or str parameters (the API's token lookup, `/run`'s reads of its turn), and `instances`
+the same for a query of one model's rows (a notification's event, ticket and turn by pk).
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from django.db import connection
-from django.db.models import QuerySet
+from django.db.models import Model, QuerySet
 
 # A pk no row has, put in the query while it is compiled and found again among its parameters.
 _SENTINEL = -7_301_555_000_000_017
 MAX_ENTRIES = 4096  # per query name: one entry per person and query; past the cap they start again
 _compiled: dict[str, dict[tuple, Any]] = {}
 _lock = threading.Lock()
+M = TypeVar("M", bound=Model)
 
 
 def compiled(name: str, key: tuple, compile_sql: Callable[[], Any]) -> Any:
@@ -134,6 +136,15 @@ def rows_after(
                 values[i] = convert(values[i], expressions[i], connection)
         out.append(values)
     return lead_rows, out
+
+
+def instances(model: type[M], name: str, build: Callable[..., QuerySet], *args: Any) -> list[M]:
+    """`list(build(*args))` (a QuerySet of `model`'s rows, every concrete field loaded), compiled once per
+    process as `rows` is (`name` must name everything the query's shape depends on but `args`): the
+    instances built as the ORM builds them (`from_db`: the same converters, values, loaded state)."""
+    fields = [f.attname for f in model._meta.concrete_fields]
+    found = rows(name, (), lambda *a: build(*a).values_list(*fields), *args)
+    return [model.from_db(connection.alias, fields, row) for row in found]
 
 
 def _execute(sql: str, params: list[Any]) -> list[tuple]:

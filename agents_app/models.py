@@ -9,6 +9,8 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import models
 
+from adkweb import compiled
+
 AGENT_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
@@ -231,7 +233,7 @@ class Turn(models.Model):
     @staticmethod
     def owed(session_pk: int) -> bool:
         """Whether the session has a turn still queued: a drain that ends hands it on (a wake-up)."""
-        return Turn.objects.filter(session_id=session_pk, status=Turn.Status.QUEUED).exists()
+        return compiled.exists_by_pk(("turn_owed",), _queued, session_pk)  # every drain's end asks it
 
     _loaded_status: str | None = None  # the status as read from the database (agents_app.session_status)
 
@@ -240,6 +242,10 @@ class Turn(models.Model):
         turn = super().from_db(db, field_names, values, **kwargs)
         turn._loaded_status = turn.__dict__.get("status")  # agents_app.session_status: what changed
         return turn
+
+
+def _queued(session_pk: int) -> models.QuerySet:
+    return Turn.objects.filter(session_id=session_pk, status=Turn.Status.QUEUED)
 
 
 class ApiToken(models.Model):

@@ -6,8 +6,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.contrib.auth import get_user_model
-from django.db.models import Prefetch
+from django.db.models import Prefetch, QuerySet
 
+from adkweb import compiled
 from approvals.selectors import ticket_approver_groups, ticket_deciders
 
 from .events import EMAIL_DECIDERS, EMAIL_REQUESTER, TICKET_OPENED
@@ -88,8 +89,14 @@ def _own_decision(ticket: Any) -> bool:
 
 
 def webhook_endpoints_for(*, event_name: str) -> list[WebhookEndpoint]:
-    """Enabled endpoints subscribed to an event (events is a small JSON list: filtered here, not in SQL)."""
-    return [e for e in WebhookEndpoint.objects.filter(enabled=True) if event_name in (e.events or [])]
+    """Enabled endpoints subscribed to an event (events is a small JSON list: filtered here, not in SQL).
+    Asked by every notification (`_nothing_owed`, the fan-out's plan): compiled once per process."""
+    enabled = compiled.instances(WebhookEndpoint, "webhook_endpoints_enabled", _enabled_endpoints)
+    return [e for e in enabled if event_name in (e.events or [])]
+
+
+def _enabled_endpoints() -> QuerySet:
+    return WebhookEndpoint.objects.filter(enabled=True)
 
 
 def ticket_deliveries(*, ticket_id: int) -> list[Delivery]:

@@ -12,6 +12,8 @@ from typing import Any, cast
 from django.db import DatabaseError, IntegrityError, connection, transaction
 from django.utils import timezone
 
+from adkweb import compiled
+
 from . import selectors, webhooks
 from .events import EVENTS
 from .models import Delivery, NotificationEvent, NotificationPreference, SavedView, WebhookEndpoint
@@ -157,12 +159,15 @@ def _fan_out_plan(event_id: int) -> list[Delivery] | None:
     """The deliveries an event owes, as unsaved rows (None: fanned out already, or no such event)."""
     from django.conf import settings
 
-    # The ticket (its deciders, or its requester) and the turn; a turn's session only for a webhook's
-    # payload (read then). Unordered: a pk's row, not the model's ordering compiled for nothing.
-    found = NotificationEvent.objects.select_related("ticket", "turn").filter(pk=event_id, fanned_out_at__isnull=True)
-    event = next(iter(found.order_by()[:1]), None)
-    if event is None:
+    # The event, its ticket (its deciders, or its requester) and its turn (a turn's session only for a
+    # webhook's payload, read then), each by pk in a statement compiled once per process (the ORM
+    # compiled this select_related per call: ~1-2 ms of an event's fan-out).
+    event = _by_pk(NotificationEvent, event_id)
+    if event is None or event.fanned_out_at is not None:
         return None
+    ticket_id, turn_id = event.ticket_id, event.turn_id
+    event.ticket = None if ticket_id is None else _by_pk(NotificationEvent.ticket.field.related_model, ticket_id)
+    event.turn = None if turn_id is None else _by_pk(NotificationEvent.turn.field.related_model, turn_id)
     owed = dict(event=event, ticket=event.ticket, max_attempts=len(settings.ADKWEB_NOTIFY_RETRY_DELAYS) + 1)
     rows = [
         Delivery(**owed, channel=Delivery.Channel.EMAIL, recipient=user, role=role, target=user.email)
@@ -177,6 +182,11 @@ def _fan_out_plan(event_id: int) -> list[Delivery] | None:
             )
         )
     return rows
+
+
+def _by_pk(model: Any, pk: int) -> Any:
+    found = compiled.instances(model, f"notify_by_pk:{model._meta.label}", lambda pk: model.objects.filter(pk=pk), pk)
+    return found[0] if found else None
 
 
 def delivery_resend(*, delivery: Delivery) -> Delivery:

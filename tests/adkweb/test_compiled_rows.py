@@ -96,3 +96,39 @@ def test_the_token_lookup_gives_the_user_and_keeps_its_bookkeeping(demo):
     User.objects.filter(pk=alice.pk).update(is_active=True)
     ApiToken.objects.filter(pk=token.pk).update(revoked_at=used)
     assert token_user(key) is None
+
+
+def test_instances_are_the_orms_for_each_call(demo):
+    """`compiled.instances`: each pk's own row, every field as the ORM loads it (JSON decoded, datetimes
+    as datetimes), nothing for a pk no row has; compiled once (the notifications' reads by pk)."""
+    from approvals.models import PendingCall
+    from tests.approvals_factories import ticket
+
+    built: list[int] = []
+
+    def build(pk: int) -> QuerySet:
+        built.append(pk)
+        return PendingCall.objects.filter(pk=pk)
+
+    tickets = [ticket(args={"amount": n, "purpose": f"p{n}"}) for n in range(3)]
+    for t in [*tickets, tickets[0]]:
+        (got,) = compiled.instances(PendingCall, "test_ticket_by_pk", build, t.pk)
+        orm = PendingCall.objects.get(pk=t.pk)
+        fields = [f.attname for f in PendingCall._meta.concrete_fields]
+        assert [getattr(got, f) for f in fields] == [getattr(orm, f) for f in fields]
+        assert got.args == t.args and isinstance(got.created_at, datetime.datetime)
+        assert not got._state.adding and got._state.db == "default"
+    assert compiled.instances(PendingCall, "test_ticket_by_pk", build, max(t.pk for t in tickets) + 1) == []
+    assert len(built) == 1
+
+
+def test_owed_says_each_sessions_own_queue(demo):
+    """Turn.owed (asked at every drain's end, compiled once): one session's queued turn is not another's."""
+    from agents_app.models import Turn
+
+    first, second = session_for(user_id="a"), session_for(user_id="b")
+    turn = Turn.objects.create(session=first, kind=Turn.Kind.MESSAGE, content={}, status=Turn.Status.QUEUED)
+    Turn.objects.create(session=second, kind=Turn.Kind.MESSAGE, content={}, status=Turn.Status.DONE)
+    assert [Turn.owed(first.pk), Turn.owed(second.pk)] == [True, False]
+    Turn.objects.filter(pk=turn.pk).update(status=Turn.Status.RUNNING)
+    assert [Turn.owed(first.pk), Turn.owed(second.pk)] == [False, False]
