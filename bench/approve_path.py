@@ -94,8 +94,18 @@ def run(args: argparse.Namespace) -> None:  # noqa: PLR0915
         publish_cost.append((now - t) * 1000)
 
     setattr(services, sender, timed_send)
+    from django.db.backends.base.base import BaseDatabaseWrapper
+
+    committed: list[float] = []  # when each COMMIT returned (the worker's claim waits for it)
+    real_commit = BaseDatabaseWrapper.commit
+
+    def timed_commit(self: BaseDatabaseWrapper) -> None:
+        real_commit(self)
+        committed.append(time.perf_counter())
+
+    BaseDatabaseWrapper.commit = timed_commit  # type: ignore[method-assign]
     profiler = None
-    rows: list[tuple[float, float, int, int, float]] = []
+    rows: list[tuple[float, float, int, int, float, float]] = []
     for i, ticket in enumerate(tickets):
         timed = i >= args.warmup
         if timed and args.profile and profiler is None:
@@ -113,6 +123,7 @@ def run(args: argparse.Namespace) -> None:  # noqa: PLR0915
             start = time.perf_counter()
             cpu_start = time.process_time()
             published.clear()
+            committed.clear()
             resp = client.post(
                 f"/tickets/{ticket.pk}/approve/",
                 {"approve-comment": "", "approve-args_hash": ticket.args_hash},
@@ -128,7 +139,8 @@ def run(args: argparse.Namespace) -> None:  # noqa: PLR0915
             sqls = [q["sql"] for q in queries.captured_queries]
             commits = sum(1 for s in sqls if s.upper().startswith(("COMMIT", "RELEASE SAVEPOINT")))
             enq = (published[0] - start) * 1000 if published else float("nan")
-            rows.append(((end - start) * 1000, enq, len(sqls), commits, cpu))
+            done = (committed[0] - start) * 1000 if committed else float("nan")
+            rows.append(((end - start) * 1000, enq, len(sqls), commits, cpu, done))
     if args.sql:
         for q in queries.captured_queries:
             print(f"  {q['time']:>6} {q['sql'][:220]}")
@@ -144,12 +156,14 @@ def run(args: argparse.Namespace) -> None:  # noqa: PLR0915
         )
         print(f"profile: {out}")
     setattr(services, sender, send)
+    BaseDatabaseWrapper.commit = real_commit  # type: ignore[method-assign]
     load = os.getloadavg()
     answered, enqueued, cost = [r[0] for r in rows], [r[1] for r in rows], publish_cost[-len(rows) :]
     print(f"approve POST, in-process (PostgreSQL + Redis broker), {len(rows)} tickets, load {load[0]:.1f}")
     for label, values, fmt in (
         ("POST answered", answered, ".1f"),
         ("POST -> drain enqueued", enqueued, ".1f"),
+        ("POST -> decision committed", [r[5] for r in rows], ".1f"),
         (f"publish alone ({sender})", cost, ".2f"),
         ("CPU per POST (process)", [r[4] for r in rows], ".1f"),
     ):

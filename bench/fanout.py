@@ -301,6 +301,7 @@ def main() -> None:
         print(f"daphne pid {web.pid} on {base}, celery worker pid {servers[1].pid}; fd limit {want}")
         if args.probe is not None:
             args.probe.pids.update({str(web.pid): "web", str(servers[1].pid): "worker"})
+        args.web_pid = web.pid
         if "conversation" in args.only or "inbox" in args.only:
             asyncio.run(fanout(args, base, ws, cookies, web))
         if args.resume and "resume" in args.only:

@@ -10,7 +10,7 @@ import re
 import time
 
 from benchlib import pct
-from wsclients import Socket, Web, settle, wait_all
+from wsclients import Profile, Socket, Web, settle, wait_all
 
 EVENT_FRAME = re.compile(r'hx-swap-oob="beforeend:#conversation-events"')
 
@@ -77,6 +77,7 @@ async def resume(args: argparse.Namespace, base: str, ws: str, cookies: dict[str
 
     requester, approver = Web(base, cookies["requester"]), Web(base, cookies["approver"])
     await warm_up(requester, approver)
+    profile = Profile(args.profile, "web-resume", args.web_pid) if args.profile else None
     rows: list[dict[str, float]] = []
     for i in range(args.resume + 1):
         session_pk, ticket_pk, last = await new_ticket(requester)
@@ -117,6 +118,8 @@ async def resume(args: argparse.Namespace, base: str, ws: str, cookies: dict[str
                 "click to resume": (got - sent) * 1000,
             }
         )
+    if profile is not None:
+        profile.stop()
     await requester.client.aclose()
     await approver.client.aclose()
     print(f"\nclick to resume (services mode, {len(rows)} tickets, 1 socket each): ms, p50 / p95")
