@@ -75,13 +75,29 @@ def load_permissions(user: Any) -> None:
     page. Nothing is kept across requests: every request's user object reads its own. Superusers
     (Django answers True without a query), inactive users (no permissions) and a user object that
     already holds the set are left as they are."""
-    if hasattr(user, "_perm_cache") or not user.is_active or user.is_superuser:
+    statement = permissions_read(user)
+    if statement is None:
         return
-    sql, template = compiled("user_permissions", (), _permissions_sql)
-    params = [user.pk if p == _SENTINEL else p for p in template]
     with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        user._perm_cache = {f"{app_label}.{codename}" for app_label, codename in cursor.fetchall()}
+        cursor.execute(*statement)
+        permissions_loaded(user, cursor.fetchall())
+
+
+def permissions_read(user: Any) -> tuple[str, list[Any]] | None:
+    """`load_permissions`' statement (SQL, parameters) for this person, for a caller that sends it in
+    the round trip of a read of its own (`compiled.rows_after`) and hands its rows to
+    `permissions_loaded`; None when there is nothing to read (see `load_permissions`)."""
+    if not (user and user.is_authenticated) or hasattr(user, "_perm_cache") or not user.is_active:
+        return None
+    if user.is_superuser:
+        return None
+    sql, template = compiled("user_permissions", (), _permissions_sql)
+    return sql, [user.pk if p == _SENTINEL else p for p in template]
+
+
+def permissions_loaded(user: Any, rows: list[tuple]) -> None:
+    """Keep the rows of `permissions_read`'s statement as the person's permissions for this request."""
+    user._perm_cache = {f"{app_label}.{codename}" for app_label, codename in rows}
 
 
 def is_approver(user: Any) -> bool:

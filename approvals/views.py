@@ -18,7 +18,7 @@ from django.urls import reverse
 from django.utils.functional import SimpleLazyObject
 from django.views.decorators.http import require_GET, require_POST
 
-from adkweb import compiled
+from adkweb import compiled, roles
 from adkweb.errors import Invalid, Refused
 from adkweb.http import HtmxHttpRequest
 from agents_app import selectors as conversations
@@ -198,9 +198,13 @@ def _ticket_with_session(ticket_id: int) -> QuerySet:
 
 def _acted_on(request: HttpRequest, ticket_id: int) -> PendingCall:
     """`_visible_call` for an action (before its decision: the click's critical path): the ticket and
-    its conversation's row in one statement compiled once per process; the other related rows are
-    read if the answer shows them."""
-    found = compiled.rows("ticket_act_ticket", (), _ticket_with_session, ticket_id)
+    its conversation's row in one statement compiled once per process, in the round trip that reads
+    the person's permissions (which the visibility and decision checks ask next); the other related
+    rows are read if the answer shows them."""
+    permissions = roles.permissions_read(request.user)
+    perms, found = compiled.rows_after(permissions, "ticket_act_ticket", (), _ticket_with_session, ticket_id)
+    if permissions is not None:
+        roles.permissions_loaded(request.user, perms)
     if not found:
         raise Http404("No such ticket, or it is not yours to see.")
     n = len(_ticket_columns())

@@ -1,0 +1,74 @@
+"""A click's round trips to PostgreSQL, pinned (issue 12, target 6: POST approve -> the resumed turn's
+first event; the worker's claim waits on the session row until the decision commits, so every round
+trip before the COMMIT is on the click's path): what the approve POST sends, counted on the
+connection (Django logs BEGIN and COMMIT too), and what the person sees and the record keeps."""
+
+from __future__ import annotations
+
+import pytest
+from django.db import connection
+from django.test import Client
+from django.test.utils import CaptureQueriesContext
+
+from agents_app.models import Turn
+from approvals.models import PendingCall, Response
+from tests.approvals_factories import ticket as new_ticket
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture(autouse=True)
+def _no_worker_woken(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The decisions commit: their turns stay queued (no worker of the run's runs them while the test
+    database is flushed); the wake-ups sent are listed."""
+    woken: list[int] = []
+    monkeypatch.setattr("agents_app.services.session_enqueue", lambda *, session_pk: woken.append(session_pk))
+    return woken
+
+
+def _tab(user) -> Client:
+    """A logged-in browser tab with the CSRF cookie the ticket page gives (checks enforced)."""
+    tab = Client(enforce_csrf_checks=True)
+    tab.force_login(user)
+    return tab
+
+
+def _click(tab: Client, ticket: PendingCall, action: str = "approve") -> tuple[int, list[str]]:
+    page = f"/tickets/{ticket.pk}/"
+    assert tab.get(page).status_code == 200
+    token = tab.cookies["csrftoken"].value
+    with CaptureQueriesContext(connection) as ctx:
+        answer = tab.post(
+            f"{page}{action}/", {"approve-comment": "fine"}, headers={"X-CSRFToken": token, "HX-Request": "true"}
+        )
+    return answer.status_code, [q["sql"] for q in ctx.captured_queries]
+
+
+def _before_the_transaction(sent: list[str]) -> list[str]:
+    return sent[: sent.index("BEGIN")]
+
+
+def test_a_click_reads_the_ticket_and_the_deciders_permissions_in_one_round_trip(demo):
+    ticket = new_ticket()
+    status, sent = _click(_tab(demo["approver"]), ticket)
+    assert status == 200
+    # Django's session and user, then the ticket with its conversation and the person's permissions
+    before = _before_the_transaction(sent)
+    assert len(before) == 3, before
+    assert "auth_permission" in before[2] and "approvals_pendingcall" in before[2]
+    ticket.refresh_from_db()
+    assert ticket.status == PendingCall.Status.APPROVED and ticket.closed_by == demo["approver"]
+    decided = Response.objects.get(pending_call=ticket)
+    assert (decided.actor_username, decided.final) == ("approver", True)
+    assert Turn.objects.filter(session=ticket.session).count() == 1
+
+
+def test_a_person_without_the_permission_is_refused_and_nothing_is_written(demo):
+    ticket = new_ticket()  # the requester's own conversation: they see the ticket, they may not decide it
+    status, sent = _click(_tab(demo["requester"]), ticket)
+    assert status == 403
+    assert "BEGIN" not in sent
+    ticket.refresh_from_db()
+    assert ticket.status == PendingCall.Status.PENDING
+    assert not Response.objects.filter(pending_call=ticket).exists()
+    assert not Turn.objects.filter(session=ticket.session).exists()
