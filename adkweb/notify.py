@@ -36,10 +36,13 @@ class Outbox:
     """Where the handler records an event, for a caller that writes the record in its own SQL, in the
     statement that makes the change (approvals.ticket_rider: a ticket opened with its event): the
     table (columns name, ticket_id, data, created_at; the rest default) and what to call with each
-    new row's id once it is committed (what the handler does after commit)."""
+    new row's id once it is committed (what the handler does after commit). `owes(event, ticket)`:
+    False when the event provably owes nobody anything; the handler then records it as done (call
+    `notify` for it), with no work after commit."""
 
     table: str
     committed: Callable[[int], None]
+    owes: Callable[[str, Any], bool] = lambda event, ticket: True
 
 
 _outbox: Outbox | None = None

@@ -98,13 +98,14 @@ class _Stored:
     chain_seq: int | None = None
 
 
-_RESPONSE_COLUMNS = ", ".join(
-    "r.id" if f.name == "pk" else f"r.{f.name}" for f in dataclass_fields(_Stored) if f.name != "chain_seq"
-)
+_STORED_COLUMNS = ["id" if f.name == "pk" else f.name for f in dataclass_fields(_Stored) if f.name != "chain_seq"]
+_RESPONSE_COLUMNS = ", ".join(f"r.{name}" for name in _STORED_COLUMNS)
+STORED = ", ".join(_STORED_COLUMNS)  # a Response's columns a link hashes, in `link_returned`'s order
 _HEAD_AND_ROW = (
     f"SELECT h.length, h.last_hash, {_RESPONSE_COLUMNS} "
     "FROM approvals_decisionchain h JOIN approvals_response r ON r.id = %s WHERE h.id = 1 FOR UPDATE OF h"
 )
+HEAD_LOCKED = "SELECT length, last_hash FROM approvals_decisionchain WHERE id = 1 FOR UPDATE"
 _WRITE = (
     "WITH r AS (UPDATE approvals_response SET chain_seq = %s, chain_hash = %s WHERE id = %s RETURNING id) "
     "UPDATE approvals_decisionchain SET length = %s, last_hash = %s, last_response_id = (SELECT id FROM r) "
@@ -128,15 +129,28 @@ def _link_one(row: Any) -> bool:
     with db.cursor() as cursor:
         cursor.execute(_HEAD_AND_ROW, [row.pk])
         found = cursor.fetchone()
-        if found is None:
-            return False  # no head row yet (or no such response): the ORM path creates it
-        length, last_hash, *values = found
-        stored = _Stored(*values)
-        stored.payload, stored.edited_args = _json(stored.payload), _json(stored.edited_args)
-        seq = length + 1
-        fields = decision_fields(stored)
-        fields["seq"] = seq
-        digest = link_hash(last_hash or GENESIS, fields)
+    if found is None:
+        return False  # no head row yet (or no such response): the ORM path creates it
+    return link_returned(row, found[:2], found[2:])
+
+
+def link_returned(row: Any, head: Any, stored: Any) -> bool:
+    """`link([row])` on PostgreSQL where the caller read, in its transaction, the head (`HEAD_LOCKED`'s
+    row: locked to commit; None when there is none yet) and the row as the database holds it (its
+    `STORED` columns, e.g. its INSERT's RETURNING): the link written, in one statement. False when there
+    is no head yet (the first decision ever): `link` then does it."""
+    from django.db import connection
+
+    if head is None:
+        return False
+    length, last_hash = head
+    found = _Stored(*stored)
+    found.payload, found.edited_args = _json(found.payload), _json(found.edited_args)
+    seq = length + 1
+    fields = decision_fields(found)
+    fields["seq"] = seq
+    digest = link_hash(last_hash or GENESIS, fields)
+    with connection.cursor() as cursor:
         cursor.execute(_WRITE, [seq, digest, row.pk, seq, digest])
     row.chain_seq, row.chain_hash = seq, digest
     return True

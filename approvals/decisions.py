@@ -75,11 +75,12 @@ class Answer:
 
 
 # Waking before the commit. A page's or the API's decision that queues a turn sends its wake-up
-# (agents_app.services.session_enqueue) before its last statements (the chain's) and its COMMIT, not
-# after the commit: the worker's pop, hand-over and drain set-up then overlap those and the commit's
-# WAL flush, and its claim (agents_app.turn_sql.start) is already waiting when the commit lands. Not
-# while the chain's head is locked: a wake-up that waits on an unreachable Redis (its connect timeout)
-# then holds only this session's rows, not every other decision. Why that is safe:
+# (agents_app.services.session_enqueue) once the turn is inserted, before the record's statements
+# (the response, the ticket, the outbox row, the chain's) and its COMMIT, not after the commit: the
+# worker's pop, hand-over and drain set-up then overlap those and the commit's WAL flush, and its
+# claim (agents_app.turn_sql.start) is already waiting when the commit lands. Not while the chain's
+# head is locked: a wake-up that waits on an unreachable Redis (its connect timeout) then holds only
+# this session's rows, not every other decision. Why that is safe:
 # - The claim's first statement locks the session row (FOR NO KEY UPDATE), which this transaction
 #   holds from its start (`_session_and_ticket_locked`), so it waits for our COMMIT or ROLLBACK; its
 #   next statement takes its snapshot after the lock is granted and sees whatever we committed (the
@@ -215,19 +216,23 @@ def _record(plan: _Plan, turn: Turn | None, actor: Any, source: str, grant: Stan
         ticket.status, ticket.closed_at, ticket.closed_by = plan.outcome, timezone.now(), person
     elif not plan.held:
         ticket.status = PendingCall.Status.IN_PROGRESS
+    notice = None
+    if final and source != Response.Source.EXPIRY:  # an expiry is told as ticket.expired
+        by = person.get_username() if person else None
+        notice = (TICKET_DECIDED, ticket, {"status": ticket.status, "by": by, "comment": answer.comment})
     # What a decision changes (the row is locked: the other columns are as read); not every column
     fields = _DECIDED_FIELDS + (_EDITED_FIELDS if answer.edited_args is not None else [])
     if turn is not None and transaction.get_connection().vendor == "postgresql":
-        response = response_append_with(_ticket_update(ticket, fields), **row)  # one statement, one round trip
+        # the row, the ticket, the notice and the chain's head in one round trip; then its link
+        response = response_append_with(_ticket_update(ticket, fields), notice=notice, **row)
     else:
         response = response_append(link=False, **row)  # answers_submit chains its rows last
         if turn is not None:
             _ticket_write(ticket, fields)
         else:
             ticket.save(update_fields=fields)
-    if final and source != Response.Source.EXPIRY:  # an expiry is told as ticket.expired
-        by = person.get_username() if person else None
-        notify(TICKET_DECIDED, ticket=ticket, data={"status": ticket.status, "by": by, "comment": answer.comment})
+        if notice is not None:
+            notify(notice[0], ticket=ticket, data=notice[2])
     if answer.grant is not None and final:
         grants.grant_give(ticket=ticket, actor=actor, spec=answer.grant)
     events.after_commit_ticket_changed(ticket)
@@ -368,9 +373,8 @@ def _submit(  # noqa: PLR0913
         turn = turn_add(
             session=session, content=content, actor=who, state_delta=state_delta, streaming=streaming, enqueue=not early
         )
+        if early:  # the record's statements and the COMMIT are next. See "Waking before the commit" above.
+            agent_services.session_enqueue(session_pk=session.pk)
     responses = [_record(plan, turn, actor, source, grant) for plan in plans]
-    if turn is not None and early:
-        # The chain's two statements and the COMMIT are next. See "Waking before the commit" above.
-        agent_services.session_enqueue(session_pk=session.pk)
-    chain.link(responses)  # last: the chain's lock is held to commit, and waits for nothing else
+    chain.link(responses)  # those not linked yet; the chain's lock is held to commit, and waits for nothing else
     return turn, responses

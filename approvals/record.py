@@ -7,10 +7,15 @@ decided even after the user is renamed or deleted, and is linked into the decisi
 
 from __future__ import annotations
 
+import json
+from functools import partial
 from typing import Any
 
-from django.db import connection
+from django.db import connection, transaction
 from django.db.models.expressions import DatabaseDefault
+from django.utils import timezone
+
+from adkweb import notify
 
 from . import chain
 from .models import Response
@@ -40,16 +45,33 @@ def _insert_fields() -> list[Any]:
     return [f for f in Response._meta.concrete_fields if not f.primary_key]
 
 
-def response_append_with(write: tuple[str, list[Any]], *, actor: Any = None, **fields: Any) -> Response:
-    """`response_append(link=False, ...)` on PostgreSQL in one statement with the caller's own write
-    (`write`: SQL and parameters of an UPDATE, e.g. the decided ticket's), a data-modifying WITH beside
-    the row's INSERT: one round trip, all or nothing, where the ORM's create (compiled per call) and
-    the caller's UPDATE took two. The row is the ORM's: its fields' own `pre_save` (created_at) and
-    database values, a column with a database default and no value left to it. The caller chains it."""
+def response_append_with(
+    write: tuple[str, list[Any]], *, notice: tuple[str, Any, dict] | None = None, actor: Any = None, **fields: Any
+) -> Response:
+    """`response_append(...)` on PostgreSQL in one round trip: one statement (a data-modifying WITH
+    beside the row's INSERT: all or nothing) with the caller's own write (`write`: SQL and parameters
+    of an UPDATE, e.g. the decided ticket's) and the notification of it (`notice`: event, ticket,
+    data; adkweb.notify's outbox row, as approvals.ticket_rider writes a new ticket's), then the
+    decision chain's head locked in the same query string; the row is linked from what its INSERT
+    returned (chain.link_returned: one more statement), where the ORM's create (compiled per call),
+    the caller's UPDATE, the outbox row's savepoint and the chain's read took four round trips. The
+    row is the ORM's: its fields' own `pre_save` (created_at) and database values, a column with a
+    database default and no value left to it. The outbox row holds nothing the decision's row does
+    not (the status, the decider, the comment): refused, the decision would be too. Without an outbox
+    (or for an event that owes nothing) `notify` records the notice. Not linked (the first decision
+    ever: no head yet), the caller's `chain.link` links it."""
     username, name = person_snapshot(actor)
     person = actor if username else None
     row = Response(actor=person, actor_username=username, actor_name=name, **fields)
-    columns, values, params = [], [], list(write[1])
+    ctes, params = [f"w AS ({write[0]})"], list(write[1])
+    outbox, recorded = _outbox_for(notice), "NULL"
+    if outbox is not None and notice is not None:
+        event, ticket, data = notice
+        into = f"INSERT INTO {outbox.table} (name, ticket_id, data, created_at)"
+        ctes.append(f"ne AS ({into} VALUES (%s, %s, %s::jsonb, %s) RETURNING id)")
+        params += [event, ticket.pk, json.dumps(data), timezone.now()]
+        recorded = "(SELECT id FROM ne)"
+    columns, values = [], []
     for field in _insert_fields():
         value = field.pre_save(row, True)
         columns.append(connection.ops.quote_name(field.column))
@@ -59,11 +81,29 @@ def response_append_with(write: tuple[str, list[Any]], *, actor: Any = None, **f
             values.append("%s")
             params.append(field.get_db_prep_save(value, connection))
     sql = (
-        f"WITH w AS ({write[0]}) INSERT INTO {Response._meta.db_table} ({', '.join(columns)}) "
-        f"VALUES ({', '.join(values)}) RETURNING id"
+        f"WITH {', '.join(ctes)} INSERT INTO {Response._meta.db_table} ({', '.join(columns)}) "
+        f"VALUES ({', '.join(values)}) RETURNING {chain.STORED}, {recorded}; {chain.HEAD_LOCKED}"
     )
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
-        row.pk = cursor.fetchone()[0]
+        *stored, recorded_id = cursor.fetchone()
+        cursor.nextset()
+        head = cursor.fetchone()
+    row.pk = stored[0]
     row._state.adding, row._state.db = False, connection.alias
+    if outbox is not None and recorded_id is not None:
+        transaction.on_commit(partial(outbox.committed, recorded_id))
+    chain.link_returned(row, head, stored)
     return row
+
+
+def _outbox_for(notice: tuple[str, Any, dict] | None) -> notify.Outbox | None:
+    """The outbox to write `notice` in, in the decision's statement; None: `notify` records it (now)."""
+    if notice is None:
+        return None
+    event, ticket, data = notice
+    outbox = notify.outbox()
+    if outbox is not None and outbox.owes(event, ticket):
+        return outbox
+    notify.notify(event, ticket=ticket, data=data)
+    return None

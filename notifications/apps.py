@@ -11,9 +11,9 @@ class NotificationsConfig(AppConfig):
         from adkweb.notify import Outbox, register
 
         from .models import NotificationEvent
-        from .services import enqueue, notify
+        from .services import enqueue, notify, owes
 
         # Other apps call adkweb.notify.notify; this app does the work. Its outbox: what notify
         # records, for a caller that writes the row in its own statement, and the task notify sends.
-        outbox = Outbox(NotificationEvent._meta.db_table, partial(enqueue, "event_fan_out"))
+        outbox = Outbox(NotificationEvent._meta.db_table, partial(enqueue, "event_fan_out"), owes=owes)
         register(notify, outbox=outbox)

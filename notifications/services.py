@@ -69,6 +69,12 @@ def _recorded(row: NotificationEvent) -> int:
     return cast(int, found[0])
 
 
+def owes(event: str, ticket: Any) -> bool:
+    """Whether an event may owe anyone anything (False: `notify` records it as fanned out, and sends no
+    task); for a caller that writes the outbox row in its own SQL (adkweb.notify.Outbox)."""
+    return not _nothing_owed(event, ticket)
+
+
 def _nothing_owed(event: str, ticket: Any) -> bool:
     """No email owed (`selectors.emails_may_be_owed`) and no enabled endpoint subscribed. A failed
     read says False: the event is then fanned out as any other, and the fan-out decides."""

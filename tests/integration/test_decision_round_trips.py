@@ -5,14 +5,21 @@ connection (Django logs BEGIN and COMMIT too), and what the person sees and the 
 
 from __future__ import annotations
 
+import io
+
+import psycopg
 import pytest
+from django.core.management import call_command
 from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
 from agents_app.models import Turn
 from approvals.models import PendingCall, Response
+from notifications.models import NotificationEvent
 from tests.approvals_factories import ticket as new_ticket
+
+from . import processes
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -48,6 +55,10 @@ def _before_the_transaction(sent: list[str]) -> list[str]:
     return sent[: sent.index("BEGIN")]
 
 
+def _the_transaction(sent: list[str]) -> list[str]:
+    return sent[sent.index("BEGIN") : sent.index("COMMIT") + 1]
+
+
 def test_a_click_reads_the_ticket_and_the_deciders_permissions_in_one_round_trip(demo):
     ticket = new_ticket()
     status, sent = _click(_tab(demo["approver"]), ticket)
@@ -72,3 +83,58 @@ def test_a_person_without_the_permission_is_refused_and_nothing_is_written(demo)
     assert ticket.status == PendingCall.Status.PENDING
     assert not Response.objects.filter(pending_call=ticket).exists()
     assert not Turn.objects.filter(session=ticket.session).exists()
+
+
+def test_a_click_records_its_decision_notice_and_link_in_one_round_trip(demo, _no_worker_woken):
+    first = new_ticket()
+    assert _click(_tab(demo["approver"]), first)[0] == 200  # the chain's head exists from here on
+    ticket = new_ticket()
+    status, sent = _click(_tab(demo["admin"]), ticket)
+    assert status == 200
+    done = _the_transaction(sent)
+    # BEGIN; the session and ticket locks; the turn; the response, the ticket, the outbox row and the
+    # chain's head; the link; COMMIT
+    assert len(done) == 6, done
+    record = done[3]
+    assert "approvals_response" in record and "notifications_notificationevent" in record
+    assert "approvals_decisionchain" in record
+    assert _no_worker_woken == [first.session_id, ticket.session_id]  # one wake-up each
+    ticket.refresh_from_db()
+    assert ticket.status == PendingCall.Status.APPROVED and ticket.closed_by == demo["admin"]
+    decided = Response.objects.get(pending_call=ticket)
+    assert (decided.actor_username, decided.action, decided.final) == ("admin", "approve", True)
+    assert decided.chain_seq == 2
+    notice = NotificationEvent.objects.get(ticket=ticket)
+    assert (notice.name, notice.data) == ("ticket.decided", {"status": "approved", "by": "admin", "comment": "fine"})
+    assert notice.fanned_out_at is None  # the requester may be owed an email: the fan-out decides
+    out = io.StringIO()
+    call_command("audit_verify", stdout=out)
+    assert out.getvalue().startswith("Decision chain intact: 2 decision(s)")
+
+
+def _free(sql: str, *params: object) -> bool:
+    """Whether another connection could lock these rows now (not held by anyone)."""
+    with psycopg.connect(processes.database_url(), autocommit=True) as other:
+        try:
+            other.execute(f"{sql} NOWAIT", params)
+        except psycopg.errors.LockNotAvailable:
+            return False
+    return True
+
+
+def test_the_wake_up_leaves_with_the_session_row_held_and_the_chain_free(demo, monkeypatch):
+    """The worker's claim must wait for this decision (its session row held); every other decision must
+    not wait for this one's wake-up (a Redis that hangs holds only this session: the chain's head, which
+    every decision locks, is taken after it)."""
+    seen: list[tuple[bool, bool]] = []
+
+    def enqueue(*, session_pk: int) -> None:
+        session_free = _free("SELECT 1 FROM agents_app_adksession WHERE id = %s FOR NO KEY UPDATE", session_pk)
+        chain_free = _free("SELECT 1 FROM approvals_decisionchain WHERE id = 1 FOR UPDATE")
+        seen.append((session_free, chain_free))
+
+    monkeypatch.setattr("agents_app.services.session_enqueue", enqueue)
+    tab = _tab(demo["approver"])
+    for _ in range(2):  # the first decision ever creates the chain's head; the second finds it
+        assert _click(tab, new_ticket())[0] == 200
+    assert seen == [(False, True), (False, True)]
