@@ -114,7 +114,10 @@ def run(args: argparse.Namespace) -> None:  # noqa: PLR0915
             if args.profile.endswith(".prof"):
                 import cProfile
 
-                profiler = cProfile.Profile()
+                # FILE.cpu.prof: CPU time (process_time), not wall time, per function
+                profiler = (
+                    cProfile.Profile(time.process_time) if args.profile.endswith(".cpu.prof") else cProfile.Profile()
+                )
                 profiler.enable()
             else:
                 profiler = Profiler(interval=0.001)

@@ -23,6 +23,9 @@ A frame not received within --timeout seconds is missed. Memory: the web process
 sockets, with them open, and after the round. See bench/README.md.
 
     --tree /work/base-NAME   the servers run that source tree (the same client, to compare two trees)
+    --base /work/base-NAME   resume: a second daphne + worker from that tree, on the same database and
+                             the Redis DB of BENCH_REDIS_URL_BASE (default: BENCH_REDIS_URL's + 1), the
+                             clicks alternating between the two (after / before in one run)
     --gc-log                 the web process's garbage collections (bench/gcprobe): per round, those
                              that started while its frames were on their way, and every one of the run
     --probe                  resume: when each step of a click started and ended in the web process
@@ -258,6 +261,26 @@ def git_head(tree: Path) -> str:
     return done.stdout.strip()[:60] or "?"
 
 
+def base_target(args: argparse.Namespace, env: dict[str, str], servers: list[Server]) -> tuple[str, str, str]:
+    """--base: the other tree's daphne and worker, on the same database (its users, sessions and cookies)
+    and a Redis DB of their own (their wake-ups, Celery queue and channel layer apart)."""
+    tree = Path(args.base).resolve()
+    redis_url = os.environ.get("BENCH_REDIS_URL_BASE") or re.sub(
+        r"/(\d+)$", lambda m: f"/{int(m.group(1)) + 1}", REDIS_URL
+    )
+    redis_flush(redis_url)
+    other = dict(env, REDIS_URL=redis_url, CHANNELS_PREFIX="adkweb-bench-fanout-base")
+    other["PYTHONPATH"] = env["PYTHONPATH"].replace(str(Path(args.tree).resolve() if args.tree else ROOT), str(tree))
+    port = free_port()
+    web = Server("web-base", [str(BIN / "daphne"), "-p", str(port), "adkweb.asgi:application"], other, port, tree)
+    servers += [web.start(), Server("worker-base", celery_worker_cmd(), other, cwd=tree).start()]
+    web.wait_port()
+    print(f"--base: servers from {tree} ({git_head(tree)}), daphne pid {web.pid} on port {port}, Redis {redis_url}")
+    if args.probe is not None:
+        args.probe.pids.update({str(web.pid): "web", str(servers[-1].pid): "worker"})
+    return f"{tree.name} (--base)", f"http://127.0.0.1:{port}", f"ws://127.0.0.1:{port}"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sockets", type=int, default=1000, help="websockets per audience (default 1000)")
@@ -273,6 +296,7 @@ def main() -> None:
     parser.add_argument("--gc-log", action="store_true", help="log the web process's garbage collections")
     parser.add_argument("--types", action="store_true", help="with --gc-log: the commonest objects' types")
     parser.add_argument("--probe", action="store_true", help="resume: each step's times (bench/resumeprobe)")
+    parser.add_argument("--base", default="", help="resume: also from this tree, clicks alternating")
     args = parser.parse_args()
     args.probe = StageProbe() if args.probe else None
     args.gc, args.census = (GcLog() if args.gc_log else None), []
@@ -304,8 +328,11 @@ def main() -> None:
         args.web_pid = web.pid
         if "conversation" in args.only or "inbox" in args.only:
             asyncio.run(fanout(args, base, ws, cookies, web))
+        targets = [(f"{tree.name}", base, ws)]
+        if args.base:
+            targets.append(base_target(args, env, servers))
         if args.resume and "resume" in args.only:
-            asyncio.run(resume(args, base, ws, cookies))
+            asyncio.run(resume(args, targets, cookies))
     except BaseException:
         for s in servers:
             sys.stderr.write(f"--- {s.name} output ---\n{s.tail()}\n")
