@@ -44,6 +44,26 @@ def test_rows_are_the_orms_for_each_call_and_the_query_is_built_once(demo):
     assert len(built) == 1  # compiled once, with stand-ins for the arguments
 
 
+def test_the_columns_converters_are_asked_once_per_connection_and_query(demo, monkeypatch):
+    from django.db import connection
+
+    session = session_for(user_id="a")
+    _store(session, "agent", 1)
+    orms = [list(row) for row in _events(session.pk, 0)]
+    asked: list[object] = []
+    ask = connection.ops.get_db_converters
+
+    def counted(expression: object) -> list:
+        asked.append(expression)
+        return ask(expression)
+
+    monkeypatch.setattr(connection.ops, "get_db_converters", counted)
+    for _ in range(3):
+        assert compiled.rows("test_converted", (), _events, session.pk, 0) == orms  # JSON decoded, and so on
+    assert orms[0][2] == {"id": "e1", "n": [1, {"x": 1}]}
+    assert len(asked) == 4, asked  # each of the four columns, once
+
+
 def test_a_str_argument_equal_to_a_constant_of_the_query_stays_an_argument(demo):
     """The query excludes author "user"; asking for author "user" must still find the user's rows."""
     session = session_for(user_id="a")
