@@ -9,6 +9,9 @@ request after request: the same one-thread-per-request rule (no two requests' sy
 thread at once), without the starts. Each request still begins and ends with Django's
 request_started / request_finished on its thread, which close the thread's database connections
 (back into the pool) as before.
+
+A request is work someone waits for: while it runs, embedded mode's background queues hold their
+messages (adkweb.memory_broker.foreground).
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from django.core.handlers import base
 from django.core.handlers.asgi import ASGIHandler as DjangoASGIHandler
 from django.utils.module_loading import import_string
 
-from . import middleware
+from . import memory_broker, middleware
 
 MAX_IDLE = 32  # idle request threads kept; past that a finished request's thread ends
 
@@ -96,8 +99,9 @@ class ASGIHandler(MiddlewareOnTheLoop, DjangoASGIHandler):
             raise ValueError(f"Django can only handle ASGI/HTTP connections, not {scope['type']}.")
         thread = self._idle.pop() if self._idle else RequestThread()
         try:
-            async with ThreadSensitiveContext(executor=thread):
-                await self.handle(scope, receive, send)
+            with memory_broker.foreground():
+                async with ThreadSensitiveContext(executor=thread):
+                    await self.handle(scope, receive, send)
         finally:
             if thread.idle and len(self._idle) < MAX_IDLE:
                 self._idle.append(thread)

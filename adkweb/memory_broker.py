@@ -10,11 +10,23 @@ costs nothing. `polling_interval` remains the longest an idle consumer sleeps be
 looks (a safety net: every put notifies).
 
 Messages are still in this process's memory only (threads of one process), as with `memory://`.
+
+Background queues (`BACKGROUND`: notifications) hold their messages while work someone waits for
+runs in this process (`foreground()`: an HTTP request, adkweb.handler; a drain of turns,
+agents_app.runner) and for `QUIET` seconds after, at most `MOST` seconds. Every thread of the
+process shares one GIL: a ticket's emails taken up while the turn that opened the ticket still ran
+(~10 ms of CPU for three deciders) took that CPU from the turn and from the `/run` waiting for it
+(bench/README.md, phase 14 (embedded)). They go out once the process has had nothing to run for a
+moment (the email some ms later); under steady load after `MOST` seconds anyway, all that is held
+then. Only where this transport is the broker: a services-mode worker's queues are Redis's, and
+its `foreground()` marks change nothing.
 """
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from queue import Empty
 from time import monotonic
 from typing import Any
@@ -23,6 +35,54 @@ from kombu.transport import memory
 
 _changed = threading.Condition()
 _generation = 0  # how many puts so far: a consumer waits only if none happened since it last looked
+
+BACKGROUND = frozenset({"notifications"})  # queues that wait for the process to be free (settings' routes)
+# Seconds with no foreground work before a background queue's messages go: a client's next request
+# (an answer to the ticket the last one opened) usually comes within it.
+QUIET = 0.05
+MOST = 5.0  # the longest a background queue holds its messages (well inside the sweepers' grace)
+_fore = threading.Lock()
+_running = 0  # foreground work running now
+_ended = float("-inf")  # when the last one ended (monotonic)
+_held_since: dict[str, float] = {}  # background queue -> since when its messages are held
+
+
+@contextmanager
+def foreground() -> Iterator[None]:
+    """Mark work someone waits for (a request, a turn) as running in this process: background
+    queues hold their messages until QUIET seconds after the last such work ends (at most MOST)."""
+    global _running, _ended
+    with _fore:
+        _running += 1
+    try:
+        yield
+    finally:
+        with _fore:
+            _running -= 1
+            _ended = monotonic()
+
+
+def _quiet_in() -> float:
+    """Seconds until the process has had no foreground work for QUIET seconds (0: it has now)."""
+    with _fore:
+        return QUIET if _running else max(0.0, _ended + QUIET - monotonic())
+
+
+def _hold(queue: str, size: int) -> float:
+    """How long the background `queue`, holding `size` messages, holds them from now (0: they go)."""
+    wait = _quiet_in()
+    if not size or not wait:
+        _held_since.pop(queue, None)
+        return 0.0
+    since = _held_since.setdefault(queue, monotonic())
+    left = since + MOST - monotonic()
+    return min(wait, left) if left > 0 else 0.0  # past MOST: held ones go, until the queue is empty
+
+
+def _held_for() -> float | None:
+    """The shortest time a background queue still holds its messages (None: none holds any)."""
+    waits = [_hold(queue, 1) for queue in list(_held_since)]
+    return min(waits) if waits else None
 
 
 def _signal() -> None:
@@ -34,7 +94,13 @@ def _signal() -> None:
 
 class Channel(memory.Channel):
     """Wakes idle consumers when a message is put, and when one is settled or the prefetch limit
-    changes: a consumer at its limit (every worker thread busy) may take the next message then."""
+    changes: a consumer at its limit (every worker thread busy) may take the next message then.
+    A background queue gives nothing while it holds its messages (`_hold`)."""
+
+    def _get(self, queue: str, timeout: Any = None) -> Any:
+        if queue in BACKGROUND and _hold(queue, self._size(queue)):
+            raise Empty()
+        return super()._get(queue, timeout)
 
     def _put(self, queue: str, message: Any, **kwargs: Any) -> None:
         super()._put(queue, message, **kwargs)
@@ -79,6 +145,9 @@ class Transport(memory.Transport):
                 if timeout is not None and waited >= timeout:
                     raise TimeoutError() from None  # socket.timeout, as kombu raises it
                 wait = float(self.polling_interval or 1.0)
+                held = _held_for()  # nothing wakes a consumer when a hold ends: look again then
+                if held is not None:
+                    wait = min(wait, max(held, 0.001))
                 if timeout is not None:
                     wait = min(wait, timeout - waited)
                 with _changed:

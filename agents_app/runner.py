@@ -18,6 +18,8 @@ from django.db import DEFAULT_DB_ALIAS, close_old_connections, connections
 from django.db.utils import load_backend
 from django.utils import timezone
 
+from adkweb import memory_broker
+
 from . import events, session_async, turn_sql, turn_sqlite, worker_loop
 from .leases import Heartbeat, Lease, lease_acquire, lease_release
 from .models import Turn
@@ -52,8 +54,10 @@ logger = logging.getLogger(__name__)
 def session_turns_run(session_pk: int) -> int:
     """Run every owed turn of one session, oldest first, under its lease; returns how many ran.
     On this thread's long-lived loop (agents_app.worker_loop), its database work on the loop's
-    database thread: one thread, one connection checkout, one channel-layer pool per drain."""
-    return worker_loop.run(_drain(session_pk))
+    database thread: one thread, one connection checkout, one channel-layer pool per drain. In embedded
+    mode the in-process broker's background queues (notifications) wait meanwhile (adkweb.memory_broker)."""
+    with memory_broker.foreground():
+        return worker_loop.run(_drain(session_pk))
 
 
 async def _drain(session_pk: int) -> int:

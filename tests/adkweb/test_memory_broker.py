@@ -129,3 +129,81 @@ def test_a_consumer_at_its_prefetch_limit_takes_the_next_message_when_it_acks():
         thread.join(35)
     assert [body for body, _ in got] == [{"n": 1}, {"n": 2}]
     assert took and took[0] < 10, took
+
+
+@pytest.fixture
+def background(monkeypatch):
+    """A fresh queue made a background one (the broker is process-wide: no other worker consumes it)."""
+    from adkweb import memory_broker
+
+    queue = f"adkweb-broker-test-bg-{uuid.uuid4().hex}"
+    monkeypatch.setattr(memory_broker, "BACKGROUND", frozenset({queue}))
+    return queue
+
+
+def _put(queue: str, body: dict) -> None:
+    from kombu import Connection
+
+    with Connection("memory://", transport=TRANSPORT) as producer:
+        producer.SimpleQueue(queue).put(body)
+
+
+def test_a_background_queue_waits_for_the_process_to_be_free(background, monkeypatch):
+    from kombu import Connection
+
+    from adkweb import memory_broker
+
+    monkeypatch.setattr(memory_broker, "QUIET", 0.3)
+    foreground = f"adkweb-broker-test-{uuid.uuid4().hex}"
+    got: list = []
+    with Connection("memory://", transport=TRANSPORT, transport_options={"polling_interval": 60}) as conn:
+        _consumer(conn, background, got)
+        _consumer(conn, foreground, got)
+        with memory_broker.foreground():  # a turn runs
+            _put(background, {"n": "email"})
+            _put(foreground, {"n": "turn"})
+            conn.drain_events(timeout=5)
+            with pytest.raises(TimeoutError):
+                conn.drain_events(timeout=0.5)
+            assert [body for body, _ in got] == [{"n": "turn"}]  # the other queue's message went at once
+            ended = time.monotonic()
+        conn.drain_events(timeout=30)
+        took = time.monotonic() - ended
+    assert [body for body, _ in got] == [{"n": "turn"}, {"n": "email"}]
+    assert 0.25 <= took < 10, took  # QUIET after the work ended, not at the next 60 s poll
+
+
+def test_a_held_message_goes_after_MOST_however_busy_the_process_is(background, monkeypatch):
+    from kombu import Connection
+
+    from adkweb import memory_broker
+
+    monkeypatch.setattr(memory_broker, "QUIET", 60.0)
+    monkeypatch.setattr(memory_broker, "MOST", 0.5)
+    got: list = []
+    with Connection("memory://", transport=TRANSPORT, transport_options={"polling_interval": 60}) as conn:
+        _consumer(conn, background, got)
+        with memory_broker.foreground():
+            started = time.monotonic()
+            _put(background, {"n": 1})
+            _put(background, {"n": 2})
+            conn.drain_events(timeout=30)
+            conn.drain_events(timeout=30)  # everything held then goes, not one a MOST
+            took = time.monotonic() - started
+    assert [body for body, _ in got] == [{"n": 1}, {"n": 2}]
+    assert 0.4 <= took < 10, took
+
+
+def test_a_background_message_goes_at_once_when_nothing_runs(background):
+    from kombu import Connection
+
+    got: list = []
+    with Connection("memory://", transport=TRANSPORT, transport_options={"polling_interval": 60}) as conn:
+        _consumer(conn, background, got)
+        time.sleep(0.1)  # past QUIET since any foreground work of other tests
+        started = time.monotonic()
+        _put(background, {"n": 1})
+        conn.drain_events(timeout=30)
+        took = time.monotonic() - started
+    assert [body for body, _ in got] == [{"n": 1}]
+    assert took < 0.2, took
