@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.db import IntegrityError, transaction
+from django.db.models import QuerySet
 from google.adk.errors._stale_session_error import StaleSessionError
 from google.adk.errors.already_exists_error import AlreadyExistsError
 from google.adk.errors.session_not_found_error import SessionNotFoundError
@@ -17,6 +18,8 @@ from google.adk.events.event import Event
 from google.adk.sessions import _session_util
 from google.adk.sessions.session import Session
 from google.adk.sessions.state import State
+
+from adkweb import compiled
 
 from .event_json import event_interrupt_ids, event_json_text, event_response_ids
 from .events import EVENT_DATA_MAX
@@ -159,14 +162,28 @@ def loaded_session(app_name: str, user_id: str, session_id: str, loaded: Any) ->
     return to_session(app_name, user_id, session_id, merged, events, loaded.update_time, loaded.pk, loaded.revision)
 
 
+# The reads every session's creation makes, compiled once per process (the ORM compiled each per call).
 def app_state(app_name: str) -> dict[str, Any]:
-    row = AppState.objects.filter(app_name=app_name).values_list("state", flat=True).first()
-    return row or {}
+    found = compiled.rows("session_app_state", (), _app_state, app_name)
+    return (found[0][0] if found else None) or {}
+
+
+def _app_state(app_name: str) -> QuerySet:
+    return AppState.objects.filter(app_name=app_name).order_by().values_list("state")[:1]
 
 
 def user_state(app_name: str, user_id: str) -> dict[str, Any]:
-    row = UserState.objects.filter(app_name=app_name, user_id=user_id).values_list("state", flat=True).first()
-    return row or {}
+    found = compiled.rows("session_user_state", (), _user_state, app_name, user_id)
+    return (found[0][0] if found else None) or {}
+
+
+def _user_state(app_name: str, user_id: str) -> QuerySet:
+    return UserState.objects.filter(app_name=app_name, user_id=user_id).order_by().values_list("state")[:1]
+
+
+def _live(app_name: str, user_id: str, session_id: str) -> QuerySet:
+    found = AdkSession.objects.filter(app_name=app_name, user_id=user_id, session_id=session_id)
+    return found.order_by().values_list("pk")[:1]
 
 
 def _upsert_app_state(app_name: str, delta: dict[str, Any], ts: float) -> None:
@@ -189,7 +206,7 @@ def create(
 ) -> tuple[int, int, dict[str, Any], dict[str, Any]]:
     """Create a session (AlreadyExistsError if a live one has this identity): (pk, revision, app
     state, user state)."""
-    if AdkSession.objects.filter(app_name=app_name, user_id=user_id, session_id=session_id).exists():
+    if compiled.rows("session_live", (), _live, app_name, user_id, session_id):
         raise AlreadyExistsError(f"Session with id {session_id} already exists.")
     if deltas["app"]:
         _upsert_app_state(app_name, deltas["app"], now)

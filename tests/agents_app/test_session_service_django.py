@@ -10,6 +10,7 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.db import connections
 from google.adk.errors._stale_session_error import StaleSessionError
+from google.adk.errors.already_exists_error import AlreadyExistsError
 from google.adk.events.event import Event
 from google.adk.events.event_actions import EventActions
 from google.adk.sessions.session import Session
@@ -263,3 +264,26 @@ async def test_text_with_a_nul_character_is_stored_on_every_backend(service):
     await service.append_event(session, event)
     loaded = await service.get_session(app_name="app", user_id="u", session_id=session.id)
     assert loaded.events[-1].content.parts[0].text == "before\ufffdafter"
+
+
+async def test_creations_in_turn_each_get_their_own_app_and_user_state_and_identity(service):
+    """A creation's reads (is the identity live, the app's and the user's state) are compiled once per
+    process (agents_app.session_orm): sessions of other apps and users created in turn still see
+    their own, and an identity taken in one app is free in another."""
+    await service.create_session(app_name="app_a", user_id="u1", session_id="s", state={"app:k": "A", "user:k": "A1"})
+    await service.create_session(app_name="app_b", user_id="u1", session_id="s", state={"app:k": "B"})
+    await service.create_session(app_name="app_a", user_id="u2", session_id="t", state={"user:k": "A2"})
+    found = [
+        (await service.create_session(app_name=app, user_id=user)).state
+        for app, user in (("app_a", "u1"), ("app_b", "u1"), ("app_a", "u2"), ("app_b", "u2"), ("app_c", "u1"))
+    ]
+    assert found == [
+        {"app:k": "A", "user:k": "A1"},
+        {"app:k": "B"},
+        {"app:k": "A", "user:k": "A2"},
+        {"app:k": "B"},
+        {},
+    ]
+    with pytest.raises(AlreadyExistsError):
+        await service.create_session(app_name="app_b", user_id="u1", session_id="s")
+    assert (await service.create_session(app_name="app_b", user_id="u2", session_id="s")).id == "s"
