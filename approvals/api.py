@@ -29,7 +29,6 @@ from .models import PendingCall, Response
 
 DEFAULT_PAGE_SIZE = 50
 MAX_PAGE_SIZE = 200
-MAX_SEARCH = 200  # as the inbox's search box
 Text = Annotated[StrictStr, Field(max_length=2000)]  # the ticket page's forms allow as much
 
 
@@ -186,8 +185,8 @@ def _filters(request: HttpRequest) -> selectors.InboxFilters:
     if mine not in _BOOLEANS:
         raise Invalid(f"Query parameter 'mine' must be true or false, not {mine!r}.")
     q = request.GET.get("q", "").strip()
-    if len(q) > MAX_SEARCH:
-        raise Invalid(f"Query parameter 'q' is at most {MAX_SEARCH} characters.")
+    if len(q) > selectors.SEARCH_MAX:
+        raise Invalid(f"Query parameter 'q' is at most {selectors.SEARCH_MAX} characters.")
     return selectors.InboxFilters(
         status=_choice(request, "status", selectors.API_STATUS_FILTERS, "open"),
         kind=_choice(request, "kind", PendingCall.Kind.values, "") if request.GET.get("kind") else "",
@@ -195,7 +194,7 @@ def _filters(request: HttpRequest) -> selectors.InboxFilters:
         tool=request.GET.get("tool", ""),
         mine=_BOOLEANS[mine],
         q=q,
-        sort=_choice(request, "sort", ("newest", "oldest"), "newest"),
+        sort=_choice(request, "sort", selectors.SORTS, selectors.SORTS[0]),
         page=int_param(request, "page", 1),
         after=_cursor(request, "after"),
         before=_cursor(request, "before"),

@@ -12,10 +12,10 @@ from adkweb.storable import unstorable
 from .edits import Param
 from .grants import GrantSpec
 from .models import PendingCall
-from .selectors import InboxFilters
+from .selectors import SEARCH_MAX, SORTS, InboxFilters
 
 STATUS_CHOICES = [("open", "open"), *PendingCall.Status.choices, ("closed", "closed (any)"), ("all", "all")]
-SORT_CHOICES = [("newest", "newest first"), ("oldest", "oldest first")]
+SORT_CHOICES = [(sort, f"{sort} first") for sort in SORTS]
 
 
 class InboxFilterForm(forms.Form):
@@ -24,7 +24,7 @@ class InboxFilterForm(forms.Form):
     status = forms.ChoiceField(required=False, choices=STATUS_CHOICES)
     kind = forms.ChoiceField(required=False, choices=[("", "any kind"), *PendingCall.Kind.choices])
     mine = forms.BooleanField(required=False)
-    q = forms.CharField(required=False, max_length=200, label="Search")
+    q = forms.CharField(required=False, max_length=SEARCH_MAX, label="Search")
     sort = forms.ChoiceField(required=False, choices=SORT_CHOICES)
     page = forms.IntegerField(required=False, min_value=1, max_value=10_000_000)
     after = forms.CharField(required=False, max_length=64)  # keyset cursors of the pager's links

@@ -22,6 +22,8 @@ from .permissions import can_view_ticket, decide_refusal, visible_q
 __all__ = ["args_hash"]  # one hash for decisions and one-tap links (approvals.hashing)
 
 INBOX_PAGE_SIZE = 25
+SORTS = ("newest", "oldest")  # an inbox's orders (InboxFilters.sort), the first its default
+SEARCH_MAX = 200  # characters of an inbox's search (the page's box, the API's `q`)
 # Tickets of these kinds are named after ADK's own call (approvals.services.KIND_BY_CALL_NAME).
 QUESTION_CALL_NAMES = ("adk_request_input", "get_user_choice", "adk_request_credential")
 CLOSED_STATUSES = tuple(s for s in PendingCall.Status.values if s not in PendingCall.OPEN_STATUSES)

@@ -17,16 +17,6 @@ from approvals.models import PendingCall, Response
 from tests.approvals_factories import session_for, ticket
 
 
-@pytest.fixture
-def api(demo):
-    def as_(user) -> Client:
-        client = Client()
-        client.force_login(user)
-        return client
-
-    return as_
-
-
 def _tickets(n: int, **fields) -> list[PendingCall]:  # noqa: ANN003
     session = session_for()
     return [ticket(session=session, **fields) for _ in range(n)]

@@ -21,16 +21,6 @@ NEW = {
 }
 
 
-@pytest.fixture
-def api(demo):
-    def as_(user) -> Client:
-        client = Client()
-        client.force_login(user)
-        return client
-
-    return as_
-
-
 def _post(client, url, body=None, method="post"):
     return getattr(client, method)(url, data=body if body is not None else {}, content_type="application/json")
 

@@ -4,8 +4,8 @@ on SQLite (tests/approvals/test_api_list.py)."""
 
 from __future__ import annotations
 
+from tests.approvals.conftest import api  # noqa: F401 - the fixture, for the tests below
 from tests.approvals.test_api_list import (  # noqa: F401 - run here on PostgreSQL
-    api,
     test_bad_list_parameters_are_400_with_a_message,
     test_counts_are_capped_and_say_so,
     test_mine_is_what_i_was_assigned_closed_or_answered_and_search_finds_by_arguments,
