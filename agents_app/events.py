@@ -6,6 +6,8 @@ once per audience and send it to the audience groups (pages forward it as it is)
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
 import json
 import logging
 from typing import Any, Literal, NotRequired, TypedDict
@@ -159,6 +161,8 @@ async def anotify_session_event(
     if _fanout is None:
         return
     groups = [_fanout.audience_group(session_pk, a) for a in _fanout.AUDIENCES]
+    if not seen_watched(groups):
+        await _asked_ahead(session_pk)  # the claim's question, if still on its way, rather than a new one
     watched = set(groups) if seen_watched(groups) else await agroups_watched(groups)
     if watched:
         stored = _stored(session_pk, event_pk, data, timestamp)  # rendered as stored, not read back
@@ -231,8 +235,49 @@ async def anotify_session_status(*, session_pk: int, status: str) -> None:
 def anotify_session_status_soon(*, session_pk: int, status: str) -> None:
     """anotify_session_status without waiting for it (the drain's "running" at a claim: the turn
     starts while it is on its way). The status is already stored (a queued turn made it "running");
-    its order before the turn's end is publish_order's (`status_sent`)."""
+    its order before the turn's end is publish_order's (`status_sent`). Where this process has not
+    heard lately that a page of the conversation is open, it asks now (`_ask_ahead`)."""
     publish_soon(anotify_session_status, {"session_pk": session_pk, "status": status})
+    _ask_ahead(session_pk)
+
+
+# The question "is a page of this conversation open?" asked at a claim, while it is on its way.
+_asking: dict[int, asyncio.Future[set[str]]] = {}
+
+
+def _ask_ahead(session_pk: int) -> None:
+    """Ask the channel layer now, without waiting, whether a page of the conversation is open, unless
+    this process heard so lately (adkweb.live.seen_watched). The claim's "running" status rides with
+    the turn's first event (publish_order's lead), so its answer would come with that batch: too late
+    for the event, which would ask again and send its fragment in a second round trip (a click's first
+    resumed frame waited on both). Asked here, the answer is in (adkweb.live._seen) while ADK starts
+    the turn and stores its first event, which then leaves with its fragment in one round trip. A
+    conversation nobody watches pays the question (one Redis round trip off the turn's way); an
+    answer never held as "not watched" (the event asks again with its batch: no page is missed)."""
+    if _fanout is None or _on_its_way(session_pk) is not None:
+        return
+    groups = [_fanout.audience_group(session_pk, a) for a in _fanout.AUDIENCES]
+    if seen_watched(groups):
+        return
+    # In a context of its own (no batch of the caller's to take along); it never raises (all groups on an error).
+    asked = asyncio.get_running_loop().create_task(agroups_watched(groups), context=contextvars.Context())
+    _asking[session_pk] = asked
+    asked.add_done_callback(lambda done: _asking.pop(session_pk, None) if _asking.get(session_pk) is done else None)
+
+
+def _on_its_way(session_pk: int) -> asyncio.Future[set[str]] | None:
+    """The question `_ask_ahead` asked for this conversation from this loop, if it is not answered yet."""
+    asked = _asking.get(session_pk)
+    if asked is None or asked.done() or asked.get_loop() is not asyncio.get_running_loop():
+        return None
+    return asked
+
+
+async def _asked_ahead(session_pk: int) -> None:
+    """Until the claim's question for this conversation (`_ask_ahead`), if any is on its way, is answered."""
+    asked = _on_its_way(session_pk)
+    if asked is not None:
+        await asyncio.shield(asked)
 
 
 @abatched()

@@ -132,12 +132,14 @@ class StageProbe(StepLog):
     def __init__(self) -> None:
         super().__init__("adkweb-resume-probe-")
         self.samples: list[dict[str, float]] = []
+        self.labelled: dict[str, list[dict[str, float]]] = {}  # the samples by tree (fanout.py --base)
 
-    def sample(self, sent: float, got: float) -> None:
+    def sample(self, sent: float, got: float, label: str = "") -> None:
         """The first time each tag was written in [sent, got + 20 ms], in ms after `sent`."""
         first = self.window(sent, got + 0.02)
         first["= frame received"] = (got - sent) * 1000
         self.samples.append(first)
+        self.labelled.setdefault(label, []).append(first)
 
     SPANS = (  # (from, to): p50 of each sample's time between the two
         ("POST sent", "web acted_on<"),
@@ -160,3 +162,7 @@ class StageProbe(StepLog):
             print(f"  {a:<28} -> {b:<28}{pct(gaps, 0.5):>8.2f}{pct(gaps, 0.95):>8.2f}")
         print(f"\nsteps (first time each was written, ms after the POST was sent; {len(self.samples)} samples)")
         self.print_steps(self.samples, 44)
+        if len(self.labelled) > 1:
+            for label, samples in self.labelled.items():
+                print(f"\nsteps of {label} ({len(samples)} samples)")
+                self.print_steps(samples, 44)

@@ -81,7 +81,7 @@ async def resume(args: argparse.Namespace, targets: list[tuple[str, str, str]], 
     rows: dict[str, list[dict[str, float]]] = {label: [] for label, *_ in webs}
     for i in range(args.resume + 1):
         for label, requester, approver, base, ws in webs[i % 2 :] + webs[: i % 2]:
-            found = await _click(args, (requester, approver), base, ws, cookies, warm=i == 0)
+            found = await _click(args, (requester, approver), base, ws, cookies, warm=i == 0, label=label)
             if found is not None:
                 rows[label].append(found)
     if profile is not None:
@@ -107,7 +107,13 @@ async def resume(args: argparse.Namespace, targets: list[tuple[str, str, str]], 
 
 
 async def _click(
-    args: argparse.Namespace, people: tuple[Web, Web], base: str, ws: str, cookies: dict[str, str], warm: bool
+    args: argparse.Namespace,
+    people: tuple[Web, Web],
+    base: str,
+    ws: str,
+    cookies: dict[str, str],
+    warm: bool,
+    label: str = "",
 ) -> dict[str, float] | None:
     """One click on a new conversation's ticket: its stages (None for a warm-up or a frame not seen)."""
     from asgiref.sync import sync_to_async
@@ -130,7 +136,7 @@ async def _click(
         return None  # the first is a warm-up
     if args.probe:
         await asyncio.sleep(0.05)  # the servers' lines written
-        args.probe.sample(sent_wall, sent_wall + (got - sent))
+        args.probe.sample(sent_wall, sent_wall + (got - sent), label)
 
     def stages() -> tuple[float, float, float] | None:
         turn = Response.objects.select_related("turn").get(pending_call_id=ticket_pk, final=True).turn

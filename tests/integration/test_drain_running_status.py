@@ -110,3 +110,35 @@ def test_a_turn_that_fails_at_once_still_publishes_running_before_its_end(demo, 
     status_at, _, _ = _first(sent, "session.status")
     end_at, _, _ = _first(sent, "turn.finished")
     assert status_at < end_at  # "running" first, then the failed turn's end and status
+
+
+def test_a_watched_conversations_first_event_leaves_with_its_fragment_in_the_statuss_batch(demo, sent, monkeypatch):
+    """A page of the conversation is open (in another process) and this process has not heard of it:
+    the claim asks who watches while the turn starts, so the first event's page fragment leaves in the
+    batch of the "running" status and the event's message (one round trip before the page gets it),
+    not in a second batch after the question's answer."""
+    from asgiref.sync import async_to_sync
+
+    from agents_app import publish_order
+    from agents_app.fanout import audience_group
+
+    from .test_fanout_processes import _layer
+
+    monkeypatch.setattr(publish_order, "LEAD_WAIT", 5.0)  # the status rides with the first event
+    session = services.session_create(app_name="stock_agent", user_id="requester")
+    web = _layer()
+
+    async def page_opens() -> None:
+        await web.group_add(audience_group(session.pk, "owner"), await web.new_channel())
+
+    async_to_sync(page_opens)()
+    live._seen.clear()  # nothing heard of this conversation's pages
+    turn = services.message_send(session=session, text="What is the price of GOOG?", streaming=False)
+    assert runner.session_turns_run(session.pk) == 1
+    turn.refresh_from_db()
+    assert turn.status == "done", turn.error
+    _, _, status_batch = _first(sent, "session.status")
+    _, _, event_batch = _first(sent, "session.event")
+    _, _, fragment_batch = _first(sent, "live.event")
+    assert status_batch == event_batch == fragment_batch, sent
+    async_to_sync(web.flush)()
