@@ -25,16 +25,17 @@ _lock = threading.Lock()
 M = TypeVar("M", bound=Model)
 
 
-def compiled(name: str, key: tuple, compile_sql: Callable[[], Any]) -> Any:
+def compiled(name: str, key: tuple, compile_sql: Callable[[], Any], limit: int = MAX_ENTRIES) -> Any:
     """What `compile_sql()` returns (its SQL and parameters), kept per process for the query `name`
-    and `key` (which must name everything the SQL depends on), on this connection's database."""
+    and `key` (which must name everything the SQL depends on), on this connection's database; at
+    most `limit` keys per name (past it they start again)."""
     full_key = (connection.vendor, *key)
     entry = _compiled.get(name, {}).get(full_key)
     if entry is None:
         entry = compile_sql()
         with _lock:
             entries = _compiled.setdefault(name, {})
-            if len(entries) >= MAX_ENTRIES:
+            if len(entries) >= limit:
                 entries.clear()
             entries[full_key] = entry
     return entry

@@ -231,3 +231,71 @@ def keyset_page(
             rows = list(_top(qs, per_page + 1, order, narrow))
         number = page
     return KeysetPage(rows[:per_page], number, total, per_page, sort_field, len(rows) > per_page, number > 1)
+
+
+# A list's queryset (and its Narrow, or None) from its arguments (keyset_page_of).
+Source = Callable[..., tuple[QuerySet, "Narrow | None"]]
+
+
+def keyset_page_of(
+    name: str,
+    key: tuple,
+    source: Source,
+    args: tuple,
+    *,
+    sort_field: str,
+    descending: bool,
+    per_page: int,
+    page: int = 1,
+    after: str = "",
+    before: str = "",
+) -> KeysetPage:
+    """`keyset_page(*source(*args), ...)` (a datetime sort field, an unordered capped count), with its
+    count and its rows compiled once per shape (adkweb.shapes; `key`: everything `source` depends on
+    but `args`, each an int, a str or a datetime): a page does not build and compile its queries
+    again. A typed page number (an offset to seek) and whatever the shapes do not keep are the ORM's."""
+    from . import shapes
+
+    key_after = cursor_parse(after, datetime) if after else None
+    key_before = cursor_parse(before, datetime) if before else None
+    if page > 1 and key_after is None and key_before is None:  # a typed page number: its offset is SQL text
+        qs, narrow = source(*args)
+        return keyset_page(
+            qs, sort_field=sort_field, descending=descending, per_page=per_page, page=page, narrow=narrow
+        )
+    order = (f"-{sort_field}", "-pk") if descending else (sort_field, "pk")
+    reverse = (sort_field, "pk") if descending else (f"-{sort_field}", "-pk")
+    n = len(args)
+
+    def counted(*a: Any) -> QuerySet:
+        qs, narrow = source(*a)
+        return (narrow(qs, COUNT_CAP + 1, (), None) if narrow else qs).order_by().values("pk")[: COUNT_CAP + 1]
+
+    def first(*a: Any) -> QuerySet:
+        qs, narrow = source(*a)
+        return _top(qs, per_page + 1, order, narrow)
+
+    def beyond_key(way: tuple[str, ...], desc: bool) -> Callable[..., QuerySet]:
+        def build(*a: Any) -> QuerySet:
+            qs, narrow = source(*a[:n])
+            at = (a[n], a[n + 1])
+            bound = _key_bound(qs.model, sort_field, at, desc)
+            return _top(qs.filter(beyond(sort_field, at, desc)), per_page + 1, way, narrow, bound)
+
+        return build
+
+    total = shapes.count(name, (*key, "count"), counted, *args)
+    if key_before is not None and page > 1:
+        shape = (*key, "before", per_page)
+        rows = shapes.instances(name, shape, beyond_key(reverse, not descending), *args, *key_before)
+        if len(rows) > per_page:  # there are rows before this page too
+            return KeysetPage(rows[:per_page][::-1], page, total, per_page, sort_field, True, True)
+        page, key_after = 1, None  # back at the start: the first page, full
+    if key_after is not None:
+        shape = (*key, "after", per_page)
+        rows = shapes.instances(name, shape, beyond_key(order, descending), *args, *key_after)
+        number = max(page, 2)
+    else:
+        rows = shapes.instances(name, (*key, "first", per_page), first, *args)
+        number = 1
+    return KeysetPage(rows[:per_page], number, total, per_page, sort_field, len(rows) > per_page, number > 1)

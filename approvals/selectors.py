@@ -12,7 +12,17 @@ from django.db.models.expressions import RawSQL
 
 from adkweb.compiled import compiled
 from adkweb.compiled import rows as compiled_rows
-from adkweb.paging import COUNT_CAP, Bound, KeysetPage, Narrow, capped_count, capped_count_narrowed, keyset_page
+from adkweb.paging import (
+    COUNT_CAP,
+    Bound,
+    KeysetPage,
+    Narrow,
+    Source,
+    capped_count,
+    capped_count_narrowed,
+    keyset_page,
+    keyset_page_of,
+)
 from adkweb.roles import APPROVERS, DECIDE_TICKETS, is_approver, is_observer, is_policy_admin
 
 from .hashing import args_hash
@@ -79,9 +89,19 @@ def _status_q(status: str) -> Q:
     return Q(status__in=PendingCall.OPEN_STATUSES)
 
 
+def _search_pk(term: str) -> int | None:
+    """The ticket a search for "#12" or "12" also finds."""
+    digits = term.lstrip("#")
+    return int(digits) if digits.isdigit() else None
+
+
 def ticket_queryset(*, filters: InboxFilters, user: Any) -> QuerySet[PendingCall]:
     """Tickets this person may see that match an inbox's filters (index-friendly: status/created_at,
     app_name, tool_name, kind)."""
+    return _ticket_queryset(filters, user, _search_pk(filters.q.strip()))
+
+
+def _ticket_queryset(filters: InboxFilters, user: Any, search_pk: int | None) -> QuerySet[PendingCall]:
     qs = PendingCall.objects.filter(_status_q(filters.status)).filter(visible_q(user))
     if filters.agent:
         qs = qs.filter(app_name=filters.agent)
@@ -94,8 +114,8 @@ def ticket_queryset(*, filters: InboxFilters, user: Any) -> QuerySet[PendingCall
     if filters.q:
         term = filters.q.strip()
         match = Q(args__icontains=term) | Q(tool_name__icontains=term) | Q(requester__icontains=term)
-        if term.lstrip("#").isdigit():
-            match |= Q(pk=int(term.lstrip("#")))
+        if search_pk is not None:
+            match |= Q(pk=search_pk)
         qs = qs.filter(match)
     order = ("created_at", "id") if filters.sort == "oldest" else ("-created_at", "-id")
     return qs.select_related("closed_by", "assigned_to").order_by(*order)
@@ -169,11 +189,36 @@ def _mine_narrow(user: Any, status: str) -> Narrow:
     return narrow
 
 
-def _inbox_source(filters: InboxFilters, user: Any) -> tuple[QuerySet[PendingCall], Narrow | None]:
-    """The inbox's queryset, and how to read its first rows: "mine" from its participants' table."""
+def _inbox_source(
+    filters: InboxFilters, user: Any, search_pk: int | None = None
+) -> tuple[QuerySet[PendingCall], Narrow | None]:
+    """The inbox's queryset, and how to read its first rows: "mine" from its participants' table.
+    `search_pk`: the ticket its search also finds (`_search_pk`: given, it may stand in for another)."""
     if filters.mine:
-        return ticket_queryset(filters=replace(filters, mine=False), user=user), _mine_narrow(user, filters.status)
-    return ticket_queryset(filters=filters, user=user), None
+        qs = _ticket_queryset(replace(filters, mine=False), user, search_pk)
+        return qs, _mine_narrow(user, filters.status)
+    return _ticket_queryset(filters, user, search_pk), None
+
+
+def _inbox_shape(filters: InboxFilters, user: Any, related: tuple[str, ...]) -> tuple[tuple, Source, tuple]:
+    """An inbox's queries as adkweb.paging.keyset_page_of reads them: their shape (who sees, the
+    status, order, "mine", which filters are set, what else is loaded), a source of the queryset from
+    the filters' values, and those values (the agent, tool, kind, search and the ticket it finds)."""
+    term = filters.q.strip()
+    search_pk = _search_pk(term) if term else None
+    values = {"agent": filters.agent, "tool": filters.tool, "kind": filters.kind, "q": term}
+    names = tuple(name for name, v in values.items() if v)
+    args: tuple = tuple(values[name] for name in names)
+    if search_pk is not None:
+        args += (search_pk,)
+    key = (visibility_key(user), filters.status, filters.sort, filters.mine, names, search_pk is not None, related)
+
+    def source(*a: Any) -> tuple[QuerySet[PendingCall], Narrow | None]:
+        given = dict(zip(names, a, strict=False))
+        shaped = replace(filters, **{name: given.get(name, "") for name in values})
+        return _inbox_source(shaped, user, a[len(names)] if search_pk is not None else None)
+
+    return key, source, args
 
 
 # What the approvals API shows of each ticket in a list: its conversation, policy and editor, and who
@@ -189,18 +234,39 @@ def inbox_page(
     a constant number of queries (count, rows, and the approvals of quorum tickets if any). `related`:
     what else of each ticket to load (the API's ticket list: `API_TICKET_RELATED`), a query each at most
     (joined where the rows are read from the tickets, prefetched where "mine" reads them another way)."""
-    qs, narrow = _inbox_source(filters, user)
     joined = tuple(r for r in related if r in JOINABLE)  # (select_related() with none would join every FK)
-    page = keyset_page(
-        qs.select_related(*joined) if joined else qs,
-        sort_field="created_at",
-        descending=filters.sort != "oldest",
-        per_page=per_page,
-        page=filters.page,
-        after=filters.after,
-        before=filters.before,
-        narrow=narrow,
-    )
+    descending = filters.sort != "oldest"
+    if not (user and user.is_authenticated):  # nothing to see (and no visibility_key to name a shape by)
+        qs, narrow = _inbox_source(filters, user)
+        page = keyset_page(
+            qs,
+            sort_field="created_at",
+            descending=descending,
+            per_page=per_page,
+            page=filters.page,
+            after=filters.after,
+            before=filters.before,
+            narrow=narrow,
+        )
+    else:
+        key, source, args = _inbox_shape(filters, user, joined)
+
+        def sourced(*a: Any) -> tuple[QuerySet[PendingCall], Narrow | None]:
+            qs, narrow = source(*a)
+            return (qs.select_related(*joined) if joined else qs), narrow
+
+        page = keyset_page_of(
+            "inbox_page",
+            key,
+            sourced,
+            args,
+            sort_field="created_at",
+            descending=descending,
+            per_page=per_page,
+            page=filters.page,
+            after=filters.after,
+            before=filters.before,
+        )
     if related:
         prefetch_related_objects(page.object_list, *related)  # skips what the join already loaded
     page.object_list = approvals_attach(page.object_list)
