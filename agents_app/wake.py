@@ -13,11 +13,14 @@ its drain claims the turn is lost, and so was Celery's message then (delivered a
 Redis' visibility timeout, an hour): the sweeper (`turns_requeue_owed`) sends owed work through
 Celery's task, which every worker takes, after ADKWEB_REQUEUE_AFTER_SECONDS. Two workers woken for
 one session: the lease lets one run. A wake-up sent while no worker listens stays in the list for
-the next one. A listener pops only while the process has a free drain slot (`wake_worker.Slots`:
-drains from wake-ups and from Celery's task counted together, at most the pool's concurrency), so a
-wake-up is not taken by a busy worker while another is idle. At a warm shutdown the listener stops
-popping, a wake-up it popped meanwhile (or one whose drain had not started when the pool stopped) is
-pushed back to the list's head, and Celery's pool waits for the running drains.
+the next one, up to `KEEP` of them: a deployment whose workers do not listen (another pool than
+threads) would otherwise grow the list by one entry a turn for ever; past `KEEP` the oldest go, and
+their turns (if still owed) come back through the sweeper as a lost wake-up's do. A listener pops
+only while the process has a free drain slot (`wake_worker.Slots`: drains from wake-ups and from
+Celery's task counted together, at most the pool's concurrency), so a wake-up is not taken by a busy
+worker while another is idle. At a warm shutdown the listener stops popping, a wake-up it popped
+meanwhile (or one whose drain had not started when the pool stopped) is pushed back to the list's
+head, and Celery's pool waits for the running drains.
 
 ADKWEB_WAKE_LIST (on in services mode) turns it on for the web's enqueue, the workers' listeners
 follow it; off, or in embedded mode (no Redis), every enqueue is Celery's task as before. The
@@ -37,6 +40,8 @@ from adkweb.per_process import PerProcess
 logger = logging.getLogger(__name__)
 
 KEY_PREFIX = "adkweb:wake:"
+# Wake-ups a list keeps while nobody pops them (the newest): a listening worker keeps it near empty.
+KEEP = 10_000
 SESSION_DRAIN_TASK = "agents_app.tasks.session_drain"
 
 
@@ -68,5 +73,10 @@ _clients: PerProcess[Any] = PerProcess(_new_client)
 
 
 def wake(session_pk: int) -> None:
-    """Wake a worker for this session (raises when Redis refuses: the caller retries)."""
-    client().rpush(key(), session_pk)
+    """Wake a worker for this session (raises when Redis refuses: the caller retries). The push and
+    the list's trim to its newest `KEEP` go in one round trip."""
+    name = key()
+    pipe = client().pipeline(transaction=False)
+    pipe.rpush(name, session_pk)
+    pipe.ltrim(name, -KEEP, -1)
+    pipe.execute()

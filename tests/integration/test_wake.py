@@ -2,12 +2,12 @@
 pushes the session's id to a Redis list and a listener in each real `celery worker` process runs the
 drain at once on its pool. What a deployment relies on, with real processes on a Redis of the
 test's own and default engine settings: the turn runs without Celery's message; a wake-up waits for
-a worker started later; a worker killed after popping one loses no turn (the sweeper brings it
-back through Celery's task); several wake-ups for one session run its turn once; a busy worker
-leaves wake-ups to an idle one (never more drains than its concurrency); a warm shutdown waits for
-the running turn and leaves later wake-ups to the next worker; a worker's listener reconnects after
-Redis restarts. (Decisions during an outage: test_redis_outage.py, whose web server wakes workers
-this way.)"""
+a worker started later (a list nobody pops keeps only its newest wake-ups, and loses no turn); a
+worker killed after popping one loses no turn (the sweeper brings it back through Celery's task);
+several wake-ups for one session run its turn once; a busy worker leaves wake-ups to an idle one
+(never more drains than its concurrency); a warm shutdown waits for the running turn and leaves later
+wake-ups to the next worker; a worker's listener reconnects after Redis restarts. (Decisions during
+an outage: test_redis_outage.py, whose web server wakes workers this way.)"""
 
 from __future__ import annotations
 
@@ -80,6 +80,20 @@ def test_a_worker_started_after_the_wake_up_runs_the_turn(demo, stack):
     stack("worker")
     wait_for(lambda: _status(turn) == "done", timeout=20, what="the new worker to run the waiting turn")
     _ran_once(session, turn, "side_effect", "late")
+
+
+def test_a_list_nobody_pops_keeps_its_newest_wake_ups_and_loses_no_turn(demo, stack, monkeypatch):
+    """No worker listens (e.g. a pool other than threads): the list keeps only the newest `KEEP`
+    wake-ups instead of growing by one a turn; the turns whose wake-ups were dropped are still
+    owed, and run once through the sweeper when workers come."""
+    monkeypatch.setattr(wake, "KEEP", 2)
+    sent = [_send(demo, f"work kept{i}") for i in range(4)]
+    assert stack.redis.lrange(KEY, 0, -1) == [str(s.pk).encode() for s, _ in sent[2:]]
+    stack("worker")
+    stack("beat")
+    for i, (session, turn) in enumerate(sent):
+        wait_for(lambda t=turn: _status(t) == "done", timeout=100, what=f"turn {i} to run")
+        _ran_once(session, turn, "side_effect", f"kept{i}")
 
 
 def test_a_worker_killed_after_popping_a_wake_up_loses_no_turn(demo, stack, monkeypatch):
