@@ -12,8 +12,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.conf import settings
-from django.db.models import JSONField, Value
+from django.db.models import JSONField, QuerySet, Value
 
+from adkweb import compiled
 from adkweb.errors import NotFound
 
 from . import code_apps
@@ -70,19 +71,24 @@ class Menus:
     tools: list[str]
 
 
-def menus() -> Menus:
-    enabled, every, tools = set(code_agents()), set(code_agents()), set(registry.names())
-    remote: set[str] = set()
-    # One query: the configured agents, and the enabled remote apps (marked, with no tools).
+def _menu_rows() -> QuerySet:
+    """One query: the configured agents, and the enabled remote apps (marked, with no tools)."""
     configured = AgentConfig.objects.order_by().annotate(remote=Value(False))
     enabled_remote = (
         RemoteApp.objects.filter(enabled=True)
         .order_by()
         .annotate(on=Value(True), no_tools=Value(None, output_field=JSONField()), remote=Value(True))
     )
-    rows = configured.values_list("name", "enabled", "tools", "remote").union(
+    return configured.values_list("name", "enabled", "tools", "remote").union(
         enabled_remote.values_list("name", "on", "no_tools", "remote"), all=True
     )
+
+
+def menus() -> Menus:
+    enabled, every, tools = set(code_agents()), set(code_agents()), set(registry.names())
+    remote: set[str] = set()
+    # Every inbox page asks: the union is built and compiled once per process, then only executed.
+    rows = compiled.rows("agent_menus", (), _menu_rows)
     for name, on, names, is_remote in rows:
         if is_remote:
             remote.add(name)
