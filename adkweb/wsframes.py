@@ -70,10 +70,19 @@ def _write_now(transport: Any, data: bytes) -> None:
     """Send at once when nothing waits in Twisted's buffer of this connection: one `send`, where
     Twisted's `write` registers for writability (an epoll change), sends on the next loop turn and
     unregisters (another). What the socket does not take now, and everything on a connection that
-    is not plain TCP or not idle, goes through Twisted's `write` (which also sees a failed socket)."""
+    is not plain TCP or not idle, goes through Twisted's `write` (which also sees a failed socket).
+
+    Plain TCP means Twisted's own TCP connection, not an object that answers like one: daphne's
+    `ssl:` endpoint hands the protocol a TLS wrapper (`TLSMemoryBIOProtocol`) that forwards every
+    attribute it lacks to the TCP connection under it (`TLS` False, its `socket`), so only the type
+    tells that bytes sent on that socket would skip the encryption (the client's TLS stream broke:
+    tests/integration/test_wsframes_tls.py)."""
+    from twisted.internet import tcp
+
     try:
         idle = (
-            transport.TLS is False
+            isinstance(transport, tcp.Connection)
+            and transport.TLS is False
             and transport.connected
             and not transport.disconnecting
             and not transport._writeDisconnected
