@@ -174,10 +174,32 @@ def _enqueue_early(session_pk: int) -> None:
     """The enqueue before the commit; if it raises, once more after the commit (as on_commit's robust
     callback would have logged it): an enqueue's failure never rolls the turn back."""
     try:
-        session_enqueue(session_pk=session_pk)
+        session_enqueue_before_commit(session_pk=session_pk)
     except Exception:
         logger.warning("Early wake-up for session %s failed; sent after the commit.", session_pk, exc_info=True)
         transaction.on_commit(lambda: session_enqueue(session_pk=session_pk), robust=True)
+
+
+def session_enqueue_before_commit(*, session_pk: int) -> None:
+    """session_enqueue for a turn whose transaction is still open (wake_before_commit, a decision's early
+    wake-up), raising as it does: the wake-up's push is written now and its reply read after the
+    commit (agents_app.wake.replies_later), so that the transaction's next statements (a decision's
+    record and chain, the COMMIT) do not wait on Redis's answer; the worker's claim waits on the session
+    row all the same. A push Redis refused is sent once more after the commit (session_enqueue's
+    relay then, as for any enqueue); a rolled-back transaction's reply is read by this thread's next
+    push."""
+    with wake.replies_later() as unread:
+        session_enqueue(session_pk=session_pk)
+    if unread.pushed:
+        transaction.on_commit(lambda: _replies_read(unread, session_pk), robust=True)
+
+
+def _replies_read(unread: wake.Unread, session_pk: int) -> None:
+    try:
+        unread.read()
+    except Exception:
+        logger.warning("Early wake-up for session %s refused; sent after the commit.", session_pk, exc_info=True)
+        session_enqueue(session_pk=session_pk)
 
 
 def wake_before_commit() -> bool:

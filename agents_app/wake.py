@@ -30,7 +30,11 @@ and takes Celery's tasks only.
 
 from __future__ import annotations
 
+import contextvars
 import logging
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from django.conf import settings
@@ -74,9 +78,79 @@ _clients: PerProcess[Any] = PerProcess(_new_client)
 
 def wake(session_pk: int) -> None:
     """Wake a worker for this session (raises when Redis refuses: the caller retries). The push and
-    the list's trim to its newest `KEEP` go in one round trip."""
+    the list's trim to its newest `KEEP` go in one round trip. Inside `replies_later()`, they are
+    written and their replies left to read later (`Unread.read`)."""
+    unread = _unread.get()
+    if unread is not None:
+        unread.push(session_pk)
+        return
     name = key()
     pipe = client().pipeline(transaction=False)
     pipe.rpush(name, session_pk)
     pipe.ltrim(name, -KEEP, -1)
     pipe.execute()
+
+
+class Unread:
+    """Wake-ups pushed whose replies are not read yet: the caller goes on (a decision's record, its
+    commit) while Redis answers, and reads them later (`read`). A push that is never read (its
+    transaction rolled back before the commit hook that reads it) is read by this thread's next one."""
+
+    def __init__(self) -> None:
+        self.pushed: list[tuple[Any, Any]] = []  # (connection, its pool)
+
+    def push(self, session_pk: int) -> None:
+        _left_read()
+        pool = client().connection_pool
+        conn = pool.get_connection()
+        name = key()
+        try:
+            conn.send_packed_command(conn.pack_commands([("RPUSH", name, session_pk), ("LTRIM", name, -KEEP, -1)]))
+        except BaseException:
+            pool.release(conn)
+            raise
+        self.pushed.append((conn, pool))
+        _left.pending = self
+
+    def read(self) -> None:
+        """Every push's reply (raises as `wake` would have, once all are read: the caller sends again)."""
+        if getattr(_left, "pending", None) is self:
+            _left.pending = None
+        failed: BaseException | None = None
+        pushed, self.pushed = self.pushed, []
+        for conn, pool in pushed:
+            try:
+                for _ in range(2):  # RPUSH's, LTRIM's
+                    conn.read_response()
+            except BaseException as exc:
+                failed = failed or exc
+                conn.disconnect()  # no reply left unread on it for its next user
+            finally:
+                pool.release(conn)
+        if failed is not None:
+            raise failed
+
+
+_unread: contextvars.ContextVar[Unread | None] = contextvars.ContextVar("adkweb_wake_unread", default=None)
+_left = threading.local()  # .pending: this thread's Unread whose replies no commit read (a rollback)
+
+
+def _left_read() -> None:
+    pending = getattr(_left, "pending", None)
+    if pending is not None:
+        try:
+            pending.read()
+        except Exception:
+            logger.warning("A wake-up of a rolled-back transaction was refused.", exc_info=True)
+
+
+@contextmanager
+def replies_later() -> Iterator[Unread]:
+    """`wake`s inside write their pushes and leave the replies unread: the caller reads them with the
+    `Unread` it is given."""
+    unread = Unread()
+    token = _unread.set(unread)
+    try:
+        yield unread
+    finally:
+        _unread.reset(token)

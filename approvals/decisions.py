@@ -374,7 +374,7 @@ def _submit(  # noqa: PLR0913
             session=session, content=content, actor=who, state_delta=state_delta, streaming=streaming, enqueue=not early
         )
         if early:  # the record's statements and the COMMIT are next. See "Waking before the commit" above.
-            agent_services.session_enqueue(session_pk=session.pk)
+            agent_services.session_enqueue_before_commit(session_pk=session.pk)
     responses = [_record(plan, turn, actor, source, grant) for plan in plans]
     chain.link(responses)  # those not linked yet; the chain's lock is held to commit, and waits for nothing else
     return turn, responses

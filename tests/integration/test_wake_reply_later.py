@@ -1,0 +1,103 @@
+"""A click's early wake-up (approvals.decisions, "Waking before the commit") is pushed before the
+decision's record and its reply is read after the commit (agents_app.services.session_enqueue_before_commit,
+agents_app.wake.replies_later): the record and the COMMIT do not wait on Redis's answer. PostgreSQL +
+Redis, the real wake-up list (no worker: the list is read here)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.db import connection, transaction
+from django.test import Client
+
+from agents_app import wake
+from approvals import chain
+from approvals.models import PendingCall, Response
+from tests.approvals_factories import ticket as new_ticket
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def steps(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """What the web process did, in order: the wake-up's push written ("push"), its reply read ("reply",
+    or "reply in the transaction"), and the decision's record statement ("record")."""
+    log: list[str] = []
+    conn_class: Any = wake.client().connection_pool.connection_class
+    send, read = conn_class.send_packed_command, conn_class.read_response
+
+    def send_packed_command(self: Any, command: Any, *args: Any, **kwargs: Any) -> Any:
+        chunks = command if isinstance(command, list) else [command]
+        if any(b"RPUSH" in bytes(c) for c in chunks):  # the push and the list's trim: two replies
+            log.append("push")
+            self.replies_owed = 2
+        return send(self, command, *args, **kwargs)
+
+    def read_response(self: Any, *args: Any, **kwargs: Any) -> Any:
+        got = read(self, *args, **kwargs)
+        if getattr(self, "replies_owed", 0):
+            self.replies_owed -= 1
+            if not self.replies_owed:
+                in_it = transaction.get_connection().in_atomic_block
+                log.append("reply in the transaction" if in_it else "reply")
+        return got
+
+    def record(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
+        if "INSERT INTO" in sql and "approvals_response" in sql:
+            log.append("record")
+        return execute(sql, params, many, context)
+
+    monkeypatch.setattr(conn_class, "send_packed_command", send_packed_command)
+    monkeypatch.setattr(conn_class, "read_response", read_response)
+    wake.client().delete(wake.key())
+    with connection.execute_wrapper(record):
+        yield log
+    wake.client().delete(wake.key())
+
+
+def _click(user: Any, ticket: PendingCall) -> int:
+    tab = Client(enforce_csrf_checks=True)
+    tab.force_login(user)
+    page = f"/tickets/{ticket.pk}/"
+    assert tab.get(page).status_code == 200
+    token = tab.cookies["csrftoken"].value
+    headers = {"X-CSRFToken": token, "HX-Request": "true"}
+    return tab.post(f"{page}approve/", {"approve-comment": "fine"}, headers=headers).status_code
+
+
+def _woken() -> list[int]:
+    return [int(pk) for pk in wake.client().lrange(wake.key(), 0, -1)]
+
+
+def test_a_clicks_wake_up_is_pushed_before_its_record_and_its_reply_read_after_the_commit(demo, steps):
+    assert wake.enabled()
+    ticket = new_ticket()
+    assert _click(demo["approver"], ticket) == 200
+    assert steps == ["push", "record", "reply"], steps
+    assert _woken() == [ticket.session_id]  # one wake-up
+    assert Response.objects.filter(pending_call=ticket, final=True).exists()
+
+
+def test_a_decision_rolled_back_after_its_push_leaves_its_reply_to_the_next_push(demo, steps, monkeypatch):
+    """The push of a decision that fails before its commit is not read by a commit hook: the thread's
+    next push reads it first, and its own reply is read after its commit; nothing is left checked out."""
+    pool = wake.client().connection_pool
+    ticket = new_ticket()
+    link = chain.link
+
+    def fails(responses: Any) -> None:
+        raise RuntimeError("no commit")
+
+    monkeypatch.setattr(chain, "link", fails)
+    with pytest.raises(RuntimeError, match="no commit"):
+        _click(demo["approver"], ticket)
+    monkeypatch.setattr(chain, "link", link)
+    assert steps == ["push", "record"], steps
+    assert len(pool._in_use_connections) == 1  # the rolled-back push's, its reply unread
+    ticket.refresh_from_db()
+    assert ticket.is_open and not Response.objects.filter(pending_call=ticket).exists()
+    assert _click(demo["approver"], ticket) == 200
+    assert steps == ["push", "record", "reply in the transaction", "push", "record", "reply"], steps
+    assert len(pool._in_use_connections) == 0
+    assert _woken() == [ticket.session_id] * 2  # each decision's wake-up (the worker's claim finds one turn)
