@@ -60,6 +60,11 @@ _PLAIN = [
     ("approvals.views", "", "_ticket_reply", "reply"),
     ("approvals.views", "", "_acted_on", "acted_on"),
     ("adkweb.handler", "ASGIHandler", "__call__", "asgi"),
+    # the request's way to its view (ASGI handler: body, request_started, middleware, the thread hop)
+    ("django.core.handlers.asgi", "ASGIHandler", "read_body", "read_body"),
+    ("django.dispatch.dispatcher", "Signal", "asend", "signal"),
+    ("django.core.handlers.base", "BaseHandler", "get_response_async", "get_response"),
+    ("django.core.handlers.base", "BaseHandler", "_get_response_async", "resolve_view"),
     ("django.contrib.sessions.backends.db", "SessionStore", "load", "session_load"),
     ("django.contrib.auth", "", "get_user", "get_user"),
     ("approvals.decisions", "", "answers_submit", "decision"),

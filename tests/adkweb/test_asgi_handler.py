@@ -226,3 +226,52 @@ def test_daphne_handler_loads_the_loop_versions_under_django_names(settings):
     owners = [getattr(hook, "__self__", None) for hook in handler._view_middleware]
     assert any(isinstance(owner, middleware.CsrfViewMiddleware) for owner in owners), owners
     assert all(middleware.runs_on_the_loop(owner) for owner in owners if isinstance(owner, middleware.OnTheLoop))
+
+
+async def test_request_started_runs_on_the_requests_thread_in_its_first_hand_over(demo, monkeypatch):
+    """Django sends request_started with a hop of its own to the request's thread; here its receivers
+    run there first thing in the request's next hand-over (before any of its sync code): one hand-over
+    fewer per request. A request_started with an async receiver is sent Django's way."""
+    from adkweb.handler import RequestThread
+
+    handler = ASGIHandler()
+    log: list[tuple[str, int]] = []
+    submit = RequestThread.submit
+
+    def counted(self: RequestThread, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
+        log.append(("hand-over", threading.get_ident()))
+        return submit(self, fn, *args, **kwargs)
+
+    def started(**kwargs: Any) -> None:
+        log.append(("started", threading.get_ident()))
+
+    def finished(**kwargs: Any) -> None:
+        log.append(("finished", threading.get_ident()))
+
+    async def also_async(**kwargs: Any) -> None:
+        pass
+
+    monkeypatch.setattr(RequestThread, "submit", counted)
+    request_started.connect(started)
+    request_finished.connect(finished)
+    try:
+        assert await _serve(handler, "/api/adk/health") == 200  # a warm-up
+        log.clear()
+        assert await _serve(handler, "/api/adk/health") == 200
+        ours = list(log)
+        log.clear()
+        request_started.connect(also_async)
+        try:
+            assert await _serve(handler, "/api/adk/health") == 200
+        finally:
+            request_started.disconnect(also_async)
+        djangos = list(log)
+    finally:
+        request_started.disconnect(started)
+        request_finished.disconnect(finished)
+    kinds = [kind for kind, _ in ours]
+    assert kinds.count("started") == kinds.count("finished") == 1
+    assert kinds.index("started") < kinds.index("finished")
+    request_thread = next(t for kind, t in ours if kind == "started")
+    assert all(t == request_thread for kind, t in ours if kind != "hand-over")  # on the request's thread
+    assert kinds.count("hand-over") == [k for k, _ in djangos].count("hand-over") - 1, (ours, djangos)
