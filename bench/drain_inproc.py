@@ -13,19 +13,31 @@ median wall and CPU time (this process, every thread: the drain's database threa
 the ratios (issue 12 target 3: run <= 1.1x direct). `--tree` runs another worktree's code (a
 before/after comparison: run both, alternating). The database is created and dropped
 (test_<name>_drain_<pid>).
+
+`--callgrind` runs the same under valgrind's callgrind and counts the instructions of each measured
+turn (every thread of the process, the collection switched on around each one with
+callgrind_control): counts that do not move with the machine's load, so two trees' drain ÷ direct can
+be compared to a fraction of a percent where their wall and CPU times move by ±0.08× run to run.
+About 50× slower: use --turns 10-20. Needs valgrind (apt-get install valgrind).
 """
 
 from __future__ import annotations
 
 import argparse
+import glob
 import os
 import queue
+import re
 import statistics
+import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
 from typing import Any
+
+CALLGRIND = "DRAIN_INPROC_CALLGRIND"  # set in the child run under valgrind: its dumps' directory
 
 
 def main() -> None:
@@ -35,7 +47,12 @@ def main() -> None:
     parser.add_argument(
         "--only", choices=["drain", "direct"], help="run one kind only (to profile it: py-spy record -- ...)"
     )
+    parser.add_argument("--callgrind", action="store_true", help="count each turn's instructions (valgrind)")
+    parser.add_argument("--alternate", action="store_true", help="the direct Runner first every other turn")
     args = parser.parse_args()
+    if args.callgrind and not os.environ.get(CALLGRIND):
+        callgrind(args)
+        return
     root = Path(args.tree).resolve()
     sys.path.insert(0, str(root))
     os.chdir(root)
@@ -61,7 +78,7 @@ def main() -> None:
     connection.creation.create_test_db(verbosity=0, autoclobber=True, serialize=False)
     try:
         print(f"{root} (load average {os.getloadavg()[0]:.1f})")
-        measure(args.turns, args.only)
+        measure(args.turns, args.only, args.alternate)
     finally:
         from django.db import connections
 
@@ -74,7 +91,7 @@ def main() -> None:
         connection.creation.destroy_test_db(old_name, verbosity=0)
 
 
-def measure(turns: int, only: str | None = None) -> None:
+def measure(turns: int, only: str | None = None, alternate: bool = False) -> None:
     from asgiref.sync import ThreadSensitiveContext
     from google.adk.runners import Runner
     from google.genai import types
@@ -97,21 +114,33 @@ def measure(turns: int, only: str | None = None) -> None:
             async for _ in runner.run_async(user_id="requester", session_id=session_id, new_message=message):
                 pass
 
-    jobs: queue.Queue[tuple[str, Any] | None] = queue.Queue()
-    done: queue.Queue[tuple[float, float]] = queue.Queue()
+    jobs: queue.Queue[tuple[str, Any, bool] | None] = queue.Queue()
+    done: queue.Queue[tuple[float, float, float]] = queue.Queue()
+
+    counting = bool(os.environ.get(CALLGRIND))
+    if counting:
+        from agents_app import publish_order
+
+        publish_order.LEAD_WAIT = 600.0  # see callgrind()
 
     def work() -> None:  # one thread, one worker loop, as a worker thread runs its turns
         while (job := jobs.get()) is not None:
-            kind, arg = job
-            wall, cpu = time.perf_counter(), time.process_time()
+            kind, arg, measured = job
+            if counting and measured:
+                _callgrind_control("-i", "on")
+            wall, cpu, sys_cpu = time.perf_counter(), time.process_time(), os.times().system
             if kind == "drain":
                 session_turns_run(arg)
             else:
                 worker_loop.run(direct(arg))
-            done.put(((time.perf_counter() - wall) * 1000, (time.process_time() - cpu) * 1000))
+            cpu_ms, sys_ms = (time.process_time() - cpu) * 1000, (os.times().system - sys_cpu) * 1000
+            done.put(((time.perf_counter() - wall) * 1000, cpu_ms, sys_ms))
+            if counting and measured:
+                _callgrind_control("-i", "off")
+                _callgrind_control(f"--dump={kind}")
 
     threading.Thread(target=work, name="bench-worker", daemon=True).start()
-    results: dict[str, list[tuple[float, float]]] = {"drain": [], "direct": []}
+    results: dict[str, list[tuple[float, float, float]]] = {"drain": [], "direct": []}
     warm = 3
     session: Any = None
     direct_id = ""
@@ -121,25 +150,75 @@ def measure(turns: int, only: str | None = None) -> None:
             direct_id = store.create_session_sync(app_name="stock_agent", user_id="requester").id
         if only != "direct":
             services.message_send(session=session, text=text, streaming=False)
-        for kind, arg in (("drain", session.pk), ("direct", direct_id)):
+        pair = [("drain", session.pk), ("direct", direct_id)]
+        for kind, arg in pair[::-1] if alternate and i % 2 else pair:
             if only and kind != only:
                 continue
-            jobs.put((kind, arg))
+            jobs.put((kind, arg, i >= warm))
             sample = done.get()
             if i >= warm:
                 results[kind].append(sample)
     jobs.put(None)
+    if counting:
+        return  # the parent reads the dumps
     medians = {
-        k: (statistics.median(w for w, _ in v), statistics.median(c for _, c in v)) for k, v in results.items() if v
+        k: (statistics.median(r[0] for r in v), statistics.median(r[1] for r in v)) for k, v in results.items() if v
     }
     for kind, (wall, cpu) in medians.items():
-        print(f"  {kind:<7} median wall {wall:7.1f} ms   CPU {cpu:6.1f} ms   ({len(results[kind])} turns)")
+        # The kernel's share (os.times, 10 ms ticks: a mean over the turns, not a median)
+        system = statistics.mean(s for _, _, s in results[kind])
+        print(
+            f"  {kind:<7} median wall {wall:7.1f} ms   CPU {cpu:6.1f} ms   (of it system, mean: {system:4.1f} ms; "
+            f"{len(results[kind])} turns)"
+        )
     if only:
         return
     print(
         f"  drain / direct: wall {medians['drain'][0] / medians['direct'][0]:.2f}x, "
         f"CPU {medians['drain'][1] / medians['direct'][1]:.2f}x   (target 3: run <= 1.1x direct)"
     )
+
+
+def _callgrind_control(*args: str) -> None:
+    subprocess.run(["callgrind_control", *args, str(os.getpid())], capture_output=True, check=True)
+
+
+def callgrind(args: argparse.Namespace) -> None:
+    """Run this script under callgrind (collection off but around each measured turn, one dump per
+    turn) and print the median instructions of a turn of each kind and their ratio."""
+    with tempfile.TemporaryDirectory() as out:
+        cmd = ["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={out}/cg.%p"]
+        cmd += [sys.executable, os.path.abspath(sys.argv[0]), "--turns", str(args.turns), "--tree", args.tree]
+        cmd += ["--only", args.only] if args.only else []
+        cmd += ["--alternate"] if args.alternate else []
+        # Nothing that depends on the clock, which runs ~50x slower under valgrind: string hashes fixed,
+        # no lease renewal during a turn, the "running" status riding with the first event as it does.
+        env = {**os.environ, CALLGRIND: out, "PYTHONHASHSEED": "0", "ADKWEB_SESSION_LEASE_SECONDS": "3600"}
+        run = subprocess.run(cmd, env=env, capture_output=True, text=True)
+        if run.returncode:
+            sys.exit(run.stdout[-2000:] + run.stderr[-3000:])
+        print(run.stdout, end="")
+        counts: dict[str, list[int]] = {}
+        for path in glob.glob(f"{out}/cg.*.*"):  # one file per dump: cg.<pid>.<n>
+            text = Path(path).read_text(errors="replace")
+            dump = re.search(r"^desc: Trigger: dump (\w+)", text, re.M)
+            total = re.search(r"^totals: (\d+)", text, re.M)
+            if dump and total:
+                counts.setdefault(dump.group(1), []).append(int(total.group(1)))
+    medians = {k: statistics.median(v) for k, v in counts.items()}
+    for kind, n in medians.items():
+        spread = f"{min(counts[kind]) / 1e6:.1f}-{max(counts[kind]) / 1e6:.1f}"
+        mean = statistics.mean(counts[kind]) / 1e6
+        print(
+            f"  {kind:<7} median {n / 1e6:8.2f}, mean {mean:8.2f} M instructions a turn "
+            f"(range {spread}, {len(counts[kind])} turns)"
+        )
+    if "drain" in medians and "direct" in medians:
+        means = {k: statistics.mean(v) for k, v in counts.items()}
+        print(
+            f"  drain / direct: instructions {medians['drain'] / medians['direct']:.3f}x median, "
+            f"{means['drain'] / means['direct']:.3f}x mean (user space only: not the kernel's side of a round trip)"
+        )
 
 
 if __name__ == "__main__":
