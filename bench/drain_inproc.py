@@ -134,10 +134,11 @@ def measure(turns: int, only: str | None = None, alternate: bool = False) -> Non
             else:
                 worker_loop.run(direct(arg))
             cpu_ms, sys_ms = (time.process_time() - cpu) * 1000, (os.times().system - sys_cpu) * 1000
-            done.put(((time.perf_counter() - wall) * 1000, cpu_ms, sys_ms))
+            sample = ((time.perf_counter() - wall) * 1000, cpu_ms, sys_ms)
             if counting and measured:
                 _callgrind_control("-i", "off")
-                _callgrind_control(f"--dump={kind}")
+                _callgrind_control(f"--dump={kind}")  # before the caller goes on (the last turn's too)
+            done.put(sample)
 
     threading.Thread(target=work, name="bench-worker", daemon=True).start()
     results: dict[str, list[tuple[float, float, float]]] = {"drain": [], "direct": []}
