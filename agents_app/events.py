@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-import json
 import logging
 from typing import Any, Literal, NotRequired, TypedDict
 
@@ -51,7 +50,9 @@ class SessionEventMessage(TypedDict, total=False):
     event_pk: int
     # What an API follower (agents_app.api.watch) needs to answer without reading the database: the
     # session's revision after this event (one more than before it: a gap means a missed message),
-    # the event's turn and author, and the stored event itself when it is small (EVENT_DATA_MAX).
+    # the event's turn and author, and the stored event itself when it is small (EVENT_DATA_MAX: the
+    # length of the JSON stored, which its writer checks, session_orm.NewEvent.message; not serialized
+    # again here to be measured).
     revision: int
     turn_id: int | None
     author: str
@@ -119,7 +120,7 @@ def _event_message(
     message = SessionEventMessage(type="session.event", session_pk=session_pk, event_pk=event_pk)
     if revision is not None:
         message["revision"], message["turn_id"], message["author"] = revision, turn_id, author
-        if data is not None and turn_id is not None and author != "user" and _small(data):
+        if data is not None and turn_id is not None and author != "user":  # its size checked by its writer
             message["data"] = data
     return message
 
@@ -131,13 +132,6 @@ def _stored(session_pk: int, event_pk: int, data: dict | None, timestamp: float 
     from .models import StoredEvent
 
     return StoredEvent(pk=event_pk, session_id=session_pk, timestamp=timestamp, data=data)
-
-
-def _small(data: dict) -> bool:
-    try:
-        return len(json.dumps(data, ensure_ascii=False)) <= EVENT_DATA_MAX
-    except (TypeError, ValueError):
-        return False
 
 
 @abatched()

@@ -126,3 +126,26 @@ async def test_an_append_through_the_session_store_reaches_open_pages_once(demo,
         "author": "reimbursement_agent",
     }
     await comm.disconnect()
+
+
+async def test_a_turn_event_is_carried_as_stored_without_being_serialized_again(demo, session, monkeypatch):
+    """A turn's stored event goes to API followers in its message whole (what its writer stored and
+    sized: session_orm.NewEvent.message checks the stored JSON's length against EVENT_DATA_MAX);
+    nothing serializes it again on its way to measure it (once per event of every turn, in a worker)."""
+    import json
+
+    from channels.layers import get_channel_layer
+
+    layer = get_channel_layer()
+    ids_only = await layer.new_channel()
+    await layer.group_add(events.session_group(session.pk), ids_only)
+    data = {"id": "e-1", "author": "reimbursement_agent", "content": {"parts": [{"text": "x" * 2000}]}}
+    dumped: list[object] = []
+    dumps = json.dumps
+    monkeypatch.setattr(json, "dumps", lambda obj, *a, **k: dumped.append(obj) or dumps(obj, *a, **k))
+    await events.anotify_session_event(
+        session_pk=session.pk, event_pk=41, revision=3, turn_id=7, author="reimbursement_agent", data=data
+    )
+    message = await layer.receive(ids_only)
+    assert message["data"] == data and (message["revision"], message["turn_id"]) == (3, 7)
+    assert dumped == []
