@@ -9,6 +9,12 @@ from django_htmx.middleware import HtmxDetails
 from .errors import Refused
 
 
+def number(raw: str) -> int | None:
+    """`raw` as a whole number when it is ASCII digits only, else None. (`str.isdigit()` also says yes
+    to "²" or "①", which `int()` refuses: a 500 where a request's bad number deserves its 400.)"""
+    return int(raw) if raw.isascii() and raw.isdigit() else None
+
+
 class HtmxHttpRequest(HttpRequest):
     htmx: HtmxDetails
 

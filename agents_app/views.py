@@ -9,7 +9,7 @@ from django.utils.http import content_disposition_header
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from adkweb.errors import Refused
-from adkweb.http import HtmxHttpRequest
+from adkweb.http import HtmxHttpRequest, number
 from adkweb.roles import can_retry_turns, is_agent_admin
 
 from . import agent_cards, agents, selectors, services
@@ -70,11 +70,11 @@ def session_detail(request: HttpRequest, pk: int) -> HttpResponse:
 def session_events(request: HttpRequest, pk: int) -> HttpResponse:
     """ "Load earlier events": the events before `before` (an event pk), in place of the button."""
     session = _visible_session(request, pk)
-    raw = request.GET.get("before", "")
-    if not raw.isdigit() or not 0 < int(raw) < 2**63:
+    before = number(request.GET.get("before", ""))
+    if before is None or not 0 < before < 2**63:
         return HttpResponse("before must be the pk of an event of this conversation.", status=400)
     ctx = {
-        "timeline": selectors.session_timeline(session, before_pk=int(raw)),
+        "timeline": selectors.session_timeline(session, before_pk=before),
         "can_retry": can_retry_turns(request.user, session),
     }
     return render(request, "agents_app/partials/earlier.html", ctx)
@@ -156,9 +156,10 @@ def artifact_download(request: HttpRequest, pk: int, name: str) -> HttpResponse:
     an image shown in the page; never rendered as a page of ours (sandboxed, no sniffing)."""
     session = _visible_session(request, pk)
     raw = request.GET.get("version", "")
-    if raw and not raw.isdigit():
+    version = number(raw)
+    if raw and version is None:
         return HttpResponse("The version must be a number.", status=400, content_type="text/plain")
-    row = selectors.session_artifact_get(session=session, filename=name, version=int(raw) if raw else None)
+    row = selectors.session_artifact_get(session=session, filename=name, version=version)
     if row is None or not row.content:
         raise Http404("No such artifact (or it is a reference to a file stored elsewhere).")
     inline = request.GET.get("inline") == "1" and row.mime_type in selectors.PREVIEW_TYPES

@@ -14,6 +14,7 @@ from django.http import QueryDict
 from django.template.loader import render_to_string
 
 from adkweb import live
+from adkweb.http import number
 from adkweb.paging import COUNT_CAP
 from agents_app import selectors as conversations
 from agents_app.events import session_group
@@ -177,7 +178,7 @@ class TicketConsumer(live.LiveConsumer):
             return
         self.ticket_id, self.session_pk = ticket.pk, ticket.session_id
         query = QueryDict(self.scope.get("query_string", b"").decode())
-        self.last_pk = int(query["after"]) if query.get("after", "").isdigit() else None
+        self.last_pk = number(query.get("after", ""))
         self.group = session_group(ticket.session_id)
         if not await live.join(self, self.group):
             return

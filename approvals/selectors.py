@@ -12,6 +12,7 @@ from django.db.models.expressions import RawSQL
 
 from adkweb.compiled import compiled
 from adkweb.compiled import rows as compiled_rows
+from adkweb.http import number
 from adkweb.paging import (
     COUNT_CAP,
     Bound,
@@ -91,8 +92,7 @@ def _status_q(status: str) -> Q:
 
 def _search_pk(term: str) -> int | None:
     """The ticket a search for "#12" or "12" also finds."""
-    digits = term.lstrip("#")
-    return int(digits) if digits.isdigit() else None
+    return number(term.lstrip("#"))
 
 
 def ticket_queryset(*, filters: InboxFilters, user: Any) -> QuerySet[PendingCall]:

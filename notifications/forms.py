@@ -7,6 +7,7 @@ from typing import Any
 from django import forms
 from django.http import QueryDict
 
+from adkweb.http import number
 from approvals.forms import InboxFilterForm
 from approvals.selectors import InboxFilters
 
@@ -46,10 +47,11 @@ class BulkForm(forms.Form):
         data = super().clean() or {}
         ids: list[int] = []
         for raw in self.raw_ids:
-            if not str(raw).isdigit() or len(str(raw)) > 18:
+            pk = number(str(raw))
+            if pk is None or len(str(raw)) > 18:
                 raise forms.ValidationError(f"Not a ticket number: {str(raw)[:30]!r}.")
-            if int(raw) not in ids:
-                ids.append(int(raw))
+            if pk not in ids:
+                ids.append(pk)
         if not ids:
             raise forms.ValidationError("Select at least one ticket (x, or the row's checkbox).")
         if len(ids) > MAX_BULK:
