@@ -1,7 +1,7 @@
 """A click's early wake-up (approvals.decisions, "Waking before the commit") is pushed before the
 decision's record and its reply is read after the commit (agents_app.services.session_enqueue_before_commit,
 agents_app.wake.replies_later): the record and the COMMIT do not wait on Redis's answer. PostgreSQL +
-Redis, the real wake-up list (no worker: the list is read here)."""
+Redis, a wake-up list of the test's own (read here: no worker listens on it)."""
 
 from __future__ import annotations
 
@@ -50,6 +50,9 @@ def steps(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
     monkeypatch.setattr(conn_class, "send_packed_command", send_packed_command)
     monkeypatch.setattr(conn_class, "read_response", read_response)
+    # A list of this test's own: a worker process of the suite's (started by an earlier test) listens on
+    # the real one, and would pop the wake-ups this test reads.
+    monkeypatch.setattr(wake, "key", lambda app=None: wake.KEY_PREFIX + "test-reply-later")
     wake.client().delete(wake.key())
     with connection.execute_wrapper(record):
         yield log
