@@ -8,11 +8,14 @@ from django_htmx.middleware import HtmxDetails
 
 from .errors import Refused
 
+NUMBER_DIGITS = 19  # a bigint's (a primary key's) most
+
 
 def number(raw: str) -> int | None:
-    """`raw` as a whole number when it is ASCII digits only, else None. (`str.isdigit()` also says yes
-    to "²" or "①", which `int()` refuses: a 500 where a request's bad number deserves its 400.)"""
-    return int(raw) if raw.isascii() and raw.isdigit() else None
+    """`raw` as a whole number when it is ASCII digits only, at most NUMBER_DIGITS of them, else None.
+    (`str.isdigit()` also says yes to "²" or "①", which `int()` refuses, as it refuses more than 4,300
+    digits: a 500 where a request's bad number deserves its 400.)"""
+    return int(raw) if len(raw) <= NUMBER_DIGITS and raw.isascii() and raw.isdigit() else None
 
 
 class HtmxHttpRequest(HttpRequest):

@@ -1,6 +1,7 @@
-"""Numbers typed by people: `str.isdigit()` also says yes to "²" or "①", which `int()` refuses. Each place
-that reads a number from a request answers such text as it answers any other non-number (a search that
-finds no ticket number, a 400 with its message, a socket with no catch-up), never a 500."""
+"""Numbers typed by people: `str.isdigit()` also says yes to "²" or "①", which `int()` refuses (as it refuses
+5,000 digits). Each place that reads a number from a request answers such text as it answers any other
+non-number (a search that finds no ticket number, a 400 with its message, a socket with no catch-up), never
+a 500."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from tests.approvals_factories import ticket
 
 pytestmark = pytest.mark.django_db(transaction=True)
 NOT_ASCII = ["²", "#²", "①", "٣"]  # superscript, circled, Arabic-Indic (int() takes this one)
+NOT_NUMBERS = [*NOT_ASCII, "9" * 5000]  # and more digits than int() reads (4,300; a search that long is a 400)
 
 
 def _client(user) -> Client:
@@ -41,7 +43,7 @@ def test_inbox_and_api_searches_for_digits_that_are_not_ascii_find_by_text_only(
 def test_conversation_numbers_that_are_not_ascii_digits_are_refused_with_their_message(demo):
     session = services.session_create(app_name="reimbursement_agent", user_id="requester")
     requester = _client(demo["requester"])
-    for raw in NOT_ASCII:
+    for raw in NOT_NUMBERS:
         earlier = requester.get(f"/sessions/{session.pk}/events/", {"before": raw})
         assert earlier.status_code == 400 and b"before must be the pk" in earlier.content, raw
         version = requester.get(f"/sessions/{session.pk}/artifacts/chart.png", {"version": raw})
@@ -51,7 +53,7 @@ def test_conversation_numbers_that_are_not_ascii_digits_are_refused_with_their_m
 def test_bulk_decisions_refuse_ticket_numbers_that_are_not_ascii_digits(demo):
     call = ticket()
     approver = _client(demo["approver"])
-    for raw in NOT_ASCII:
+    for raw in NOT_NUMBERS:
         r = approver.post("/inbox/bulk/", {"action": "approve", "ticket": [raw], "confirm": "1"})
         assert r.status_code == 400 and "Not a ticket number" in r.content.decode(), raw
     assert PendingCall.objects.get(pk=call.pk).status == "pending"
@@ -61,7 +63,7 @@ async def test_a_ticket_socket_with_a_catch_up_point_that_is_not_a_number_connec
     from channels.db import database_sync_to_async
 
     call = await database_sync_to_async(ticket)()
-    communicator = WebsocketCommunicator(URLRouter(websocket_urlpatterns), f"/ws/tickets/{call.pk}/?after=²")
+    communicator = WebsocketCommunicator(URLRouter(websocket_urlpatterns), f"/ws/tickets/{call.pk}/?after={'9' * 5000}")
     communicator.scope["user"] = demo["approver"]
     connected, _ = await communicator.connect()
     assert connected
