@@ -26,7 +26,7 @@ from tests.frames import direct_delivery_contract
 
 from . import processes
 from .test_channel_layer_local import _recorded
-from .test_fanout_services import MESSAGE, _final_ids, _settled
+from .test_fanout_services import _final_ids, _message_settled, _socket_frames
 
 GROUP = "fanout-processes"
 
@@ -150,26 +150,10 @@ def test_fifty_real_websockets_on_two_daphne_processes_get_every_event_once_in_o
             sockets.append(ws)
         assert len(_members(f"session-{session.pk}.approver")) == 2  # one per process, not 50
 
-        requester = Client()
-        requester.force_login(demo["requester"])
-        r = requester.post(f"/sessions/{session.pk}/messages/", {"text": MESSAGE}, HTTP_HX_REQUEST="true")
-        assert r.status_code == 200
-        stored = wait_for(lambda: _settled(session.pk), timeout=30, what="the turn and its ticket")
-        assert len(stored) >= 3, stored
+        stored = _message_settled(demo["requester"], session.pk)
 
         for i, ws in enumerate(sockets):
-            frames: list[str] = []
-            deadline = time.monotonic() + 30
-            while set(_final_ids(frames)) != set(stored) and time.monotonic() < deadline:
-                try:
-                    frames.append(ws.recv(timeout=max(deadline - time.monotonic(), 0.01)))
-                except TimeoutError:
-                    break
-            while True:  # anything after the last event, too
-                try:
-                    frames.append(ws.recv(timeout=0.3))
-                except TimeoutError:
-                    break
+            frames = _socket_frames(ws, stored)
             assert _final_ids(frames) == stored, f"socket {i}: {_final_ids(frames)} != {stored}"
             text = "".join(frames)
             assert "waiting for a human" in text, i

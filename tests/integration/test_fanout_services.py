@@ -55,6 +55,35 @@ def _settled(session_pk: int) -> list[str] | None:
     return list(StoredEvent.objects.filter(session_id=session_pk).order_by("id").values_list("event_id", flat=True))
 
 
+def _message_settled(requester, session_pk: int) -> list[str]:
+    """The requester sends MESSAGE as the page does; the conversation's stored event ids once the turn is
+    done and its ticket open."""
+    client = Client()
+    client.force_login(requester)
+    r = client.post(f"/sessions/{session_pk}/messages/", {"text": MESSAGE}, HTTP_HX_REQUEST="true")
+    assert r.status_code == 200
+    stored = wait_for(lambda: _settled(session_pk), timeout=30, what="the turn and its ticket")
+    assert len(stored) >= 3, stored
+    return stored
+
+
+def _socket_frames(ws, stored: list[str]) -> list[str]:
+    """What a real websocket (websockets' sync client) receives until every one of `stored` came, then
+    anything after the last event, too (up to 30 s)."""
+    frames: list[str] = []
+    deadline = time.monotonic() + 30
+    while set(_final_ids(frames)) != set(stored) and time.monotonic() < deadline:
+        try:
+            frames.append(ws.recv(timeout=max(deadline - time.monotonic(), 0.01)))
+        except TimeoutError:
+            break
+    while True:
+        try:
+            frames.append(ws.recv(timeout=0.3))
+        except TimeoutError:
+            return frames
+
+
 @pytest.fixture(params=["prompt", "behind"])
 def reader(request, own_layer):
     """The layer's reader as it runs (`prompt`), or `behind`: each pop waits a moment first, so that

@@ -12,7 +12,6 @@ import datetime
 import ipaddress
 import ssl
 import sys
-import time
 
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
@@ -23,10 +22,9 @@ from django.test import Client
 from websockets.sync.client import connect as ws_connect
 
 from agents_app import services
-from tests.conftest import wait_for
 
 from . import processes
-from .test_fanout_services import MESSAGE, _final_ids, _settled
+from .test_fanout_services import _final_ids, _message_settled, _socket_frames
 
 SOCKETS = 5
 
@@ -83,26 +81,10 @@ def test_live_frames_over_tls_reach_every_socket_once_in_order(demo, worker, tmp
             assert 'id="session-status"' in ws.recv(timeout=20)
             sockets.append(ws)
 
-        requester = Client()
-        requester.force_login(demo["requester"])
-        r = requester.post(f"/sessions/{session.pk}/messages/", {"text": MESSAGE}, HTTP_HX_REQUEST="true")
-        assert r.status_code == 200
-        stored = wait_for(lambda: _settled(session.pk), timeout=30, what="the turn and its ticket")
-        assert len(stored) >= 3, stored
+        stored = _message_settled(demo["requester"], session.pk)
 
         for i, ws in enumerate(sockets):
-            frames: list[str] = []
-            deadline = time.monotonic() + 30
-            while set(_final_ids(frames)) != set(stored) and time.monotonic() < deadline:
-                try:
-                    frames.append(ws.recv(timeout=max(deadline - time.monotonic(), 0.01)))
-                except TimeoutError:
-                    break
-            while True:  # anything after the last event, too
-                try:
-                    frames.append(ws.recv(timeout=0.3))
-                except TimeoutError:
-                    break
+            frames = _socket_frames(ws, stored)
             assert _final_ids(frames) == stored, f"socket {i}: {_final_ids(frames)} != {stored}"
             assert "waiting for a human" in "".join(frames), i
     finally:
