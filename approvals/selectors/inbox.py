@@ -1,4 +1,5 @@
-"""Reads on the human side."""
+"""Reads on the human side: the inbox (its filters, pages, counts and menus) and the tickets one
+person may see in it."""
 
 from __future__ import annotations
 
@@ -11,7 +12,6 @@ from django.db.models import Exists, OuterRef, Q, QuerySet, prefetch_related_obj
 from django.db.models.expressions import RawSQL
 
 from adkweb.compiled import compiled
-from adkweb.compiled import rows as compiled_rows
 from adkweb.http import number
 from adkweb.paging import (
     COUNT_CAP,
@@ -24,13 +24,10 @@ from adkweb.paging import (
     keyset_page,
     keyset_page_of,
 )
-from adkweb.roles import APPROVERS, DECIDE_TICKETS, is_approver, is_observer, is_policy_admin
+from adkweb.roles import is_approver, is_observer
 
-from .hashing import args_hash
-from .models import PendingCall, Response, StandingGrant, TicketActivity, TicketParticipant
-from .permissions import can_view_ticket, decide_refusal, visible_q
-
-__all__ = ["args_hash"]  # one hash for decisions and one-tap links (approvals.hashing)
+from ..models import PendingCall, Response, TicketParticipant
+from ..permissions import visible_q
 
 INBOX_PAGE_SIZE = 25
 SORTS = ("newest", "oldest")  # an inbox's orders (InboxFilters.sort), the first its default
@@ -235,19 +232,17 @@ def inbox_page(
     what else of each ticket to load (the API's ticket list: `API_TICKET_RELATED`), a query each at most
     (joined where the rows are read from the tickets, prefetched where "mine" reads them another way)."""
     joined = tuple(r for r in related if r in JOINABLE)  # (select_related() with none would join every FK)
-    descending = filters.sort != "oldest"
+    paging: dict[str, Any] = {
+        "sort_field": "created_at",
+        "descending": filters.sort != "oldest",
+        "per_page": per_page,
+        "page": filters.page,
+        "after": filters.after,
+        "before": filters.before,
+    }
     if not (user and user.is_authenticated):  # nothing to see (and no visibility_key to name a shape by)
         qs, narrow = _inbox_source(filters, user)
-        page = keyset_page(
-            qs,
-            sort_field="created_at",
-            descending=descending,
-            per_page=per_page,
-            page=filters.page,
-            after=filters.after,
-            before=filters.before,
-            narrow=narrow,
-        )
+        page = keyset_page(qs, narrow=narrow, **paging)
     else:
         key, source, args = _inbox_shape(filters, user, joined)
 
@@ -255,18 +250,7 @@ def inbox_page(
             qs, narrow = source(*a)
             return (qs.select_related(*joined) if joined else qs), narrow
 
-        page = keyset_page_of(
-            "inbox_page",
-            key,
-            sourced,
-            args,
-            sort_field="created_at",
-            descending=descending,
-            per_page=per_page,
-            page=filters.page,
-            after=filters.after,
-            before=filters.before,
-        )
+        page = keyset_page_of("inbox_page", key, sourced, args, **paging)
     if related:
         prefetch_related_objects(page.object_list, *related)  # skips what the join already loaded
     page.object_list = approvals_attach(page.object_list)
@@ -302,163 +286,5 @@ def inbox_filter_choices(*, filters: InboxFilters | None = None) -> dict[str, li
     return {"agents": sorted(agents), "tools": sorted(tools)}
 
 
-def ticket_get(*, ticket_id: int) -> PendingCall | None:
-    related = ("session", "closed_by", "assigned_to", "edited_by", "policy")
-    try:  # get(), not first(): no ORDER BY for one primary key (compiling it over five joins cost ~2 ms)
-        return PendingCall.objects.select_related(*related).get(pk=ticket_id)
-    except PendingCall.DoesNotExist:
-        return None
-
-
-def ticket_timeline(*, ticket: PendingCall) -> Any:
-    """The part of the conversation a ticket page shows: the events of the ADK invocation that
-    opened the ticket and of the turns that carried its responses (its latest
-    agents_app.selectors.TIMELINE_LATEST; the conversation page has the whole). Two queries more
-    than the events themselves, whatever the conversation's length."""
-    from agents_app import selectors as conversations
-
-    turns = Response.objects.filter(pending_call=ticket, turn__isnull=False).values_list(
-        "turn__invocation_id", flat=True
-    )
-    ids = {i for i in [ticket.invocation_id, *turns] if i}
-    return conversations.session_timeline(ticket.session, invocation_ids=ids if ids else None)
-
-
-def ticket_responses(*, ticket: PendingCall) -> list[Response]:
-    rows = Response.objects.filter(pending_call=ticket).select_related("actor", "grant__created_by")
-    return list(rows.order_by("created_at", "id"))
-
-
-def ticket_activities(*, ticket: PendingCall) -> list[TicketActivity]:
-    return list(TicketActivity.objects.filter(ticket=ticket).select_related("actor").order_by("created_at", "id"))
-
-
-def ticket_approvals(*, ticket: PendingCall, responses: list[Response] | None = None) -> list[Response]:
-    """The approvals that count now toward the ticket's quorum: one per person, for the arguments
-    as they are now (an edit starts the count again), oldest first. `responses`: the ticket's
-    `ticket_responses`, already read (the approvals are among them: no second query)."""
-    current = ticket.args_hash
-    rows: Any = getattr(ticket, "approve_rows", None)  # prefetched by with_rules
-    if responses is not None:
-        rows = [r for r in responses if r.action == Response.Action.APPROVE]
-    if rows is None:
-        rows = Response.objects.filter(pending_call=ticket, action=Response.Action.APPROVE).select_related("actor")
-        rows = rows.order_by("created_at", "id")
-    seen: set[Any] = set()
-    out = []
-    for r in (r for r in rows if r.args_hash == current):
-        key = r.actor_id if r.actor_id is not None else ("row", r.pk)
-        if key not in seen:
-            seen.add(key)
-            out.append(r)
-    return out
-
-
-# -- the approvals HTTP API (approvals.api) --------------------------------------------------------
+# The approvals API's status filter (approvals.api): the inbox's and every single status.
 API_STATUS_FILTERS = ("open", "closed", "all", *PendingCall.Status.values)
-
-
-def ticket_visible_get(*, user: Any, ticket_id: int) -> PendingCall | None:
-    """One ticket if it exists and the user may see it, else None (the API answers 404 either way)."""
-    ticket = ticket_get(ticket_id=ticket_id)
-    return ticket if ticket is not None and can_view_ticket(user, ticket) else None
-
-
-# -- who decides a ticket (notifications ask whom to tell) -----------------------------------------
-def ticket_approver_groups(*, ticket: PendingCall) -> list[str]:
-    """The groups a ticket is routed to now: its approver groups (and escalation groups once it
-    escalated), or the approvers role for a ticket no policy routes."""
-    names = [g.name for g in ticket.approver_groups.all()] if ticket.routed else [APPROVERS]
-    if ticket.escalated_at is not None:
-        names += [g.name for g in ticket.escalation_groups.all()]
-    return sorted(set(names))
-
-
-def can_decide(user: Any, ticket: PendingCall) -> bool:
-    """Whether this person may decide this ticket now (approvals.permissions.decide_refusal)."""
-    return decide_refusal(user, ticket) is None
-
-
-def approval_refusal(user: Any, ticket: PendingCall, action: str = "approve") -> str | None:
-    """Why this person may not approve (or reject) this ticket now, or None: the ticket page's rules
-    (its routing: policy approver groups, the escalation groups once escalated; four-eyes) and, for
-    a ticket that needs several approvals, an approval of theirs that already counts (no one counts
-    twice; they may still reject it)."""
-    refusal = decide_refusal(user, ticket)
-    if refusal:
-        return refusal
-    if action == "approve" and ticket.required_approvals > 1:
-        counted = ticket_approvals(ticket=ticket)
-        if any(r.actor_id == user.pk for r in counted):
-            return (
-                f"your approval already counts ({len(counted)} of {ticket.required_approvals}); "
-                "another approver must give the next one."
-            )
-    return None
-
-
-def approval_progress(response: Response) -> str:
-    """What an approval came to: "" when it decided the ticket, else "1 of 2 approvals recorded"
-    (the ticket waits for more approvers; say "Approved" only once it closed)."""
-    if response.final or response.action != Response.Action.APPROVE:
-        return ""
-    ticket = ticket_get(ticket_id=response.pending_call_id)
-    if ticket is None or not ticket.is_open:
-        return ""
-    return f"{len(ticket_approvals(ticket=ticket))} of {ticket.required_approvals} approvals recorded"
-
-
-def works_inbox(user: Any) -> bool:
-    """Approvers and members of groups that policies or tickets route to (the inbox, triage)."""
-    from .permissions import works_inbox as works
-
-    return works(user)
-
-
-def ticket_deciders(*, ticket: PendingCall) -> list[Any]:
-    """Everyone who may decide this ticket now, through its routing (its groups, or the approvers
-    permission, or superuser), less the requester under four-eyes and anyone whose approval already
-    counts toward its quorum: the people to tell about it."""
-    from django.contrib.auth import get_user_model
-
-    User = get_user_model()
-    groups = [g.pk for g in ticket.approver_groups.all()] if ticket.routed else []
-    if ticket.escalated_at is not None:
-        groups += [g.pk for g in ticket.escalation_groups.all()]
-    counted: list[int] = []  # approvals that count only matter (and are read) with a quorum above one
-    if ticket.required_approvals > 1:
-        counted = sorted({r.actor_id for r in ticket_approvals(ticket=ticket) if r.actor_id is not None})
-    fields = [f.attname for f in User._meta.concrete_fields]
-    routed, n_groups = ticket.routed, len(groups)
-
-    def people(*ids: int) -> QuerySet:
-        found = User.objects.filter(groups__in=ids[:n_groups]) | User.objects.filter(is_superuser=True)
-        if not routed:
-            found |= User.objects.with_perm(DECIDE_TICKETS, backend="django.contrib.auth.backends.ModelBackend")
-        found = found.filter(is_active=True).exclude(pk__in=ids[n_groups:]).distinct().order_by("pk")
-        return found.values_list(*fields)
-
-    # Built and compiled once per shape (routed or not, how many groups and counted approvals: each
-    # ticket.opened fan-out asks, and the union with the permission query cost more to compile than
-    # to answer), the group and approver pks its parameters.
-    key = (routed, n_groups, len(counted))
-    rows = compiled_rows("ticket_deciders", key, people, *groups, *counted)
-    found = [User.from_db(connection.alias, fields, row) for row in rows]
-    return [user for user in found if can_decide(user, ticket)]
-
-
-# -- standing grants ---------------------------------------------------------------------------------
-def grants_visible(*, user: Any, active: bool | None = None) -> QuerySet[StandingGrant]:
-    """Grants of tickets this person may see (policy admins: every grant), newest first; `active`
-    True/False keeps only grants that still approve / that ended or were revoked."""
-    from django.utils import timezone
-
-    qs = StandingGrant.objects.select_related("created_by", "revoked_by", "session", "policy", "ticket")
-    if not is_policy_admin(user):
-        qs = qs.filter(ticket__in=PendingCall.objects.filter(visible_q(user)).values("pk"))
-    live = Q(revoked_at__isnull=True, expires_at__gt=timezone.now())
-    if active is True:
-        qs = qs.filter(live)
-    elif active is False:
-        qs = qs.exclude(live)
-    return qs.order_by("-created_at", "-id")
