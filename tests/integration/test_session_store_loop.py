@@ -3,7 +3,8 @@ create, get and the append of an event no hook wants go without a thread hop, an
 contract requires changes: a caller inside a transaction is served on its own connection (it sees
 its rows), a stale copy or a lost lease stores nothing, a broken connection stores an event at most
 once, and a loop never holds more than its few connections. The shared contract itself runs on this
-path too (test_session_service_postgres.py: transactional tests, nobody in a transaction)."""
+path too (test_session_service_postgres.py: transactional tests, nobody in a transaction); the events the
+ticket hook wants, from the loop: test_session_store_loop_tickets.py."""
 
 from __future__ import annotations
 
@@ -28,10 +29,6 @@ from agents_app import session_async
 from agents_app.leases import Lease, LeaseLost, current_lease
 from agents_app.models import AdkSession, StoredEvent
 from agents_app.session_service import DjangoSessionService
-from tests.conftest import wait_for
-
-from .test_ticket_rider import APP as TICKET_APP
-from .test_ticket_rider import USER, _call, _response, _warm
 
 pytestmark = pytest.mark.django_db(transaction=True)
 APP = "my_app"
@@ -140,16 +137,6 @@ async def test_a_stale_copy_or_a_lost_lease_stores_nothing(service):
     assert len(await _events("s")) == 1
 
 
-def _committed(ticket_id: int) -> bool:
-    """Whether the ticket is there for another connection (committed)."""
-    from approvals.models import PendingCall
-
-    db = connection.settings_dict["NAME"]
-    with psycopg.connect(f"dbname={db} user=postgres host=127.0.0.1", autocommit=True) as other:
-        sql = f"SELECT 1 FROM {PendingCall._meta.db_table} WHERE id = %s"
-        return other.execute(sql, [ticket_id]).fetchone() is not None
-
-
 def _terminate(pids: list[int]) -> int:
     """End these server processes (as a restart, an idle timeout or an operator would)."""
     db = connection.settings_dict["NAME"]
@@ -206,199 +193,3 @@ async def test_a_loop_holds_a_few_connections_and_more_callers_take_the_thread_p
     assert threads, "no caller took the thread path"
     for s in sessions:
         assert len(await _events(s.id)) == 1
-
-
-# -- events the ticket hook wants: its rider's writes in the append's statement, from the loop too --------
-
-
-@pytest.fixture
-def tickets(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, tuple]]:
-    """The approvals hook (its filter and rider) and this process's policies read; the broker's sends,
-    recorded instead of sent (the outbox's task)."""
-    from adkweb.celery import app
-    from agents_app import session_hooks
-    from approvals.services import tickets_record_event
-
-    monkeypatch.setattr(session_hooks, "_event_hooks", [tickets_record_event])
-    _warm(DjangoSessionService())
-    connection.close()
-    sends: list[tuple[str, tuple]] = []
-    monkeypatch.setattr(app, "send_task", lambda name, args=(), **kwargs: sends.append((name, tuple(args))))
-    return sends
-
-
-def _pk(session: Any) -> int:
-    return int(session._storage_update_marker.split(":")[0])
-
-
-async def _watch(monkeypatch: pytest.MonkeyPatch, session_pk: int) -> tuple[str, list[bool]]:
-    """A watcher of the conversation's group (as a page or an API follower is), and, for each
-    ticket.changed the process publishes, whether its ticket was committed at that moment."""
-    from channels.layers import get_channel_layer
-
-    layer = get_channel_layer()
-    channel = await layer.new_channel()
-    await layer.group_add(f"session-{session_pk}", channel)
-    committed: list[bool] = []
-    real = layer.group_send_many
-
-    async def send_many(pairs: Any, ask: Any = ()) -> Any:
-        for _, message in pairs:
-            if message["type"] == "ticket.changed":
-                committed.append(_committed(message["ticket_id"]))
-        return await real(pairs, ask)
-
-    monkeypatch.setattr(layer, "group_send_many", send_many)
-    return channel, committed
-
-
-async def _until_finished(channel: str) -> list[tuple[str, Any]]:
-    """What the watcher receives up to a turn's end, and nothing after it."""
-    from channels.layers import get_channel_layer
-
-    layer, got = get_channel_layer(), []
-    while not got or got[-1][0] != "turn.finished":
-        message = await asyncio.wait_for(layer.receive(channel), 5)
-        got.append((message["type"], message.get("ticket_id", message.get("event_pk"))))
-    with pytest.raises(asyncio.TimeoutError):
-        await asyncio.wait_for(layer.receive(channel), 0.3)
-    return got
-
-
-async def test_a_ticket_opens_with_its_event_from_the_loop_and_is_announced_after_it_once(
-    service, tickets, monkeypatch
-):
-    from adkweb.live import agroup_send
-    from approvals.models import PendingCall
-    from notifications.models import NotificationEvent
-
-    session = await service.create_session(app_name=TICKET_APP, user_id=USER)
-    channel, committed = await _watch(monkeypatch, _pk(session))
-    threads: list[Any] = []
-    monkeypatch.setattr(service, "_store_event", lambda *args, **kwargs: threads.append(args))
-    with sent(monkeypatch) as seen:
-        call = await service.append_event(session, _call("c1"))
-        await service.append_event(session, _response("c1", {"status": "pending"}))
-    assert threads == [] and [sql.split()[:3] for sql in seen["loop"]] == [["WITH", "u", "AS"]] * 2, seen
-    # What the turn's end publishes next (agents_app.events.anotify_turn_finished) comes after it all.
-    await agroup_send(f"session-{_pk(session)}", {"type": "turn.finished"})
-    ticket = await PendingCall.objects.select_related("event").aget(call_id="c1")
-    events = [pk async for pk in StoredEvent.objects.filter(session_id=_pk(session)).values_list("pk", flat=True)]
-    assert await _until_finished(channel) == [
-        ("session.event", events[0]),
-        ("ticket.changed", ticket.pk),
-        ("session.event", events[1]),
-        ("ticket.changed", ticket.pk),  # its initial response
-        ("turn.finished", None),
-    ]
-    assert committed == [True, True]
-    assert ticket.event.event_id == call.id and ticket.initial_response == {"status": "pending"}
-    assert (await AdkSession.objects.aget(pk=_pk(session))).status == "waiting"
-    outbox = [pk async for pk in NotificationEvent.objects.filter(ticket=ticket).values_list("pk", flat=True)]
-    await sync_to_async(wait_for)(lambda: tickets, timeout=5, what="the outbox's task")
-    await asyncio.sleep(0.2)
-    assert tickets == [("notifications.tasks.event_fan_out", (outbox[0],))]  # once
-
-
-async def test_a_failure_after_the_event_insert_stores_neither_and_announces_nothing(service, tickets, monkeypatch):
-    """The ticket's INSERT fails after the event's, in the same statement: neither is stored, the copy
-    stays current, nothing is published or enqueued."""
-    from django.db import IntegrityError
-
-    from approvals.models import PendingCall
-
-    session = await service.create_session(app_name=TICKET_APP, user_id=USER)
-    channel, _ = await _watch(monkeypatch, _pk(session))
-    check = f"ALTER TABLE {PendingCall._meta.db_table} ADD CONSTRAINT no_boom CHECK (call_id <> 'boom')"
-    await sync_to_async(_execute)(check)
-    try:
-        with pytest.raises(IntegrityError):
-            await service.append_event(session, _call("boom"))
-    finally:
-        await sync_to_async(_execute)(f"ALTER TABLE {PendingCall._meta.db_table} DROP CONSTRAINT no_boom")
-    assert await _events(session.id) == [] and not await PendingCall.objects.filter(call_id="boom").aexists()
-    from adkweb.live import agroup_send
-
-    await agroup_send(f"session-{_pk(session)}", {"type": "turn.finished"})
-    assert await _until_finished(channel) == [("turn.finished", None)]
-    await service.append_event(session, _text("the copy is still current"))
-    assert tickets == []
-
-
-def _execute(sql: str) -> None:
-    with connection.cursor() as cursor:
-        cursor.execute(sql)
-    connection.close()
-
-
-async def test_a_stale_copy_or_a_lost_lease_opens_no_ticket_from_the_loop(service, tickets):
-    from approvals.models import PendingCall
-
-    session = await service.create_session(app_name=TICKET_APP, user_id=USER, session_id="s")
-    stale = await service.get_session(app_name=TICKET_APP, user_id=USER, session_id="s")
-    await service.append_event(session, _text("first"))
-    with pytest.raises(StaleSessionError):
-        await service.append_event(stale, _call("from-stale"))
-    await _append_after_a_takeover(service, session, _call("after-the-takeover"))
-    assert len(await _events("s")) == 1
-    assert not await PendingCall.objects.filter(session_id=_pk(session)).aexists()
-    assert tickets == []
-
-
-async def test_an_outbox_task_whose_enqueue_failed_is_sent_by_the_sweeper(service, tickets, monkeypatch):
-    """The outbox row is committed with the ticket and stays owed until its task runs: an enqueue that
-    fails (or a process that dies before it) leaves it to the sweeper (beat, every 15 s)."""
-    from adkweb.celery import app
-    from notifications.models import NotificationEvent
-    from notifications.services import SWEEP_GRACE, notifications_sweep
-
-    tried: list[tuple] = []
-
-    def broker_down(name: str, args: Any = (), **kwargs: Any) -> None:
-        tried.append(tuple(args))
-        raise ConnectionError("the broker is down")
-
-    monkeypatch.setattr(app, "send_task", broker_down)
-    session = await service.create_session(app_name=TICKET_APP, user_id=USER)
-    await service.append_event(session, _call("c1"))
-    await sync_to_async(wait_for)(lambda: tried, timeout=5, what="the outbox's enqueue")
-    owed = NotificationEvent.objects.filter(ticket__call_id="c1", fanned_out_at__isnull=True)
-    assert [pk async for pk in owed.values_list("pk", flat=True)] == [tried[0][0]]
-    await owed.aupdate(created_at=timezone.now() - SWEEP_GRACE * 2)  # older than the sweeper's grace
-    monkeypatch.setattr(app, "send_task", lambda name, args=(), **kwargs: tickets.append((name, tuple(args))))
-    await sync_to_async(notifications_sweep)()
-    assert ("notifications.tasks.event_fan_out", tried[0]) in tickets
-
-
-async def test_a_policy_added_since_they_were_read_stores_nothing_from_the_loop_and_the_hook_applies_it(
-    service, tickets
-):
-    from approvals.models import PendingCall, Policy
-
-    await Policy.objects.acreate(name="two", tool="ask_for_approval", required_approvals=2)  # not in the cache
-    session = await service.create_session(app_name=TICKET_APP, user_id=USER)
-    await service.append_event(session, _call("c1"))
-    ticket = await PendingCall.objects.aget(call_id="c1")
-    assert (ticket.policy_name, ticket.required_approvals) == ("two", 2)
-    assert len(await _events(session.id)) == 1
-
-
-def test_a_hook_event_inside_a_callers_transaction_is_stored_in_it(tickets):
-    """Through async_to_sync inside the caller's transaction, the ticket opens in that transaction
-    (the thread path, on the caller's connection) and is rolled back with it."""
-    from approvals.models import PendingCall
-
-    service = DjangoSessionService()
-
-    class Rollback(Exception):
-        pass
-
-    service.create_session_sync(app_name=TICKET_APP, user_id=USER, session_id="inside")  # committed
-    with pytest.raises(Rollback), transaction.atomic():
-        session = async_to_sync(service.get_session)(app_name=TICKET_APP, user_id=USER, session_id="inside")
-        async_to_sync(service.append_event)(session, _call("in-the-transaction"))
-        assert PendingCall.objects.filter(call_id="in-the-transaction").exists()
-        raise Rollback
-    assert not PendingCall.objects.filter(call_id="in-the-transaction").exists()
-    assert not StoredEvent.objects.filter(session__session_id="inside").exists()
-    connection.close()
