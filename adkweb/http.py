@@ -9,13 +9,18 @@ from django_htmx.middleware import HtmxDetails
 from .errors import Refused
 
 NUMBER_DIGITS = 19  # a bigint's (a primary key's) most
+NUMBER_MAX = 2**63 - 1  # a bigint's largest: 9,223,372,036,854,775,807 (19 digits, but not every 19 digits)
 
 
 def number(raw: str) -> int | None:
-    """`raw` as a whole number when it is ASCII digits only, at most NUMBER_DIGITS of them, else None.
-    (`str.isdigit()` also says yes to "²" or "①", which `int()` refuses, as it refuses more than 4,300
-    digits: a 500 where a request's bad number deserves its 400.)"""
-    return int(raw) if len(raw) <= NUMBER_DIGITS and raw.isascii() and raw.isdigit() else None
+    """`raw` as a whole number when it is ASCII digits only and fits a bigint (at most NUMBER_MAX), else
+    None. (`str.isdigit()` also says yes to "²" or "①", which `int()` refuses, as it refuses more than
+    4,300 digits: a 500 where a request's bad number deserves its 400; and a number past a bigint
+    reaches a compiled query's parameters, where SQLite refuses it with OverflowError.)"""
+    if len(raw) > NUMBER_DIGITS or not raw.isascii() or not raw.isdigit():
+        return None
+    value = int(raw)
+    return value if value <= NUMBER_MAX else None
 
 
 class HtmxHttpRequest(HttpRequest):

@@ -1,5 +1,6 @@
 """Numbers typed by people: `str.isdigit()` also says yes to "²" or "①", which `int()` refuses (as it refuses
-5,000 digits). Each place that reads a number from a request answers such text as it answers any other
+5,000 digits), and 19 ASCII digits may be past a bigint, which SQLite refuses in a compiled query's
+parameters. Each place that reads a number from a request answers such text as it answers any other
 non-number (a search that finds no ticket number, a 400 with its message, a socket with no catch-up), never
 a 500."""
 
@@ -17,7 +18,9 @@ from tests.approvals_factories import ticket
 
 pytestmark = pytest.mark.django_db(transaction=True)
 NOT_ASCII = ["²", "#²", "①", "٣"]  # superscript, circled, Arabic-Indic (int() takes this one)
-NOT_NUMBERS = [*NOT_ASCII, "9" * 5000]  # and more digits than int() reads (4,300; a search that long is a 400)
+PAST_BIGINT = [str(2**63), "9" * 19]  # 19 ASCII digits, past a bigint's largest (a compiled query's parameter)
+# and more digits than int() reads (4,300; a search that long is a 400)
+NOT_NUMBERS = [*NOT_ASCII, *PAST_BIGINT, "9" * 5000]
 
 
 def _client(user) -> Client:
@@ -29,7 +32,7 @@ def _client(user) -> Client:
 def test_inbox_and_api_searches_for_digits_that_are_not_ascii_find_by_text_only(demo):
     call = ticket(tool_name="ask_for_approval")
     approver = _client(demo["approver"])
-    for term in NOT_ASCII:
+    for term in [*NOT_ASCII, *PAST_BIGINT]:
         page = approver.get("/", {"q": term, "status": "all"})
         assert page.status_code == 200, term
         listed = approver.get("/api/pending-calls", {"q": term, "status": "all"})
