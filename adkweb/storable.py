@@ -1,10 +1,13 @@
-"""Text that every database column can hold. PostgreSQL's text and jsonb refuse U+0000, and no
-UTF-8 encoder takes an unpaired surrogate (a JSON "\\ud800" escape makes one): input carrying
-either is refused with 400 before anything is stored, on SQLite as on PostgreSQL. (Model output
-is not input: the session service stores a NUL it produces as U+FFFD.)"""
+"""Text (and numbers) that every database column can hold. PostgreSQL's text and jsonb refuse U+0000,
+and no UTF-8 encoder takes an unpaired surrogate (a JSON "\\ud800" escape makes one): input carrying
+either is refused with 400 before anything is stored, on SQLite as on PostgreSQL. So is a number
+that is no finite float: JSON's 1e400 is read as infinity, which a JSON column would store as
+"Infinity" (PostgreSQL's jsonb and SQLite's JSON_VALID refuse it). (Model output is not input: the
+session service stores a NUL it produces as U+FFFD.)"""
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any
 
@@ -18,8 +21,8 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def unstorable(value: Any) -> str | None:
-    """What is wrong with the first unstorable string in `value` (strings, and dict keys and values
-    and list items at any depth), or None."""
+    """What is wrong with the first unstorable string or number in `value` (strings and floats, and dict
+    keys and values and list items at any depth), or None."""
     stack = [value]
     while stack:
         item = stack.pop()
@@ -28,6 +31,9 @@ def unstorable(value: Any) -> str | None:
                 return "a NUL character (U+0000)"
             if _SURROGATE.search(item):
                 return "an unpaired surrogate (U+D800 to U+DFFF)"
+        elif isinstance(item, float):
+            if not math.isfinite(item):
+                return "a number past the largest a float holds (about 1.8e308; 1e400 reads as infinity)"
         elif isinstance(item, dict):
             stack.extend(item.keys())
             stack.extend(item.values())

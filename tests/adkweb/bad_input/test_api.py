@@ -274,3 +274,52 @@ def test_closed_ticket_is_409_and_changes_nothing(objs):
     r = c.post(f"/tickets/{objs.call.pk}/approve/", {})
     assert r.status_code == 409 and "already" in r.content.decode().lower(), r.status_code
     assert counts() == before
+
+
+def past_a_float_cases(o: Objs) -> list[tuple[str, str, str, str]]:
+    """(who, method, path, raw JSON body): a number JSON allows but no float holds. Python's json reads 1e400
+    as infinity, which a JSON column would store as "Infinity" (PostgreSQL's jsonb and SQLite's JSON_VALID
+    refuse it: a 500 after the session's lock or the ticket's was taken)."""
+    t = o.call
+    sessions = "/api/adk/apps/reimbursement_agent/users/requester/sessions"
+    run = '"appName": "reimbursement_agent", "userId": "requester", "sessionId": "s-bad"'
+    text = '"newMessage": {"role": "user", "parts": [{"text": "hi"}]}'
+    i = o.input_call
+    answer = f'{{"id": "{i.call_id}", "name": "adk_request_input", "response": {{"model": "m", "budget": 1e400}}}}'
+    return [
+        ("requester", "POST", "/api/adk/run", f'{{{run}, {text}, "stateDelta": {{"k": 1e400}}}}'),
+        ("requester", "POST", "/api/adk/run_sse", f'{{{run}, {text}, "stateDelta": {{"k": -1e400}}}}'),
+        (
+            "requester",
+            "POST",
+            "/api/adk/run",
+            f'{{{run}, "newMessage": {{"parts": [{{"functionResponse": {answer}}}]}}}}',
+        ),
+        ("requester", "POST", sessions, '{"sessionId": "new", "state": {"k": [1e400]}}'),
+        ("requester", "POST", f"{sessions}/new-one", '{"k": 1e400}'),
+        ("requester", "PATCH", f"{sessions}/s-bad", '{"stateDelta": {"k": 1e400}}'),
+        (
+            "requester",
+            "POST",
+            f"{sessions}/s-bad/artifacts",
+            '{"filename": "a.txt", "artifact": {"text": "x"}, "customMetadata": {"k": 1e400}}',
+        ),
+        ("approver", "POST", f"/api/pending-calls/{t.pk}/responses", '{"response": {"amount": 1e400}}'),
+        ("approver", "POST", f"/api/pending-calls/{t.pk}/approve", '{"payload": {"amount": 1e400}}'),
+    ]
+
+
+def test_api_numbers_past_a_float_are_refused(objs):
+    failures: list[str] = []
+    for who, method, path, body in past_a_float_cases(objs):
+        c = _client(objs, who)
+        with transaction.atomic():
+            before = counts()
+            saved = transaction.savepoint()  # a 500's failed statement would abort the test's transaction
+            response = c.generic(method, path, body, content_type="application/json")
+            if response.status_code >= 500:
+                transaction.savepoint_rollback(saved)
+            after = counts()
+            transaction.set_rollback(True)
+        failures += _refusal(f"{method} {path[:90]} as {who} with {body[-40:]}", response, before, after, api=True)
+    assert not failures, "\n".join(failures)

@@ -58,6 +58,21 @@ def page_cases(o: Objs) -> list[tuple[str, str, str, str, Any]]:
         ("approver", tk("custom"), "lone surrogate in the body", "form", {"custom-body": '{"status": "\\ud800"}'}),
         ("approver", tk("custom"), "NUL in a body key", "form", {"custom-body": '{"\\u0000": 1}'}),
         ("approver", tk("update"), "NUL in extra", "form", {"update-message": "m", "update-extra": '{"a": "\\u0000"}'}),
+        ("approver", tk("custom"), "a number past a float in the body", "form", {"custom-body": '{"amount": 1e400}'}),
+        (
+            "approver",
+            tk("update"),
+            "a number past a float in extra",
+            "form",
+            {"update-message": "m", "update-extra": '{"p": -1e999}'},
+        ),
+        (
+            "approver",
+            tk("approve"),
+            "a number past a float in the payload",
+            "form",
+            {"approve-payload": '{"a": [1e400]}'},
+        ),
         (
             "approver",
             tk("update"),
