@@ -11,6 +11,8 @@ import math
 import re
 from typing import Any
 
+from django import forms
+from django.forms.fields import InvalidJSONInput
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.utils.deprecation import MiddlewareMixin
 
@@ -47,6 +49,24 @@ def check_storable(value: Any, where: str) -> None:
     problem = unstorable(value)
     if problem:
         raise Invalid(f"{where} contains {problem}, which cannot be stored; remove it and send again.")
+
+
+class StorableJSONField(forms.JSONField):
+    """Django's form JSON field, refusing what no database column stores (`unstorable`): its parser
+    takes NaN, Infinity and 1e400, and "\\u0000" and "\\ud800" escapes. A refused value is shown again
+    as it was typed (its parsed form may hold a surrogate, which no page can be encoded with)."""
+
+    def validate(self, value: Any) -> None:
+        super().validate(value)
+        problem = unstorable(value)
+        if problem:
+            raise forms.ValidationError(f"This contains {problem}, which cannot be stored.", code="unstorable")
+
+    def bound_data(self, data: Any, initial: Any) -> Any:
+        value = super().bound_data(data, initial)
+        if self.disabled or isinstance(value, InvalidJSONInput) or not unstorable(value):
+            return value
+        return InvalidJSONInput(data)
 
 
 class StorableUrlMiddleware(OnTheLoop, MiddlewareMixin):

@@ -9,6 +9,8 @@ from django import forms
 from django.contrib import admin
 from django.utils.html import format_html_join
 
+from adkweb.storable import StorableJSONField
+
 from .agents import AgentConfigError, local_app_exists
 from .config_history import agent_config_record
 from .models import AdkSession, AgentConfig, AgentConfigVersion, AgentToolLink, RemoteApp, Turn, validate_agent_name
@@ -31,6 +33,7 @@ class AgentConfigForm(forms.ModelForm):
     class Meta:
         model = AgentConfig
         fields = ["name", "description", "model", "instruction", "tools", "generation_settings", "enabled"]
+        field_classes = {"generation_settings": StorableJSONField}  # Django's takes NaN, 1e400, "\\u0000"
         help_texts = {
             "model": "demo-offline (the offline demo model, no LLM) or a Gemini model such as gemini-2.5-flash."
         }

@@ -43,6 +43,40 @@ def test_admin_save_bumps_version_and_rejects_bad_generation_settings(client, de
     assert config.version == 2 and config.generation_settings == {"temperature": 0.1}
 
 
+@pytest.mark.parametrize(
+    "settings_json",
+    [
+        '{"temperature": NaN}',
+        '{"temperature": 1e400}',
+        '{"stop_sequences": ["a\\u0000"]}',
+        '{"stop_sequences": ["\\ud800"]}',
+    ],
+    ids=["NaN", "past a float", "NUL", "lone surrogate"],
+)
+def test_admin_refuses_generation_settings_no_database_stores(client, demo, settings_json):
+    """Django's form JSON field parses NaN, 1e400 (infinity) and NUL or surrogate escapes: the save answered
+    500 (NaN and infinity on both databases, NUL and surrogates on PostgreSQL, or stored them on SQLite);
+    now the form again with its error, and the agent unchanged."""
+    client.force_login(demo["admin"])
+    config = AgentConfig.objects.get(name="stock_agent")
+    description = config.description
+    form = {
+        "name": "stock_agent",
+        "description": "changed",
+        "model": "demo-offline",
+        "instruction": "i",
+        "tools": ["get_stock_price"],
+        "generation_settings": settings_json,
+        "enabled": "on",
+        "agent_tools-TOTAL_FORMS": "0",
+        "agent_tools-INITIAL_FORMS": "0",
+    }
+    page = client.post(f"/admin/agents_app/agentconfig/{config.pk}/change/", form)
+    assert page.status_code == 200 and "which cannot be stored" in page.content.decode()
+    config.refresh_from_db()
+    assert (config.version, config.description, config.generation_settings) == (1, description, {})
+
+
 def test_built_agent_uses_registry_tools_and_agent_tools(demo):
     agent = build_agent("assistant_agent")
     (tool,) = agent.tools
