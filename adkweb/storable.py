@@ -13,7 +13,7 @@ from typing import Any
 
 from django import forms
 from django.forms.fields import InvalidJSONInput
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse, QueryDict
 from django.utils.deprecation import MiddlewareMixin
 
 from .errors import Invalid
@@ -82,3 +82,16 @@ class StorableUrlMiddleware(OnTheLoop, MiddlewareMixin):
         if request.path.startswith("/api/"):
             return JsonResponse({"detail": detail}, status=400)
         return HttpResponse(detail, status=400, content_type="text/plain; charset=utf-8")
+
+
+def socket_query(scope: dict) -> QueryDict | None:
+    """A websocket's query string, or None when no page's URL could hold it (the socket is refused, as
+    StorableUrlMiddleware answers such a URL with its 400): bytes that are not UTF-8 (read as they came,
+    a UnicodeDecodeError failed the connect), or unstorable text (a NUL in a filter failed it on
+    PostgreSQL)."""
+    raw = scope.get("query_string", b"")
+    try:
+        query = QueryDict(raw.decode() if isinstance(raw, bytes) else raw)
+    except UnicodeDecodeError:
+        return None
+    return None if unstorable([x for k, v in query.lists() for x in (k, *v)]) else query

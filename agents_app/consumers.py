@@ -8,12 +8,12 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from typing import Any, ClassVar
-from urllib.parse import parse_qs
 
 from channels.db import database_sync_to_async
 from django.template.loader import render_to_string
 
 from adkweb import live
+from adkweb.storable import socket_query
 
 from . import fanout, selectors, timeline
 from .events import SESSIONS_GROUP
@@ -23,10 +23,6 @@ LIVE = "agents_app/partials/live.html"
 REFUSED = 4403
 RUNNING_HOLD = 1.0  # seconds a "running" status waits for the turn's next frame (SessionConsumer._status)
 NEEDS_DATABASE = object()  # a live.* message SessionConsumer cannot handle without awaiting the database
-
-
-def _query(scope: dict) -> dict[str, str]:
-    return {k: v[0] for k, v in parse_qs(scope.get("query_string", b"").decode()).items()}
 
 
 def _int(value: Any, default: int) -> int:
@@ -44,7 +40,10 @@ class SessionListConsumer(live.LiveConsumer):
         if not self.user or not self.user.is_authenticated:
             await self.close(code=REFUSED)
             return
-        q = _query(self.scope)
+        q = socket_query(self.scope)
+        if q is None:
+            await self.close(code=REFUSED)
+            return
         self.filters = {"app_name": q.get("agent", ""), "status": q.get("status", "")}
         self.page = _int(q.get("page"), 1)
         self.shown: set[int] = await database_sync_to_async(self._page_pks)()
@@ -92,10 +91,16 @@ class SessionConsumer(live.LiveConsumer):
     async def connect(self) -> None:
         self.user = self.scope.get("user")
         self.session_pk = _int(self.scope["url_route"]["kwargs"].get("pk"), 0)
-        if not self.user or not self.user.is_authenticated or not await database_sync_to_async(self._may_view)():
+        q = socket_query(self.scope)
+        if (
+            q is None
+            or not self.user
+            or not self.user.is_authenticated
+            or not await database_sync_to_async(self._may_view)()
+        ):
             await self.close(code=REFUSED)
             return
-        self.last_pk = _int(_query(self.scope).get("after"), 0)
+        self.last_pk = _int(q.get("after"), 0)
         self.streams: dict[str, int] = {}  # event id -> turn id of streaming cards this socket created
         self.finals: set[str] = set()
         self.status_sent = ""

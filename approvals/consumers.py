@@ -10,12 +10,12 @@ import time
 from typing import Any
 
 from channels.db import database_sync_to_async
-from django.http import QueryDict
 from django.template.loader import render_to_string
 
 from adkweb import live
 from adkweb.http import number
 from adkweb.paging import COUNT_CAP
+from adkweb.storable import socket_query
 from agents_app import selectors as conversations
 from agents_app.events import session_group
 
@@ -54,11 +54,11 @@ class InboxConsumer(live.LiveConsumer):
 
     async def connect(self) -> None:
         user = self.scope.get("user")
-        if not await database_sync_to_async(works_inbox)(user):
+        query = socket_query(self.scope)
+        if query is None or not await database_sync_to_async(works_inbox)(user):
             await self.close(code=REFUSED)
             return
         self.user = user
-        query = QueryDict(self.scope.get("query_string", b"").decode())
         self.nav_only = query.get("nav") == "1"
         self.filters = InboxFilterForm(query).filters()
         # Joined first, counted next: a change published meanwhile is not lost.
@@ -171,13 +171,16 @@ class TicketConsumer(live.LiveConsumer):
 
     async def connect(self) -> None:
         self.user = self.scope.get("user")
+        query = socket_query(self.scope)
+        if query is None:
+            await self.close(code=REFUSED)
+            return
         ticket_id = int(self.scope["url_route"]["kwargs"]["ticket_id"])
         ticket = await database_sync_to_async(selectors.ticket_get)(ticket_id=ticket_id)
         if ticket is None or not await database_sync_to_async(can_view_ticket)(self.user, ticket):
             await self.close(code=REFUSED)
             return
         self.ticket_id, self.session_pk = ticket.pk, ticket.session_id
-        query = QueryDict(self.scope.get("query_string", b"").decode())
         self.last_pk = number(query.get("after", ""))
         self.group = session_group(ticket.session_id)
         if not await live.join(self, self.group):

@@ -18,6 +18,7 @@ from tests.adkweb.bad_input.test_pages import (
     test_page_posts_with_bad_input,
     test_urls_with_unstorable_text_or_pages_out_of_range,
 )
+from tests.adkweb.bad_input.test_sockets import test_sockets_with_query_strings_no_url_holds_are_refused
 from tests.adkweb.security.conftest import world
 from tests.adkweb.security.test_csrf import (
     test_api_token_requests_need_no_csrf_but_a_session_cookie_does,
