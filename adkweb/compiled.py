@@ -91,7 +91,12 @@ def rows(name: str, key: tuple, build: Callable[..., QuerySet], *args: Any) -> l
 
 
 def rows_after(
-    lead: tuple[str, list[Any]] | None, name: str, key: tuple, build: Callable[..., QuerySet], *args: Any
+    lead: tuple[str, list[Any]] | None,
+    name: str,
+    key: tuple,
+    build: Callable[..., QuerySet],
+    *args: Any,
+    trail: str = "",
 ) -> tuple[list[tuple], list[list[Any]]]:
     """`build(*args)`'s rows (`build` returns a `values_list` query), compiled once per `key` (which
     must name everything the query's shape depends on but `args`; each argument an int or a str that
@@ -101,29 +106,36 @@ def rows_after(
 
     `lead`: a statement (SQL, parameters) run first, in the same round trip on PostgreSQL (one query
     string: two statements, in this order), its rows returned as they come (e.g. a lock to take before
-    the query's own). Elsewhere it is executed first, on its own."""
+    the query's own). Elsewhere it is executed first, on its own. `trail`: a statement without
+    parameters or rows run after the query, the same way (e.g. the release of a savepoint `lead` took)."""
     sentinels = tuple(_sentinel(i, a) for i, a in enumerate(args))
     sql, template, places, expressions = compiled(name, key, lambda: _rows_sql(build, sentinels))
     lead_rows: list[tuple] = []
     if places is None:
         if lead is not None:
             lead_rows = _execute(*lead)
-        return lead_rows, [list(row) for row in build(*args)]
+        found = [list(row) for row in build(*args)]
+        if trail:
+            _execute(trail, [])
+        return lead_rows, found
     params: list[Any] = list(template)
     for at, arg in places:
         params[at] = args[arg]
     with connection.cursor() as cursor:
-        if lead is not None and connection.vendor == "postgresql":
-            cursor.execute(f"{lead[0]}; {sql}", [*lead[1], *params])
-            lead_rows = cursor.fetchall()
+        together = connection.vendor == "postgresql"
+        if lead is not None and together:
+            cursor.execute(f"{lead[0]}; {sql}" + (f"; {trail}" if trail else ""), [*lead[1], *params])
+            lead_rows = cursor.fetchall() if cursor.description is not None else []  # a SAVEPOINT has none
             cursor.nextset()
         elif lead is not None:
             cursor.execute(*lead)
-            lead_rows = cursor.fetchall()
+            lead_rows = cursor.fetchall() if cursor.description is not None else []  # a SAVEPOINT has none
             cursor.execute(sql, params)
         else:
-            cursor.execute(sql, params)
+            cursor.execute(f"{sql}; {trail}" if trail and together else sql, params)
         fetched = cursor.fetchall()
+        if trail and not together:
+            cursor.execute(trail)
     converters = _converters(name, key, expressions)
     out = []
     for row in fetched:
@@ -135,12 +147,20 @@ def rows_after(
     return lead_rows, out
 
 
-def instances(model: type[M], name: str, build: Callable[..., QuerySet], *args: Any) -> list[M]:
+def instances(
+    model: type[M],
+    name: str,
+    build: Callable[..., QuerySet],
+    *args: Any,
+    lead: tuple[str, list[Any]] | None = None,
+    trail: str = "",
+) -> list[M]:
     """`list(build(*args))` (a QuerySet of `model`'s rows, every concrete field loaded), compiled once per
     process as `rows` is (`name` must name everything the query's shape depends on but `args`): the
-    instances built as the ORM builds them (`from_db`: the same converters, values, loaded state)."""
+    instances built as the ORM builds them (`from_db`: the same converters, values, loaded state).
+    `lead`, `trail`: as `rows_after`'s (their rows are not returned)."""
     fields = [f.attname for f in model._meta.concrete_fields]
-    found = rows(name, (), lambda *a: build(*a).values_list(*fields), *args)
+    found = rows_after(lead, name, (), lambda *a: build(*a).values_list(*fields), *args, trail=trail)[1]
     return [model.from_db(connection.alias, fields, row) for row in found]
 
 

@@ -38,11 +38,14 @@ class Outbox:
     table (columns name, ticket_id, data, created_at; the rest default) and what to call with each
     new row's id once it is committed (what the handler does after commit). `owes(event, ticket)`:
     False when the event provably owes nobody anything; the handler then records it as done (call
-    `notify` for it), with no work after commit."""
+    `notify` for it), with no work after commit. `done`: the table's column (a timestamp) that records
+    a row as done, for a caller that writes such an event's row in its own statement too (set to now,
+    and nothing called after commit); empty: call `notify`."""
 
     table: str
     committed: Callable[[int], None]
     owes: Callable[[str, Any], bool] = lambda event, ticket: True
+    done: str = ""
 
 
 _outbox: Outbox | None = None

@@ -57,20 +57,29 @@ def response_append_with(
     the caller's UPDATE, the outbox row's savepoint and the chain's read took four round trips. The
     row is the ORM's: its fields' own `pre_save` (created_at) and database values, a column with a
     database default and no value left to it. The outbox row holds nothing the decision's row does
-    not (the status, the decider, the comment): refused, the decision would be too. Without an outbox
-    (or for an event that owes nothing) `notify` records the notice. Not linked (the first decision
-    ever: no head yet), the caller's `chain.link` links it."""
+    not (the status, the decider, the comment): refused, the decision would be too. An event that owes
+    nobody anything (the requester's own decision, no endpoint subscribed) is written there as done
+    (`Outbox.done`: no work after commit), where `notify` took its own round trips for it (the owed
+    check again, the row in its savepoint). Without an outbox `notify` records the notice. Not linked
+    (the first decision ever: no head yet), the caller's `chain.link` links it."""
     username, name = person_snapshot(actor)
     person = actor if username else None
     row = Response(actor=person, actor_username=username, actor_name=name, **fields)
     ctes, params = [f"w AS ({write[0]})"], list(write[1])
-    outbox, recorded = _outbox_for(notice), "NULL"
+    (outbox, owed), recorded = _outbox_for(notice), "NULL"
     if outbox is not None and notice is not None:
         event, ticket, data = notice
-        into = f"INSERT INTO {outbox.table} (name, ticket_id, data, created_at)"
-        ctes.append(f"ne AS ({into} VALUES (%s, %s, %s::jsonb, %s) RETURNING id)")
-        params += [event, ticket.pk, json.dumps(data), timezone.now()]
-        recorded = "(SELECT id FROM ne)"
+        now = timezone.now()
+        if owed:
+            into = f"INSERT INTO {outbox.table} (name, ticket_id, data, created_at)"
+            ctes.append(f"ne AS ({into} VALUES (%s, %s, %s::jsonb, %s) RETURNING id)")
+            params += [event, ticket.pk, json.dumps(data), now]
+            recorded = "(SELECT id FROM ne)"
+        else:  # owes nobody anything: recorded as done, nothing to do after commit (as notify records it)
+            done = connection.ops.quote_name(outbox.done)
+            into = f"INSERT INTO {outbox.table} (name, ticket_id, data, created_at, {done})"
+            ctes.append(f"ne AS ({into} VALUES (%s, %s, %s::jsonb, %s, %s))")
+            params += [event, ticket.pk, json.dumps(data), now, now]
     columns, values = [], []
     for field in _insert_fields():
         value = field.pre_save(row, True)
@@ -97,13 +106,16 @@ def response_append_with(
     return row
 
 
-def _outbox_for(notice: tuple[str, Any, dict] | None) -> notify.Outbox | None:
-    """The outbox to write `notice` in, in the decision's statement; None: `notify` records it (now)."""
+def _outbox_for(notice: tuple[str, Any, dict] | None) -> tuple[notify.Outbox | None, bool]:
+    """The outbox to write `notice` in, in the decision's statement, and whether the notice owes
+    anything (False: its row is written as done); None: `notify` records it (now)."""
     if notice is None:
-        return None
+        return None, False
     event, ticket, data = notice
     outbox = notify.outbox()
-    if outbox is not None and outbox.owes(event, ticket):
-        return outbox
+    if outbox is not None:
+        owed = outbox.owes(event, ticket)
+        if owed or outbox.done:
+            return outbox, owed
     notify.notify(event, ticket=ticket, data=data)
-    return None
+    return None, False

@@ -15,5 +15,7 @@ class NotificationsConfig(AppConfig):
 
         # Other apps call adkweb.notify.notify; this app does the work. Its outbox: what notify
         # records, for a caller that writes the row in its own statement, and the task notify sends.
-        outbox = Outbox(NotificationEvent._meta.db_table, partial(enqueue, "event_fan_out"), owes=owes)
+        outbox = Outbox(
+            NotificationEvent._meta.db_table, partial(enqueue, "event_fan_out"), owes=owes, done="fanned_out_at"
+        )
         register(notify, outbox=outbox)

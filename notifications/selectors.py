@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.contrib.auth import get_user_model
+from django.db import DatabaseError, transaction
 from django.db.models import Prefetch, QuerySet
 
 from adkweb import compiled
@@ -88,11 +89,39 @@ def _own_decision(ticket: Any) -> bool:
     return getattr(ticket.closed_by, "username", None) == ticket.requester
 
 
-def webhook_endpoints_for(*, event_name: str) -> list[WebhookEndpoint]:
+def webhook_endpoints_for(*, event_name: str, in_savepoint: bool = False) -> list[WebhookEndpoint]:
     """Enabled endpoints subscribed to an event (events is a small JSON list: filtered here, not in SQL).
-    Asked by every notification (`_nothing_owed`, the fan-out's plan): compiled once per process."""
-    enabled = compiled.instances(WebhookEndpoint, "webhook_endpoints_enabled", _enabled_endpoints)
+    Asked by every notification (`_nothing_owed`, the fan-out's plan): compiled once per process.
+    `in_savepoint`: read in a savepoint of the caller's transaction (a failed read raises and leaves that
+    transaction usable); on PostgreSQL inside a transaction the savepoint, the read and the release go
+    in one round trip (one query string: a decision's notice asks this before its COMMIT)."""
+    if not in_savepoint:
+        enabled = compiled.instances(WebhookEndpoint, "webhook_endpoints_enabled", _enabled_endpoints)
+    else:
+        enabled = _enabled_in_savepoint()
     return [e for e in enabled if event_name in (e.events or [])]
+
+
+_SAVEPOINT = "adkweb_endpoints"
+
+
+def _enabled_in_savepoint() -> list[WebhookEndpoint]:
+    db = transaction.get_connection()
+    if db.vendor != "postgresql" or not db.in_atomic_block:
+        with transaction.atomic():
+            return compiled.instances(WebhookEndpoint, "webhook_endpoints_enabled", _enabled_endpoints)
+    try:
+        return compiled.instances(
+            WebhookEndpoint,
+            "webhook_endpoints_enabled",
+            _enabled_endpoints,
+            lead=(f"SAVEPOINT {_SAVEPOINT}", []),
+            trail=f"RELEASE SAVEPOINT {_SAVEPOINT}",
+        )
+    except DatabaseError:
+        with db.cursor() as cursor:
+            cursor.execute(f"ROLLBACK TO SAVEPOINT {_SAVEPOINT}; RELEASE SAVEPOINT {_SAVEPOINT}")
+        raise
 
 
 def _enabled_endpoints() -> QuerySet:

@@ -80,9 +80,8 @@ def _nothing_owed(event: str, ticket: Any) -> bool:
     read says False: the event is then fanned out as any other, and the fan-out decides."""
     if selectors.emails_may_be_owed(event_name=event, ticket=ticket):
         return False
-    try:
-        with transaction.atomic():  # a savepoint: a failed read leaves the caller's transaction usable
-            return not selectors.webhook_endpoints_for(event_name=event)
+    try:  # in a savepoint: a failed read leaves the caller's transaction usable
+        return not selectors.webhook_endpoints_for(event_name=event, in_savepoint=True)
     except DatabaseError:
         logger.warning("Could not read the webhook endpoints for %s; fanning it out.", event, exc_info=True)
         return False

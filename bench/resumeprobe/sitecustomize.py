@@ -136,6 +136,13 @@ def _install() -> None:
     from django.db.backends.base.base import BaseDatabaseWrapper
 
     _wrap(BaseDatabaseWrapper, "commit", "commit")
+    if os.environ.get("BENCH_PROBE_SQL"):  # every statement: `sql:<its first words>` (a census, not a timing)
+        from django.db.backends.utils import CursorWrapper
+
+        def words(self, sql, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+            return ":" + "_".join(str(sql).split()[:6]).replace('"', "")[:60]
+
+        _wrap(CursorWrapper, "_execute", "sql", words)
     sys.stderr.write(f"bench probe: logging to {_path}\n")
 
 

@@ -17,6 +17,7 @@ from django.test.utils import CaptureQueriesContext
 from agents_app.models import Turn
 from approvals.models import PendingCall, Response
 from notifications.models import NotificationEvent
+from tests.approvals_factories import session_for
 from tests.approvals_factories import ticket as new_ticket
 
 from . import processes
@@ -138,3 +139,48 @@ def test_the_wake_up_leaves_with_the_session_row_held_and_the_chain_free(demo, m
     for _ in range(2):  # the first decision ever creates the chain's head; the second finds it
         assert _click(tab, new_ticket())[0] == 200
     assert seen == [(False, True), (False, True)]
+
+
+def test_an_own_decision_that_owes_nothing_records_its_done_notice_in_the_records_statement(demo):
+    """The requester's own decision with no endpoint subscribed owes nobody anything: its notice is
+    written done in the record's statement, after one round trip that reads the endpoints in its
+    savepoint (SAVEPOINT; SELECT; RELEASE in one query string)."""
+    first = new_ticket(session=session_for(user_id="approver"))
+    assert _click(_tab(demo["approver"]), first)[0] == 200  # the chain's head exists from here on
+    ticket = new_ticket(session=session_for(user_id="approver"))  # the approver's own request
+    status, sent = _click(_tab(demo["approver"]), ticket)
+    assert status == 200
+    done = _the_transaction(sent)
+    # BEGIN; the locks; the turn; the endpoints (in their savepoint); the record with its notice; the link; COMMIT
+    assert len(done) == 7, done
+    endpoints, record = done[3], done[4]
+    assert endpoints.startswith("SAVEPOINT") and "notifications_webhookendpoint" in endpoints
+    assert "RELEASE SAVEPOINT" in endpoints
+    assert "approvals_response" in record and "notifications_notificationevent" in record
+    notice = NotificationEvent.objects.get(ticket=ticket)
+    assert (notice.name, notice.data) == ("ticket.decided", {"status": "approved", "by": "approver", "comment": "fine"})
+    assert notice.fanned_out_at is not None  # recorded as done: no fan-out owed
+    out = io.StringIO()
+    call_command("audit_verify", stdout=out)
+    assert out.getvalue().startswith("Decision chain intact: 2 decision(s)")
+
+
+def test_an_endpoint_read_that_fails_in_the_database_leaves_the_decision_whole(demo, monkeypatch):
+    """The endpoints' read failing in PostgreSQL (here: a division by zero) is rolled back to its
+    savepoint: the decision commits, its notice recorded and left owed (the fan-out decides)."""
+    from adkweb import compiled
+    from notifications import selectors
+    from notifications.models import WebhookEndpoint
+
+    monkeypatch.setattr(
+        selectors, "_enabled_endpoints", lambda: WebhookEndpoint.objects.filter(enabled=True).extra(where=["1 / 0 = 1"])
+    )
+    monkeypatch.setitem(compiled._compiled, "webhook_endpoints_enabled", {})
+    ticket = new_ticket(session=session_for(user_id="approver"))
+    status, _sent = _click(_tab(demo["approver"]), ticket)
+    assert status == 200
+    ticket.refresh_from_db()
+    assert ticket.status == PendingCall.Status.APPROVED
+    assert Response.objects.filter(pending_call=ticket, final=True).count() == 1
+    notice = NotificationEvent.objects.get(ticket=ticket)
+    assert notice.name == "ticket.decided" and notice.fanned_out_at is None
