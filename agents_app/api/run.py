@@ -8,9 +8,12 @@ goes away the turn still runs to the end.
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
+import contextlib
 import json
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -36,10 +39,13 @@ from .watch import Step, TurnWatch, follow
 R = TypeVar("R", bound=HttpResponseBase)
 
 
-def _prepare(request: HttpRequest) -> tuple[RunAgentRequest, AdkSession, types.Content | None]:
+def _prepare(
+    request: HttpRequest, joined: Callable[[AdkSession], object] = lambda row: None
+) -> tuple[RunAgentRequest, AdkSession, types.Content | None]:
     """Authenticate (api_view leaves it to this first hop), then validate everything that can be
     validated before anything is queued (the session row is read once, here: its revision is where
-    the follower starts, see watch.follow)."""
+    the follower starts, see watch.follow). `joined(row)` is called as soon as the row is read (the
+    follower's join of the session's group starts then, while the rest is checked)."""
     authenticate_request(request)
     body = parse_body(RunAgentRequest, request)
     check_user(request, body.user_id, write=True)
@@ -47,6 +53,7 @@ def _prepare(request: HttpRequest) -> tuple[RunAgentRequest, AdkSession, types.C
     row = _session_get(body.app_name, body.user_id, body.session_id)
     if row is None:
         raise NotFound(f"Session not found: {body.session_id}")
+    joined(row)
     if body.new_message is None:  # as in ADK: run again on the history, or continue invocationId
         return body, row, None
     content = services.content_parse(body.new_message.model_dump(mode="json", exclude_none=True))
@@ -128,16 +135,33 @@ class Started:
 
 
 async def _start(request: HttpRequest, *, sse: bool) -> Started:
-    """Validate, join the session's group, queue the turn."""
-    body, session, content = await sync_to_async(_prepare)(request)
-    streaming = sse and body.streaming  # like ADK, /run ignores "streaming"
-    watch = await TurnWatch(session.pk).start()  # joined before the turn exists: nothing is missed
+    """Validate, join the session's group, queue the turn: one thread hop. The join (a Redis round
+    trip, on this loop) starts as soon as the session row is read and runs while the request's thread
+    checks the message; the thread waits for it before it queues the turn, so the follower is a
+    member before the turn exists and nothing is missed."""
+    loop = asyncio.get_running_loop()
+    watches: list[TurnWatch] = []
+    joining: list[concurrent.futures.Future] = []
+
+    def join(row: AdkSession) -> None:
+        watches.append(TurnWatch(row.pk))
+        joining.append(asyncio.run_coroutine_threadsafe(watches[0].start(), loop))
+
+    def prepare_and_queue() -> Started:
+        body, session, content = _prepare(request, join)
+        streaming = sse and body.streaming  # like ADK, /run ignores "streaming"
+        joining[0].result()
+        turn_id, revision = _queue(request, body, session, content, streaming)
+        return Started(watches[0], turn_id, revision, streaming)
+
     try:
-        turn_id, revision = await sync_to_async(_queue)(request, body, session, content, streaming)
+        return await sync_to_async(prepare_and_queue)()
     except BaseException:
-        await watch.stop()
+        if joining:  # joined, or joining: leave the group (the join's own failure is the one raised)
+            with contextlib.suppress(BaseException):
+                await asyncio.wrap_future(joining[0])
+                await watches[0].stop()
         raise
-    return Started(watch, turn_id, revision, streaming)
 
 
 @api_view("POST", auth_in_view=True)
@@ -157,7 +181,7 @@ async def run(request: HttpRequest) -> HttpResponse:
             else:
                 return JsonResponse({"detail": step.data}, status=504)
     finally:
-        await watch.stop()
+        watch.stop_soon()  # the answer goes without waiting for the group's leave
     return _marked(request, JsonResponse(events, safe=False))
 
 

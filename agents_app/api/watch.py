@@ -58,6 +58,7 @@ class Step:
 
 
 STOP = "adkweb.watch.stop"
+_stopping: set[asyncio.Future] = set()  # TurnWatch.stop_soon's, held until they end
 
 
 class TurnWatch:
@@ -98,6 +99,15 @@ class TurnWatch:
         if not done:  # the layer is wedged: fall back to cancelling, without waiting on it
             self.task.cancel()
             self.task.add_done_callback(lambda task: task.cancelled() or task.exception())
+
+    def stop_soon(self) -> None:
+        """`stop()`, not waited for: an answer need not wait for the group's leave (the STOP message,
+        the pump's end and its discard: Redis round trips after the turn's end)."""
+        if self.task is None or self.task.done():
+            return
+        stopping = asyncio.ensure_future(self.stop())
+        _stopping.add(stopping)
+        stopping.add_done_callback(_stopping.discard)
 
     async def next(self, timeout: float) -> dict | None:
         """The next message, or None after `timeout` seconds. `asyncio.timeout`, not `wait_for`:

@@ -151,3 +151,55 @@ async def test_the_follower_returns_none_after_its_timeout_and_a_message_when_on
     assert await follower.next(timeout=0.01) is None
     follower.queue.put_nowait({"type": "turn.finished"})
     assert await follower.next(timeout=0.01) == {"type": "turn.finished"}
+
+
+def test_a_run_joins_its_sessions_group_in_the_hop_that_queues_its_turn(demo, worker, adk_client, monkeypatch):
+    """One thread hop validates, waits for the follower's join (started on the loop as soon as the
+    session row is read) and queues the turn: the follower is a member before its turn exists."""
+    from agents_app.api import run as run_module
+
+    hops: list[str] = []
+    original_hop, original_queue = run_module.sync_to_async, run_module._queue
+
+    def counted(fn: Any, *args: Any, **kwargs: Any) -> Any:
+        hops.append(getattr(fn, "__name__", repr(fn)))
+        return original_hop(fn, *args, **kwargs)
+
+    def queue(request: Any, body: Any, session: Any, content: Any, streaming: bool) -> Any:
+        layer = watch.get_channel_layer()
+        members = layer.groups.get(f"session-{session.pk}", {})
+        assert members, "the follower joins its session's group before the turn is queued"
+        return original_queue(request, body, session, content, streaming)
+
+    monkeypatch.setattr(run_module, "sync_to_async", counted)
+    monkeypatch.setattr(run_module, "_queue", queue)
+    session_id, returned = seed_loop(adk_client(demo["approver"]), sse=False)
+    assert returned == stored(session_id) and all(returned)
+    assert hops == ["prepare_and_queue", "prepare_and_queue"]  # one hop before each run's follow
+
+
+def test_a_run_answers_before_its_follower_has_left_the_group(demo, worker, adk_client, monkeypatch):
+    """The answer does not wait for the follower's leave (its STOP message, the pump's end, the
+    discard): that goes on after the response. Here each leave waits for the test to have the answer."""
+    import threading
+
+    answered = threading.Event()
+    order: list[str] = []
+    original_stop = watch.TurnWatch.stop
+
+    async def stop(self: watch.TurnWatch) -> None:
+        await asyncio.to_thread(answered.wait, 10)  # only a wrong answer (red) waits this out
+        order.append("left" if answered.is_set() else "left before the answer")
+        await original_stop(self)
+
+    monkeypatch.setattr(watch.TurnWatch, "stop", stop)
+    client = adk_client(demo["approver"])
+    session = client.create_session(APP)
+    r = client.run(APP, session["id"], text_message("Please reimburse 200$ for meals"))
+    assert r.status_code == 200 and long_running_call(r.json())
+    answered.set()
+    for _ in range(200):  # the leave, let go, ends
+        if order:
+            break
+        threading.Event().wait(0.05)
+    assert order == ["left"]
