@@ -184,3 +184,41 @@ def test_an_endpoint_read_that_fails_in_the_database_leaves_the_decision_whole(d
     assert Response.objects.filter(pending_call=ticket, final=True).count() == 1
     notice = NotificationEvent.objects.get(ticket=ticket)
     assert notice.name == "ticket.decided" and notice.fanned_out_at is None
+
+
+def test_a_run_answer_reads_its_ticket_and_the_deciders_permissions_in_one_round_trip(demo):
+    """`/run`'s approval (approvals.services.message_submit with a FunctionResponse): the ticket is read
+    with the person's permissions before BEGIN; the decision's check asks nothing inside the transaction."""
+    from google.genai import types
+
+    from approvals.services import message_submit
+
+    ticket = new_ticket(session=session_for(user_id="approver"))
+    approver = type(demo["approver"]).objects.get(pk=demo["approver"].pk)  # no permissions cached
+    answer = types.FunctionResponse(id=ticket.call_id, name=ticket.call_name, response={"status": "approved"})
+    content = types.Content(role="user", parts=[types.Part(function_response=answer)])
+    with CaptureQueriesContext(connection) as ctx:
+        turn = message_submit(session=ticket.session, content=content, actor=approver)
+    sent = [q["sql"] for q in ctx.captured_queries]
+    before, done = _before_the_transaction(sent), _the_transaction(sent)
+    assert len(before) == 1 and "auth_permission" in before[0] and "approvals_pendingcall" in before[0], before
+    assert not [q for q in done if "auth_permission" in q], done
+    assert turn is not None
+    ticket.refresh_from_db()
+    assert ticket.status == PendingCall.Status.APPROVED and ticket.closed_by == demo["approver"]
+    assert Response.objects.get(pending_call=ticket).actor_username == "approver"
+
+
+def test_a_run_answer_by_someone_who_may_not_decide_is_refused_and_nothing_is_written(demo):
+    from google.genai import types
+
+    from approvals.decisions import NotAllowed
+    from approvals.services import message_submit
+
+    ticket = new_ticket()  # the requester's own request: they may not decide it
+    answer = types.FunctionResponse(id=ticket.call_id, name=ticket.call_name, response={"status": "approved"})
+    content = types.Content(role="user", parts=[types.Part(function_response=answer)])
+    with pytest.raises(NotAllowed):
+        message_submit(session=ticket.session, content=content, actor=demo["requester"])
+    ticket.refresh_from_db()
+    assert ticket.status == PendingCall.Status.PENDING and not Response.objects.filter(pending_call=ticket).exists()
