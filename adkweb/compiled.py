@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from django.db import connection
@@ -136,6 +137,10 @@ def rows_after(
         fetched = cursor.fetchall()
         if trail and not together:
             cursor.execute(trail)
+    return lead_rows, _converted(name, key, expressions, fetched)
+
+
+def _converted(name: str, key: tuple, expressions: list[Any], fetched: list[tuple]) -> list[list[Any]]:
     converters = _converters(name, key, expressions)
     out = []
     for row in fetched:
@@ -144,7 +149,44 @@ def rows_after(
             for convert in convs:
                 values[i] = convert(values[i], expressions[i], connection)
         out.append(values)
-    return lead_rows, out
+    return out
+
+
+@dataclass
+class Ride:
+    """A `rows` query (name, key, build, args: as `rows` takes them) to send in the round trip of
+    another (`rows_both`), and its rows once it has been (None: not sent)."""
+
+    name: str
+    key: tuple
+    build: Callable[..., QuerySet]
+    args: tuple
+    rows: list[list[Any]] | None = None
+
+
+def rows_both(name: str, key: tuple, build: Callable[..., QuerySet], args: tuple, ride: Ride) -> list[list[Any]]:
+    """`rows(name, key, build, *args)`, and `ride`'s query after it in the same round trip on PostgreSQL
+    (one query string, in this order; each compiled once per process, its values converted as `rows`
+    gives them): its rows are left in `ride.rows`. Elsewhere, or when an argument is not a plain
+    parameter of either query, the first alone (the ride is not sent)."""
+    prepared = []
+    for q_name, q_key, q_build, q_args in ((name, key, build, args), (ride.name, ride.key, ride.build, ride.args)):
+        sentinels = tuple(_sentinel(i, a) for i, a in enumerate(q_args))
+        sql, template, places, expressions = compiled(q_name, q_key, lambda: _rows_sql(q_build, sentinels))  # noqa: B023
+        if places is None or connection.vendor != "postgresql":
+            return rows(name, key, build, *args)
+        params: list[Any] = list(template)
+        for at, arg in places:
+            params[at] = q_args[arg]
+        prepared.append((q_name, q_key, sql, params, expressions))
+    (first, first_key, first_sql, first_params, first_exp), (_, ride_key, ride_sql, ride_params, ride_exp) = prepared
+    with connection.cursor() as cursor:
+        cursor.execute(f"{first_sql}; {ride_sql}", [*first_params, *ride_params])
+        fetched = cursor.fetchall()
+        cursor.nextset()
+        ridden = cursor.fetchall()
+    ride.rows = _converted(ride.name, ride_key, ride_exp, ridden)
+    return _converted(first, first_key, first_exp, fetched)
 
 
 def instances(

@@ -17,12 +17,16 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils import timezone
 
-from adkweb.compiled import rows
+from adkweb.compiled import Ride, rows, rows_both
 
 from .models import ApiToken
 
 KEY_PREFIX = "adkw_"
 PREFIX_LENGTH = 12  # "adkw_" + 7 characters: enough to tell tokens apart in the admin
+
+
+# The request attribute that holds a `compiled.Ride` for the token lookup's round trip (agents_app.api.run).
+RIDE = "adkweb_token_ride"
 
 
 def key_hash(key: str) -> str:
@@ -54,10 +58,16 @@ def _lookup(hash_: str) -> QuerySet:
     )
 
 
-def token_user(key: str) -> Any | None:
+def token_user(key: str, ride: Ride | None = None) -> Any | None:
     """The active user owning an active token with this key, else None. One statement, compiled once
-    per process (every API request asks it)."""
-    found = rows("api_token_user", (), _lookup, key_hash(key.strip()))
+    per process (every API request asks it). `ride`: a read of the request's own sent in the same
+    round trip (`compiled.rows_both`; e.g. `/run`'s session row), whatever the answer: its caller uses
+    its rows only once the request is authenticated and allowed."""
+    hash_ = key_hash(key.strip())
+    if ride is None:
+        found = rows("api_token_user", (), _lookup, hash_)
+    else:
+        found = rows_both("api_token_user", (), _lookup, (hash_,), ride)
     if not found:
         return None
     pk, last_used_at, revoked_at, *user_values = found[0]
@@ -75,7 +85,9 @@ class TokenBackend(BaseBackend):
     """`authenticate(request, api_token=key)`: the user of an active token (never a login session)."""
 
     def authenticate(self, request: HttpRequest | None, api_token: str | None = None, **kwargs: Any) -> Any | None:
-        return token_user(api_token) if api_token is not None else None
+        if api_token is None:
+            return None
+        return token_user(api_token, getattr(request, RIDE, None) if request is not None else None)
 
 
 def user_for_username(username: str) -> Any:

@@ -15,7 +15,7 @@ import json
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from asgiref.sync import sync_to_async
 from django.db import connection
@@ -29,7 +29,7 @@ from adkweb.api import api_view, authenticate_request
 from adkweb.errors import Invalid, NotFound
 from approvals import services as approvals
 
-from .. import eager, selectors, services
+from .. import eager, selectors, services, tokens
 from ..idempotency import Outcome, idempotent
 from ..models import AdkSession
 from .schemas import RunAgentRequest, parse_body
@@ -46,11 +46,20 @@ def _prepare(
     validated before anything is queued (the session row is read once, here: its revision is where
     the follower starts, see watch.follow). `joined(row)` is called as soon as the row is read (the
     follower's join of the session's group starts then, while the rest is checked)."""
+    try:  # read first, refused in the order as before (authentication first)
+        body, unreadable = parse_body(RunAgentRequest, request), None
+    except Exception as exc:  # noqa: BLE001 - raised below, after authentication
+        body, unreadable = None, exc
+    # A token's lookup carries the session's read in its round trip; its row is used only once the
+    # caller is authenticated and allowed (the same refusals, in the same order, as reading it after).
+    ride = None if body is None else compiled.Ride("run_session_get", (), _session_query, _session_key(body))
+    setattr(request, tokens.RIDE, ride)
     authenticate_request(request)
-    body = parse_body(RunAgentRequest, request)
+    if body is None:
+        raise cast(Exception, unreadable)
     check_user(request, body.user_id, write=True)
     check_app(body.app_name)
-    row = _session_get(body.app_name, body.user_id, body.session_id)
+    row = _session_row(ride.rows) if ride is not None and ride.rows is not None else _session_get(*_session_key(body))
     if row is None:
         raise NotFound(f"Session not found: {body.session_id}")
     joined(row)
@@ -70,9 +79,16 @@ def _session_query(app_name: str, user_id: str, session_id: str) -> QuerySet:
     return found.order_by("pk").values_list(*_session_fields())[:1]
 
 
+def _session_key(body: RunAgentRequest) -> tuple[str, str, str]:
+    return body.app_name, body.user_id, body.session_id
+
+
 def _session_get(app_name: str, user_id: str, session_id: str) -> AdkSession | None:
     """selectors.adk_session_get in a statement compiled once per process (every /run asks it)."""
-    found = compiled.rows("run_session_get", (), _session_query, app_name, user_id, session_id)
+    return _session_row(compiled.rows("run_session_get", (), _session_query, app_name, user_id, session_id))
+
+
+def _session_row(found: list[list[Any]]) -> AdkSession | None:
     return AdkSession.from_db(connection.alias, _session_fields(), found[0]) if found else None
 
 
