@@ -19,6 +19,10 @@ from django.db.models import BooleanField, Q, QuerySet
 from django.db.models.expressions import RawSQL
 
 COUNT_CAP = 1000
+# The largest page number a list seeks by offset (the inbox form's bound): past it, the page past the end.
+# Unbounded, a typed page number times the page size overflowed the OFFSET (PostgreSQL's bigint, SQLite's
+# int64) once a list counted past COUNT_CAP: a 500.
+PAGE_MAX = 10_000_000
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 # `narrow(qs, n, order, bound)`: a queryset of rows of `qs` that holds its first n in `order` (when `order`
 # is empty: n of its rows, any, or all of them if fewer): a list whose filter the planner cannot bound by
@@ -206,7 +210,7 @@ def keyset_page(
     order = (f"-{sort_field}", "-pk") if descending else (sort_field, "pk")
     total = capped_count_narrowed(qs, narrow, order if count_ordered else ())
     reverse = (sort_field, "pk") if descending else (f"-{sort_field}", "-pk")
-    page = max(1, page)
+    page = min(max(1, page), PAGE_MAX)
     key_after, key_before = cursor_parse(after, kind) if after else None, cursor_parse(before, kind) if before else None
     if key_before is not None and page > 1:
         bound = _key_bound(qs.model, sort_field, key_before, not descending)

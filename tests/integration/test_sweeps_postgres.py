@@ -14,6 +14,7 @@ from tests.adkweb.bad_input.test_api import (
     test_closed_ticket_is_409_and_changes_nothing,
 )
 from tests.adkweb.bad_input.test_pages import (
+    test_a_page_number_past_a_capped_list_shows_the_page_past_the_end,
     test_login_with_bad_input_rerenders_the_form_with_an_error,
     test_page_posts_with_bad_input,
     test_urls_with_unstorable_text_or_pages_out_of_range,

@@ -180,3 +180,23 @@ def test_urls_with_unstorable_text_or_pages_out_of_range(objs):
         elif response.status_code >= 500 or before != after:
             failures.append(f"{where}: {response.status_code}")
     assert not failures, "\n".join(failures)
+
+
+def test_a_page_number_past_a_capped_list_shows_the_page_past_the_end(objs, monkeypatch):
+    """Past COUNT_CAP a list's page number is not clamped to its last page: a typed page times the page size
+    overflowed the OFFSET (PostgreSQL's bigint, SQLite's int64): a 500 (the conversation list's socket reads
+    the same page, with its ?page= unbounded). Now the page past the end (adkweb.paging.PAGE_MAX), empty."""
+    from adkweb import paging
+    from agents_app import services as agent_services
+
+    monkeypatch.setattr(paging, "COUNT_CAP", 2)
+    for n in range(3):
+        agent_services.session_create(app_name="reimbursement_agent", user_id="requester", session_id=f"many-{n}")
+    c = _client(objs, "requester")
+    before = counts()
+    for page in ["999999999999999999", "9" * 20, "10000001"]:  # the last: past PAGE_MAX
+        response = c.get("/sessions/", {"page": page})
+        assert response.status_code == 200, page
+        assert "many-" not in response.content.decode(), page  # no row: past the end
+    assert "many-2" in c.get("/sessions/", {"page": "1"}).content.decode()
+    assert counts() == before
