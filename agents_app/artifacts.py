@@ -13,6 +13,7 @@ from functools import partial
 from typing import Any
 
 from asgiref.sync import sync_to_async
+from django.core.exceptions import SuspiciousFileOperation
 from django.core.files.base import ContentFile
 from django.db import IntegrityError, transaction
 from django.db.models import Max
@@ -25,20 +26,43 @@ from google.genai import types
 from .models import Artifact
 
 MAX_DEPTH = artifact_util._MAX_ARTIFACT_REFERENCE_DEPTH
+STORED_NAME_BYTES = 100  # of the artifact's name in its stored file's name (a file system's holds 255 bytes)
+
+
+def _fits(field: str, value: str) -> None:
+    """Refuse a value longer than its column (PostgreSQL refused it with a DataError: a 500)."""
+    limit = getattr(Artifact._meta.get_field(field), "max_length", None)
+    if limit is not None and len(value) > limit:
+        raise InputValidationError(f"{field} must be at most {limit} characters, not {len(value)}.")
 
 
 def _scope(app_name: str, user_id: str, filename: str, session_id: str | None) -> dict[str, str]:
-    """The row filter for one artifact name; validates the path segments as ADK's services do."""
+    """The row filter for one artifact name; validates the path segments as ADK's services do, and
+    their lengths as the columns hold them."""
     artifact_util.validate_path_segment(app_name, "app_name")
     artifact_util.validate_path_segment(user_id, "user_id")
     if not filename or "\x00" in filename:
         raise InputValidationError("filename must not be empty or contain null bytes.")
+    for field, value in (("app_name", app_name), ("user_id", user_id), ("filename", filename)):
+        _fits(field, value)
     if filename.startswith("user:"):
         return {"app_name": app_name, "user_id": user_id, "session_id": "", "filename": filename}
     if not session_id:
         raise InputValidationError("Session ID must be provided for session-scoped artifacts.")
     artifact_util.validate_path_segment(session_id, "session_id")
+    _fits("session_id", session_id)
     return {"app_name": app_name, "user_id": user_id, "session_id": session_id, "filename": filename}
+
+
+def _stored_name(filename: str) -> str:
+    """The stored file's name after its unique prefix: the artifact name's last segment made safe and
+    short (the row keeps the whole name). Django refuses a name it cannot make safe ("..", "/"), and a
+    file system one of more than 255 bytes: both were 500s."""
+    try:
+        name = get_valid_filename(filename.rsplit("/", 1)[-1])
+    except SuspiciousFileOperation:
+        name = ""
+    return name.encode()[-STORED_NAME_BYTES:].decode(errors="ignore").lstrip(".") or "artifact"
 
 
 def _uri(row: Artifact) -> str:
@@ -65,6 +89,7 @@ def _fill(row: Artifact, part: types.Part, scope: dict[str, str]) -> bytes | Non
     """Set the row's kind and type from the part; the bytes to store, if any."""
     if part.inline_data is not None:
         row.kind, row.mime_type = "inline", part.inline_data.mime_type or "application/octet-stream"
+        _fits("mime_type", row.mime_type)
         return part.inline_data.data or b""
     if part.text is not None:
         row.kind, row.mime_type = "text", "text/plain"
@@ -81,6 +106,7 @@ def _fill(row: Artifact, part: types.Part, scope: dict[str, str]) -> bytes | Non
                 parsed_uri=parsed,
             )
         row.kind, row.mime_type = "file_data", part.file_data.mime_type or ""
+        _fits("mime_type", row.mime_type)
         row.file_data = part.file_data.model_dump(mode="json", exclude_none=True)
         return None
     raise InputValidationError("Not supported artifact type.")
@@ -96,9 +122,10 @@ def save(*, scope: dict[str, str], part: types.Part, custom_metadata: dict | Non
                 latest = Artifact.objects.filter(**scope).aggregate(v=Max("version"))["v"]
                 row.version = 0 if latest is None else latest + 1
                 if data is not None:
-                    name = get_valid_filename(scope["filename"].rsplit("/", 1)[-1]) or "artifact"
                     row.size = len(data)
-                    row.content.save(f"{uuid.uuid4().hex}-{name}", ContentFile(data), save=False)
+                    row.content.save(
+                        f"{uuid.uuid4().hex}-{_stored_name(scope['filename'])}", ContentFile(data), save=False
+                    )
                 row.save()
             return row.version
         except IntegrityError:

@@ -92,6 +92,21 @@ def test_bad_names_and_missing_session_are_refused(svc):
     assert not Artifact.objects.exists()
 
 
+@pytest.mark.parametrize(
+    "filename", ["f" * 300, "..", "/", "日本語" * 80 + ".png"], ids=["long", "dots", "slash", "wide"]
+)
+def test_names_no_file_system_takes_are_stored_under_a_short_safe_file_name(svc, filename):
+    """The stored file's name carries the artifact name's last segment: over 255 bytes the file system
+    refused it (OSError), and Django refused "..", "/" (SuspiciousFileOperation): 500s through the API.
+    The row keeps the whole name; the file's is short and safe."""
+    where = {"app_name": "app", "user_id": "u1", "session_id": "s1", "filename": filename}
+    assert run(svc.save_artifact(**where, artifact=_png())) == 0
+    part = run(svc.load_artifact(**where))
+    assert part is not None and part.inline_data.data == PNG
+    stored = Artifact.objects.get().content.name.rsplit("/", 1)[-1]
+    assert len(stored.encode()) <= 150 and ".." not in stored  # "new-", a uuid, "-", at most 100 bytes of the name
+
+
 # -- in a run: tools save and load artifacts through the runner's artifact service -------------
 async def save_chart(title: str, tool_context: Any) -> dict:
     """Draw a chart and keep it as an artifact."""

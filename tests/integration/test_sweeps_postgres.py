@@ -8,6 +8,7 @@ import pytest
 
 from tests.adkweb.bad_input.conftest import _quiet_request_logs, objs
 from tests.adkweb.bad_input.test_api import (
+    test_api_artifacts_longer_than_their_columns_are_refused,
     test_api_numbers_past_a_float_are_refused,
     test_api_raw_garbage_bodies,
     test_api_wrong_json_for_each_endpoint,

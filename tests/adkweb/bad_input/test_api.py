@@ -323,3 +323,37 @@ def test_api_numbers_past_a_float_are_refused(objs):
             transaction.set_rollback(True)
         failures += _refusal(f"{method} {path[:90]} as {who} with {body[-40:]}", response, before, after, api=True)
     assert not failures, "\n".join(failures)
+
+
+def test_api_artifacts_longer_than_their_columns_are_refused(objs):
+    """An artifact's name, type or session id longer than its column: PostgreSQL refused the row (DataError:
+    a 500, its file already written); now 400 with the limit, and nothing stored."""
+    from agents_app.models import Artifact
+
+    base = "/api/adk/apps/reimbursement_agent/users/requester/sessions"
+    text = {"text": "x"}
+    cases = [
+        (f"{base}/s-bad/artifacts", {"filename": "d/" * 300 + "a.txt", "artifact": text}),
+        (f"{base}/s-bad/artifacts", {"filename": "user:" + "u" * 600, "artifact": text}),
+        (f"{base}/s-bad/artifacts", {"filename": "a.bin", "artifact": {"inlineData": {"mimeType": "m" * 256}}}),
+        (
+            f"{base}/s-bad/artifacts",
+            {"filename": "a.ref", "artifact": {"fileData": {"fileUri": "gs://b/a", "mimeType": "m" * 256}}},
+        ),
+        (f"{base}/{'s' * 129}/artifacts", {"filename": "a.txt", "artifact": text}),
+    ]
+    c = _client(objs, "requester")
+    failures: list[str] = []
+    for path, body in cases:
+        with transaction.atomic():
+            before = {**counts(), "artifacts": Artifact.objects.count()}
+            saved = transaction.savepoint()  # a 500's failed statement would abort the test's transaction
+            response = c.post(path, data=json.dumps(body), content_type="application/json")
+            if response.status_code >= 500:
+                transaction.savepoint_rollback(saved)
+            after = {**counts(), "artifacts": Artifact.objects.count()}
+            transaction.set_rollback(True)
+        failures += _refusal(f"POST {path[-40:]} with {json.dumps(body)[:60]}", response, before, after, api=True)
+        if response.status_code == 400 and "at most" not in response.json()["detail"]:
+            failures.append(f"POST {path[-40:]}: 400 without the limit: {response.content[:200]!r}")
+    assert not failures, "\n".join(failures)
