@@ -6,10 +6,14 @@ Redis, a real `celery worker` with the threads pool), one turn in flight. Not a 
 
 Each turn (stock_agent, offline demo model) is sent with services.message_send; the web side stamps
 the Turn row's creation (created_at), the end of its commit, the start and end of the enqueue (after
-the commit, or before it where agents_app.services.wake_before_commit says so); the worker
-(bench/queue_probe_app.py) stamps when Celery's consumer received the drain's message, when a pool
-thread started it, when the drain started, and around the claim (runner._start). With --base the
-same is run on another tree (e.g. a worktree of main), alternating.
+the commit, or before it where agents_app.services.wake_before_commit says so), when its COMMIT
+left and when its reply came (Django's `_commit`), and when message_send returned (the web may
+answer); the worker (bench/queue_probe_app.py) stamps when Celery's consumer received the drain's
+message, when the wake-up listener popped it, when a pool thread started it, when the drain started,
+around the claim (runner._start / _astart) and its end; the Turn row's started_at (the claim's
+UPDATE, the database's clock_timestamp()) splits the claim. The queue stage is row created (the
+Turn's created_at, taken before the transaction's BEGIN) -> the claim returned to the drain. With
+--base the same is run on another tree (e.g. a worktree of main), alternating.
 """
 
 from __future__ import annotations
@@ -57,9 +61,7 @@ def _probe(tree: Path, turns: int) -> dict:
     def probed_enqueue(*, session_pk: int) -> bool:
         stamps = web.setdefault(session_pk, {})
         stamps["enqueue"], cpu = time.time(), time.thread_time()
-        if transaction.get_connection().in_atomic_block:  # woken before the commit (wake_before_commit)
-            transaction.on_commit(lambda: stamps.__setitem__("commit", time.time()))
-        else:
+        if not transaction.get_connection().in_atomic_block:  # woken after the commit
             stamps["commit"] = stamps["enqueue"]
         try:
             return enqueue(session_pk=session_pk)
@@ -67,6 +69,17 @@ def _probe(tree: Path, turns: int) -> dict:
             stamps["sent"], stamps["send_cpu"] = time.time(), (time.thread_time() - cpu) * 1000
 
     services.session_enqueue = probed_enqueue
+    commit = connection._commit
+    sending: list[float] = []
+
+    def probed_commit():  # when the web's COMMIT leaves (Django's atomic block's end) and its reply came
+        sending.append(time.time())
+        try:
+            return commit()
+        finally:
+            sending.append(time.time())
+
+    connection._commit = probed_commit
     env = {**os.environ, "PYTHONPATH": f"{tree}{os.pathsep}{HERE}", "DATABASE_URL": _test_url(connection)}
     args = [sys.executable, "-m", "celery", "-A", "queue_probe_app", "worker", "-Q", "agents", "--concurrency", "2"]
     args += ["--loglevel", "WARNING", "--without-gossip", "--without-mingle", "--without-heartbeat"]
@@ -79,13 +92,20 @@ def _probe(tree: Path, turns: int) -> dict:
             session = services.session_create(app_name="stock_agent", user_id="requester")
             time.sleep(0.05)  # an idle worker
             web[session.pk] = {"t0": time.time()}
+            sending.clear()
             turn = services.message_send(session=session, text="What is the price of GOOG?", streaming=False)
+            web[session.pk]["answer"] = time.time()  # message_send returned: the web may answer
+            if sending:
+                web[session.pk]["commit_sent"] = sending[0]
+                web[session.pk].setdefault("commit", sending[1])
             got = client.blpop("probe:done", timeout=300 if i == 0 else 30)
             if got is None:
                 log.seek(0)
                 raise RuntimeError("no drain finished: " + log.read()[-3000:])
             stamps = {**web[session.pk], **json.loads(got[1])}
-            stamps["created"] = Turn.objects.get(pk=turn.pk).created_at.timestamp()
+            row = Turn.objects.get(pk=turn.pk)
+            stamps["created"] = row.created_at.timestamp()
+            stamps["started_db"] = row.started_at.timestamp()  # the claim's UPDATE (clock_timestamp())
             if i >= 3:
                 rows.append(stamps)
             if i == 2:
@@ -112,14 +132,21 @@ STAGES = [  # label, from, to
     ("row created -> commit done", "created", "commit"),
     ("row created -> enqueue starts", "created", "enqueue"),
     ("enqueue (web: send_task / wake-up)", "enqueue", "sent"),
+    ("COMMIT sent -> commit done (its reply)", "commit_sent", "commit"),
     ("sent -> Celery consumer received", "sent", "received"),
     ("received -> pool thread starts the task", "received", "prerun"),
     ("task start -> drain starts", "prerun", "drain"),
     ("sent -> drain starts (whatever the path)", "sent", "drain"),
+    ("  sent -> listener popped the wake-up", "sent", "popped"),
+    ("  popped -> drain starts (pool thread)", "popped", "drain"),
     ("drain start -> claim statement sent", "drain", "claim_start"),
     ("claim statement (may wait for the commit)", "claim_start", "claimed"),
     ("QUEUE STAGE: row created -> claimed", "created", "claimed"),
+    ("row created -> message_send returned (web answers)", "created", "answer"),
+    ("row created -> drain ended (turn done, published)", "created", "end"),
     ("commit done -> claimed", "commit", "claimed"),
+    ("  COMMIT sent -> claim's UPDATE (database clock)", "commit_sent", "started_db"),
+    ("  claim's UPDATE -> claimed (statement end, reply, parse)", "started_db", "claimed"),
 ]
 
 

@@ -17,6 +17,7 @@ _client = redis.Redis.from_url(os.environ["REDIS_URL"])
 _local = threading.local()
 _received: dict[str, float] = {}  # task id -> when the consumer received it
 _by_session: dict[int, dict] = {}  # session pk -> the stamps of its drain in progress
+_popped: dict[int, float] = {}  # session pk -> when the wake-up listener popped its wake-up
 
 
 @signals.task_received.connect
@@ -33,17 +34,27 @@ def _on_prerun(task_id=None, task=None, **_):
 @signals.worker_process_init.connect
 @signals.worker_init.connect
 def _patch(**_):
-    from agents_app import runner
+    from agents_app import runner, wake_worker
 
     if getattr(runner, "_probed", False):
         return
     runner._probed = True
+    hand_over = wake_worker.Listener._hand_over
+
+    def probed_hand_over(self, list_key, session_pk):
+        _popped[session_pk] = time.time()
+        return hand_over(self, list_key, session_pk)
+
+    wake_worker.Listener._hand_over = probed_hand_over
     drain, start = runner.session_turns_run, runner._start
 
     def probed_drain(session_pk):
         stamps = dict(getattr(_local, "celery", None) or {})
         _local.celery = None
         stamps["drain"] = time.time()
+        popped = _popped.pop(session_pk, None)
+        if popped is not None:
+            stamps["popped"] = popped
         _by_session[session_pk] = stamps  # _start runs on the loop's database thread
         cpu = time.thread_time()
         try:
