@@ -9,6 +9,8 @@ post_save signal's `UPDATE session SET status = 'running'` (`session_status._now
   cap: its snapshot is taken after the lock is granted, as before, so it sees a turn that a
   concurrent request committed meanwhile), and inserts the turn and writes the status only if the
   count is below the cap; two statements in one query string (`compiled.rows_after`'s way).
+- when they are their transaction's first statements (a message's), its BEGIN leads that query
+  string (`_begun_with`), where psycopg sends it as a round trip of its own.
 
 Every guarantee is the ORM path's: the same rows, the same locks in the same order (the person's
 row, then the session row; the turn's foreign keys are checked at commit, as Django declares them
@@ -23,6 +25,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import psycopg
 from django.contrib.auth import get_user_model
 from django.db import connection
 from django.utils import timezone
@@ -47,8 +50,8 @@ def _sql(name: str) -> str:
         insert = f"INSERT INTO {turns} ({_COLUMNS})"
         _SQL["plain"] = f"WITH s AS ({running}) {insert} VALUES ({_VALUES}) RETURNING id"
         active = ", ".join(f"'{s}'" for s in (Turn.Status.QUEUED, Turn.Status.RUNNING))
+        _SQL["lock"] = f"SELECT 1 FROM {users} WHERE id = %(user)s FOR NO KEY UPDATE"
         _SQL["capped"] = (
-            f"SELECT 1 FROM {users} WHERE id = %(user)s FOR NO KEY UPDATE; "
             f"WITH n AS (SELECT count(*) AS n FROM (SELECT 1 FROM {turns} WHERE created_by_id = %(user)s "
             f"AND status IN ({active}) LIMIT %(cap)s) a), "
             f"t AS ({insert} SELECT {_VALUES} FROM n WHERE n.n < %(cap)s RETURNING id), "
@@ -56,6 +59,36 @@ def _sql(name: str) -> str:
             "SELECT n.n, (SELECT id FROM t) FROM n"
         )
     return _SQL[name]
+
+
+def _begins() -> bool:
+    """Are the turn's statements its transaction's first (psycopg has not sent the BEGIN yet: a
+    message's), with psycopg's plain BEGIN (no isolation level, read-only or deferrable of its own)?
+    Then the BEGIN leads their query string (`_begun_with`): one round trip for the three."""
+    connection.ensure_connection()
+    raw = connection.connection
+    return (
+        not raw.autocommit
+        and raw.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+        and raw.isolation_level is None
+        and raw.read_only is None
+        and raw.deferrable is None
+    )
+
+
+def _begun_with(cursor: Any, sql: str, params: dict[str, Any]) -> None:
+    """`BEGIN; sql` in one query string. psycopg would send its BEGIN as a round trip of its own
+    before the first statement (in a pipeline too, with a Sync of its own), so it is told to send none
+    for this one execute (its autocommit flag, read at each execute; the BEGIN here is the one it would
+    send); the transaction then goes on as psycopg's (it reads libpq's status: open), committed or
+    rolled back by Django's atomic block."""
+    raw = connection.connection
+    raw._autocommit = True  # only this execute: it sends no BEGIN before ours
+    try:
+        cursor.execute("BEGIN; " + sql, params)
+    finally:
+        raw._autocommit = False
+    cursor.nextset()  # past the BEGIN's result
 
 
 def turn_insert(
@@ -85,16 +118,22 @@ def turn_insert(
         "now": now,
         "cap": cap,
     }
+    capped = cap > 0 and created_by is not None
+    sql = f"{_sql('lock')}; {_sql('capped')}" if capped else _sql("plain")
     with connection.cursor() as cursor:
-        if cap > 0 and created_by is not None:
-            cursor.execute(_sql("capped"), params)
-            cursor.nextset()
-            turn_id = cursor.fetchone()[1]
-            if turn_id is None:
-                return None
+        if _begins():
+            _begun_with(cursor, sql, params)
         else:
-            cursor.execute(_sql("plain"), params)
-            turn_id = cursor.fetchone()[0]
+            cursor.execute(sql, params)
+        if capped:
+            cursor.nextset()  # past the person's lock
+        row = cursor.fetchone()
+    if capped:
+        turn_id = row[1]
+        if turn_id is None:
+            return None
+    else:
+        turn_id = row[0]
     turn = Turn(
         id=turn_id,
         session=session,
