@@ -25,12 +25,16 @@ the other, as before.
 
 from __future__ import annotations
 
+import hashlib
 import threading
 import time
 from collections.abc import Iterable
 from typing import Any
 
 from channels_redis.serializers import MsgPackSerializer
+from redis.exceptions import NoScriptError
+
+from .wire import Wires
 
 # KEYS: the groups' keys. ARGV: now, the cut-offs of group membership and of messages, the
 # messages' expiry (EXPIRE), the capacity, the layer's prefix, the number of messages, then
@@ -84,6 +88,7 @@ end
 return result
 """
 
+SHA = hashlib.sha1(SCRIPT.encode()).hexdigest()
 CHANNELS_KEY = "__asgi_channel__"
 NIL = b"\xc0"  # msgpack's nil: the value packed last, cut off for the script's list
 
@@ -94,6 +99,7 @@ class BatchPublisher:
     _last_score = 0.0
     _scores_lock = threading.Lock()  # worker threads share the layer, each on a loop of its own
     _script: Any = None
+    _wires: Wires | None = None  # the script's own connections (adkweb.channel_layers.wire), if usable
 
     def _one_script(self) -> bool:
         """Whether a batch can go as one script (see the module docstring)."""
@@ -150,12 +156,25 @@ class BatchPublisher:
         ]
         for (group, message), score in zip(pairs, self._scores(len(pairs)), strict=True):
             argv += [index[group] + 1, self._stored_form(message), score]
+        keys = [self._group_key(g) for g in groups]  # type: ignore[attr-defined]
+        result = await self._run_script(keys, argv)
+        return dict(zip(groups, (int(n) for n in result[1:]), strict=True))
+
+    async def _run_script(self, keys: list[str], argv: list[Any]) -> list[int]:
+        """The script's reply: on its own connection of this loop (`Wires`: no redis-py client on the
+        way), loaded by its first EVAL where Redis does not know it (a restart, SCRIPT FLUSH); else
+        through redis-py's client (TLS, Sentinel, ...)."""
         connection = self.connection(0)  # type: ignore[attr-defined]
+        if self._wires is None and Wires.usable(connection.connection_pool):
+            self._wires = Wires(connection.connection_pool)
+        if self._wires is not None:
+            try:
+                return await self._wires.call("EVALSHA", SHA, len(keys), *keys, *argv)
+            except NoScriptError:
+                return await self._wires.call("EVAL", SCRIPT, len(keys), *keys, *argv)
         if self._script is None:
             self._script = connection.register_script(SCRIPT)
-        keys = [self._group_key(g) for g in groups]  # type: ignore[attr-defined]
-        result = await self._script(keys=keys, args=argv, client=connection)
-        return dict(zip(groups, (int(n) for n in result[1:]), strict=True))
+        return await self._script(keys=keys, args=argv, client=connection)
 
     async def _one_by_one(self, pairs: list[tuple[str, dict]], groups: list[str]) -> dict[str, int]:
         counts = {}

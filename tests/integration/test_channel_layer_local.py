@@ -24,16 +24,23 @@ def _layer(**kwargs) -> RedisChannelLayer:
 
 
 def _recorded(layer: RedisChannelLayer) -> list[str]:
-    """The commands the layer's Redis client sends from now on (one host: one client per loop)."""
+    """The commands the layer's Redis client sends from now on (one host: one client per loop), and
+    its publish script's, sent on a connection of their own (adkweb.channel_layers.wire): one EVALSHA
+    each (an EVAL after it when Redis did not know the script)."""
     client = layer.connection(0)
     commands: list[str] = []
-    execute = client.execute_command
+    execute, run_script = client.execute_command, layer._run_script
 
     async def recorded(*args, **kwargs):
         commands.append(str(args[0]).upper())
         return await execute(*args, **kwargs)
 
+    async def script_recorded(*args, **kwargs):
+        commands.append("EVALSHA")
+        return await run_script(*args, **kwargs)
+
     client.execute_command = recorded
+    layer._run_script = script_recorded
     return commands
 
 

@@ -1,0 +1,250 @@
+"""The publish script's own connection: a bare RESP protocol on the event loop (no redis-py client).
+
+Every batch of group messages (adkweb.channel_layers.publish) is one EVALSHA and its reply a few
+integers. Through redis-py's asyncio client that round trip cost ~430 µs of CPU and ~1.2 ms of wall
+time at load 6 (its connection pool's lock, retry and observability wrappers, `wait_for` timeouts,
+the StreamReader and the RESP3 parser, `pack_command`), against ~125 µs and ~0.4 ms for the same
+command written by an `asyncio.Protocol` here and its reply parsed in `data_received` (bench/README.md,
+phase 16 (publish)); a stored event's publish is on the session store's append path.
+
+One connection per event loop and layer (`Wires`), opened on first use with the pool's own settings
+(host, port or unix socket, db, username and password; TLS and anything else keeps redis-py's
+client: `Wires.usable`). Commands are pipelined: replies come in the order the commands were written,
+each to its caller's future. A caller cancelled while its reply is on its way does not shift the
+others' (its reply is read and dropped). A reply that does not come within `timeout` seconds, or a
+connection the server closed, fails every command waiting on it (redis-py's errors: the publishers
+log them, as before) and the next command opens a new connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import types
+from collections import deque
+from typing import Any
+
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import NoScriptError, ResponseError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+
+def pack(*args: Any) -> bytes:
+    """A command in RESP (what redis-py's `pack_command` makes, for str, bytes and int arguments)."""
+    out = [b"*%d\r\n" % len(args)]
+    for arg in args:
+        if isinstance(arg, str):
+            arg = arg.encode()
+        elif isinstance(arg, int):
+            arg = b"%d" % arg
+        out += (b"$%d\r\n" % len(arg), arg, b"\r\n")
+    return b"".join(out)
+
+
+class _Incomplete(Exception):
+    pass
+
+
+def _parse(buf: bytearray, pos: int) -> tuple[Any, int]:
+    """One RESP2 reply from `buf` at `pos`: (value, position after it); _Incomplete if it is not all there."""
+    end = buf.find(b"\r\n", pos)
+    if end < 0:
+        raise _Incomplete
+    kind, line = buf[pos : pos + 1], bytes(buf[pos + 1 : end])
+    pos = end + 2
+    if kind == b":":
+        return int(line), pos
+    if kind == b"*":
+        n = int(line)
+        if n < 0:
+            return None, pos
+        items = []
+        for _ in range(n):
+            item, pos = _parse(buf, pos)
+            items.append(item)
+        return items, pos
+    if kind == b"$":
+        n = int(line)
+        if n < 0:
+            return None, pos
+        if len(buf) < pos + n + 2:
+            raise _Incomplete
+        return bytes(buf[pos : pos + n]), pos + n + 2
+    if kind == b"+":
+        return line.decode(), pos
+    if kind == b"-":
+        text = line.decode(errors="replace")
+        return (NoScriptError(text) if text.startswith("NOSCRIPT") else ResponseError(text)), pos
+    raise RedisConnectionError(f"Unexpected reply from Redis: {bytes(kind + line)!r}")
+
+
+class Wire(asyncio.Protocol):
+    """One connection: commands written at once, replies handed to their futures in order."""
+
+    def __init__(self, timeout: float) -> None:
+        self.timeout = timeout
+        self.transport: asyncio.Transport | None = None
+        self.lost: BaseException | None = None
+        self._waiting: deque[asyncio.Future[Any]] = deque()
+        self._buf = bytearray()
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+        sock = transport.get_extra_info("socket")
+        if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    def data_received(self, data: bytes) -> None:
+        buf = self._buf
+        buf += data
+        pos = 0
+        try:
+            while pos < len(buf):
+                value, pos = _parse(buf, pos)
+                if not self._waiting:
+                    raise RedisConnectionError("A reply from Redis that no command waits for.")
+                waiter = self._waiting.popleft()
+                if not waiter.done():  # else its caller was cancelled (or timed out): dropped
+                    if isinstance(value, BaseException):
+                        waiter.set_exception(value)
+                    else:
+                        waiter.set_result(value)
+        except _Incomplete:
+            pass
+        except Exception as exc:  # a reply we cannot read: the connection cannot be trusted any more
+            self._fail(exc)
+            return
+        del buf[:pos]
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._fail(exc or RedisConnectionError("Connection closed by server."))
+
+    def _fail(self, exc: BaseException) -> None:
+        if self.lost is None:
+            self.lost = exc
+        while self._waiting:
+            waiter = self._waiting.popleft()
+            if not waiter.done():
+                waiter.set_exception(
+                    exc if isinstance(exc, RedisConnectionError | RedisTimeoutError) else RedisConnectionError(str(exc))
+                )
+        if self.transport is not None:
+            self.transport.abort()
+
+    def call(self, packed: bytes) -> asyncio.Future[Any]:
+        """Write a command; the future of its reply (an error reply is raised from it)."""
+        if self.lost is not None or self.transport is None or self.transport.is_closing():
+            raise RedisConnectionError("Connection to Redis lost.")
+        loop = asyncio.get_running_loop()
+        waiter = loop.create_future()
+        self._waiting.append(waiter)
+        self.transport.write(packed)
+        timer = loop.call_later(self.timeout, self._timed_out, waiter)
+        waiter.add_done_callback(lambda _: timer.cancel())
+        return waiter
+
+    def _timed_out(self, waiter: asyncio.Future[Any]) -> None:
+        if not waiter.done():
+            self._fail(RedisTimeoutError("Timeout reading from Redis."))
+
+    def close(self) -> None:
+        if self.transport is not None:
+            self.transport.close()
+
+
+class Wires:
+    """A layer's wires, one per event loop (a wire's transport belongs to the loop that opened it)."""
+
+    def __init__(self, pool: Any) -> None:
+        self.kwargs = dict(pool.connection_kwargs)
+        self.kind = pool.connection_class
+        self._by_loop: dict[asyncio.AbstractEventLoop, Wire] = {}
+        self._opening: dict[asyncio.AbstractEventLoop, asyncio.Future[Wire]] = {}
+
+    @staticmethod
+    def usable(pool: Any) -> bool:
+        """Plain TCP or a unix socket (TLS and the rest keep redis-py's client)."""
+        from redis.asyncio.connection import Connection, SSLConnection, UnixDomainSocketConnection
+
+        kind = pool.connection_class
+        return issubclass(kind, UnixDomainSocketConnection) or (
+            issubclass(kind, Connection) and not issubclass(kind, SSLConnection)
+        )
+
+    async def call(self, *args: Any) -> Any:
+        wire = await self._wire()
+        return await wire.call(pack(*args))
+
+    async def _wire(self) -> Wire:
+        loop = asyncio.get_running_loop()
+        wire = self._by_loop.get(loop)
+        if wire is not None and wire.lost is None and wire.transport is not None and not wire.transport.is_closing():
+            return wire
+        opening = self._opening.get(loop)
+        if opening is None:
+            opening = self._opening[loop] = loop.create_future()
+            try:
+                wire = await self._open(loop)
+            except BaseException as exc:
+                if isinstance(exc, Exception):
+                    opening.set_exception(exc)
+                    opening.exception()  # retrieved: those waiting get it, nobody else needs to
+                else:
+                    opening.cancel()
+                raise
+            else:
+                opening.set_result(wire)
+            finally:
+                del self._opening[loop]
+            if loop not in self._by_loop:
+                _close_with(loop, self)
+            self._by_loop[loop] = wire
+            return wire
+        return await asyncio.shield(opening)
+
+    async def _open(self, loop: asyncio.AbstractEventLoop) -> Wire:
+        kw = self.kwargs
+        timeout = kw.get("socket_timeout") or 30.0
+        connect_timeout = kw.get("socket_connect_timeout") or timeout
+        try:
+            async with asyncio.timeout(connect_timeout):
+                if kw.get("path"):
+                    _, wire = await loop.create_unix_connection(lambda: Wire(timeout), kw["path"])
+                else:
+                    _, wire = await loop.create_connection(
+                        lambda: Wire(timeout), kw.get("host", "localhost"), kw.get("port", 6379)
+                    )
+        except TimeoutError:
+            raise RedisTimeoutError("Timeout connecting to Redis.") from None
+        except OSError as exc:
+            raise RedisConnectionError(f"Error connecting to Redis: {exc}") from exc
+        try:
+            if kw.get("password") is not None:
+                user = kw.get("username")
+                await wire.call(pack("AUTH", *([user] if user else []), kw["password"]))
+            if kw.get("db"):
+                await wire.call(pack("SELECT", int(kw["db"])))
+        except BaseException:
+            wire.close()
+            raise
+        return wire
+
+    def close_loop(self, loop: asyncio.AbstractEventLoop) -> None:
+        wire = self._by_loop.pop(loop, None)
+        if wire is not None:
+            wire.close()
+
+
+def _close_with(loop: asyncio.AbstractEventLoop, wires: Wires) -> None:
+    """Close this loop's wire when the loop is closed (as channels_redis closes its pools), while the
+    loop can still run the transport's close."""
+    original = loop.close
+
+    def close(self: asyncio.AbstractEventLoop) -> None:
+        wires.close_loop(loop)
+        if not loop.is_running() and not loop.is_closed():
+            loop.run_until_complete(asyncio.sleep(0))  # the transport's close callbacks
+        self.close = original  # type: ignore[method-assign]
+        self.close()
+
+    loop.close = types.MethodType(close, loop)  # type: ignore[method-assign]

@@ -1,0 +1,152 @@
+"""The publish script's own connection (adkweb.channel_layers.wire), against a fake Redis on a local
+socket: replies in order to their commands also when they arrive in pieces or together, a cancelled
+caller's reply dropped without shifting the next one's, an error reply raised to its caller only, and
+a reply that never comes or a connection the server closes fails what waits on it, the next command
+on a new connection. (Against the real Redis: tests/integration/test_publish_wire.py.)"""
+
+from __future__ import annotations
+
+import asyncio
+from types import SimpleNamespace
+
+import pytest
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import NoScriptError, ResponseError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from adkweb.channel_layers.wire import Wires, pack
+
+
+class FakeRedis:
+    """Answers each command with the next of `replies` (bytes), each written as `chunks` says:
+    'whole', 'bytes' (one byte at a time) or held back ('never'); or closes the connection."""
+
+    def __init__(self) -> None:
+        self.replies: list[bytes | str] = []
+        self.commands: list[list[bytes]] = []
+        self.connections = 0
+        self.server: asyncio.base_events.Server | None = None
+        self.pending = b""
+        self.batch = 1  # commands answered together in one write
+
+    async def start(self) -> int:
+        self.server = await asyncio.start_server(self._client, "127.0.0.1", 0)
+        return self.server.sockets[0].getsockname()[1]
+
+    async def _client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
+        try:
+            while True:
+                line = await reader.readline()
+                if not line:
+                    return
+                args = []
+                for _ in range(int(line[1:])):
+                    size = int((await reader.readline())[1:])
+                    args.append((await reader.readexactly(size + 2))[:-2])
+                self.commands.append(args)
+                reply = self.replies.pop(0)
+                if reply == "close":
+                    writer.close()
+                    return
+                if reply == "never":
+                    continue
+                self.pending += reply
+                if len(self.commands) % self.batch:
+                    continue
+                out, self.pending = self.pending, b""
+                if self.bytewise:
+                    for i in range(len(out)):
+                        writer.write(out[i : i + 1])
+                        await writer.drain()
+                        await asyncio.sleep(0)
+                else:
+                    writer.write(out)
+        except (ConnectionError, asyncio.IncompleteReadError):
+            return
+
+    bytewise = False
+
+
+@pytest.fixture
+async def fake():
+    redis = FakeRedis()
+    port = await redis.start()
+    redis.wires = Wires(
+        SimpleNamespace(
+            connection_kwargs={"host": "127.0.0.1", "port": port, "socket_timeout": 0.3}, connection_class=object
+        )
+    )
+    yield redis
+    redis.server.close()
+
+
+def test_pack_is_redis_pys_command():
+    from redis.asyncio.connection import Connection
+
+    args = ("EVALSHA", "abc", 2, "k1", "k2", b"\x00\xffbin", "1796435198.5621893", -3)
+    assert pack(*args) == b"".join(Connection().pack_command(*args))
+
+
+async def test_replies_reach_their_commands_in_order_also_in_pieces_and_together(fake):
+    fake.replies = [b"*3\r\n:0\r\n:12\r\n:-1\r\n", b"$5\r\nhello\r\n", b"+OK\r\n", b"*2\r\n*1\r\n:7\r\n$-1\r\n"]
+    fake.bytewise = True
+    fake.batch = 2  # two replies in one write, byte by byte
+    got = await asyncio.gather(
+        fake.wires.call("EVALSHA", "x", 0),
+        fake.wires.call("GET", "k"),
+        fake.wires.call("SET", "k", "v"),
+        fake.wires.call("EVAL", "y", 0),
+    )
+    assert got == [[0, 12, -1], b"hello", "OK", [[7], None]]
+    assert fake.connections == 1
+    assert [c[0] for c in fake.commands] == [b"EVALSHA", b"GET", b"SET", b"EVAL"]
+
+
+async def test_an_error_reply_is_raised_to_its_caller_only(fake):
+    fake.replies = [b"-NOSCRIPT No matching script.\r\n", b"-ERR wrong\r\n", b":1\r\n"]
+    first, second, third = await asyncio.gather(
+        fake.wires.call("EVALSHA", "x", 0), fake.wires.call("X"), fake.wires.call("Y"), return_exceptions=True
+    )
+    assert isinstance(first, NoScriptError) and isinstance(second, ResponseError) and third == 1
+    assert fake.connections == 1  # an error reply leaves the connection as it is
+
+
+async def test_a_cancelled_callers_reply_is_dropped_and_the_next_gets_its_own(fake):
+    fake.replies = [b":1\r\n", b":2\r\n"]
+    fake.batch = 2  # the first reply comes only with the second's
+    first = asyncio.ensure_future(fake.wires.call("FIRST"))
+    while not fake.commands:
+        await asyncio.sleep(0.01)
+    first.cancel()
+    assert await fake.wires.call("SECOND") == 2
+    assert first.cancelled()
+
+
+async def test_a_reply_that_never_comes_fails_what_waits_and_the_next_command_reconnects(fake):
+    fake.replies = ["never", b":5\r\n"]
+    with pytest.raises(RedisTimeoutError):
+        await asyncio.wait_for(fake.wires.call("SLOW"), 5)  # the wire's own timeout is 0.3 s
+    assert await fake.wires.call("NEXT") == 5
+    assert fake.connections == 2
+
+
+async def test_a_connection_the_server_closes_fails_what_waits_and_the_next_command_reconnects(fake):
+    fake.replies = ["close", b":6\r\n"]
+    with pytest.raises(RedisConnectionError):
+        await fake.wires.call("DROPPED")
+    assert await fake.wires.call("NEXT") == 6
+    assert fake.connections == 2
+
+
+async def test_nothing_listening_raises_redis_pys_connection_error():
+    wires = Wires(SimpleNamespace(connection_kwargs={"host": "127.0.0.1", "port": 1}, connection_class=object))
+    with pytest.raises(RedisConnectionError):
+        await wires.call("PING")
+
+
+async def test_the_connection_selects_the_pools_db_and_authenticates_first(fake):
+    fake.replies = [b"+OK\r\n", b"+OK\r\n", b":1\r\n"]
+    fake.wires.kwargs.update(db=6, username="u", password="p")
+    assert await fake.wires.call("X") == 1
+    assert fake.commands == [[b"AUTH", b"u", b"p"], [b"SELECT", b"6"], [b"X"]]
