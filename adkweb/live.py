@@ -36,6 +36,8 @@ _batch: contextvars.ContextVar[list[tuple[str, dict]] | None] = contextvars.Cont
 # Inside a `batched()` block, groups whose watchers were asked ahead (`groups_watched_ahead`): the
 # answers, so that the publishers it calls do not each wait on the channel layer for their own.
 _ahead: contextvars.ContextVar[dict[str, bool] | None] = contextvars.ContextVar("adkweb_live_ahead", default=None)
+# Inside an `abatched()` block, groups to ask about with its next question (`ask_also`).
+_also: contextvars.ContextVar[list[str] | None] = contextvars.ContextVar("adkweb_live_also", default=None)
 
 
 # Groups the channel layer last said have members, and since when (monotonic), in this process: every
@@ -77,7 +79,7 @@ def group_send(group: str, message: Mapping[str, object]) -> None:
     _send_many([(group, dict(message))])
 
 
-_Started = tuple[list[tuple[str, dict]], contextvars.Token, contextvars.Token]
+_Started = tuple[list[tuple[str, dict]], contextvars.Token, contextvars.Token, contextvars.Token]
 
 
 def _batch_start() -> _Started | None:
@@ -85,15 +87,27 @@ def _batch_start() -> _Started | None:
     if _batch.get() is not None:
         return None
     pairs: list[tuple[str, dict]] = []
-    return pairs, _batch.set(pairs), _ahead.set({})
+    return pairs, _batch.set(pairs), _ahead.set({}), _also.set([])
 
 
 def _batch_end(started: _Started) -> list[tuple[str, dict]]:
     """Close the batch; its (group, message) pairs, for its opener to send."""
-    pairs, token, ahead = started
+    pairs, token, ahead, also = started
     _batch.reset(token)
     _ahead.reset(ahead)
+    _also.reset(also)
     return pairs
+
+
+def ask_also(groups: list[str]) -> None:
+    """Inside `abatched()`: ask about these groups too with the batch's next question
+    (`agroups_watched`), and keep the answers for the rest of the batch, so that a publisher called
+    later in it that asks about them (a stored event's hooks' announcements, after the event's own
+    publish) pays no round trip of its own. Asked after what the batch announces was committed, as
+    every question must be. Nothing happens outside a batch, or if the batch asks nothing more."""
+    also = _also.get()
+    if also is not None:
+        also.extend(g for g in groups if g not in also)
 
 
 @contextmanager
@@ -129,11 +143,22 @@ def _send_many(pairs: list[tuple[str, dict]]) -> None:
         logger.warning("Could not publish %d live updates; pages catch up when they reconnect.", len(pairs))
 
 
-async def _agroup_send_many(layer: Any, pairs: list[tuple[str, dict]], ask: list[str] | None = None) -> set[str]:
+async def _agroup_send_many(
+    layer: Any, pairs: list[tuple[str, dict]], ask: list[str] | None = None, *, soon: bool = False
+) -> set[str]:
     """Send the pairs, each group's in order; of the groups in `ask`, those with members (asked with the
     sends: one round trip on the Redis layer, adkweb.channel_layers.publish; all of them if the
-    layer cannot tell, or on an error)."""
+    layer cannot tell, or on an error). `soon`, asking nothing: where the layer can
+    (`group_send_soon`), written now and not waited for: in order with whatever this loop sends
+    next; the reply's counts noted, or its error logged, when it comes (`apublished` waits for it)."""
     ask = ask or []
+    send_soon = getattr(layer, "group_send_soon", None) if soon and not ask else None
+    if send_soon is not None:
+        try:
+            await send_soon(pairs, _replied)
+        except Exception:  # Redis down, ...
+            logger.warning("Could not publish %d live updates; pages catch up when they reconnect.", len(pairs))
+        return set()
     send_many = getattr(layer, "group_send_many", None)
     if send_many is not None:
         try:
@@ -160,13 +185,36 @@ async def _agroup_send_many(layer: Any, pairs: list[tuple[str, dict]], ask: list
     return await _awatched(layer, ask) if ask else set()
 
 
+def _replied(reply: Mapping[str, int] | BaseException) -> None:
+    """The reply of a batch sent without waiting (`_agroup_send_many(soon=True)`)."""
+    if isinstance(reply, BaseException):
+        logger.warning("Could not publish live updates (%s); pages catch up when they reconnect.", type(reply).__name__)
+    else:
+        _note(reply)
+
+
+async def apublished() -> None:
+    """Until what this loop sent without waiting (`abatched()`'s sends) has been answered by the
+    channel layer: before a publish that leaves by another connection (sync code's, from a thread)
+    and must come after it."""
+    try:
+        layer = get_channel_layer()
+        sent = getattr(layer, "sent", None)
+        if sent is not None:
+            await sent()
+    except Exception:  # never raises, as publishing does not
+        logger.warning("Could not wait for the live updates on their way.", exc_info=True)
+
+
 @asynccontextmanager
 async def abatched() -> AsyncIterator[None]:
     """`batched()` for async code (an after-commit publisher on a worker's or the server's loop): the
     `agroup_send`s made inside, and the `group_send`s of sync code it calls through `sync_to_async`
     (which carries the batch along), leave at its end, in the order they were made, in one round
-    trip on the Redis layer; an `agroups_watched` inside takes what is pending with its question
-    (one round trip for both), and sync code it calls has its `groups_watched` answered from there."""
+    trip on the Redis layer, whose reply is not waited for (`_agroup_send_many(soon=True)`: the
+    sends are on the wire, before anything this loop sends after them); an `agroups_watched`
+    inside takes what is pending with its question (one round trip for both, waited for: its
+    answer is needed), and sync code it calls has its `groups_watched` answered from there."""
     started = _batch_start()
     try:
         yield
@@ -176,7 +224,7 @@ async def abatched() -> AsyncIterator[None]:
             try:
                 layer = get_channel_layer()
                 if layer is not None:
-                    await _agroup_send_many(layer, pairs)
+                    await _agroup_send_many(layer, pairs, soon=True)
             except Exception:
                 logger.warning("Could not publish %d live updates; pages catch up when they reconnect.", len(pairs))
 
@@ -232,11 +280,14 @@ async def agroups_watched(groups: list[str]) -> set[str]:
             return await _awatched(layer, groups)
         if all(g in known for g in groups):  # asked earlier in this batch (after what it announces)
             return {g for g in groups if known[g]}
+        also = _also.get() or []
+        asked = groups + [g for g in also if g not in known and g not in groups]  # `ask_also`'s too
+        also.clear()
         pending = pairs[:] if hasattr(layer, "group_send_many") else []
         del pairs[: len(pending)]
-        watched = await _agroup_send_many(layer, pending, groups)
-        known.update({g: g in watched for g in groups})
-        return watched
+        watched = await _agroup_send_many(layer, pending, asked)
+        known.update({g: g in watched for g in asked})
+        return {g for g in groups if g in watched}
     except Exception:
         return set(groups)
 

@@ -17,7 +17,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from adkweb.live import abatched
+from adkweb.live import abatched, apublished
 
 logger = logging.getLogger(__name__)
 
@@ -82,10 +82,13 @@ async def apublish_in_order(publish: Callable[..., Awaitable[None]], **kwargs: A
 
 
 async def publishes_sent() -> None:
-    """Wait until the running turn's queued publishes have left (before a synchronous publisher)."""
+    """Wait until the running turn's queued publishes have left and the channel layer has answered
+    what this loop sent without waiting (before a synchronous publisher: its sends leave by another
+    connection, and Redis orders only one connection's commands)."""
     publisher = turn_publisher.get()
     if publisher is not None:
         await publisher.flush()
+    await apublished()
 
 
 # The drain's "running" status on its way (anotify_session_status_soon) while its turn starts.

@@ -37,7 +37,7 @@ from google.adk.sessions.base_session_service import (
 )
 from google.adk.sessions.session import Session
 
-from adkweb.live import abatched
+from adkweb.live import abatched, ask_also
 
 from . import session_async, session_orm, session_sql, session_sqlite
 from .event_json import (  # noqa: F401  (the store's serialisation, imported from here by the API, pages, benches)
@@ -92,8 +92,10 @@ async def _publish_with_riders(
     *, message: dict[str, Any], riders: list[session_sql.Rider], done: session_sql.Appended
 ) -> None:
     """An event stored from the loop with its hooks' riders, committed: its message, then what the
-    riders announce (a ticket opened or answered by it: never before its event), in one batch."""
+    riders announce (a ticket opened or answered by it: never before its event), in one batch; the
+    groups the riders will ask about are asked with the event's question (one round trip for both)."""
     async with abatched():
+        ask_also([group for rider in riders for group in rider.asks])
         await anotify_session_event(**message)
         await session_async.announce(riders, done)
 

@@ -68,7 +68,9 @@ class Rider:
     `returning`, one value the statement selects, given to `done(value, session_pk)` once stored
     (in autocommit: committed). `announce`, done's twin for a statement sent from the event loop
     (agents_app.session_async): awaited with the same arguments once the statement committed and its
-    event was published, never raising; a rider without one sends its event by the thread path."""
+    event was published, never raising; a rider without one sends its event by the thread path.
+    `asks`, the channel layer's groups `announce` will ask about ("is anyone watching?"): asked with
+    the event's own question, in its round trip (adkweb.live.ask_also)."""
 
     ctes: str = ""
     params: list[Any] = field(default_factory=list)
@@ -79,6 +81,7 @@ class Rider:
     returning_params: list[Any] = field(default_factory=list)
     done: Callable[[Any, int], None] | None = None
     announce: Callable[[Any, int], Awaitable[None]] | None = None
+    asks: list[str] = field(default_factory=list)
 
 
 @dataclass

@@ -31,6 +31,7 @@ from adkweb import notify
 from agents_app.session_service import Rider, parse_marker
 
 from . import conditions, events, policy_cache
+from .fanout import APPROVALS_GROUP
 from .models import PendingCall
 
 TICKETS = PendingCall._meta.db_table
@@ -96,6 +97,7 @@ def ticket_rider(event: Any, session: Any) -> Rider | None:
             rider.guard += f" AND NOT {policy_cache.GRANT_POSSIBLE}"
             rider.guard_params += [session.app_name, t["tool_name"], t["kind"], now, marker[0], session.user_id]
         rider.status = "CASE WHEN s.status = 'running' THEN 'running' ELSE 'waiting' END"
+        rider.asks = [APPROVALS_GROUP]  # the inbox's question (events.anotify_ticket_changed), with the event's
     else:
         returning += ["NULL", "NULL"]
     if answered:

@@ -25,14 +25,14 @@ the other, as before.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from channels_redis.serializers import MsgPackSerializer
-from redis.exceptions import NoScriptError
 
 from .wire import Wires
 
@@ -133,17 +133,67 @@ class BatchPublisher:
         every group named (sent to or in `ask`), counted before sending, after dropping the expired
         ones: one round trip (see the module docstring)."""
         pairs = list(pairs)
-        groups: list[str] = []
-        index: dict[str, int] = {}
-        for group in [g for g, _ in pairs] + list(ask):
-            if group not in index:
-                assert self.require_valid_group_name(group), "Group name not valid"  # type: ignore[attr-defined]
-                index[group] = len(groups)
-                groups.append(group)
+        groups = self._groups(pairs, ask)
         if not groups:
             return {}
         if not self._one_script():
             return await self._one_by_one(pairs, groups)
+        keys, argv = self._script_args(pairs, groups)
+        result = await self._run_script(keys, argv)
+        return dict(zip(groups, (int(n) for n in result[1:]), strict=True))
+
+    async def group_send_soon(
+        self, pairs: Iterable[tuple[str, dict]], replied: Callable[[dict[str, int] | BaseException], None]
+    ) -> None:
+        """`group_send_many` of a batch that asks nothing, without waiting for Redis' reply where it goes
+        on this loop's own connection (`Wires`): written now, so before whatever this loop sends next
+        (Redis runs one connection's commands in order), and `replied` is called with the groups'
+        counts, or the error, once the reply is in (`sent()` waits for that). Elsewhere (redis-py's
+        client) it is awaited, `replied` called before it returns."""
+        pairs = list(pairs)
+        groups = self._groups(pairs, ())
+        if not groups:
+            return
+        if not self._one_script():
+            replied(await self._one_by_one(pairs, groups))
+            return
+        keys, argv = self._script_args(pairs, groups)
+        reply = await self._run_script(keys, argv, wait=False)
+
+        def counted(reply: asyncio.Future[Any]) -> None:
+            if reply.cancelled():
+                replied(asyncio.CancelledError())
+            elif (error := reply.exception()) is not None:
+                replied(error)
+            else:
+                replied(dict(zip(groups, (int(n) for n in reply.result()[1:]), strict=True)))
+
+        if isinstance(reply, asyncio.Future):
+            reply.add_done_callback(counted)
+        else:
+            done: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+            done.set_result(reply)
+            counted(done)
+
+    async def sent(self) -> None:
+        """Until the replies of the batches this loop sent without waiting (`group_send_soon`) are in."""
+        if self._wires is not None:
+            await self._wires.drained()
+
+    def _groups(self, pairs: list[tuple[str, dict]], ask: Iterable[str]) -> list[str]:
+        """The groups named, each once, in the order first named (the script's KEYS)."""
+        groups: list[str] = []
+        seen: set[str] = set()
+        for group in [g for g, _ in pairs] + list(ask):
+            if group not in seen:
+                assert self.require_valid_group_name(group), "Group name not valid"  # type: ignore[attr-defined]
+                seen.add(group)
+                groups.append(group)
+        return groups
+
+    def _script_args(self, pairs: list[tuple[str, dict]], groups: list[str]) -> tuple[list[str], list[Any]]:
+        """The script's KEYS and ARGV for these pairs (see SCRIPT)."""
+        index = {group: n for n, group in enumerate(groups, 1)}
         now = time.time()
         argv: list[Any] = [
             repr(now),
@@ -155,23 +205,18 @@ class BatchPublisher:
             len(pairs),
         ]
         for (group, message), score in zip(pairs, self._scores(len(pairs)), strict=True):
-            argv += [index[group] + 1, self._stored_form(message), score]
-        keys = [self._group_key(g) for g in groups]  # type: ignore[attr-defined]
-        result = await self._run_script(keys, argv)
-        return dict(zip(groups, (int(n) for n in result[1:]), strict=True))
+            argv += [index[group], self._stored_form(message), score]
+        return [self._group_key(g) for g in groups], argv  # type: ignore[attr-defined]
 
-    async def _run_script(self, keys: list[str], argv: list[Any]) -> list[int]:
-        """The script's reply: on its own connection of this loop (`Wires`: no redis-py client on the
-        way), loaded by its first EVAL where Redis does not know it (a restart, SCRIPT FLUSH); else
-        through redis-py's client (TLS, Sentinel, ...)."""
+    async def _run_script(self, keys: list[str], argv: list[Any], *, wait: bool = True) -> Any:
+        """The script's reply (with `wait=False`, where it can, the future of its reply: `Wires`): on a
+        connection of this loop's own (`Wires`: no redis-py client on the way), sent whole on a
+        connection that has not run it yet; else through redis-py's client (TLS, Sentinel, ...)."""
         connection = self.connection(0)  # type: ignore[attr-defined]
         if self._wires is None and Wires.usable(connection.connection_pool):
             self._wires = Wires(connection.connection_pool)
         if self._wires is not None:
-            try:
-                return await self._wires.call("EVALSHA", SHA, len(keys), *keys, *argv)
-            except NoScriptError:
-                return await self._wires.call("EVAL", SCRIPT, len(keys), *keys, *argv)
+            return await self._wires.run_script(SHA, SCRIPT, keys, argv, wait=wait)
         if self._script is None:
             self._script = connection.register_script(SCRIPT)
         return await self._script(keys=keys, args=argv, client=connection)

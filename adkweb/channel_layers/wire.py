@@ -19,6 +19,7 @@ log them, as before) and the next command opens a new connection.
 from __future__ import annotations
 
 import asyncio
+import logging
 import socket
 import types
 from collections import deque
@@ -27,6 +28,8 @@ from typing import Any
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoScriptError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
+
+logger = logging.getLogger(__name__)
 
 
 def pack(*args: Any) -> bytes:
@@ -85,6 +88,8 @@ class Wire(asyncio.Protocol):
         self.timeout = timeout
         self.transport: asyncio.Transport | None = None
         self.lost: BaseException | None = None
+        self.scripts: set[str] = set()  # SHA1s of the scripts run on this connection (so known to its server)
+        self.last: asyncio.Future[Any] | None = None  # the reply written for last
         self._waiting: deque[asyncio.Future[Any]] = deque()
         self._buf = bytearray()
 
@@ -138,6 +143,7 @@ class Wire(asyncio.Protocol):
         loop = asyncio.get_running_loop()
         waiter = loop.create_future()
         self._waiting.append(waiter)
+        self.last = waiter
         self.transport.write(packed)
         timer = loop.call_later(self.timeout, self._timed_out, waiter)
         waiter.add_done_callback(lambda _: timer.cancel())
@@ -174,6 +180,49 @@ class Wires:
     async def call(self, *args: Any) -> Any:
         wire = await self._wire()
         return await wire.call(pack(*args))
+
+    async def run_script(self, sha: str, body: str, keys: list[str], argv: list[Any], *, wait: bool = True) -> Any:
+        """A script's reply: EVALSHA, or EVAL (the script whole) on a connection that has not run it
+        yet (its server may not know it: a new connection after a restart). With `wait=False`, the
+        future of its reply: written now, before whatever this loop writes next; not awaited. A
+        NOSCRIPT reply (SCRIPT FLUSH since) sends the script again whole: awaited, at once; not
+        awaited, after what was written meanwhile (logged)."""
+        wire = await self._wire()
+        known = sha in wire.scripts
+        reply = wire.call(pack("EVALSHA" if known else "EVAL", sha if known else body, len(keys), *keys, *argv))
+        if wait:
+            try:
+                result = await reply
+            except NoScriptError:
+                wire.scripts.discard(sha)
+                return await self.run_script(sha, body, keys, argv)
+            wire.scripts.add(sha)
+            return result
+        out: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+
+        def done(reply: asyncio.Future[Any]) -> None:
+            if out.done():
+                return
+            if reply.cancelled():
+                out.cancel()
+            elif isinstance(reply.exception(), NoScriptError):
+                wire.scripts.discard(sha)
+                logger.warning("Redis lost the publish script: sent again whole, after what followed it.")
+                again = asyncio.ensure_future(self.run_script(sha, body, keys, argv))
+                again.add_done_callback(lambda again: _copy(again, out))
+            else:
+                if reply.exception() is None:
+                    wire.scripts.add(sha)
+                _copy(reply, out)
+
+        reply.add_done_callback(done)
+        return out
+
+    async def drained(self) -> None:
+        """Until the replies of what this loop wrote so far are in (not raising: the writers handle them)."""
+        wire = self._by_loop.get(asyncio.get_running_loop())
+        if wire is not None and wire.last is not None and not wire.last.done():
+            await asyncio.wait([wire.last])
 
     async def _wire(self) -> Wire:
         loop = asyncio.get_running_loop()
@@ -233,6 +282,17 @@ class Wires:
         wire = self._by_loop.pop(loop, None)
         if wire is not None:
             wire.close()
+
+
+def _copy(source: asyncio.Future[Any], target: asyncio.Future[Any]) -> None:
+    if target.done():
+        return
+    if source.cancelled():
+        target.cancel()
+    elif source.exception() is not None:
+        target.set_exception(source.exception())  # type: ignore[arg-type]
+    else:
+        target.set_result(source.result())
 
 
 def _close_with(loop: asyncio.AbstractEventLoop, wires: Wires) -> None:

@@ -34,14 +34,14 @@ def sent(demo, drained, monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, floa
     held = {"done": False}
     send_async, send_sync = live._agroup_send_many, live._send_many
 
-    async def slow_first_status(layer: Any, pairs: list, ask: list | None = None) -> set[str]:
+    async def slow_first_status(layer: Any, pairs: list, ask: list | None = None, **kwargs: Any) -> set[str]:
         types, left = [m.get("type") for _, m in pairs], time.monotonic()
         if "session.status" in types and not held["done"]:
             held["done"] = True
             await asyncio.sleep(DELAY)
         batch = len({b for _, _, b in log})
         log.extend((str(t), left, batch) for t in types)
-        return await send_async(layer, pairs, ask)
+        return await send_async(layer, pairs, ask, **kwargs)
 
     def logged(pairs: list) -> None:
         batch = len({b for _, _, b in log})

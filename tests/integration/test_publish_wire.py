@@ -1,7 +1,9 @@
 """The publish script on a connection of its own (adkweb.channel_layers.wire; real Redis): a batch
-leaves without redis-py's client and any channels_redis reader reads it; a script Redis does not know
-is sent whole once; a connection the server ended costs the batch on it at most, the next one opens
-a new connection. (The protocol itself, against a fake server: tests/adkweb/test_publish_wire.py.)"""
+leaves without redis-py's client and any channels_redis reader reads it; the script is sent whole on a
+new connection and when Redis lost it; a batch that asks nothing is not waited for (`abatched()`'s
+end), and what must come after it waits for its reply (`publishes_sent`); a connection the server
+ended costs the batch on it at most, the next one opens a new connection. (The protocol itself,
+against a fake server: tests/adkweb/test_publish_wire.py.)"""
 
 from __future__ import annotations
 
@@ -44,23 +46,68 @@ async def test_a_batch_leaves_on_its_own_connection_not_through_redis_pys_client
     assert await _got(layer, channel) == [0, 1, 2]
 
 
-async def test_a_script_redis_does_not_know_is_sent_whole(receiver, monkeypatch):
+def _commands(wire) -> list[bytes]:
+    """The names of the commands written on this wire from now on."""
+    names: list[bytes] = []
+    call = wire.call
+
+    def recorded(packed: bytes):
+        names.append(packed.split(b"\r\n")[2])
+        return call(packed)
+
+    wire.call = recorded
+    return names
+
+
+async def test_a_script_is_sent_whole_on_a_new_connection_and_again_when_redis_lost_it(receiver, monkeypatch):
     layer, channel = receiver
     sender = _layer()
-    sent: list[str] = []
-    wires_call = None
-
-    async def recorded(*args):
-        sent.append(args[0])
-        return await wires_call(*args)
-
-    await sender.group_send_many([], ["wire-a"])  # its wires made
-    wires_call = sender._wires.call
-    monkeypatch.setattr(sender._wires, "call", recorded)
-    monkeypatch.setattr(publish, "SHA", "0" * 40)  # as after a restart or SCRIPT FLUSH: unknown
+    await sender.group_send_many([], ["wire-a"])  # its wire opened
+    wire = sender._wires._by_loop[asyncio.get_running_loop()]
+    assert publish.SHA in wire.scripts
+    sent = _commands(wire)
+    assert await sender.group_send_many([("wire-a", _message(6))]) == {"wire-a": 1}
+    monkeypatch.setattr(publish, "SHA", "0" * 40)  # known to this connection, not to Redis (SCRIPT FLUSH)
+    wire.scripts.add(publish.SHA)
     assert await sender.group_send_many([("wire-a", _message(7))]) == {"wire-a": 1}
-    assert sent == ["EVALSHA", "EVAL"]
-    assert await _got(layer, channel) == [7]
+    await sender.group_send_soon([("wire-a", _message(8))], lambda reply: None)
+    await sender.sent()
+    await asyncio.sleep(0.1)  # the no-wait batch's NOSCRIPT: sent again whole
+    assert sent == [b"EVALSHA", b"EVALSHA", b"EVAL", b"EVALSHA", b"EVAL"]
+    assert await _got(layer, channel) == [6, 7, 8]
+
+
+async def test_a_batch_that_asks_nothing_is_written_and_its_reply_read_later(receiver):
+    layer, channel = receiver
+    sender = _layer()
+    await sender.group_send_many([], ["wire-a"])  # its wire opened
+    wire = sender._wires._by_loop[asyncio.get_running_loop()]
+    replies: list = []
+    await sender.group_send_soon([("wire-a", _message(1))], replies.append)
+    assert replies == [] and not wire.last.done()  # on its way: not waited for
+    await sender.group_send_soon([("wire-a", _message(2))], replies.append)
+    await sender.sent()
+    assert replies == [{"wire-a": 1}, {"wire-a": 1}]
+    assert await _got(layer, channel) == [1, 2]
+
+
+async def test_a_batch_ends_without_waiting_and_publishes_sent_waits_for_its_reply(receiver, monkeypatch):
+    from channels.layers import channel_layers
+
+    from adkweb import live
+    from agents_app.publish_order import publishes_sent
+
+    layer, channel = receiver
+    sender = _layer()
+    monkeypatch.setitem(channel_layers.backends, "default", sender)
+    await sender.group_send_many([], ["wire-a"])  # its wire opened
+    wire = sender._wires._by_loop[asyncio.get_running_loop()]
+    async with live.abatched():
+        await live.agroup_send("wire-a", _message(3))
+    assert not wire.last.done()  # the batch's sends are on the wire, the reply not read yet
+    await publishes_sent()  # before a publish from another connection (sync code's)
+    assert wire.last.done()
+    assert await _got(layer, channel) == [3]
 
 
 async def test_a_connection_the_server_ended_is_replaced_by_the_next_batch(receiver):

@@ -69,15 +69,23 @@ async def _watch(monkeypatch: pytest.MonkeyPatch, session_pk: int) -> tuple[str,
     channel = await layer.new_channel()
     await layer.group_add(f"session-{session_pk}", channel)
     committed: list[bool] = []
-    real = layer.group_send_many
+    real, real_soon = layer.group_send_many, layer.group_send_soon
 
-    async def send_many(pairs: Any, ask: Any = ()) -> Any:
+    def check(pairs: Any) -> None:
         for _, message in pairs:
             if message["type"] == "ticket.changed":
                 committed.append(_committed(message["ticket_id"]))
+
+    async def send_many(pairs: Any, ask: Any = ()) -> Any:
+        check(pairs)
         return await real(pairs, ask)
 
+    async def send_soon(pairs: Any, replied: Any) -> Any:  # a batch that asks nothing (adkweb.live)
+        check(pairs)
+        return await real_soon(pairs, replied)
+
     monkeypatch.setattr(layer, "group_send_many", send_many)
+    monkeypatch.setattr(layer, "group_send_soon", send_soon)
     return channel, committed
 
 
@@ -97,7 +105,7 @@ async def _until_finished(channel: str) -> list[tuple[str, Any]]:
 async def test_a_ticket_opens_with_its_event_from_the_loop_and_is_announced_after_it_once(
     service, tickets, monkeypatch
 ):
-    from adkweb.live import agroup_send
+    from adkweb.live import abatched, agroup_send
     from approvals.models import PendingCall
     from notifications.models import NotificationEvent
 
@@ -109,8 +117,9 @@ async def test_a_ticket_opens_with_its_event_from_the_loop_and_is_announced_afte
         call = await service.append_event(session, _call("c1"))
         await service.append_event(session, _response("c1", {"status": "pending"}))
     assert threads == [] and [sql.split()[:3] for sql in seen["loop"]] == [["WITH", "u", "AS"]] * 2, seen
-    # What the turn's end publishes next (agents_app.events.anotify_turn_finished) comes after it all.
-    await agroup_send(f"session-{_pk(session)}", {"type": "turn.finished"})
+    # What the turn's end publishes next (agents_app.events.anotify_turn_finished, a batch) comes after it all.
+    async with abatched():
+        await agroup_send(f"session-{_pk(session)}", {"type": "turn.finished"})
     ticket = await PendingCall.objects.select_related("event").aget(call_id="c1")
     events = [pk async for pk in StoredEvent.objects.filter(session_id=_pk(session)).values_list("pk", flat=True)]
     assert await _until_finished(channel) == [
@@ -127,6 +136,36 @@ async def test_a_ticket_opens_with_its_event_from_the_loop_and_is_announced_afte
     await sync_to_async(wait_for)(lambda: tickets, timeout=5, what="the outbox's task")
     await asyncio.sleep(0.2)
     assert tickets == [("notifications.tasks.event_fan_out", (outbox[0],))]  # once
+
+
+async def test_a_ticket_opened_from_the_loop_asks_about_the_inbox_with_its_events_question(service, tickets):
+    """Nobody watches: the event's message with the questions (its pages, and the inbox the ticket's
+    announcement asks about: `Rider.asks`, adkweb.live.ask_also), then the ticket's message: two
+    batches, where the inbox's question took a round trip of its own."""
+    from channels.layers import get_channel_layer
+
+    from adkweb import live
+
+    from .test_channel_layer_local import _recorded
+
+    live._seen.clear()
+    session = await service.create_session(app_name=TICKET_APP, user_id=USER)
+    asked: list[list[str]] = []
+    layer = get_channel_layer()
+    real = layer.group_send_many
+
+    async def send_many(pairs: Any, ask: Any = ()) -> Any:
+        asked.append(list(ask))
+        return await real(pairs, ask)
+
+    layer.group_send_many = send_many
+    commands = _recorded(layer)
+    try:
+        await service.append_event(session, _call("c1"))
+    finally:
+        del layer.group_send_many, layer._run_script, layer.connection(0).execute_command
+    assert commands == ["EVALSHA", "EVALSHA"], commands
+    assert len(asked) == 1 and "approvals" in asked[0], asked
 
 
 async def test_a_failure_after_the_event_insert_stores_neither_and_announces_nothing(service, tickets, monkeypatch):
@@ -146,9 +185,10 @@ async def test_a_failure_after_the_event_insert_stores_neither_and_announces_not
     finally:
         await sync_to_async(_execute)(f"ALTER TABLE {PendingCall._meta.db_table} DROP CONSTRAINT no_boom")
     assert await _events(session.id) == [] and not await PendingCall.objects.filter(call_id="boom").aexists()
-    from adkweb.live import agroup_send
+    from adkweb.live import abatched, agroup_send
 
-    await agroup_send(f"session-{_pk(session)}", {"type": "turn.finished"})
+    async with abatched():  # as the turn's end publishes
+        await agroup_send(f"session-{_pk(session)}", {"type": "turn.finished"})
     assert await _until_finished(channel) == [("turn.finished", None)]
     await service.append_event(session, _text("the copy is still current"))
     assert tickets == []

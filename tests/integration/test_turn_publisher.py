@@ -36,12 +36,12 @@ def sent(demo, drained, monkeypatch: pytest.MonkeyPatch) -> list[dict]:  # noqa:
     held = {"done": False}
     send_async = live._agroup_send_many
 
-    async def slow_first_event(layer: Any, pairs: list, ask: list | None = None) -> set[str]:
+    async def slow_first_event(layer: Any, pairs: list, ask: list | None = None, **kwargs: Any) -> set[str]:
         if any(m.get("type") == "session.event" for _, m in pairs) and (EACH or not held["done"]):
             held["done"] = True
             await asyncio.sleep(EACH or DELAY)
         log.extend({**m, "left_at": time.time()} for _, m in pairs)
-        return await send_async(layer, pairs, ask)
+        return await send_async(layer, pairs, ask, **kwargs)
 
     monkeypatch.setattr(live, "_agroup_send_many", slow_first_event)
     return log
