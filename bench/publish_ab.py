@@ -9,8 +9,8 @@ rest of the machine's load falls on every variant alike. Not a test: it prints f
 Variants (ours, same store, same database): `before`, the publish script through redis-py's client
 and awaited at every batch's end, an event's hooks' questions asked in a round trip of their own;
 `after`, this tree's path (adkweb.channel_layers.wire, adkweb.live's batches not waited for,
-`ask_also`); `memory layer`, the in-memory channel layer (the store without its publishes to Redis; the outbox task and a
-ticket's facts still go to Redis).
+`ask_also`); `memory layer`, the in-memory channel layer (the store without its publishes to Redis; the
+outbox task and a ticket's facts still go to Redis).
 `--drain`: each turn as a worker's drain runs it (its publishes on a TurnPublisher, timed until sent).
 """
 
