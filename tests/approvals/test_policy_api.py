@@ -171,6 +171,22 @@ def test_approve_with_edits_and_a_grant_in_one_body(api, demo):
     assert bad.status_code == 400 and "amount must be a number" in bad.json()["detail"]
 
 
+def test_a_payload_with_an_approval_that_is_no_confirmation_is_refused_and_changes_nothing(api, demo):
+    """The approval's body of a ticket that is no confirmation is fixed ({"status": "approved", ...}): a
+    payload sent with it would be dropped unseen, so it is refused (400) and the ticket stays open."""
+    ticket = open_ticket()
+    url = f"/api/pending-calls/{ticket.pk}/approve"
+    r = _post(api(demo["approver"]), url, {"payload": {"amount": 1.5}})
+    assert r.status_code == 400 and "'payload' goes with a confirmation's approval" in r.json()["detail"]
+    assert "/responses" in r.json()["detail"]
+    ticket.refresh_from_db()
+    assert ticket.is_open and not Response.objects.filter(pending_call=ticket).exists()
+    confirmation = open_ticket(kind="confirmation")
+    r = _post(api(demo["approver"]), f"/api/pending-calls/{confirmation.pk}/approve", {"payload": {"limit": 5}})
+    assert r.status_code == 201, r.content
+    assert r.json()["response"] == {"confirmed": True, "payload": {"limit": 5}}
+
+
 def test_grants_api_give_list_revoke(api, demo):
     ticket = open_ticket()
     services.ticket_approve(ticket=ticket, actor=demo["approver"])
