@@ -40,7 +40,7 @@ async def main_async(args: argparse.Namespace, adk_db_url: str) -> None:
 
     from adkweb import live
     from adkweb.channel_layers import ThreadSafeInMemoryChannelLayer
-    from agents_app import events, session_async, session_service
+    from agents_app import session_async, session_service
     from agents_app.session_service import DjangoSessionService
 
     sys.path.insert(0, str(ss.ROOT / "bench" / "agents"))
@@ -79,14 +79,7 @@ async def main_async(args: argparse.Namespace, adk_db_url: str) -> None:
         runners[name] = Runner(app_name=ss.APP, agent=root_agent, session_service=ours)
 
     async def turn(runner: Any, session: Any, message: Any) -> list[Any]:
-        if not args.drain:
-            return [e async for e in runner.run_async(user_id="seed", session_id=session.id, new_message=message)]
-        token = events.turn_publisher.set(events.TurnPublisher())
-        try:
-            return [e async for e in runner.run_async(user_id="seed", session_id=session.id, new_message=message)]
-        finally:
-            await events.publishes_sent()
-            events.turn_publisher.reset(token)
+        return await ss.seed_turn(runner, session, message, args.drain)
 
     async def flow(runner: Any) -> float:
         started = time.perf_counter()

@@ -139,6 +139,21 @@ async def run_workload(
     return result
 
 
+async def seed_turn(runner: Any, session: Any, message: Any, drain: bool) -> list[Any]:
+    """One turn of the seed flow; `drain`: its publishes queued while it goes on, as a worker runs it,
+    and waited for at its end."""
+    from agents_app import events as live
+
+    if not drain:
+        return [e async for e in runner.run_async(user_id="seed", session_id=session.id, new_message=message)]
+    published = live.turn_publisher.set(live.TurnPublisher())
+    try:
+        return [e async for e in runner.run_async(user_id="seed", session_id=session.id, new_message=message)]
+    finally:
+        await live.publishes_sent()
+        live.turn_publisher.reset(published)
+
+
 async def seed_flows(results: list[Result], services: list[Any], n_flows: int) -> None:
     """The seed's flow through ADK's Runner on each store, the stores taking turns flow by flow: create
     a session, the message (-> a long-running call), the approval (-> reimburse): median and p95 per flow.
@@ -148,30 +163,18 @@ async def seed_flows(results: list[Result], services: list[Any], n_flows: int) -
     from google.adk.runners import Runner
     from google.genai import types
 
-    from agents_app import events as live
-
     sys.path.insert(0, str(ROOT / "bench" / "agents"))
     from bench_reimbursement.agent import root_agent
-
-    async def turn(runner: Any, session: Any, message: Any, drain: bool) -> list[Any]:
-        if not drain:
-            return [e async for e in runner.run_async(user_id="seed", session_id=session.id, new_message=message)]
-        published = live.turn_publisher.set(live.TurnPublisher())
-        try:
-            return [e async for e in runner.run_async(user_id="seed", session_id=session.id, new_message=message)]
-        finally:
-            await live.publishes_sent()
-            live.turn_publisher.reset(published)
 
     async def one(service: Any, runner: Any, drain: bool) -> float:
         started = time.perf_counter()
         session = await service.create_session(app_name=APP, user_id="seed")
         text = types.Content(role="user", parts=[types.Part(text=SEED_TEXT)])
-        events = await turn(runner, session, text, drain)
+        events = await seed_turn(runner, session, text, drain)
         call = next(c for e in events for c in e.get_function_calls() if c.id in (e.long_running_tool_ids or ()))
         fr = types.FunctionResponse(id=call.id, name=call.name, response={"status": "approved"})
         answer = types.Content(role="user", parts=[types.Part(function_response=fr)])
-        events = await turn(runner, session, answer, drain)
+        events = await seed_turn(runner, session, answer, drain)
         final = "".join(p.text or "" for e in events for p in (e.content.parts if e.content else None) or [])
         assert "reimbursed $200.00" in final, final
         return (time.perf_counter() - started) * 1000
