@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 from channels.db import database_sync_to_async
 from django.template.loader import render_to_string
 
-from adkweb import live
+from adkweb import live_socket
 from adkweb.storable import socket_query
 
 from . import fanout, selectors, timeline
@@ -32,7 +32,7 @@ def _int(value: Any, default: int) -> int:
         return default
 
 
-class SessionListConsumer(live.LiveConsumer):
+class SessionListConsumer(live_socket.LiveConsumer):
     """/ws/sessions/?agent=&status=&page=: status changes of the rows this user may see."""
 
     async def connect(self) -> None:
@@ -47,11 +47,11 @@ class SessionListConsumer(live.LiveConsumer):
         self.filters = {"app_name": q.get("agent", ""), "status": q.get("status", "")}
         self.page = _int(q.get("page"), 1)
         self.shown: set[int] = await database_sync_to_async(self._page_pks)()
-        if not await live.join(self, SESSIONS_GROUP):
+        if not await live_socket.join(self, SESSIONS_GROUP):
             return
 
     async def disconnect(self, code: int) -> None:
-        await live.leave(self, SESSIONS_GROUP)
+        await live_socket.leave(self, SESSIONS_GROUP)
 
     def _page_pks(self) -> set[int]:
         page = selectors.session_page(user=self.user, page=self.page, **self.filters)
@@ -82,7 +82,7 @@ class SessionListConsumer(live.LiveConsumer):
             await self.send(text_data=html)
 
 
-class SessionConsumer(live.LiveConsumer):
+class SessionConsumer(live_socket.LiveConsumer):
     """/ws/sessions/<pk>/?after=<last event pk on the page>: the conversation, live.
 
     It joins its viewer's audience group (agents_app.fanout) and forwards the fragments rendered
@@ -107,14 +107,14 @@ class SessionConsumer(live.LiveConsumer):
         self.held: str | None = None  # a "running" status waiting for the next frame (live_status)
         self.hold_timer: asyncio.TimerHandle | None = None
         self.group = fanout.audience_group(self.session_pk, self.audience)
-        if not await live.join(self, self.group):
+        if not await live_socket.join(self, self.group):
             return
         await self.send(text_data=await database_sync_to_async(self._catch_up)())
 
     async def disconnect(self, code: int) -> None:
         self._unhold()
         if hasattr(self, "group"):
-            await live.leave(self, self.group)
+            await live_socket.leave(self, self.group)
 
     def _may_view(self) -> bool:
         session = selectors.session_get(session_pk=self.session_pk)
@@ -135,7 +135,7 @@ class SessionConsumer(live.LiveConsumer):
             return True
         self.hidden = True
         self._unhold()
-        await live.leave(self, self.group)
+        await live_socket.leave(self, self.group)
         await self.close(code=REFUSED)
         return False
 
@@ -153,7 +153,7 @@ class SessionConsumer(live.LiveConsumer):
 
     # Each live.* message's handling without awaiting anything: the frame it sends (None: nothing),
     # or NEEDS_DATABASE (having changed nothing). Used by the async handlers and by `frames_now`
-    # (adkweb.live.LiveConsumer: the layer's direct delivery, no task per message).
+    # (adkweb.live_socket.LiveConsumer: the layer's direct delivery, no task per message).
     def _event(self, message: dict, checked: bool = False) -> str | None | object:
         if message["event_pk"] <= self.last_pk or getattr(self, "hidden", False):
             return None  # already on the page

@@ -12,7 +12,7 @@ from typing import Any
 from channels.db import database_sync_to_async
 from django.template.loader import render_to_string
 
-from adkweb import live
+from adkweb import live_socket
 from adkweb.http import number
 from adkweb.paging import COUNT_CAP
 from adkweb.storable import socket_query
@@ -45,7 +45,7 @@ def _counts(open_count: int, total: int, line: str) -> str:
     return fanout.nav_count_html(open_count) + fanout.total_html(total) + line
 
 
-class InboxConsumer(live.LiveConsumer):
+class InboxConsumer(live_socket.LiveConsumer):
     """`/ws/approvals/?<inbox filters>`: pushes new, changed and decided rows and the nav count.
     With `?nav=1` only the count (every other page of an approver). It forwards the rows
     approvals.fanout rendered once per change and places them from the facts carried with them;
@@ -62,12 +62,12 @@ class InboxConsumer(live.LiveConsumer):
         self.nav_only = query.get("nav") == "1"
         self.filters = InboxFilterForm(query).filters()
         # Joined first, counted next: a change published meanwhile is not lost.
-        if not await live.join(self, APPROVALS_GROUP):
+        if not await live_socket.join(self, APPROVALS_GROUP):
             return
         await self._read_state()
 
     async def disconnect(self, code: int) -> None:
-        await live.leave(self, APPROVALS_GROUP)
+        await live_socket.leave(self, APPROVALS_GROUP)
 
     @database_sync_to_async
     def _read_state(self) -> None:
@@ -121,7 +121,7 @@ class InboxConsumer(live.LiveConsumer):
         return True
 
     def frames_now(self, message: dict) -> list[str] | None:
-        """A ticket change this socket can place and count from its facts alone (adkweb.live: the
+        """A ticket change this socket can place and count from its facts alone (adkweb.live_socket: the
         layer's direct delivery); None, having changed nothing, when the database must answer."""
         if message["type"] != "inbox.ticket":
             return None
@@ -166,7 +166,7 @@ class InboxConsumer(live.LiveConsumer):
         return frames
 
 
-class TicketConsumer(live.LiveConsumer):
+class TicketConsumer(live_socket.LiveConsumer):
     """`/ws/tickets/<id>/`: joins the ticket's conversation group (`session-<pk>`)."""
 
     async def connect(self) -> None:
@@ -183,7 +183,7 @@ class TicketConsumer(live.LiveConsumer):
         self.ticket_id, self.session_pk = ticket.pk, ticket.session_id
         self.last_pk = number(query.get("after", ""))
         self.group = session_group(ticket.session_id)
-        if not await live.join(self, self.group):
+        if not await live_socket.join(self, self.group):
             return
         if self.last_pk is not None and await self._conversation_visible():
             catch_up = await self._render_events_after(self.last_pk)
@@ -192,7 +192,7 @@ class TicketConsumer(live.LiveConsumer):
 
     async def disconnect(self, code: int) -> None:
         if hasattr(self, "group"):
-            await live.leave(self, self.group)
+            await live_socket.leave(self, self.group)
 
     @database_sync_to_async
     def _conversation_visible(self) -> bool:

@@ -1,7 +1,7 @@
 """The live consumers' two ways to a socket, for tests that run through Channels' test communicator.
 
 Under daphne a live consumer writes frames at once (adkweb.wsframes.FrameWriter) and takes the channel
-layer's messages directly, without a task per message (adkweb.live.LiveConsumer, the layers' direct
+layer's messages directly, without a task per message (adkweb.live_socket.LiveConsumer, the layers' direct
 delivery); elsewhere its frames go through ASGI and its messages through Channels' dispatch loop.
 The `transport` fixture runs a test both ways: "direct" gives each communicator a writer that puts
 the frames in the communicator's output, where the socket's ASGI sends go too, so the test reads

@@ -2,7 +2,7 @@
 
 A layer can hand a message to its consumer directly (`deliver_directly`): a consumer that is idle
 (nothing of its queued or being handled) and can act on the message without awaiting anything
-(adkweb.live.LiveConsumer: forward a fragment rendered once per audience) does so in the call that
+(adkweb.live_socket.LiveConsumer: forward a fragment rendered once per audience) does so in the call that
 delivers it, instead of the message being put into its queue, waking its task, and going through
 Channels' dispatch loop (a task and an `asyncio.wait` per message per socket: most of what a web
 process spent per socket per message, bench/README.md). Anything it cannot do at once goes into

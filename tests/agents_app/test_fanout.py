@@ -116,7 +116,7 @@ def test_an_event_is_rendered_once_for_every_audience(demo, session, monkeypatch
 async def test_forwarding_a_fragment_makes_no_thread_hop(demo, session, monkeypatch):
     """Channels' own dispatch hops to Django's one sync thread before every message (to close stale
     connections): with 1,000 sockets, 1,000 hops per fragment on the thread views need. The live
-    consumers forward without it (adkweb.live.LiveConsumer)."""
+    consumers forward without it (adkweb.live_socket.LiveConsumer)."""
     import channels.consumer
 
     sockets = [await _socket(session, demo[name]) for name in ("requester", "approver", "observer")]
