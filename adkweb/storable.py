@@ -17,6 +17,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse, QueryDict
 from django.utils.deprecation import MiddlewareMixin
 
 from .errors import Invalid
+from .http import number
 from .middleware import OnTheLoop
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -67,6 +68,21 @@ class StorableJSONField(forms.JSONField):
         if self.disabled or isinstance(value, InvalidJSONInput) or not unstorable(value):
             return value
         return InvalidJSONInput(data)
+
+
+class StorableIdsField(forms.ModelMultipleChoiceField):
+    """Django's multiple choice of rows by id, refusing an id past a bigint with the field's error for a
+    value that is no id: Django reads the ids with `pk__in`, which its lookups do not bound (they do for
+    `pk=`), and SQLite refuses such a number (OverflowError: a 500)."""
+
+    def clean(self, value: Any) -> Any:
+        for pk in value if isinstance(value, list | tuple) else ():
+            digits = str(pk).strip().removeprefix("-").removeprefix("+")
+            if digits.isascii() and digits.isdigit() and number(digits) is None:
+                raise forms.ValidationError(
+                    self.error_messages["invalid_pk_value"], code="invalid_pk_value", params={"pk": pk}
+                )
+        return super().clean(value)
 
 
 class StorableUrlMiddleware(OnTheLoop, MiddlewareMixin):

@@ -8,21 +8,29 @@ from typing import Any
 
 from django import forms
 
+from adkweb.http import number
+from adkweb.storable import StorableIdsField
+
 from .models import Policy
 from .policies import problems
 
-DURATION = re.compile(r"^\s*(?:(\d+)\s*d)?\s*(?:(\d+)\s*h)?\s*(?:(\d+)\s*m)?\s*(?:(\d+)\s*s?)?\s*$", re.IGNORECASE)
+# ASCII digits only (re.ASCII): Python's \d also matches other scripts' digits.
+DURATION = re.compile(
+    r"^\s*(?:(\d+)\s*d)?\s*(?:(\d+)\s*h)?\s*(?:(\d+)\s*m)?\s*(?:(\d+)\s*s?)?\s*$", re.IGNORECASE | re.ASCII
+)
 MAX_SECONDS = 366 * 24 * 3600
 
 
 def parse_duration(text: str) -> int | None:
-    """Seconds from "1d 4h 30m 15s" (any part may be left out; a bare number is seconds)."""
+    """Seconds from "1d 4h 30m 15s" (any part may be left out; a bare number is seconds). A part past a
+    bigint is out of range as any too long duration is (int() refuses more than 4,300 digits: a 500)."""
     m = DURATION.match(text or "")
     if not m or not any(m.groups()):
         raise forms.ValidationError('Write a duration like "1d", "4h 30m", "90m" or "45s".')
-    days, hours, minutes, seconds = (int(g or 0) for g in m.groups())
+    parts = [number(g or "0") for g in m.groups()]
+    days, hours, minutes, seconds = (p or 0 for p in parts)
     total = days * 86400 + hours * 3600 + minutes * 60 + seconds
-    if not 1 <= total <= MAX_SECONDS:
+    if None in parts or not 1 <= total <= MAX_SECONDS:
         raise forms.ValidationError("A duration goes from 1 second to 366 days.")
     return total
 
@@ -89,6 +97,7 @@ class PolicyForm(forms.ModelForm):
             "approver_groups": forms.CheckboxSelectMultiple,
             "escalation_groups": forms.CheckboxSelectMultiple,
         }
+        field_classes = {"approver_groups": StorableIdsField, "escalation_groups": StorableIdsField}
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

@@ -21,6 +21,10 @@ from tests.adkweb.bad_input.test_pages import (
     test_urls_with_unstorable_text_or_pages_out_of_range,
 )
 from tests.adkweb.bad_input.test_sockets import test_sockets_with_query_strings_no_url_holds_are_refused
+from tests.adkweb.bad_input.test_surfaces import (
+    test_hostile_values_are_refused_with_a_message_and_change_nothing,
+    test_policy_form_refusals,
+)
 from tests.adkweb.security.conftest import world
 from tests.adkweb.security.test_csrf import (
     test_api_token_requests_need_no_csrf_but_a_session_cookie_does,

@@ -1,0 +1,233 @@
+"""Policies, standing grants, webhooks, notification settings, bulk decisions, saved views, the audit trail's
+filters and exports, and assign, with a hostile value in one field at a time (wrong types, NUL, unpaired
+surrogates, bytes that are not UTF-8, numbers past a float, a bigint or int()'s 4,300 digits, text past
+every column): never a 5xx; a refusal (4xx) says why (API: a JSON detail) and changes nothing. (Only the
+status and that some message came are checked here; test_policy_form_refusals reads the policy form's.)
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+from urllib.parse import urlencode
+
+import pytest
+from django.db import transaction
+from django.test import Client
+
+from approvals.models import Policy
+from notifications.models import SavedView, WebhookEndpoint
+from tests.adkweb.security.sweep import World, state_counts, world_create
+
+MARK = "@@value@@"
+# A JSON body's field (the raw JSON text put in its place).
+JSON_VALUES = {
+    "a list": '["x"]',
+    "an object": '{"x": 1}',
+    "1e400": "1e400",
+    "NaN": "NaN",
+    "NUL": '"a\\u0000b"',
+    "an unpaired surrogate": '"\\ud800"',
+    "5,000 digits": "9" * 5000,
+    "5,000 characters": json.dumps("x" * 5000),
+}
+# A form field's or a query string's value (already percent-encoded).
+FORM_VALUES = {
+    "NUL": "a%00b",
+    "an unpaired surrogate": "%ED%A0%80",
+    "bytes that are not UTF-8": "%FF%FE",
+    "5,000 characters": "x" * 5000,
+    "a number past a bigint": "99999999999999999999",
+    "5,000 digits": "9" * 5000,
+    "a superscript digit": "%C2%B2",
+    "a date that is none": "9999-99-99",
+}
+FORM = "application/x-www-form-urlencoded"
+Case = tuple[str, str, str, str, str]  # (who, method, path, content type, body)
+
+
+def with_json(base: dict, field: str, raw: str) -> str:
+    return json.dumps({**base, field: MARK}).replace(json.dumps(MARK), raw)
+
+
+def with_form(base: dict, field: str, encoded: str) -> str:
+    return urlencode({**base, field: MARK}, doseq=True).replace(MARK.replace("@", "%40"), encoded)
+
+
+def json_cases(who: str, method: str, path: str, base: dict, fields: list[str]) -> list[Case]:
+    values = JSON_VALUES.values()
+    return [(who, method, path, "application/json", with_json(base, f, v)) for f in fields for v in values]
+
+
+def form_cases(who: str, path: str, base: dict, fields: list[str]) -> list[Case]:
+    return [(who, "POST", path, FORM, with_form(base, f, v)) for f in fields for v in FORM_VALUES.values()]
+
+
+def query_cases(who: str, path: str, fields: list[str]) -> list[Case]:
+    return [(who, "GET", f"{path}?{f}={v}", "", "") for f in fields for v in FORM_VALUES.values()]
+
+
+# -- the surfaces: each gives its cases for a world ---------------------------------------------------------
+POLICY_JSON = ["name", "agent", "tool", "kind", "condition", "priority", "approverGroups", "escalationGroups"]
+POLICY_JSON += ["requiredApprovals", "fourEyes", "autoDecision", "autoReason", "autoConfirmations", "dueInSeconds"]
+POLICY_JSON += ["remindBeforeSeconds", "escalateAfterSeconds", "allowGrants", "enabled"]
+POLICY_FORM = ["name", "agent", "tool", "kind", "condition", "priority", "approver_groups", "required_approvals"]
+POLICY_FORM += ["auto_decision", "auto_reason", "due_in_seconds", "remind_before_seconds", "escalate_after_seconds"]
+POLICY_FORM += ["escalation_groups", "four_eyes", "allow_grants", "enabled"]
+AUDIT_QUERY = ["agent", "tool", "person", "outcome", "since", "until", "page"]
+
+
+def policies(w: World) -> list[Case]:
+    pk, policy = w.extras["policy"], {"name": "Hardware", "tool": "ask_for_approval", "condition": "amount > 5"}
+    form = {"name": "x", "required_approvals": "1", "priority": "0"}
+    return [
+        *json_cases("admin", "POST", "/api/policies", policy, POLICY_JSON),
+        *json_cases("admin", "PATCH", f"/api/policies/{pk}", {}, POLICY_JSON),
+        *form_cases("admin", "/policies/new/", form, POLICY_FORM),
+        *query_cases("admin", f"/api/policies/{pk}/dry-run", ["last"]),
+        *query_cases("admin", f"/policies/{pk}/dry-run/", ["last"]),
+    ]
+
+
+def grants(w: World) -> list[Case]:
+    grant = {"ticket": w.call.pk, "scope": "user", "minutes": 30}
+    return [
+        *json_cases("approver", "POST", "/api/grants", grant, list(grant)),
+        *query_cases("approver", "/api/grants", ["active"]),
+        *query_cases("approver", "/grants/", ["active", "page"]),
+    ]
+
+
+def webhooks(w: World) -> list[Case]:
+    pk, hook = w.extras["endpoint"], {"url": "http://example.com/h", "events": ["ticket.opened"]}
+    fields = ["url", "secret", "events", "format", "name", "enabled"]
+    return [
+        *json_cases("admin", "POST", "/api/webhooks", hook, fields),
+        *json_cases("admin", "PATCH", f"/api/webhooks/{pk}", {}, fields),
+        *query_cases("admin", f"/api/webhooks/{pk}/deliveries", ["page_size"]),
+    ]
+
+
+def notification_settings(w: World) -> list[Case]:
+    base = {"email": "a@example.com", "email_enabled": "on"}
+    return form_cases("approver", "/settings/notifications/", base, ["email", "email_enabled", "only_my_groups"])
+
+
+def bulk_decisions(w: World) -> list[Case]:
+    base = {"action": "reject", "ticket": w.call.pk, "reason": "no"}
+    return [
+        *form_cases("approver", "/inbox/bulk/", base, ["action", "ticket", "confirm"]),
+        *form_cases("approver", "/inbox/bulk/?confirmed", {**base, "confirm": "1"}, ["action", "ticket"]),
+    ]
+
+
+def saved_views(w: World) -> list[Case]:
+    queries = ["q=%2500", "q=%25FF", "status=%2500", "page=99999999999999999999", "q=" + "z" * 590]
+    return [
+        *form_cases("approver", "/inbox/views/", {"name": "v", "query": "q=meals"}, ["name", "query"]),
+        *[("approver", "POST", "/inbox/views/", FORM, f"name=v&query={q}") for q in queries],
+        *form_cases("approver", f"/inbox/views/{w.extras['view']}/delete/", {}, ["next"]),
+    ]
+
+
+def audit(w: World) -> list[Case]:
+    return [
+        *query_cases("approver", "/audit/", AUDIT_QUERY),
+        *query_cases("approver", "/audit/export.csv", AUDIT_QUERY),
+        *query_cases("approver", "/api/audit/decisions.jsonl", AUDIT_QUERY),
+    ]
+
+
+def assign(w: World) -> list[Case]:
+    return [
+        *json_cases("approver", "POST", f"/api/pending-calls/{w.call.pk}/assign", {}, ["assignee"]),
+        *form_cases("approver", f"/tickets/{w.call.pk}/assign/", {}, ["assign"]),
+    ]
+
+
+SURFACES: list[Callable[[World], list[Case]]] = [
+    policies,
+    grants,
+    webhooks,
+    notification_settings,
+    bulk_decisions,
+    saved_views,
+    audit,
+    assign,
+]
+
+
+def surface_counts() -> dict[str, Any]:
+    """What a refusal must leave alone: the security sweep's counts, the endpoints and the saved views."""
+    return {
+        **state_counts(),
+        "endpoints": sorted(WebhookEndpoint.objects.values_list("pk", "url", "enabled", "format", "name")),
+        "views": sorted(SavedView.objects.values_list("pk", "name", "query")),
+    }
+
+
+def problems_of(c: Client, case: Case) -> list[str]:
+    who, method, path, ctype, body = case
+    with transaction.atomic():
+        before = surface_counts()
+        r = c.generic(method, path, body.encode(), content_type=ctype)
+        after = surface_counts()
+        transaction.set_rollback(True)
+    where = f"{method} {path[:120]} as {who} with {body[:120]!r}"
+    text = b"(streamed)" if getattr(r, "streaming", False) else r.content
+    if r.status_code >= 500:
+        return [f"{where}: {r.status_code}"]
+    if 400 <= r.status_code < 500:
+        found = []
+        if path.startswith("/api/") and not (json.loads(text or b"{}").get("detail") if text else None):
+            found.append(f"{where}: {r.status_code} without a JSON detail: {text[:200]!r}")
+        elif len(text) < 30:
+            found.append(f"{where}: {r.status_code} without a message: {text!r}")
+        if before != after:
+            found.append(f"{where}: refused ({r.status_code}) but changed {before} -> {after}")
+        return found
+    return []
+
+
+@pytest.fixture
+def world(demo) -> World:
+    return world_create(demo)
+
+
+@pytest.mark.parametrize("surface", SURFACES, ids=[s.__name__ for s in SURFACES])
+def test_hostile_values_are_refused_with_a_message_and_change_nothing(world, surface):
+    clients: dict[str, Client] = {}
+    failures: list[str] = []
+    for case in surface(world):
+        if case[0] not in clients:
+            clients[case[0]] = Client()
+            clients[case[0]].force_login(world.users[case[0]])
+        failures += problems_of(clients[case[0]], case)
+    assert not failures, "\n".join(failures[:40])
+
+
+@pytest.mark.parametrize(
+    "field, value, error",
+    [
+        ("due_in_seconds", "9" * 5000, "A duration goes from 1 second to 366 days."),
+        ("remind_before_seconds", "9" * 30 + "d", "A duration goes from 1 second to 366 days."),
+        ("escalate_after_seconds", "\u0661h", 'Write a duration like "1d"'),  # an Arabic-Indic one: no ASCII digit
+        ("approver_groups", "99999999999999999999", "is not a valid value"),
+        ("escalation_groups", "-99999999999999999999", "is not a valid value"),
+    ],
+    ids=["5,000 digits", "30-digit days", "non-ASCII digit", "group past a bigint", "group below a bigint"],
+)
+def test_policy_form_refusals(world, field, value, error):
+    """The policy page's form (also the Django admin's): a duration of 5,000 digits reached int(), which
+    refuses more than 4,300 (ValueError: 500 on both databases); a group id past a bigint reached SQLite's
+    pk__in (OverflowError: 500 there). Now the form again with the field's error, nothing saved."""
+    c = Client()
+    c.force_login(world.users["admin"])
+    before = surface_counts()
+    for path in ["/policies/new/", f"/policies/{world.extras['policy']}/"]:
+        r = c.post(path, {"name": "x", "required_approvals": "1", "priority": "0", field: value})
+        assert r.status_code == 400, (path, r.status_code)
+        assert error in r.content.decode().replace("&quot;", '"'), path
+    assert surface_counts() == before
+    assert not Policy.objects.filter(name="x").exists()
