@@ -20,20 +20,21 @@ import asyncio
 import contextvars
 import functools
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any
+from typing import IO, Any
 
 from asgiref.sync import ThreadSensitiveContext, sync_to_async
 from django.core import signals
 from django.core.exceptions import RequestAborted
 from django.core.handlers import base
 from django.core.handlers.asgi import ASGIHandler as DjangoASGIHandler
-from django.core.handlers.asgi import get_script_prefix
+from django.core.handlers.asgi import ASGIRequest, get_script_prefix
+from django.http import HttpResponseBase
 from django.urls import set_script_prefix
 from django.utils.module_loading import import_string
 
-from . import memory_broker, middleware
+from . import memory_broker, middleware, storable
 
 MAX_IDLE = 32  # idle request threads kept; past that a finished request's thread ends
 
@@ -114,6 +115,18 @@ class ASGIHandler(MiddlewareOnTheLoop, DjangoASGIHandler):
     def __init__(self) -> None:
         super().__init__()
         self._idle: list[RequestThread] = []
+
+    def create_request(
+        self, scope: Mapping[str, Any], body_file: IO[bytes]
+    ) -> tuple[ASGIRequest, None] | tuple[None, HttpResponseBase]:
+        """Django's, with a message where it refuses a query string whose bytes are not UTF-8 (its only
+        UnicodeDecodeError: the path and headers come as text): its bare 400 had an empty body. Worded as
+        the URLs StorableUrlMiddleware refuses (which never see this request: no middleware runs)."""
+        made = super().create_request(scope, body_file)
+        if made[1] is not None and made[1].status_code == 400:
+            detail = "The URL's query string is not UTF-8 text: percent-encode its UTF-8 bytes (%C3%A9 for é)."
+            return None, storable.url_refused(scope.get("path", ""), detail)
+        return made
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
         if scope["type"] != "http":

@@ -95,9 +95,14 @@ class StorableUrlMiddleware(OnTheLoop, MiddlewareMixin):
         if problem is None:
             return None
         detail = f"The URL contains {problem}, which no conversation, ticket or filter can hold."
-        if request.path.startswith("/api/"):
-            return JsonResponse({"detail": detail}, status=400)
-        return HttpResponse(detail, status=400, content_type="text/plain; charset=utf-8")
+        return url_refused(request.path, detail)
+
+
+def url_refused(path: str, detail: str) -> HttpResponse:
+    """A URL refused: 400 with a JSON detail under /api/, a plain message for pages."""
+    if path.startswith("/api/"):
+        return JsonResponse({"detail": detail}, status=400)
+    return HttpResponse(detail, status=400, content_type="text/plain; charset=utf-8")
 
 
 def socket_query(scope: dict) -> QueryDict | None:
