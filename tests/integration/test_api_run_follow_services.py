@@ -18,7 +18,17 @@ pytest_plugins = ["tests.conftest_live"]
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
+@pytest.fixture(autouse=True)
+def _no_silence_reads(settings: Any) -> None:
+    """Silence makes a follower read the database every ADKWEB_API_POLL_SECONDS (1 s): a worker cold
+    or slowed by a loaded machine would read for that reason alone, and these tests count the reads
+    that messages cause. The web server runs in this process, so the setting reaches its follower."""
+    settings.ADKWEB_API_POLL_SECONDS = 60.0
+
+
 def test_a_run_answers_from_the_messages_without_reading_the_database(demo, worker, adk_client, monkeypatch):
+    """Every event and each turn's end came as messages: no read (it read once per silent second
+    of a cold worker under load before the poll was raised here, and failed)."""
     reads = count_reads(monkeypatch)
     session_id, returned = seed_loop(adk_client(demo["approver"]), sse=False)
     assert returned == stored(session_id) and all(returned)
