@@ -59,14 +59,29 @@ def _refusal(host: str, ip: Address) -> str:
     )
 
 
+INVALID = "url: enter a valid http:// or https:// URL."
+BAD_PORT = "url: enter a valid http:// or https:// URL (a port goes from 1 to 65535)."
+
+
+def _port_refusal(url: str) -> str | None:
+    """Django's URL validator takes any 1 to 5 digits as a port; urlsplit's .port refuses one past 65535
+    (ValueError: registering answered 500), and no connection has port 0."""
+    try:
+        port = urlsplit(url).port
+    except ValueError:
+        return BAD_PORT
+    return BAD_PORT if port == 0 else None
+
+
 def registration_refusal(url: str) -> str | None:
     """Why an endpoint may not be registered with this URL, or None. A name that does not resolve
     now is accepted: each delivery checks again."""
-    if allow_private():
-        return None
+    bad_port = _port_refusal(url)
+    if bad_port or allow_private():
+        return bad_port
     host, port = _parts(url)
     if not host:
-        return "url: enter a valid http:// or https:// URL."
+        return INVALID
     literal = _literal(host)
     try:
         addresses = [literal] if literal is not None else resolve(host, port)

@@ -24,6 +24,7 @@ from tests.adkweb.bad_input.test_sockets import test_sockets_with_query_strings_
 from tests.adkweb.bad_input.test_surfaces import (
     test_hostile_values_are_refused_with_a_message_and_change_nothing,
     test_policy_form_refusals,
+    test_webhook_urls_with_a_port_no_connection_has_are_refused,
 )
 from tests.adkweb.security.conftest import world
 from tests.adkweb.security.test_csrf import (

@@ -231,3 +231,22 @@ def test_policy_form_refusals(world, field, value, error):
         assert error in r.content.decode().replace("&quot;", '"'), path
     assert surface_counts() == before
     assert not Policy.objects.filter(name="x").exists()
+
+
+@pytest.mark.parametrize("allow_private", [False, True], ids=["public only", "private allowed"])
+@pytest.mark.parametrize("port", ["99999", "65536", "0"])
+def test_webhook_urls_with_a_port_no_connection_has_are_refused(world, settings, allow_private, port):
+    """Django's URL validator takes any 1 to 5 digits as a port; urlsplit's .port refuses past 65535
+    (ValueError), so registering http://example.com:99999/ answered 500 (API and the Django admin)."""
+    settings.ADKWEB_WEBHOOK_ALLOW_PRIVATE = allow_private
+    c = Client()
+    c.force_login(world.users["admin"])
+    url, pk = f"http://example.com:{port}/h", world.extras["endpoint"]
+    before = surface_counts()
+    for method, path in [("POST", "/api/webhooks"), ("PATCH", f"/api/webhooks/{pk}")]:
+        r = c.generic(method, path, json.dumps({"url": url, "events": ["ticket.opened"]}), "application/json")
+        assert r.status_code == 400 and "url: " in r.json()["detail"], (method, r.status_code, r.content[:200])
+    form = {"name": "x", "url": url, "events": ["ticket.opened"], "format": "json", "enabled": "on"}
+    r = c.post("/admin/notifications/webhookendpoint/add/", form)
+    assert r.status_code == 200 and "errorlist" in r.content.decode(), r.status_code
+    assert surface_counts() == before
