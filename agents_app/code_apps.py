@@ -67,11 +67,13 @@ def code_apps() -> dict[str, str]:
 
 
 def load(app_name: str) -> Any | None:
-    """The ADK agent or App behind a code-defined app name (None if there is none)."""
-    from google.adk.apps import App
-
+    """The ADK agent or App behind a code-defined app name (None if there is none). Asked at every
+    claim (agents_app.run_cache.config_stamp): ADK's App is looked up only for a dotted app (google.adk.apps
+    resolves it lazily, two imports a call)."""
     dotted = dotted_apps().get(app_name)
     if dotted is not None:
+        from google.adk.apps import App
+
         obj = _import(dotted)
         if isinstance(obj, App) and obj.name != app_name:
             raise CodeAppError(

@@ -86,10 +86,18 @@ async def _drain(session_pk: int) -> int:
                 events.turn_publisher.reset(published)
 
 
+_VENDORS: dict[str, str] = {}  # backend ENGINE -> its vendor
+
+
 def _vendor() -> str:
     """From the settings, without a hop to the database thread (nor a connection object made for
-    the loop's thread, which the database thread's calls would then be refused)."""
-    return str(load_backend(connections.settings[DEFAULT_DB_ALIAS]["ENGINE"]).DatabaseWrapper.vendor)
+    the loop's thread, which the database thread's calls would then be refused). Asked three times
+    a turn: the backend's module is looked up once per ENGINE (`load_backend` is an import each call)."""
+    engine = connections.settings[DEFAULT_DB_ALIAS]["ENGINE"]
+    vendor = _VENDORS.get(engine)
+    if vendor is None:
+        vendor = _VENDORS[engine] = str(load_backend(engine).DatabaseWrapper.vendor)
+    return vendor
 
 
 def _statements() -> ModuleType | None:

@@ -326,14 +326,16 @@ def _claimed(values: tuple) -> tuple[Turn | None, Claim | None]:
     return turn, Claim(app_name, user_id, session_id, stamp_row(stamp), session)
 
 
+_ATTNAMES = [f.attname for f in _FIELDS]
+_JSON_AT = frozenset(i for i, f in enumerate(_FIELDS) if f.column in _JSON)  # `_COLUMNS`' JSON as text
+
+
 def _turn(values: tuple) -> Turn | None:
     if values[0] is None:
         return None
-    converted = [
-        json.loads(v) if isinstance(v, str | bytes) and f.get_internal_type() == "JSONField" else v
-        for f, v in zip(_FIELDS, values, strict=True)
-    ]
-    return Turn.from_db(DEFAULT_DB_ALIAS, [f.attname for f in _FIELDS], converted)
+    converted = [json.loads(v) if i in _JSON_AT and isinstance(v, str | bytes) else v for i, v in enumerate(values)]
+    assert len(converted) == len(_FIELDS)
+    return Turn.from_db(DEFAULT_DB_ALIAS, _ATTNAMES, converted)
 
 
 def start(*, session_pk: int, owner: str, until: datetime, now: datetime) -> Started:
