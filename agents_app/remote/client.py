@@ -61,9 +61,12 @@ class RemoteClient:
         headers = {"Accept": "application/json"}
         if app.has_auth:
             headers[app.auth_header_name] = app.auth_header_value
-        self.http = httpx.AsyncClient(
-            base_url=app.base_url.rstrip("/") + "/", headers=headers, timeout=timeouts(), transport=transport
-        )
+        try:
+            self.http = httpx.AsyncClient(
+                base_url=app.base_url.rstrip("/") + "/", headers=headers, timeout=timeouts(), transport=transport
+            )
+        except httpx.InvalidURL as exc:  # a base URL stored before remote_models.validate_base_url refused it
+            raise RemoteUnavailable(f"{self.label} cannot be used: its base URL is not valid ({exc}).") from exc
 
     async def __aenter__(self) -> RemoteClient:
         return self

@@ -250,3 +250,24 @@ def test_webhook_urls_with_a_port_no_connection_has_are_refused(world, settings,
     r = c.post("/admin/notifications/webhookendpoint/add/", form)
     assert r.status_code == 200 and "errorlist" in r.content.decode(), r.status_code
     assert surface_counts() == before
+
+
+BAD_BASE_URLS = ["http://[::1", "http://agents.internal:99999", "http://agents.internal:0", "http://", "https://:8080"]
+
+
+@pytest.mark.parametrize("url", BAD_BASE_URLS, ids=["bracket", "port past 65535", "port 0", "no host", "port only"])
+def test_remote_app_base_urls_no_client_can_use_are_refused(world, url):
+    """The remote app's base URL was only checked for its scheme: the admin stored "http://[::1", with which
+    the HTTP client cannot even be made (httpx.InvalidURL), so its /app-info answered 500; the others reach
+    nothing. Now the admin form's error; a row stored before answers 502 with why, as an unreachable one."""
+    from agents_app.models import RemoteApp
+
+    c = Client()
+    c.force_login(world.users["admin"])
+    form = {"name": "far_agent", "base_url": url, "remote_app_name": "far", "enabled": "on"}
+    r = c.post("/admin/agents_app/remoteapp/add/", form)
+    assert r.status_code == 200 and "The base URL must " in r.content.decode(), r.status_code
+    assert not RemoteApp.objects.filter(name="far_agent").exists()
+    RemoteApp.objects.create(name="far_agent", base_url=url, remote_app_name="far")  # as stored before
+    r = c.get("/api/adk/apps/far_agent/app-info")
+    assert r.status_code == 502 and "Remote ADK server" in r.json()["detail"], (r.status_code, r.content[:200])
