@@ -271,3 +271,26 @@ def test_remote_app_base_urls_no_client_can_use_are_refused(world, url):
     RemoteApp.objects.create(name="far_agent", base_url=url, remote_app_name="far")  # as stored before
     r = c.get("/api/adk/apps/far_agent/app-info")
     assert r.status_code == 502 and "Remote ADK server" in r.json()["detail"], (r.status_code, r.content[:200])
+
+
+@pytest.mark.parametrize(
+    "path, field",
+    [
+        ("/admin/auth/user/{requester}/change/", "groups"),
+        ("/admin/auth/user/{requester}/change/", "user_permissions"),
+        ("/admin/auth/group/add/", "permissions"),
+    ],
+    ids=["user's groups", "user's permissions", "group's permissions"],
+)
+def test_admin_choices_of_rows_past_a_bigint_are_refused(world, path, field):
+    """Django's own user and group admins read a many-to-many choice's ids with pk__in, as the policy form
+    did: an id past a bigint answered 500 on SQLite (OverflowError). Now the field's error (adkweb.admin)."""
+    from django.contrib.auth.models import Group, User
+
+    c = Client()
+    c.force_login(world.users["admin"])
+    form = {"username": "requester", "name": "g", "date_joined_0": "2026-01-01", "date_joined_1": "00:00:00"}
+    before = sorted(User.objects.values_list("pk", "username")), Group.objects.count(), surface_counts()
+    r = c.post(path.format(requester=world.users["requester"].pk), {**form, field: "99999999999999999999"})
+    assert r.status_code == 200 and "is not a valid value" in r.content.decode(), r.status_code
+    assert (sorted(User.objects.values_list("pk", "username")), Group.objects.count(), surface_counts()) == before
