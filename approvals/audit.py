@@ -7,7 +7,7 @@ import csv
 import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from datetime import date, datetime, time, timedelta
+from datetime import UTC, date, datetime, time, timedelta
 from typing import Any
 
 from django import forms
@@ -62,8 +62,16 @@ class AuditFilters:
         )
 
 
-def _day_start(day: date) -> datetime:
-    return timezone.make_aware(datetime.combine(day, time.min))
+def _day_start(day: date, *, days_after: int = 0) -> datetime | None:
+    """The first instant (in the current time zone) of `day` or of a day after it, in UTC; None when it is
+    past the datetimes Python and the databases hold: the day after 9999-12-31, or 0001-01-01 where its
+    midnight is still year 0 in UTC (east of it). A period reaching there has no bound on that side (its
+    OverflowError was a 500 on the audit page and its exports)."""
+    try:
+        start = datetime.combine(day + timedelta(days=days_after), time.min)
+        return timezone.make_aware(start).astimezone(UTC)
+    except OverflowError:
+        return None
 
 
 def decisions(filters: AuditFilters, scope: Q) -> QuerySet[Response]:
@@ -78,10 +86,12 @@ def decisions(filters: AuditFilters, scope: Q) -> QuerySet[Response]:
         qs = qs.filter(Q(actor_username__iexact=filters.person) | Q(actor_name__icontains=filters.person))
     if filters.outcome:
         qs = qs.filter(action=filters.outcome)
-    if filters.since:
-        qs = qs.filter(created_at__gte=_day_start(filters.since))
-    if filters.until:
-        qs = qs.filter(created_at__lt=_day_start(filters.until + timedelta(days=1)))
+    since = _day_start(filters.since) if filters.since else None
+    if since is not None:
+        qs = qs.filter(created_at__gte=since)
+    until = _day_start(filters.until, days_after=1) if filters.until else None
+    if until is not None:
+        qs = qs.filter(created_at__lt=until)
     return qs.order_by("-id")
 
 

@@ -294,3 +294,31 @@ def test_admin_choices_of_rows_past_a_bigint_are_refused(world, path, field):
     r = c.post(path.format(requester=world.users["requester"].pk), {**form, field: "99999999999999999999"})
     assert r.status_code == 200 and "is not a valid value" in r.content.decode(), r.status_code
     assert (sorted(User.objects.values_list("pk", "username")), Group.objects.count(), surface_counts()) == before
+
+
+async def _streamed(response: Any) -> bytes:
+    return b"".join([chunk async for chunk in response.streaming_content])
+
+
+@pytest.mark.parametrize("zone", ["UTC", "Pacific/Kiritimati", "Pacific/Pago_Pago"])  # UTC, +14 and -11
+@pytest.mark.parametrize("query", ["until=9999-12-31", "since=0001-01-01", "since=0001-01-01&until=9999-12-31"])
+def test_audit_periods_at_the_ends_of_the_calendar(world, settings, zone, query):
+    """The audit's "To" is the whole day: its next day's start, which 9999-12-31 has none of (OverflowError:
+    500 on the page and the exports), and "From 0001-01-01" east of UTC starts in year 0. A period reaching
+    past the datetimes a database holds has no bound on that side: every decision, as with no date."""
+    from asgiref.sync import async_to_sync
+
+    from approvals.models import Response
+
+    settings.TIME_ZONE = zone
+    approver = world.users["approver"]
+    Response.objects.create(
+        pending_call=world.call, action="reject", payload={}, final=True, actor=approver, actor_username="approver"
+    )
+    c = Client()
+    c.force_login(approver)
+    for path in ["/audit/", "/audit/export.csv", "/audit/export.jsonl", "/api/audit/decisions.jsonl"]:
+        r = c.get(f"{path}?{query}")
+        body = async_to_sync(_streamed)(r) if getattr(r, "streaming", False) else r.content
+        assert r.status_code == 200, (path, r.status_code)
+        assert b"reject" in body, path
