@@ -121,3 +121,32 @@ def test_the_data_migration_chains_existing_decisions(demo):
     import_module("approvals.migrations.0007_decision_chain").chain_existing(apps, None)
     assert _verify().startswith("Decision chain intact: 3 decision(s)")
     assert list(Response.objects.order_by("chain_seq").values_list("pk", flat=True)) == [r.pk for r in rows]
+
+
+@pytest.mark.skipif(connection.vendor != "sqlite", reason="SQLite's path (PostgreSQL: test_record_postgres)")
+def test_a_decision_is_linked_in_compiled_statements_on_sqlite(demo):
+    """After the first decision ever (the ORM path makes the head), each decision is linked from its
+    row read in a statement compiled once per process (the bytes hashed as the ORM reads them back:
+    a bool, a JSON payload, a datetime, text beyond ASCII) and written in two plain UPDATEs."""
+    from django.test.utils import CaptureQueriesContext
+
+    first = _decisions(demo, 1)[0]
+    rows = []
+    for i, comment in enumerate(["d\u00e9j\u00e0 vu \u2014 ok", ""]):
+        with CaptureQueriesContext(connection) as seen:
+            if i:
+                rows.append(services.ticket_reject(ticket=ticket(), actor=demo["approver"], reason="no"))
+            else:
+                rows.append(services.ticket_approve(ticket=ticket(), actor=demo["approver"], comment=comment))
+        sql = [q["sql"] for q in seen.captured_queries]
+        assert any(s.startswith("UPDATE approvals_response SET chain_seq") for s in sql), sql
+        assert any(s.startswith("UPDATE approvals_decisionchain SET length") for s in sql), sql
+    stored = [Response.objects.get(pk=r.pk) for r in [first, *rows]]
+    assert [r.chain_seq for r in stored] == [1, 2, 3]
+    previous = GENESIS
+    for row in stored:
+        assert row.chain_hash == link_hash(previous, decision_fields(row))
+        previous = row.chain_hash
+    head = DecisionChain.objects.get()
+    assert (head.length, head.last_hash, head.last_response_id) == (3, previous, stored[-1].pk)
+    assert _verify().startswith("Decision chain intact: 3 decision(s)")
