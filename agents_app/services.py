@@ -22,7 +22,7 @@ from . import agents, eager, wake
 from .models import AdkSession, Turn
 from .session_service import DjangoSessionService, SessionBusy, session_archive
 from .session_status import row_lock_held
-from .turn_insert import turn_insert
+from .turn_insert import turn_insert, turn_insert_sqlite
 
 logger = logging.getLogger(__name__)
 __all__ = ["SessionBusy", "session_archive"]  # the store's, used from here by pages and the admin
@@ -161,7 +161,8 @@ def turn_add(
     else:
         if capped:
             turn_quota_check(person)  # new agent work a person asks for
-        turn = Turn.objects.create(**fields)
+        sqlite = transaction.get_connection().vendor == "sqlite"
+        turn = turn_insert_sqlite(**fields) if sqlite else Turn.objects.create(**fields)
     session_pk = session.pk
     if enqueue and wake_before_commit():
         _enqueue_early(session_pk)  # the row is locked (the insert's status write): see wake_before_commit

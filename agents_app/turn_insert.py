@@ -152,3 +152,65 @@ def turn_insert(
     turn._state.adding, turn._state.db = False, connection.alias
     turn._loaded_status = turn.status
     return turn
+
+
+_SQLITE: dict[str, str] = {}
+
+
+def turn_insert_sqlite(
+    *,
+    session: AdkSession,
+    kind: str,
+    content: dict[str, Any],
+    state_delta: dict | None,
+    streaming: bool,
+    created_by: Any,
+    invocation_id: str,
+) -> Turn:
+    """The new queued Turn on SQLite (embedded mode), inside the caller's transaction: the session's
+    status and the INSERT in two plain statements, where the ORM compiled the INSERT and its post_save
+    receiver's UPDATE per call (~0.5 ms of a turn's CPU). The same rows as the ORM path's; no post_save
+    signal is sent (its one receiver's work, session_status._now_running, is the first statement), as on
+    PostgreSQL. No lock to take: SQLite's write transaction holds the file from its BEGIN (IMMEDIATE).
+    The cap, if any, was checked before (services.turn_quota_check)."""
+    if not _SQLITE:
+        turns, sessions = Turn._meta.db_table, AdkSession._meta.db_table
+        _SQLITE["running"] = f"UPDATE {sessions} SET status = 'running' WHERE id = %s AND archived_at IS NULL"
+        _SQLITE["insert"] = (
+            f"INSERT INTO {turns} ({_COLUMNS}) VALUES "
+            "(%s, %s, %s, %s, %s, 'queued', 0, %s, '', %s, NULL, %s, NULL, NULL) RETURNING id"
+        )
+    now = timezone.now()
+    content_field, state_field = Turn._meta.get_field("content"), Turn._meta.get_field("state_delta")
+    params = [
+        session.pk,
+        kind,
+        content_field.get_db_prep_save(content, connection),
+        state_field.get_db_prep_save(state_delta, connection),
+        streaming,
+        invocation_id,
+        created_by.pk if created_by is not None else None,
+        connection.ops.adapt_datetimefield_value(now),
+    ]
+    with connection.cursor() as cursor:
+        cursor.execute(_SQLITE["running"], [session.pk])
+        cursor.execute(_SQLITE["insert"], params)
+        turn_id = cursor.fetchone()[0]
+    turn = Turn(
+        id=turn_id,
+        session=session,
+        kind=kind,
+        content=content,
+        state_delta=state_delta,
+        streaming=streaming,
+        status=Turn.Status.QUEUED,
+        attempts=0,
+        invocation_id=invocation_id,
+        error="",
+        created_by=created_by,
+        config_version=None,
+        created_at=now,
+    )
+    turn._state.adding, turn._state.db = False, connection.alias
+    turn._loaded_status = turn.status
+    return turn
