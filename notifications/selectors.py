@@ -107,6 +107,8 @@ _SAVEPOINT = "adkweb_endpoints"
 
 def _enabled_in_savepoint() -> list[WebhookEndpoint]:
     db = transaction.get_connection()
+    if db.vendor == "sqlite":  # a failed statement undoes itself on SQLite, not its transaction: no savepoint
+        return compiled.instances(WebhookEndpoint, "webhook_endpoints_enabled", _enabled_endpoints)
     if db.vendor != "postgresql" or not db.in_atomic_block:
         with transaction.atomic():
             return compiled.instances(WebhookEndpoint, "webhook_endpoints_enabled", _enabled_endpoints)
