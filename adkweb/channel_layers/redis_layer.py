@@ -16,6 +16,7 @@ from channels.exceptions import ChannelFull
 
 from .direct import DirectDelivery
 from .publish import BatchPublisher
+from .wire import Wires
 
 
 class _CancelSafeSend:
@@ -169,8 +170,30 @@ class RedisChannelLayer(DirectDelivery, BatchPublisher, channels_redis.core.Redi
         task = asyncio.current_task()
         if task is not None and task.cancelling():
             raise asyncio.CancelledError
-        popped = await self.connection(index).bzmpop(self.brpop_timeout, 1, [key], min=True, count=self.BURST)
+        wires = self._wired("_pop_wires", at_least=self.brpop_timeout + 5.0)
+        if wires is None:
+            popped = await self.connection(index).bzmpop(self.brpop_timeout, 1, [key], min=True, count=self.BURST)
+        else:
+            popped = await wires.blocking("BZMPOP", self.brpop_timeout, 1, key, "MIN", "COUNT", self.BURST)
         return [] if popped is None else [member for member, _score in popped[1]]
+
+    def _wired(self, name: str, at_least: float = 0.0) -> Wires | None:
+        """The layer's own connections of that name (adkweb.channel_layers.wire: a bare RESP protocol on
+        the loop), where the layer has one Redis and a plain connection to it; else None (redis-py's).
+
+        Every message a process receives comes through the reader's pop, and every /run joins and
+        leaves its session's group: through redis-py each command cost ~0.3-0.4 ms of the loop's CPU
+        (its pool, retry and timeout wrappers, the parser; bench/README.md, phase 16 (publish)), on the
+        way from the worker's last publish to the answer and beside the worker on the same cores. The
+        reader's pops have connections of their own (`_pop_wires`: a blocking command holds its
+        connection), the memberships go on the publishers' (`_wires`)."""
+        wires = getattr(self, name, None)
+        if wires is None and self.ring_size == 1:
+            pool = self.connection(0).connection_pool
+            if Wires.usable(pool):
+                wires = Wires(pool, at_least=at_least)
+                setattr(self, name, wires)
+        return wires
 
     async def _read(self, real_channel: str) -> None:
         """Pop the process's messages and hand each out as it comes, in the order popped.
@@ -268,8 +291,14 @@ class RedisChannelLayer(DirectDelivery, BatchPublisher, channels_redis.core.Redi
     async def _member_add(self, group: str, member: str) -> None:
         """channels_redis's group_add (the member with its join time, the group's expiry renewed) in
         one round trip instead of two."""
-        pipe = self.connection(self.consistent_hash(group)).pipeline(transaction=False)
         group_key = self._group_key(group)
+        wires = self._wired("_wires")
+        if wires is not None:
+            await wires.call_all(
+                ("ZADD", group_key, repr(time.time()), member), ("EXPIRE", group_key, self.group_expiry)
+            )
+            return
+        pipe = self.connection(self.consistent_hash(group)).pipeline(transaction=False)
         pipe.zadd(group_key, {member: time.time()})
         pipe.expire(group_key, self.group_expiry)
         await pipe.execute()
@@ -282,7 +311,10 @@ class RedisChannelLayer(DirectDelivery, BatchPublisher, channels_redis.core.Redi
         await self._lock(group)
         try:
             member = self._leave_locally(group, channel)
-            if member is not None:  # the last of this process's channels in the group left
+            wires = self._wired("_wires")
+            if member is not None and wires is not None:  # channels_redis's ZREM, without redis-py
+                await wires.call_all(("ZREM", self._group_key(group), member))
+            elif member is not None:  # the last of this process's channels in the group left
                 await super().group_discard(group, member)
         finally:
             self._group_locks.release(group)

@@ -1,4 +1,5 @@
-"""The publish script's own connection: a bare RESP protocol on the event loop (no redis-py client).
+"""The publish script's own connection (and the reader's pops', the group memberships': the Redis
+layer's `_wired`): a bare RESP protocol on the event loop (no redis-py client).
 
 Every batch of group messages (adkweb.channel_layers.publish) is one EVALSHA and its reply a few
 integers. Through redis-py's asyncio client that round trip cost ~430 µs of CPU and ~1.2 ms of wall
@@ -161,8 +162,12 @@ class Wire(asyncio.Protocol):
 class Wires:
     """A layer's wires, one per event loop (a wire's transport belongs to the loop that opened it)."""
 
-    def __init__(self, pool: Any) -> None:
+    def __init__(self, pool: Any, *, at_least: float = 0.0) -> None:
+        """`at_least`: seconds a reply may take at the least (a blocking command's own timeout and some:
+        the pool's socket_timeout, if shorter, would fail a pop that is just waiting)."""
         self.kwargs = dict(pool.connection_kwargs)
+        if at_least:
+            self.kwargs["socket_timeout"] = max(self.kwargs.get("socket_timeout") or 30.0, at_least)
         self.kind = pool.connection_class
         self._by_loop: dict[asyncio.AbstractEventLoop, Wire] = {}
         self._opening: dict[asyncio.AbstractEventLoop, asyncio.Future[Wire]] = {}
@@ -180,6 +185,31 @@ class Wires:
     async def call(self, *args: Any) -> Any:
         wire = await self._wire()
         return await wire.call(pack(*args))
+
+    async def call_all(self, *commands: tuple[Any, ...]) -> list[Any]:
+        """Several commands written at once (pipelined, one round trip), their replies in order; an
+        error reply raised (after all the replies are in, the others kept or dropped with it)."""
+        wire = await self._wire()
+        replies = [wire.call(pack(*command)) for command in commands]
+        try:
+            await asyncio.wait(replies)
+        except asyncio.CancelledError:
+            for reply in replies:
+                reply.cancel()  # their replies read and dropped when they come
+            raise
+        return [reply.result() for reply in replies]
+
+    async def blocking(self, *args: Any) -> Any:
+        """A blocking command (BZMPOP) on this loop's connection, which carries nothing else: a caller
+        cancelled while it waits closes the connection, so that the server's blocked command ends with
+        it rather than popping into a reply nobody reads (what a reply already on its way carried is
+        lost, as with redis-py, which closes its connection on a cancel there too)."""
+        wire = await self._wire()
+        try:
+            return await wire.call(pack(*args))
+        except asyncio.CancelledError:
+            self.close_loop(asyncio.get_running_loop())
+            raise
 
     async def run_script(self, sha: str, body: str, keys: list[str], argv: list[Any], *, wait: bool = True) -> Any:
         """A script's reply: EVALSHA, or EVAL (the script whole) on a connection that has not run it
