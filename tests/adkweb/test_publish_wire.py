@@ -2,7 +2,9 @@
 socket: replies in order to their commands also when they arrive in pieces or together, a cancelled
 caller's reply dropped without shifting the next one's, an error reply raised to its caller only, and
 a reply that never comes or a connection the server closes fails what waits on it, the next command
-on a new connection. (Against the real Redis: tests/integration/test_publish_wire.py.)"""
+on a new connection; commands written together (the layer's joins), and a blocking command (the
+reader's pop) whose cancelled caller closes its connection. (Against the real Redis:
+tests/integration/test_publish_wire.py, test_channel_layer_cancel.py.)"""
 
 from __future__ import annotations
 
@@ -150,3 +152,35 @@ async def test_the_connection_selects_the_pools_db_and_authenticates_first(fake)
     fake.wires.kwargs.update(db=6, username="u", password="p")
     assert await fake.wires.call("X") == 1
     assert fake.commands == [[b"AUTH", b"u", b"p"], [b"SELECT", b"6"], [b"X"]]
+
+
+async def test_commands_written_together_get_their_replies_in_order_an_error_raised(fake):
+    fake.replies = [b":1\r\n", b":0\r\n", b"-ERR wrong\r\n", b":4\r\n"]
+    fake.batch = 2  # both replies in one write
+    assert await fake.wires.call_all(("ZADD", "g", "1.5", "m"), ("EXPIRE", "g", 86400)) == [1, 0]
+    with pytest.raises(ResponseError):
+        await fake.wires.call_all(("X",), ("Y",))
+    assert [c[0] for c in fake.commands] == [b"ZADD", b"EXPIRE", b"X", b"Y"]
+    assert fake.connections == 1
+
+
+async def test_a_blocking_command_cancelled_while_it_waits_closes_its_connection(fake):
+    """The server's blocked pop must end with the caller: its connection is closed (a pop left
+    blocked would take a message into a reply nobody reads); the next command opens another."""
+    fake.replies = ["never", b"*-1\r\n"]
+    waiting = asyncio.ensure_future(fake.wires.blocking("BZMPOP", 5, 1, "k", "MIN", "COUNT", 64))
+    while not fake.commands:
+        await asyncio.sleep(0.01)
+    wire = fake.wires._by_loop[asyncio.get_running_loop()]
+    waiting.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await waiting
+    assert wire.transport.is_closing()
+    assert await fake.wires.blocking("BZMPOP", 5, 1, "k", "MIN", "COUNT", 64) is None
+    assert fake.connections == 2
+
+
+async def test_a_blocking_commands_wires_wait_longer_than_its_own_timeout(fake):
+    pool = SimpleNamespace(connection_kwargs=dict(fake.wires.kwargs), connection_class=object)
+    assert Wires(pool, at_least=10.0).kwargs["socket_timeout"] == 10.0  # the pool's 0.3 s would fail a 5 s pop
+    assert Wires(pool, at_least=0.1).kwargs["socket_timeout"] == 0.3
