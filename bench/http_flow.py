@@ -93,9 +93,19 @@ class HttpProbe(StepLog):
         self.samples: dict[str, list[dict[str, float]]] = {}
 
     def sample(self, step: str, sent: float, got: float) -> None:
+        start = self.offset
         first = self.window(sent, got)
         first["= answer received"] = (got - sent) * 1000
         self.samples.setdefault(step, []).append(first)
+        if os.environ.get("BENCH_PROBE_DUMP"):  # every line of this sample, in order (a timeline, not a p50)
+            with open(self.path) as f:
+                f.seek(start)
+                lines = f.read(self.offset - start).splitlines()
+            print(f"--- {step}: {(got - sent) * 1000:.2f} ms")
+            for line in lines:
+                tag, at, pid, thread = line.split()
+                if sent <= float(at) <= got:
+                    print(f"  {(float(at) - sent) * 1000:8.2f} {self.pids.get(pid, pid)} {thread[-4:]} {tag}")
 
     def report(self, key: str) -> None:
         for step, samples in self.samples.items():
@@ -270,7 +280,11 @@ def main() -> None:
     parser.add_argument("--only", default="", help="comma-separated subset of " + ",".join(LABELS))
     parser.add_argument("--keep", action="store_true", help="leave the servers running until Enter (to profile)")
     parser.add_argument("--base", default="", help="also run adkweb from this source tree (before/after)")
-    parser.add_argument("--probe", action="store_true", help="web-services: each /run's steps (bench/resumeprobe)")
+    parser.add_argument(
+        "--probe",
+        action="store_true",
+        help="web-services (and @base): each /run's steps (bench/resumeprobe; BENCH_PROBE_DUMP=1: each sample's lines)",
+    )
     args = parser.parse_args()
     import httpx
 
@@ -295,7 +309,7 @@ def main() -> None:
                 elif key == "web-embedded":
                     targets.append(adkweb_target(key, f"sqlite:///{Path(tmp) / 'web.sqlite3'}", ""))
                 elif key == "web-services@base" and base is not None:
-                    targets.append(adkweb_target(key, pg_create(BASE_DB), REDIS_URL, base))
+                    targets.append(adkweb_target(key, pg_create(BASE_DB), REDIS_URL, base, probe=args.probe))
                 elif base is not None:
                     targets.append(adkweb_target(key, f"sqlite:///{Path(tmp) / 'base.sqlite3'}", "", base))
             for t in targets:

@@ -92,6 +92,11 @@ _PLAIN = [
     ("approvals.services", "", "message_submit", "message_submit"),
     ("agents_app.runner", "", "_done_next", "done_next"),
     ("agents_app.events", "", "anotify_turn_done", "turn_done"),
+    # /run's answer on its way out (bench/http_flow.py --probe): Django's send, daphne's write, Twisted's
+    ("django.core.handlers.asgi", "ASGIHandler", "send_response", "send_response"),
+    ("daphne.http_protocol", "WebRequest", "handle_reply", "daphne_reply"),
+    ("twisted.internet.abstract", "FileDescriptor", "doWrite", "tx_write"),
+    ("agents_app.api.watch", "", "follow", "follow"),
 ]
 
 
