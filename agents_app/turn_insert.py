@@ -134,24 +134,17 @@ def turn_insert(
             return None
     else:
         turn_id = row[0]
-    turn = Turn(
-        id=turn_id,
+    return _queued(
+        turn_id,
         session=session,
         kind=kind,
         content=content,
         state_delta=state_delta,
         streaming=streaming,
-        status=Turn.Status.QUEUED,
-        attempts=0,
-        invocation_id=invocation_id,
-        error="",
         created_by=created_by,
-        config_version=None,
+        invocation_id=invocation_id,
         created_at=now,
     )
-    turn._state.adding, turn._state.db = False, connection.alias
-    turn._loaded_status = turn.status
-    return turn
 
 
 _SQLITE: dict[str, str] = {}
@@ -196,20 +189,29 @@ def turn_insert_sqlite(
         cursor.execute(_SQLITE["running"], [session.pk])
         cursor.execute(_SQLITE["insert"], params)
         turn_id = cursor.fetchone()[0]
-    turn = Turn(
-        id=turn_id,
+    return _queued(
+        turn_id,
         session=session,
         kind=kind,
         content=content,
         state_delta=state_delta,
         streaming=streaming,
+        created_by=created_by,
+        invocation_id=invocation_id,
+        created_at=now,
+    )
+
+
+def _queued(turn_id: int, *, created_at: Any, **fields: Any) -> Turn:
+    """The Turn just inserted (queued, no attempt yet), as the ORM would have returned it from a save."""
+    turn = Turn(
+        id=turn_id,
         status=Turn.Status.QUEUED,
         attempts=0,
-        invocation_id=invocation_id,
         error="",
-        created_by=created_by,
         config_version=None,
-        created_at=now,
+        created_at=created_at,
+        **fields,
     )
     turn._state.adding, turn._state.db = False, connection.alias
     turn._loaded_status = turn.status
