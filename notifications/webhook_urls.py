@@ -107,7 +107,11 @@ class Target:
 
 
 def delivery_target(url: str) -> Target:
-    """Resolve and check the URL now; raises OSError when the name does not resolve (retried)."""
+    """Resolve and check the URL now; raises OSError when the name does not resolve (retried). A port
+    no connection has (stored before registration refused it) is a refusal: never reachable, not retried."""
+    bad_port = _port_refusal(url)
+    if bad_port:
+        return Target(url=url, refusal=bad_port)
     if allow_private():
         return Target(url=url)
     import httpx

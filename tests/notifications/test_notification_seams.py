@@ -164,3 +164,15 @@ def test_only_tickets_of_my_groups_is_honoured_when_queued_and_when_sent(emails)
     to_approver.refresh_from_db()
     assert to_approver.status == "skipped" and to_approver.last_error == "The person turned ticket emails off."
     assert "admin@example.com" not in {m.to[0] for m in mail.outbox}
+
+
+@pytest.mark.parametrize("allow_private", [True, False])
+def test_an_endpoint_stored_with_a_port_no_connection_has_is_skipped_not_retried(demo, settings, allow_private):
+    """An endpoint stored before registration refused such ports (port 99999, or 0) can never be
+    reached: its delivery is skipped with why, once, not failed and retried like a network error."""
+    WebhookEndpoint.objects.create(url="http://127.0.0.1:99999/hooks", secret=SECRET, events=["ticket.opened"])
+    settings.ADKWEB_WEBHOOK_ALLOW_PRIVATE = allow_private
+    (delivery,) = _deliver(NotificationEvent.objects.create(name="ticket.opened", ticket=open_ticket()))
+    assert delivery.status == "skipped", (delivery.status, delivery.last_error)
+    assert "a port goes from 1 to 65535" in delivery.last_error
+    assert delivery.next_attempt_at is None
