@@ -119,8 +119,15 @@ def _close_in(pid: int, loop: asyncio.AbstractEventLoop, db: Executor) -> None:
 def _close(loop: asyncio.AbstractEventLoop, *pools: Executor) -> None:
     for pool in pools:
         pool.shutdown(wait=False)
-    if not loop.is_running() and not loop.is_closed():
+    if loop.is_running() or loop.is_closed():
+        return
+    if asyncio._get_running_loop() is None:
         loop.close()
+    else:
+        # A finalizer the garbage collector ran on a thread that runs a loop of its own (another drain
+        # thread, a test's): the close runs the closing loop (channels_redis flushes its pools, our
+        # wires close), which Python refuses there, and the loop and its connections were left open.
+        threading.Thread(target=loop.close, name="worker-loop-close", daemon=True).start()
 
 
 _local = threading.local()

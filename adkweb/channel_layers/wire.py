@@ -332,8 +332,11 @@ def _close_with(loop: asyncio.AbstractEventLoop, wires: Wires) -> None:
 
     def close(self: asyncio.AbstractEventLoop) -> None:
         wires.close_loop(loop)
-        if not loop.is_running() and not loop.is_closed():
-            loop.run_until_complete(asyncio.sleep(0))  # the transport's close callbacks
+        if not loop.is_running() and not loop.is_closed() and asyncio._get_running_loop() is None:
+            # The transport's close callbacks. Not from a thread running a loop of its own (a
+            # finalizer the garbage collector runs there): the loop cannot run then; its close below
+            # drops the transport's pending callbacks, and the socket is closed when it is collected.
+            loop.run_until_complete(asyncio.sleep(0))
         self.close = original  # type: ignore[method-assign]
         self.close()
 

@@ -9,6 +9,7 @@ tests/integration/test_publish_wire.py, test_channel_layer_cancel.py.)"""
 from __future__ import annotations
 
 import asyncio
+import threading
 from types import SimpleNamespace
 
 import pytest
@@ -184,3 +185,39 @@ async def test_a_blocking_commands_wires_wait_longer_than_its_own_timeout(fake):
     pool = SimpleNamespace(connection_kwargs=dict(fake.wires.kwargs), connection_class=object)
     assert Wires(pool, at_least=10.0).kwargs["socket_timeout"] == 10.0  # the pool's 0.3 s would fail a 5 s pop
     assert Wires(pool, at_least=0.1).kwargs["socket_timeout"] == 0.3
+
+
+def test_a_loop_closed_while_another_loop_runs_in_the_thread_still_closes():
+    """A loop whose wire was opened is closed by its owner's finalizer, which the garbage collector may
+    run on any thread, also one running a loop of its own (a worker's drain thread): the close may not
+    run the closed loop then ("Cannot run the event loop while another loop is running": the loop and
+    its connection were left open, seen in CI as an unraisable exception), but it must close it."""
+    redis, served = FakeRedis(), asyncio.new_event_loop()  # the fake Redis on a thread of its own
+    threading.Thread(target=served.run_forever, daemon=True).start()
+    port = asyncio.run_coroutine_threadsafe(redis.start(), served).result(5)
+    wires = Wires(
+        SimpleNamespace(
+            connection_kwargs={"host": "127.0.0.1", "port": port, "socket_timeout": 0.3}, connection_class=object
+        )
+    )
+    redis.replies = [b"+PONG\r\n"]
+    loop = asyncio.new_event_loop()
+    try:
+        assert loop.run_until_complete(wires.call("PING")) == "PONG"
+
+        async def elsewhere() -> None:
+            loop.close()
+
+        asyncio.run(elsewhere())
+        assert loop.is_closed() and wires._by_loop == {}
+    finally:
+        if not loop.is_closed():
+            loop.close()
+
+        async def stop() -> None:
+            redis.server.close()
+            for task in asyncio.all_tasks() - {asyncio.current_task()}:
+                task.cancel()
+
+        asyncio.run_coroutine_threadsafe(stop(), served).result(5)
+        served.call_soon_threadsafe(served.stop)

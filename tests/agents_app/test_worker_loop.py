@@ -170,3 +170,28 @@ def test_a_celery_worker_shutdown_closes_the_loops(demo, drained):
     for thread in threads:
         thread.join(10)
     assert threads and not any(t.is_alive() for t in threads)
+
+
+def test_a_loop_collected_while_another_loop_runs_in_the_thread_is_still_closed():
+    """A thread's loop is closed by its finalizer, which the garbage collector may run on a thread that
+    runs a loop of its own. The close runs the closing loop (the channel layers flush their
+    connections there): Python refuses that on such a thread, and the loop was left open (seen in CI
+    as an unraisable RuntimeError). It is closed from a thread of its own instead."""
+    loop = asyncio.new_event_loop()
+    ran: list[bool] = []
+    original = loop.close
+
+    def close_like_a_channel_layer() -> None:  # channels_redis's close wrapper, our wires' too
+        ran.append(loop.run_until_complete(asyncio.sleep(0, True)))
+        original()
+
+    loop.close = close_like_a_channel_layer  # type: ignore[method-assign]
+
+    async def elsewhere() -> None:
+        worker_loop._close(loop)
+
+    asyncio.run(elsewhere())
+    deadline = time.monotonic() + 5
+    while not loop.is_closed() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert loop.is_closed() and ran == [True]
