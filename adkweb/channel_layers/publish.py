@@ -212,14 +212,33 @@ class BatchPublisher:
         """The script's reply (with `wait=False`, where it can, the future of its reply: `Wires`): on a
         connection of this loop's own (`Wires`: no redis-py client on the way), sent whole on a
         connection that has not run it yet; else through redis-py's client (TLS, Sentinel, ...)."""
+        wires = self._wired("_wires")
+        if wires is not None:
+            return await wires.run_script(SHA, SCRIPT, keys, argv, wait=wait)
         connection = self.connection(0)  # type: ignore[attr-defined]
-        if self._wires is None and Wires.usable(connection.connection_pool):
-            self._wires = Wires(connection.connection_pool)
-        if self._wires is not None:
-            return await self._wires.run_script(SHA, SCRIPT, keys, argv, wait=wait)
         if self._script is None:
             self._script = connection.register_script(SCRIPT)
         return await self._script(keys=keys, args=argv, client=connection)
+
+    def _wired(self, name: str, at_least: float = 0.0) -> Wires | None:
+        """The layer's own connections of that name (adkweb.channel_layers.wire: a bare RESP protocol on
+        the loop), where the layer has one Redis and a plain connection to it; else None (redis-py's).
+        The one place they are made: the publish script's batches (`_run_script`) and the Redis layer's
+        reader and group memberships (adkweb.channel_layers.redis_layer).
+
+        Every message a process receives comes through the reader's pop, and every /run joins and
+        leaves its session's group: through redis-py each command cost ~0.3-0.4 ms of the loop's CPU
+        (its pool, retry and timeout wrappers, the parser; bench/README.md, phase 16 (publish)), on the
+        way from the worker's last publish to the answer and beside the worker on the same cores. The
+        reader's pops have connections of their own (`_pop_wires`: a blocking command holds its
+        connection), the memberships go on the publish script's (`_wires`)."""
+        wires = getattr(self, name, None)
+        if wires is None and self.ring_size == 1:  # type: ignore[attr-defined]
+            pool = self.connection(0).connection_pool  # type: ignore[attr-defined]
+            if Wires.usable(pool):
+                wires = Wires(pool, at_least=at_least)
+                setattr(self, name, wires)
+        return wires
 
     async def _one_by_one(self, pairs: list[tuple[str, dict]], groups: list[str]) -> dict[str, int]:
         counts = {}

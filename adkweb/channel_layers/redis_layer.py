@@ -16,7 +16,6 @@ from channels.exceptions import ChannelFull
 
 from .direct import DirectDelivery
 from .publish import BatchPublisher
-from .wire import Wires
 
 
 class _CancelSafeSend:
@@ -176,24 +175,6 @@ class RedisChannelLayer(DirectDelivery, BatchPublisher, channels_redis.core.Redi
         else:
             popped = await wires.blocking("BZMPOP", self.brpop_timeout, 1, key, "MIN", "COUNT", self.BURST)
         return [] if popped is None else [member for member, _score in popped[1]]
-
-    def _wired(self, name: str, at_least: float = 0.0) -> Wires | None:
-        """The layer's own connections of that name (adkweb.channel_layers.wire: a bare RESP protocol on
-        the loop), where the layer has one Redis and a plain connection to it; else None (redis-py's).
-
-        Every message a process receives comes through the reader's pop, and every /run joins and
-        leaves its session's group: through redis-py each command cost ~0.3-0.4 ms of the loop's CPU
-        (its pool, retry and timeout wrappers, the parser; bench/README.md, phase 16 (publish)), on the
-        way from the worker's last publish to the answer and beside the worker on the same cores. The
-        reader's pops have connections of their own (`_pop_wires`: a blocking command holds its
-        connection), the memberships go on the publishers' (`_wires`)."""
-        wires = getattr(self, name, None)
-        if wires is None and self.ring_size == 1:
-            pool = self.connection(0).connection_pool
-            if Wires.usable(pool):
-                wires = Wires(pool, at_least=at_least)
-                setattr(self, name, wires)
-        return wires
 
     async def _read(self, real_channel: str) -> None:
         """Pop the process's messages and hand each out as it comes, in the order popped.
