@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from urllib.parse import urlsplit
+
 from django.http import HttpRequest, HttpResponse
 from django.utils.deprecation import MiddlewareMixin
 from django_htmx.middleware import HtmxDetails
@@ -21,6 +23,16 @@ def number(raw: str) -> int | None:
         return None
     value = int(raw)
     return value if value <= NUMBER_MAX else None
+
+
+def unusable_port(url: str) -> bool:
+    """Whether `url` names a port no connection has: one `urlsplit` cannot read (past 65535, not a
+    number; also a URL it cannot split, such as "http://[::1") or port 0. Django's URL validator takes
+    any 1 to 5 digits, and `.port`'s ValueError, read later, was a 500."""
+    try:
+        return urlsplit(url).port == 0
+    except ValueError:
+        return True
 
 
 class HtmxHttpRequest(HttpRequest):

@@ -7,6 +7,8 @@ from urllib.parse import urlsplit
 from django.core.exceptions import ValidationError
 from django.db import models
 
+from adkweb.http import unusable_port
+
 
 def validate_base_url(value: str) -> None:
     """An http(s) URL with a host and, if any, a port from 1 to 65535. (Only the scheme was checked: the
@@ -14,12 +16,7 @@ def validate_base_url(value: str) -> None:
     Django's URLValidator would refuse names without a dot, such as a compose service's `http://adk:8000`."""
     if not value.startswith(("http://", "https://")):
         raise ValidationError("The base URL must start with http:// or https://.")
-    try:
-        split = urlsplit(value)
-        port = split.port
-    except ValueError:
-        split, port = None, None
-    if split is None or not split.hostname or port == 0 or any(c.isspace() for c in value):
+    if unusable_port(value) or not urlsplit(value).hostname or any(c.isspace() for c in value):
         raise ValidationError(
             "The base URL must be an http:// or https:// URL with a host and, if any, a port from 1 to 65535, "
             "e.g. http://agents.internal:8000."

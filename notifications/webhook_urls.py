@@ -19,6 +19,8 @@ from urllib.parse import urlsplit
 
 from django.conf import settings
 
+from adkweb.http import unusable_port
+
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address
 
 
@@ -64,13 +66,7 @@ BAD_PORT = "url: enter a valid http:// or https:// URL (a port goes from 1 to 65
 
 
 def _port_refusal(url: str) -> str | None:
-    """Django's URL validator takes any 1 to 5 digits as a port; urlsplit's .port refuses one past 65535
-    (ValueError: registering answered 500), and no connection has port 0."""
-    try:
-        port = urlsplit(url).port
-    except ValueError:
-        return BAD_PORT
-    return BAD_PORT if port == 0 else None
+    return BAD_PORT if unusable_port(url) else None
 
 
 def registration_refusal(url: str) -> str | None:
