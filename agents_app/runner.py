@@ -7,6 +7,7 @@ heartbeat renews the lease meanwhile. Exactly once: see agents_app.turn_exec.
 
 from __future__ import annotations
 
+import functools
 import logging
 import uuid
 from datetime import datetime, timedelta
@@ -86,18 +87,16 @@ async def _drain(session_pk: int) -> int:
                 events.turn_publisher.reset(published)
 
 
-_VENDORS: dict[str, str] = {}  # backend ENGINE -> its vendor
-
-
 def _vendor() -> str:
     """From the settings, without a hop to the database thread (nor a connection object made for
     the loop's thread, which the database thread's calls would then be refused). Asked three times
     a turn: the backend's module is looked up once per ENGINE (`load_backend` is an import each call)."""
-    engine = connections.settings[DEFAULT_DB_ALIAS]["ENGINE"]
-    vendor = _VENDORS.get(engine)
-    if vendor is None:
-        vendor = _VENDORS[engine] = str(load_backend(engine).DatabaseWrapper.vendor)
-    return vendor
+    return _engine_vendor(connections.settings[DEFAULT_DB_ALIAS]["ENGINE"])
+
+
+@functools.cache
+def _engine_vendor(engine: str) -> str:
+    return str(load_backend(engine).DatabaseWrapper.vendor)
 
 
 def _statements() -> ModuleType | None:
