@@ -38,15 +38,21 @@ def _sql(statement: str, *params) -> None:
         cursor.execute(statement, params)
 
 
-def test_each_decision_is_chained_to_the_previous_one(demo):
-    rows = [Response.objects.get(pk=r.pk) for r in _decisions(demo, 3)]
-    assert [r.chain_seq for r in rows] == [1, 2, 3]
+def _assert_chained(rows: list[Response]) -> None:
+    """The stored rows are the whole chain, in order: numbered from 1, each hash linking the previous
+    one's (GENESIS first) to its own fields, and the head at the last."""
+    assert [r.chain_seq for r in rows] == list(range(1, len(rows) + 1))
     previous = GENESIS
     for row in rows:
         assert row.chain_hash == link_hash(previous, decision_fields(row))
         previous = row.chain_hash
     head = DecisionChain.objects.get()
-    assert (head.length, head.last_hash, head.last_response_id) == (3, previous, rows[-1].pk)
+    assert (head.length, head.last_hash, head.last_response_id) == (len(rows), previous, rows[-1].pk)
+
+
+def test_each_decision_is_chained_to_the_previous_one(demo):
+    rows = [Response.objects.get(pk=r.pk) for r in _decisions(demo, 3)]
+    _assert_chained(rows)
     # What the link covers: who (the snapshot), when, what was shown and what was sent.
     fields = decision_fields(rows[0])
     assert fields["who"]["username"] == "approver" and fields["shown"] == rows[0].args_hash
@@ -141,12 +147,5 @@ def test_a_decision_is_linked_in_compiled_statements_on_sqlite(demo):
         sql = [q["sql"] for q in seen.captured_queries]
         assert any(s.startswith("UPDATE approvals_response SET chain_seq") for s in sql), sql
         assert any(s.startswith("UPDATE approvals_decisionchain SET length") for s in sql), sql
-    stored = [Response.objects.get(pk=r.pk) for r in [first, *rows]]
-    assert [r.chain_seq for r in stored] == [1, 2, 3]
-    previous = GENESIS
-    for row in stored:
-        assert row.chain_hash == link_hash(previous, decision_fields(row))
-        previous = row.chain_hash
-    head = DecisionChain.objects.get()
-    assert (head.length, head.last_hash, head.last_response_id) == (3, previous, stored[-1].pk)
+    _assert_chained([Response.objects.get(pk=r.pk) for r in [first, *rows]])
     assert _verify().startswith("Decision chain intact: 3 decision(s)")
