@@ -20,7 +20,7 @@ from approvals.templatetags.approvals_tags import items_readable, tool_label
 
 from . import links
 from .models import ApprovalLink, Delivery
-from .outcome import Outcome
+from .outcome import Outcome, closed_before_sending
 from .selectors import preferences_for, unwanted_reason
 
 SUBJECTS = {
@@ -154,7 +154,7 @@ def email_prepare(delivery: Delivery, prefs: dict[int, Any] | None = None) -> Ou
         return Outcome.skip("The ticket or the person no longer exists.")
     if delivery.role == "decider":  # opened, reminder, escalated: a call to act, stale once it is not
         if ticket.is_closed:
-            return Outcome.skip(f"The ticket was {ticket.get_status_display()} before the email went out.")
+            return Outcome.skip(closed_before_sending(ticket))
         refusal = approval_refusal(person, ticket)
         if refusal:  # its routing, four-eyes, or their approval already counts (M of N)
             return Outcome.skip(f"No longer theirs to decide: {refusal}")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -20,3 +21,10 @@ class Outcome:
     def skip(cls, reason: str) -> Outcome:
         """Not sent, on purpose (the ticket closed first, the endpoint was disabled): not retried."""
         return cls(ok=False, error=reason, skipped=True)
+
+
+def closed_before_sending(ticket: Any) -> str:
+    """Why a decider's email about a ticket does not go out once the ticket is closed (a call to act,
+    stale once it is decided, expired or cancelled): asked when the email is claimed, and by the
+    fan-out of an event whose ticket was closed before it ran (its deciders' rows written skipped)."""
+    return f"The ticket was {ticket.get_status_display()} before the email went out."

@@ -16,7 +16,8 @@ from adkweb import compiled
 
 from . import selectors, webhooks
 from .events import EVENTS
-from .models import Delivery, NotificationEvent, NotificationPreference, SavedView, WebhookEndpoint
+from .models import Delivery, DeliveryAttempt, NotificationEvent, NotificationPreference, SavedView, WebhookEndpoint
+from .outcome import closed_before_sending
 
 logger = logging.getLogger(__name__)
 SWEEP_GRACE = timedelta(seconds=15)  # younger work is still in the broker's hands
@@ -157,12 +158,32 @@ def _fan_out_locked(event_id: int, planned: list[Delivery] | None) -> tuple[list
             rows = (planned if planned is not None else _fan_out_plan(event_id)) or []  # not seen before the lock
             Delivery.objects.bulk_create(rows, ignore_conflicts=True)
             cursor.execute(_FANNED_OUT, [connection.ops.adapt_datetimefield_value(timezone.now()), event_id])
+            skipped = [row for row in rows if row.status == Delivery.Status.SKIPPED]
+            if skipped:  # written skipped (the ticket closed first): each one's attempt, as a skip records it
+                cursor.execute(_SKIPPED_ATTEMPTS, [False, event_id, Delivery.Status.SKIPPED.value])
+                _announce_after_commit(skipped[0])
         cursor.execute(_OWED, [event_id, *[status.value for status in Delivery.OWED]])
         return [(pk, channel) for pk, channel in cursor.fetchall()], rows
 
 
+def _announce_after_commit(delivery: Delivery) -> None:
+    """The ticket page shows its deliveries: told once, after the commit (as `deliveries_record` does)."""
+    from .sending import _announce
+
+    ticket = delivery.ticket
+    if ticket is not None:
+        transaction.on_commit(lambda: _announce(ticket.pk, ticket.session_id))
+
+
 _EVENT_LOCKED = f"SELECT fanned_out_at FROM {NotificationEvent._meta.db_table} WHERE id = %s"
 _FANNED_OUT = f"UPDATE {NotificationEvent._meta.db_table} SET fanned_out_at = %s WHERE id = %s"
+_SKIPPED_ATTEMPTS = (
+    f"INSERT INTO {DeliveryAttempt._meta.db_table} "
+    "(delivery_id, number, started_at, duration_ms, ok, status_code, error) "
+    f"SELECT d.id, d.attempts, d.updated_at, 0, %s, NULL, d.last_error FROM {Delivery._meta.db_table} d "
+    "WHERE d.event_id = %s AND d.channel = 'email' AND d.status = %s AND d.attempts = 1 "
+    f"AND NOT EXISTS (SELECT 1 FROM {DeliveryAttempt._meta.db_table} a WHERE a.delivery_id = d.id)"
+)
 _OWED = (
     f"SELECT id, channel FROM {Delivery._meta.db_table} WHERE event_id = %s AND status IN (%s, %s) AND attempts = 0 "
     "ORDER BY id"
@@ -183,10 +204,18 @@ def _fan_out_plan(event_id: int) -> list[Delivery] | None:
     event.ticket = None if ticket_id is None else _by_pk(NotificationEvent.ticket.field.related_model, ticket_id)
     event.turn = None if turn_id is None else _by_pk(NotificationEvent.turn.field.related_model, turn_id)
     owed = dict(event=event, ticket=event.ticket, max_attempts=len(settings.ADKWEB_NOTIFY_RETRY_DELAYS) + 1)
-    rows = [
-        Delivery(**owed, channel=Delivery.Channel.EMAIL, recipient=user, role=role, target=user.email)
-        for user, role in selectors.email_recipients(event=event)
-    ]
+    # A ticket closed before its event is fanned out (decided while the email waited for a quiet moment)
+    # owes its deciders no email: the claim would skip each one (`emails.email_prepare`), after a
+    # transaction of its own, and record each skip in another. A closed ticket is never opened again, so
+    # they are written skipped here, with their one attempt, in the fan-out's transaction: the same rows
+    # the ticket page shows, nothing claimed, rendered or recorded after.
+    closed = closed_before_sending(event.ticket) if event.ticket is not None and event.ticket.is_closed else ""
+    rows = []
+    for user, role in selectors.email_recipients(event=event):
+        row = Delivery(**owed, channel=Delivery.Channel.EMAIL, recipient=user, role=role, target=user.email)
+        if closed and role == "decider":
+            row.status, row.attempts, row.last_error = Delivery.Status.SKIPPED, 1, closed
+        rows.append(row)
     for endpoint in selectors.webhook_endpoints_for(event_name=event.name):
         delivery_id = uuid.uuid4()
         payload = webhooks.payload(event=event, endpoint=endpoint, delivery_id=delivery_id)
