@@ -155,6 +155,9 @@ def _plan(answer: Answer, actor: Any, source: str) -> _Plan:
         refusal = grants.grant_refusal(ticket)
         if refusal:
             raise Conflict(refusal)
+        duplicate = grants.duplicate_refusal(ticket, answer.grant.scope)  # before anything is written
+        if duplicate:
+            raise duplicate
     return plan
 
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.utils import timezone
 
@@ -53,11 +53,61 @@ def _check(ticket: PendingCall, actor: Any, spec: GrantSpec) -> None:
         raise Forbidden(f"You may not give a standing grant for ticket #{ticket.pk}: {who}")
 
 
+def _like(ticket: PendingCall, scope: str) -> Q:
+    """Grants that approve what a grant of this scope from this ticket would (grant_matching's terms)."""
+    who = Q(session=ticket.session_id) if scope == StandingGrant.Scope.SESSION else Q(requester=ticket.requester)
+    return who & Q(
+        scope=scope, app_name=ticket.app_name, tool_name=ticket.tool_name, kind=ticket.kind, policy=ticket.policy_id
+    )
+
+
+def duplicate_refusal(ticket: PendingCall, scope: str) -> Conflict | None:
+    """A like grant in force refuses another (409): two would leave revoking one with the other still
+    approving."""
+    like = StandingGrant.objects.filter(_like(ticket, scope), revoked_at__isnull=True, expires_at__gt=timezone.now())
+    existing = like.select_related("created_by").order_by("created_at", "id").first()
+    if existing is None:
+        return None
+    until = timezone.localtime(existing.expires_at).strftime("%Y-%m-%d %H:%M %Z")
+    return Conflict(
+        f"Standing grant #{existing.pk} already allows {existing.tool_name} for {existing.get_scope_display()} "
+        f"({existing.requester}), given by {existing.created_by.get_username()} until {until}. "
+        "Revoke it first to give another (or approve without a grant)."
+    )
+
+
 def grant_give(*, ticket: PendingCall, actor: Any, spec: GrantSpec) -> StandingGrant:
     """Record a grant from a ticket its giver may decide (called inside the decision's transaction,
-    or alone from the grants API)."""
+    or alone from the grants API). One like grant in force at most, also when two are given at once
+    (the database's constraints: the second's INSERT waits for the first and fails)."""
     _check(ticket, actor, spec)
-    grant = StandingGrant.objects.create(
+    refusal = duplicate_refusal(ticket, spec.scope)
+    if refusal:
+        raise refusal
+    # Like grants that ended give up their place (revocations here retire theirs as they happen).
+    ended = Q(revoked_at__isnull=False) | Q(expires_at__lte=timezone.now())
+    StandingGrant.objects.filter(_like(ticket, spec.scope), ended, current=True).update(current=False)
+    try:
+        with transaction.atomic():
+            grant = _insert(ticket, actor, spec)
+    except IntegrityError as exc:  # a like grant given at the same moment came first
+        raise duplicate_refusal(ticket, spec.scope) or Conflict(
+            "A like standing grant was given at the same moment; try again."
+        ) from exc
+    TicketActivity.objects.create(
+        ticket=ticket,
+        kind=TicketActivity.Kind.GRANTED,
+        actor=actor,
+        message=f"Standing grant #{grant.pk}: {ticket.tool_name} allowed for {grant.get_scope_display()} "
+        f"({ticket.requester}) for {spec.minutes} minutes.",
+        detail={"grant": grant.pk, "scope": spec.scope, "minutes": spec.minutes},
+    )
+    events.after_commit_ticket_changed(ticket)
+    return grant
+
+
+def _insert(ticket: PendingCall, actor: Any, spec: GrantSpec) -> StandingGrant:
+    return StandingGrant.objects.create(
         scope=spec.scope,
         app_name=ticket.app_name,
         tool_name=ticket.tool_name,
@@ -69,16 +119,6 @@ def grant_give(*, ticket: PendingCall, actor: Any, spec: GrantSpec) -> StandingG
         created_by=actor,
         expires_at=timezone.now() + timedelta(minutes=spec.minutes),
     )
-    TicketActivity.objects.create(
-        ticket=ticket,
-        kind=TicketActivity.Kind.GRANTED,
-        actor=actor,
-        message=f"Standing grant #{grant.pk}: {ticket.tool_name} allowed for {grant.get_scope_display()} "
-        f"({ticket.requester}) for {spec.minutes} minutes.",
-        detail={"grant": grant.pk, "scope": spec.scope, "minutes": spec.minutes},
-    )
-    events.after_commit_ticket_changed(ticket)
-    return grant
 
 
 @transaction.atomic
@@ -103,15 +143,15 @@ def grant_revoke(*, grant: StandingGrant, actor: Any) -> StandingGrant:
         raise Conflict(f"Standing grant #{grant.pk} was already revoked.")
     if grant.expires_at <= timezone.now():
         raise Conflict(f"Standing grant #{grant.pk} has already ended.")
-    grant.revoked_at, grant.revoked_by = timezone.now(), actor
-    grant.save(update_fields=["revoked_at", "revoked_by"])
+    grant.revoked_at, grant.revoked_by, grant.current = timezone.now(), actor, False
+    grant.save(update_fields=["revoked_at", "revoked_by", "current"])
     return grant
 
 
 def grants_revoke_for_policy(*, policy: Any, actor: Any) -> int:
     """A deleted policy's grants end with it (they were given under its rules)."""
     active = StandingGrant.objects.filter(policy=policy, revoked_at__isnull=True, expires_at__gt=timezone.now())
-    return active.update(revoked_at=timezone.now(), revoked_by=actor)
+    return active.update(revoked_at=timezone.now(), revoked_by=actor, current=False)
 
 
 def grant_matching(ticket: PendingCall) -> StandingGrant | None:

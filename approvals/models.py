@@ -13,6 +13,7 @@ from typing import Any
 from django.conf import settings
 from django.contrib.auth.models import Group
 from django.db import models
+from django.db.models.functions import Coalesce
 
 from agents_app.models import AdkSession, StoredEvent, Turn
 
@@ -301,9 +302,38 @@ class StandingGrant(models.Model):
     revoked_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
+    # Why it was ended when nobody revoked it by hand (e.g. a duplicate ended by migration 0011); shown with it.
+    revoked_reason = models.CharField(max_length=200, blank=True, default="", db_default="")
+    # Holds its place among like grants (the constraints: one per what it approves) until it is revoked, or
+    # until it has ended and a like grant is given (grants.grant_give retires it then: an ended grant with
+    # this still True approves nothing).
+    current = models.BooleanField(default=True, db_default=True)
 
     class Meta:
         ordering = ["-created_at", "-id"]
+        # What a grant approves (grants.grant_matching): agent, tool, kind, policy and its conversation (scope
+        # "session") or requester (scope "user"). Two such grants in force at once made revoking one leave
+        # the other approving; a policy-less grant's NULL would never collide, hence the Coalesce.
+        constraints = [
+            models.UniqueConstraint(
+                models.F("app_name"),
+                models.F("tool_name"),
+                models.F("kind"),
+                models.F("session"),
+                Coalesce(models.F("policy"), models.Value(0)),
+                condition=models.Q(current=True, scope="session"),
+                name="grant_one_current_per_session",
+            ),
+            models.UniqueConstraint(
+                models.F("app_name"),
+                models.F("tool_name"),
+                models.F("kind"),
+                models.F("requester"),
+                Coalesce(models.F("policy"), models.Value(0)),
+                condition=models.Q(current=True, scope="user"),
+                name="grant_one_current_per_user",
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"grant #{self.pk}: {self.tool_name} for {self.get_scope_display()}"

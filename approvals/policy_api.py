@@ -181,6 +181,7 @@ def grant_json(grant: StandingGrant) -> dict[str, Any]:
         "expiresAt": _iso(grant.expires_at),
         "revokedAt": _iso(grant.revoked_at),
         "revokedBy": grant.revoked_by.get_username() if grant.revoked_by else None,
+        "revokedReason": grant.revoked_reason,
         "active": grant.revoked_at is None and grant.expires_at > timezone.now(),
         "approvedTickets": grant.responses.count(),
     }

@@ -83,6 +83,7 @@ class GrantOut(_Out):
     expiresAt: str | None
     revokedAt: str | None
     revokedBy: str | None
+    revokedReason: str  # why, when nobody revoked it by hand (e.g. a duplicate ended by a migration); else ""
     active: bool
     approvedTickets: int
 

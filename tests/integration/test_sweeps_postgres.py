@@ -23,6 +23,7 @@ from tests.adkweb.bad_input.test_pages import (
 from tests.adkweb.bad_input.test_sockets import test_sockets_with_query_strings_no_url_holds_are_refused
 from tests.adkweb.bad_input.test_surfaces import (
     test_audit_periods_at_the_ends_of_the_calendar,
+    test_duplicates_are_409_naming_the_one_there_and_change_nothing,
     test_hostile_values_are_refused_with_a_message_and_change_nothing,
     test_policy_form_refusals,
     test_webhook_urls_with_a_port_no_connection_has_are_refused,

@@ -252,6 +252,49 @@ def test_webhook_urls_with_a_port_no_connection_has_are_refused(world, settings,
     assert surface_counts() == before
 
 
+def duplicates(w: World) -> list[tuple[Case, str]]:
+    """Each request that would make a second of something there may be one of, and whom its refusal names."""
+    grant, call = w.extras["grant"], w.call
+    approve = {"approve-comment": "ok", "approve-grant_scope": "session", "approve-grant_for": "1"}
+    approve |= {"approve-grant_unit": "hours", "approve-args_hash": call.args_hash}
+    return [
+        (
+            (
+                "approver",
+                "POST",
+                "/api/grants",
+                "application/json",
+                json.dumps({"ticket": call.pk, "scope": "session", "minutes": 30}),
+            ),
+            f"Standing grant #{grant} already allows",
+        ),
+        (
+            ("approver", "POST", f"/tickets/{call.pk}/approve/", FORM, urlencode(approve)),
+            f"Standing grant #{grant} already allows",
+        ),
+    ]
+
+
+def test_duplicates_are_409_naming_the_one_there_and_change_nothing(world):
+    """The same standing grant given twice made two (revoking one left the other approving)."""
+    failures = []
+    for case, named in duplicates(world):
+        who, method, path, ctype, body = case
+        c = Client()
+        c.force_login(world.users[who])
+        with transaction.atomic():
+            before = surface_counts()
+            r = c.generic(method, path, body.encode(), content_type=ctype)
+            after = surface_counts()
+            transaction.set_rollback(True)
+        text = r.content.decode()
+        if r.status_code != 409 or named not in text or before != after:
+            failures.append(f"{method} {path} {body[:80]!r}: {r.status_code} {text[:200]!r} changed={before != after}")
+        if path.startswith("/api/") and named not in r.json().get("detail", ""):
+            failures.append(f"{method} {path}: no JSON detail naming it")
+    assert not failures, "\n".join(failures)
+
+
 BAD_BASE_URLS = ["http://[::1", "http://agents.internal:99999", "http://agents.internal:0", "http://", "https://:8080"]
 
 
