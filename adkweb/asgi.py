@@ -7,9 +7,10 @@ import django
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "adkweb.settings")
 django.setup(set_prefix=False)  # as django.core.asgi.get_asgi_application does
 
-from adkweb.handler import ASGIHandler  # noqa: E402  (Django's, its request threads kept: see there)
+from adkweb.handler import ASGIHandler, daphne_bodies_unparsed  # noqa: E402  (Django's, its request threads kept)
 
 django_asgi_app = ASGIHandler()
+daphne_bodies_unparsed()  # Twisted parses no POST body into args nobody reads (adkweb.handler)
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402

@@ -205,3 +205,25 @@ class ASGIHandler(MiddlewareOnTheLoop, DjangoASGIHandler):
         else:
             await sync_to_async(response.close)()
         body_file.close()
+
+
+def daphne_bodies_unparsed() -> None:
+    """Under daphne, a request is Twisted's, which by default parses a POST's URL-encoded or multipart
+    body into `request.args` before daphne hands the body, as read, to ASGI: its Content-Type through
+    the email package (~0.1 ms of the event loop a POST: every `/run`), a multipart upload parsed whole
+    a first time. Daphne never reads `args` (Django parses the body itself): turned off for every
+    request of the process. A no-op without daphne; once per process."""
+    try:
+        from daphne.http_protocol import WebRequest
+    except ImportError:  # pragma: no cover (daphne is a dependency; another server needs nothing)
+        return
+    if getattr(WebRequest, "_adkweb_bodies_unparsed", False):
+        return
+    init = WebRequest.__init__
+
+    @functools.wraps(init)
+    def unparsed(self: Any, *args: Any, **kwargs: Any) -> None:
+        init(self, *args, **{**kwargs, "parsePOSTFormSubmission": False})
+
+    WebRequest.__init__ = unparsed
+    WebRequest._adkweb_bodies_unparsed = True

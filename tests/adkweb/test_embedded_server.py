@@ -84,3 +84,23 @@ def test_make_run_serves_the_dashboard_and_runs_agents_in_process(embedded_serve
     # The file is in WAL mode (readers don't wait for the worker's writes; a commit syncs the log once).
     with sqlite3.connect(db) as conn:
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+def test_a_form_post_is_read_by_django_under_daphne(embedded_server):
+    """Daphne's Twisted requests no longer parse form bodies (adkweb.handler.daphne_bodies_unparsed):
+    Django reads them, URL-encoded and multipart alike (the login form, as a browser posts it)."""
+    from agents_app.demo.setup import DEMO_USERS
+
+    url, _, _ = embedded_server
+    username, password = DEMO_USERS[0][0], DEMO_USERS[0][1]
+    for multipart in (False, True):
+        with httpx.Client(base_url=url, follow_redirects=False) as browser:
+            token = browser.get("/accounts/login/").text.split('name="csrfmiddlewaretoken" value="', 1)[1].split('"')[0]
+            fields = {"csrfmiddlewaretoken": token, "username": username, "password": password}
+            posted = (
+                browser.post("/accounts/login/", files={k: (None, v) for k, v in fields.items()})
+                if multipart
+                else browser.post("/accounts/login/", data=fields)
+            )
+            assert posted.status_code == 302, posted.text[:2000]
+            assert browser.get("/").status_code == 200  # logged in
