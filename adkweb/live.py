@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import functools
 import logging
 import threading
 import time
-from collections.abc import AsyncIterator, Iterator, Mapping
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import Awaitable, Callable, Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 from asgiref.sync import async_to_sync
@@ -71,6 +72,17 @@ def group_send(group: str, message: Mapping[str, object]) -> None:
         batch.append((group, dict(message)))
         return
     _send_many([(group, dict(message))])
+
+
+def group_send_each(groups: list[str], message: Mapping[str, object]) -> None:
+    """`group_send(group, message)` for each of these groups, in this order, with one copy of the
+    message for all of them (see `agroup_send_each`); outside `batched()`, a batch of its own."""
+    copy = dict(message)
+    batch = _batch.get()
+    if batch is not None:
+        batch += [(group, copy) for group in groups]
+    else:
+        _send_many([(group, copy) for group in groups])
 
 
 _Started = tuple[list[tuple[str, dict]], contextvars.Token, contextvars.Token, contextvars.Token]
@@ -200,27 +212,57 @@ async def apublished() -> None:
         logger.warning("Could not wait for the live updates on their way.", exc_info=True)
 
 
-@asynccontextmanager
-async def abatched() -> AsyncIterator[None]:
+class abatched:  # noqa: N801 - used as `async with abatched()` and `@abatched()`, as a context manager is
     """`batched()` for async code (an after-commit publisher on a worker's or the server's loop): the
     `agroup_send`s made inside, and the `group_send`s of sync code it calls through `sync_to_async`
     (which carries the batch along), leave at its end, in the order they were made, in one round
     trip on the Redis layer, whose reply is not waited for (`_agroup_send_many(soon=True)`: the
     sends are on the wire, before anything this loop sends after them); an `agroups_watched`
     inside takes what is pending with its question (one round trip for both, waited for: its
-    answer is needed), and sync code it calls has its `groups_watched` answered from there."""
-    started = _batch_start()
-    try:
-        yield
-    finally:
-        pairs = _batch_end(started) if started is not None else []
-        if pairs:
+    answer is needed), and sync code it calls has its `groups_watched` answered from there.
+
+    Inside another batch it does nothing (that batch sends what is made): a turn's end nests three.
+    A class rather than an `asynccontextmanager`, whose generator and decorator wrapping cost each
+    publish of a turn a dozen calls more (bench/README.md, phase 18 (publish))."""
+
+    __slots__ = ("_started",)
+
+    def __init__(self) -> None:
+        self._started: _Started | None = None
+
+    async def __aenter__(self) -> None:
+        self._started = _batch_start()
+
+    async def __aexit__(self, *exc: object) -> None:
+        started, self._started = self._started, None
+        if started is not None:
+            await _abatch_send(_batch_end(started))
+
+    def __call__(self, func: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
+        """As a decorator: `func` runs in a batch of its own, or in its caller's."""
+
+        @functools.wraps(func)
+        async def in_a_batch(*args: Any, **kwargs: Any) -> Any:
+            started = _batch_start()
+            if started is None:  # inside a batch already: it sends what is made
+                return await func(*args, **kwargs)
             try:
-                layer = get_channel_layer()
-                if layer is not None:
-                    await _agroup_send_many(layer, pairs, soon=True)
-            except Exception:
-                logger.warning("Could not publish %d live updates; pages catch up when they reconnect.", len(pairs))
+                return await func(*args, **kwargs)
+            finally:
+                await _abatch_send(_batch_end(started))
+
+        return in_a_batch
+
+
+async def _abatch_send(pairs: list[tuple[str, dict]]) -> None:
+    """What an `abatched()` made, sent at its end (never raising)."""
+    if pairs:
+        try:
+            layer = get_channel_layer()
+            if layer is not None:
+                await _agroup_send_many(layer, pairs, soon=True)
+        except Exception:
+            logger.warning("Could not publish %d live updates; pages catch up when they reconnect.", len(pairs))
 
 
 def groups_watched(groups: list[str]) -> set[str]:
@@ -315,3 +357,15 @@ async def agroup_send(group: str, message: Mapping[str, object]) -> None:
             await layer.group_send(group, dict(message))
     except Exception:
         logger.warning("Could not publish %s to %s; pages catch up when they reconnect.", message.get("type"), group)
+
+
+async def agroup_send_each(groups: list[str], message: Mapping[str, object]) -> None:
+    """`agroup_send(group, message)` for each of these groups, in this order, with one copy of the
+    message for all of them: inside `abatched()` the Redis layer then packs it once for the batch
+    (adkweb.channel_layers.publish: each group's copy keeps a random prefix of its own)."""
+    copy = dict(message)
+    batch = _batch.get()
+    if batch is not None:
+        batch += [(group, copy) for group in groups]
+    else:  # a batch of its own
+        await _abatch_send([(group, copy) for group in groups])

@@ -13,7 +13,16 @@ from typing import Any, Literal, NotRequired, TypedDict
 
 from asgiref.sync import sync_to_async
 
-from adkweb.live import abatched, agroup_send, agroups_watched, batched, group_send, seen_watched
+from adkweb.live import (
+    abatched,
+    agroup_send,
+    agroup_send_each,
+    agroups_watched,
+    batched,
+    group_send,
+    group_send_each,
+    seen_watched,
+)
 
 # The order of a turn's publishes; its names are the callers' (runner, turn_exec, the session store).
 from .publish_order import (  # noqa: F401 - re-exported
@@ -207,8 +216,7 @@ async def anotify_partial(*, session_pk: int, event: dict, turn_id: int) -> None
 def notify_session_status(*, session_pk: int) -> None:
     """The conversation's status changed (running, waiting, idle, failed)."""
     msg = SessionStatusMessage(type="session.status", session_pk=session_pk)
-    group_send(session_group(session_pk), msg)
-    group_send(SESSIONS_GROUP, msg)
+    group_send_each([session_group(session_pk), SESSIONS_GROUP], msg)
     _quietly("publish_status", session_pk=session_pk)
 
 
@@ -217,8 +225,7 @@ async def anotify_session_status(*, session_pk: int, status: str) -> None:
     """notify_session_status from async code (the drain's loop), with the status the caller just
     wrote: the messages leave from the loop, and the page fragment needs no read."""
     msg = SessionStatusMessage(type="session.status", session_pk=session_pk)
-    await agroup_send(session_group(session_pk), msg)
-    await agroup_send(SESSIONS_GROUP, msg)
+    await agroup_send_each([session_group(session_pk), SESSIONS_GROUP], msg)
     if _fanout is not None:
         try:
             await _fanout.apublish_status(session_pk=session_pk, status=status)

@@ -34,7 +34,7 @@ from typing import Any
 from django.template.loader import render_to_string
 from django.utils.translation import get_language
 
-from adkweb.live import abatched, agroup_send, group_send, groups_watched
+from adkweb.live import agroup_send_each, group_send_each, groups_watched
 from adkweb.roles import is_approver
 
 DETAIL = "agents_app/session_detail.html"
@@ -82,22 +82,33 @@ def _per_audience(
     `uses`: the context keys the fragment depends on; audiences that agree on them share a render."""
     rendered: dict[tuple, dict[str, Any] | None] = {}
     watched = _watched(session_pk) if watched is None else watched
+    sends: list[tuple[dict[str, Any], list[str]]] = []  # a message and its audiences' groups, in order
     for audience, full in AUDIENCES.items():
-        if audience_group(session_pk, audience) not in watched:
+        group = audience_group(session_pk, audience)
+        if group not in watched:
             continue  # no page of this audience is open: nothing to render or send
         context = {k: v for k, v in full.items() if k in uses}
         key = tuple(sorted(context.items()))
         if key not in rendered:
             rendered[key] = payload(context)
         message = rendered[key]
-        if message is not None:
-            group_send(audience_group(session_pk, audience), message)
+        if message is None:
+            continue
+        if sends and sends[-1][0] is message:
+            sends[-1][1].append(group)
+        else:
+            sends.append((message, [group]))
+    for message, groups in sends:
+        group_send_each(groups, message)  # one copy for the audiences that share a render
 
 
 def _to_all(session_pk: int, message: dict[str, Any], watched: set[str]) -> None:
-    for audience in AUDIENCES:
-        if audience_group(session_pk, audience) in watched:
-            group_send(audience_group(session_pk, audience), message)
+    group_send_each([g for g in _audience_groups(session_pk) if g in watched], message)
+
+
+def _audience_groups(session_pk: int) -> list[str]:
+    """Every audience group of the conversation, in AUDIENCES' order."""
+    return [audience_group(session_pk, audience) for audience in AUDIENCES]
 
 
 def publish_event(*, session_pk: int, event_pk: int, watched: set[str] | None = None, stored: Any = None) -> None:
@@ -157,8 +168,7 @@ async def apublish_partial(
         "agents_app/partials/stream_chunk.html", {"dom_id": timeline.event_dom_id(event_id), "text": text}
     )
     message = {"type": "live.partial", "event_id": event_id, "turn_id": turn_id, "card": card, "chunk": chunk}
-    for audience in AUDIENCES:
-        await agroup_send(audience_group(session_pk, audience), message)
+    await agroup_send_each(_audience_groups(session_pk), message)
 
 
 def status_html(status: str) -> str:
@@ -188,18 +198,14 @@ async def apublish_status(*, session_pk: int, status: str) -> None:
     to its first frame (the drain publishes "running" before the turn starts). The layer's counts
     then tell `anotify_session_event` who watches (adkweb.live.seen_watched)."""
     message = {"type": "live.status", "html": status_html(status), "status": status}
-    async with abatched():
-        for audience in AUDIENCES:
-            await agroup_send(audience_group(session_pk, audience), message)
+    await agroup_send_each(_audience_groups(session_pk), message)
 
 
 async def apublish_turn_done(*, session_pk: int, turn_id: int) -> None:
     """publish_turn_finished from async code for a turn that ended well (no error line: nothing to
     read or render): to every audience group, without a question first (as `apublish_status`)."""
     message = {"type": "live.turn_finished", "turn_id": turn_id, "error": ""}
-    async with abatched():
-        for audience in AUDIENCES:
-            await agroup_send(audience_group(session_pk, audience), message)
+    await agroup_send_each(_audience_groups(session_pk), message)
 
 
 def publish_turn_finished(*, session_pk: int, turn_id: int, status: str) -> None:

@@ -13,73 +13,102 @@ with the messages it has to send anyway.
 Order. Each pair gets its own score, later than the previous pair's (and than any score this
 process gave before), so a channel's messages of one batch are popped in the batch's order (a
 channel's sorted set orders by score; channels_redis's messages sent within one clock tick were
-ordered by their random prefix).
+ordered by their random prefix). The script adds 1e-6 per pair to the batch's first score, as
+Python did (the same doubles): one float formatted per batch, not one per pair.
 
 The stored form is channels_redis's: the serializer's random prefix, then a msgpack map of the
 message and `__asgi_channel__` (the list of the group's members on that channel). Python packs the
 map with `__asgi_channel__` last and its value cut off; the script appends each channel's list
-(cmsgpack). Where that cannot hold (encryption, another serializer, several Redis hosts, channel
-capacities by pattern), the batch is sent with channels_redis's `group_send`, one message after
-the other, as before.
+(cmsgpack). A message sent to several groups (the same dict: a fragment for each audience, a status
+for a conversation and the list) is packed once and sent once in ARGV; every pair still gets a
+random prefix of its own (channels_redis's: two copies of one message for one channel, in two
+groups it is in, are two members of its sorted set, not one). Where that cannot hold (encryption,
+another serializer, several Redis hosts, channel capacities by pattern), the batch is sent with
+channels_redis's `group_send`, one message after the other, as before.
 """
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
+import random
 import threading
 import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
+import msgpack
 from channels_redis.serializers import MsgPackSerializer
 
 from .wire import Wires
 
-# KEYS: the groups' keys. ARGV: now, the cut-offs of group membership and of messages, the
-# messages' expiry (EXPIRE), the capacity, the layer's prefix, the number of messages, then
-# (group's index in KEYS, stored form without its channel list, score) per message.
+# KEYS: the groups' keys. ARGV: the cut-offs of group membership and of messages, the messages'
+# expiry (EXPIRE), the capacity, the layer's prefix, the first pair's score, the pairs (msgpack: group's
+# index in KEYS, then message's index among the stored forms, per pair), the pairs' random prefixes
+# (`size` bytes each, one after the other), `size`, then each message's stored form without its prefix
+# and channel list, once however many pairs send it.
 # Returns: the number of channels over capacity, then each group's number of members.
 SCRIPT = """
 local members = {}
 local counts = {}
 for i = 1, #KEYS do
-    redis.call('ZREMRANGEBYSCORE', KEYS[i], 0, ARGV[2])
+    redis.call('ZREMRANGEBYSCORE', KEYS[i], 0, ARGV[1])
     members[i] = redis.call('ZRANGE', KEYS[i], 0, -1)
     counts[i] = #members[i]
 end
-local by_key = {}
+local capacity = tonumber(ARGV[4])
+local first = tonumber(ARGV[6])
+local items = cmsgpack.unpack(ARGV[7])
+local prefixes = ARGV[8]
+local size = tonumber(ARGV[9])
+local by_group = {}
 local cleaned = {}
+local touched = {}
+local expiring = {}
 local over = 0
-local capacity = tonumber(ARGV[5])
-for j = 0, tonumber(ARGV[7]) - 1 do
-    local g = tonumber(ARGV[8 + 3 * j])
-    local keys = by_key[g]
+for j = 0, #items / 2 - 1 do
+    local g = items[2 * j + 1]
+    local keys = by_group[g]
     if keys == nil then
-        keys = {order = {}, channels = {}}
+        local channels = {}
+        keys = {}
         for _, member in ipairs(members[g]) do
             local bang = string.find(member, '!', 1, true)
-            local key = ARGV[6] .. (bang and string.sub(member, 1, bang) or member)
-            if keys.channels[key] == nil then
-                keys.channels[key] = {}
-                table.insert(keys.order, key)
+            local key = ARGV[5] .. (bang and string.sub(member, 1, bang) or member)
+            if channels[key] == nil then
+                channels[key] = {}
+                table.insert(keys, key)
             end
-            table.insert(keys.channels[key], member)
+            table.insert(channels[key], member)
         end
-        by_key[g] = keys
+        for i, key in ipairs(keys) do
+            keys[i] = {key, cmsgpack.pack(channels[key])}
+        end
+        by_group[g] = keys
     end
-    for _, key in ipairs(keys.order) do
-        if not cleaned[key] then
-            redis.call('ZREMRANGEBYSCORE', key, 0, ARGV[3])
-            cleaned[key] = true
-        end
-        if redis.call('ZCOUNT', key, '-inf', '+inf') < capacity then
-            redis.call('ZADD', key, ARGV[10 + 3 * j], ARGV[9 + 3 * j] .. cmsgpack.pack(keys.channels[key]))
-            redis.call('EXPIRE', key, ARGV[4])
-        else
-            over = over + 1
+    if #keys > 0 then
+        local stored = string.sub(prefixes, j * size + 1, j * size + size) .. ARGV[9 + items[2 * j + 2]]
+        local score = first + j * 0.000001
+        for _, key_list in ipairs(keys) do
+            local key = key_list[1]
+            if not cleaned[key] then
+                redis.call('ZREMRANGEBYSCORE', key, 0, ARGV[2])
+                cleaned[key] = true
+            end
+            if redis.call('ZCOUNT', key, '-inf', '+inf') < capacity then
+                redis.call('ZADD', key, score, stored .. key_list[2])
+                if not touched[key] then
+                    touched[key] = true
+                    table.insert(expiring, key)
+                end
+            else
+                over = over + 1
+            end
         end
     end
+end
+for _, key in ipairs(expiring) do
+    redis.call('EXPIRE', key, ARGV[3])
 end
 local result = {over}
 for i = 1, #KEYS do
@@ -91,6 +120,18 @@ return result
 SHA = hashlib.sha1(SCRIPT.encode()).hexdigest()
 CHANNELS_KEY = "__asgi_channel__"
 NIL = b"\xc0"  # msgpack's nil: the value packed last, cut off for the script's list
+
+
+_local = threading.local()
+
+
+def _packer() -> msgpack.Packer:
+    """This thread's msgpack packer: `msgpack.packb(o)` is `Packer().pack(o)`, a new packer (and its
+    buffer) at every call; a packer resets after each `pack` (worker threads share the layer)."""
+    packer = getattr(_local, "packer", None)
+    if packer is None:
+        packer = _local.packer = msgpack.Packer()
+    return packer
 
 
 class BatchPublisher:
@@ -106,25 +147,27 @@ class BatchPublisher:
         serializer = self._serializer  # type: ignore[attr-defined]
         return (
             isinstance(serializer, MsgPackSerializer)
+            and type(serializer).as_bytes is msgpack.packb  # `_stored_form` packs as it does
             and serializer.crypter is None
             and self.ring_size == 1  # type: ignore[attr-defined]
             and not self.channel_capacity  # type: ignore[attr-defined]
         )
 
-    def _scores(self, n: int) -> list[str]:
-        """n scores, each later than the one before and than every score given before."""
+    def _first_score(self, n: int) -> str:
+        """The first of n scores (the script adds 1e-6 per pair), each later than the one before and
+        than every score given before."""
         with self._scores_lock:
             score = max(time.time(), self._last_score + 1e-6)
-            scores = [score + i * 1e-6 for i in range(n)]
-            if scores:
-                self._last_score = scores[-1]
-        return [repr(s) for s in scores]
+            if n:
+                self._last_score = score + (n - 1) * 1e-6
+        return repr(score)
 
     def _stored_form(self, message: dict) -> bytes:
-        """The message as channels_redis stores it, without the value of `__asgi_channel__`."""
+        """The message as channels_redis stores it, without its random prefix and the value of
+        `__asgi_channel__`: the serializer's `msgpack.packb` (`_one_script`), by this thread's packer."""
         assert isinstance(message, dict), "message is not a dict"
         assert CHANNELS_KEY not in message
-        packed: bytes = self._serializer.serialize({**message, CHANNELS_KEY: None})  # type: ignore[attr-defined]
+        packed: bytes = _packer().pack({**message, CHANNELS_KEY: None})
         assert packed.endswith(NIL)
         return packed[:-1]
 
@@ -192,20 +235,32 @@ class BatchPublisher:
         return groups
 
     def _script_args(self, pairs: list[tuple[str, dict]], groups: list[str]) -> tuple[list[str], list[Any]]:
-        """The script's KEYS and ARGV for these pairs (see SCRIPT)."""
+        """The script's KEYS and ARGV for these pairs (see SCRIPT): each message packed once, however
+        many pairs send it (the same dict), each pair with a random prefix of its own."""
         index = {group: n for n, group in enumerate(groups, 1)}
-        now = time.time()
+        at: dict[int, int] = {}  # id of a message -> its stored form's place in ARGV (after the 9 first)
+        stored: list[bytes] = []
+        items: list[int] = []
+        for group, message in pairs:
+            n = at.get(id(message))  # the pairs hold the messages: no id is reused while this runs
+            if n is None:
+                stored.append(self._stored_form(message))
+                n = at[id(message)] = len(stored)
+            items += (index[group], n)
+        size = self._serializer.random_prefix_length  # type: ignore[attr-defined]
+        now = int(time.time())
         argv: list[Any] = [
-            repr(now),
-            int(now) - self.group_expiry,  # type: ignore[attr-defined]
-            int(now) - int(self.expiry),  # type: ignore[attr-defined]
+            now - self.group_expiry,  # type: ignore[attr-defined]
+            now - int(self.expiry),  # type: ignore[attr-defined]
             int(self.expiry),  # type: ignore[attr-defined]
             self.capacity,  # type: ignore[attr-defined]
             self.prefix,  # type: ignore[attr-defined]
-            len(pairs),
+            self._first_score(len(pairs)),
+            _packer().pack(items),
+            random.randbytes(size * len(pairs)),  # channels_redis's prefixes: `random`'s bits
+            size,
+            *stored,
         ]
-        for (group, message), score in zip(pairs, self._scores(len(pairs)), strict=True):
-            argv += [index[group], self._stored_form(message), score]
         return [self._group_key(g) for g in groups], argv  # type: ignore[attr-defined]
 
     async def _run_script(self, keys: list[str], argv: list[Any], *, wait: bool = True) -> Any:

@@ -64,8 +64,15 @@ def _parse(buf: bytearray, pos: int) -> tuple[Any, int]:
             return None, pos
         items = []
         for _ in range(n):
-            item, pos = _parse(buf, pos)
-            items.append(item)
+            if buf[pos : pos + 1] == b":":  # an integer (a batch's counts): read here, no call
+                end = buf.find(b"\r\n", pos)
+                if end < 0:
+                    raise _Incomplete
+                items.append(int(buf[pos + 1 : end]))
+                pos = end + 2
+            else:
+                item, pos = _parse(buf, pos)
+                items.append(item)
         return items, pos
     if kind == b"$":
         n = int(line)
@@ -91,7 +98,8 @@ class Wire(asyncio.Protocol):
         self.lost: BaseException | None = None
         self.scripts: set[str] = set()  # SHA1s of the scripts run on this connection (so known to its server)
         self.last: asyncio.Future[Any] | None = None  # the reply written for last
-        self._waiting: deque[asyncio.Future[Any]] = deque()
+        self._waiting: deque[tuple[asyncio.Future[Any], float]] = deque()  # and when each times out
+        self._timer: asyncio.TimerHandle | None = None  # armed for the oldest waiting reply's time-out
         self._buf = bytearray()
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -109,7 +117,7 @@ class Wire(asyncio.Protocol):
                 value, pos = _parse(buf, pos)
                 if not self._waiting:
                     raise RedisConnectionError("A reply from Redis that no command waits for.")
-                waiter = self._waiting.popleft()
+                waiter, _ = self._waiting.popleft()
                 if not waiter.done():  # else its caller was cancelled (or timed out): dropped
                     if isinstance(value, BaseException):
                         waiter.set_exception(value)
@@ -129,7 +137,7 @@ class Wire(asyncio.Protocol):
         if self.lost is None:
             self.lost = exc
         while self._waiting:
-            waiter = self._waiting.popleft()
+            waiter, _ = self._waiting.popleft()
             if not waiter.done():
                 waiter.set_exception(
                     exc if isinstance(exc, RedisConnectionError | RedisTimeoutError) else RedisConnectionError(str(exc))
@@ -143,16 +151,27 @@ class Wire(asyncio.Protocol):
             raise RedisConnectionError("Connection to Redis lost.")
         loop = asyncio.get_running_loop()
         waiter = loop.create_future()
-        self._waiting.append(waiter)
+        deadline = loop.time() + self.timeout
+        self._waiting.append((waiter, deadline))
         self.last = waiter
         self.transport.write(packed)
-        timer = loop.call_later(self.timeout, self._timed_out, waiter)
-        waiter.add_done_callback(lambda _: timer.cancel())
+        if self._timer is None:
+            self._timer = loop.call_at(deadline, self._check)
         return waiter
 
-    def _timed_out(self, waiter: asyncio.Future[Any]) -> None:
-        if not waiter.done():
+    def _check(self) -> None:
+        """The oldest waiting reply's time-out: replies come in order, so while it has time, the ones
+        after it have too. One timer a connection, not one a command (a batch's round trip paid for
+        its own timer's handle, its heap push and its cancel's callback)."""
+        self._timer = None
+        if not self._waiting:
+            return  # armed again by the next command
+        deadline = self._waiting[0][1]
+        loop = asyncio.get_running_loop()
+        if loop.time() >= deadline:
             self._fail(RedisTimeoutError("Timeout reading from Redis."))
+        else:
+            self._timer = loop.call_at(deadline, self._check)
 
     def close(self) -> None:
         if self.transport is not None:

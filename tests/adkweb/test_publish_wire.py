@@ -17,7 +17,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoScriptError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from adkweb.channel_layers.wire import Wires, pack
+from adkweb.channel_layers.wire import Wire, Wires, pack
 
 
 class FakeRedis:
@@ -132,6 +132,32 @@ async def test_a_reply_that_never_comes_fails_what_waits_and_the_next_command_re
         await asyncio.wait_for(fake.wires.call("SLOW"), 5)  # the wire's own timeout is 0.3 s
     assert await fake.wires.call("NEXT") == 5
     assert fake.connections == 2
+
+
+async def test_a_connection_keeps_one_time_out_timer_not_one_a_command(fake, monkeypatch):
+    """Each command's time-out is still its own (below), but a connection arms one timer for its oldest
+    reply, not a timer (and its cancel) for every command: a batch's round trip paid for both."""
+    fake.replies = [b":1\r\n"] * 20
+    fake.batch = 20  # all the replies come together, after the last command
+    loop = asyncio.get_running_loop()
+    armed, call_at = [], loop.call_at  # call_later arms through call_at
+    monkeypatch.setattr(loop, "call_at", lambda *a, **kw: armed.append(a[1]) or call_at(*a, **kw))
+    assert await asyncio.gather(*(fake.wires.call("PING") for _ in range(20))) == [1] * 20
+    assert len([f for f in armed if isinstance(getattr(f, "__self__", None), Wire)]) == 1
+
+
+async def test_a_command_after_answered_ones_times_out_at_its_own_time(fake):
+    """The timer armed for the first command fires while the second, written later, still has time:
+    it is armed again for the second's time-out, which then fails it."""
+    fake.replies = [b":1\r\n", "never", b":3\r\n"]
+    assert await fake.wires.call("FIRST") == 1
+    await asyncio.sleep(0.2)  # the first's time-out (0.3 s) passes while the second waits
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    with pytest.raises(RedisTimeoutError):
+        await asyncio.wait_for(fake.wires.call("SECOND"), 5)
+    assert 0.25 <= loop.time() - started < 1.0  # its own 0.3 s, from when it was written
+    assert await fake.wires.call("THIRD") == 3
 
 
 async def test_a_connection_the_server_closes_fails_what_waits_and_the_next_command_reconnects(fake):

@@ -103,7 +103,7 @@ def test_an_event_is_rendered_once_for_every_audience(demo, session, monkeypatch
         return real_render(name, context)
 
     monkeypatch.setattr(fanout, "render_to_string", render)
-    monkeypatch.setattr(fanout, "group_send", lambda group, message: sent.append((group, message)))
+    monkeypatch.setattr(fanout, "group_send_each", lambda groups, message: sent.extend((g, message) for g in groups))
     fanout.publish_event(session_pk=session.pk, event_pk=stored.pk)
     assert renders == [] and sent == []  # no page of this conversation is open: nothing rendered or sent
     monkeypatch.setattr(fanout, "groups_watched", lambda groups: set(groups))  # a page of every audience

@@ -9,6 +9,7 @@ import asyncio
 import time
 
 import channels_redis.core
+import redis
 from django.conf import settings
 
 from adkweb.channel_layers import RedisChannelLayer
@@ -79,6 +80,47 @@ async def test_a_batch_is_stored_as_channels_redis_stores_a_group_send():
     finally:
         for name in (specific, general):
             await stock.group_discard("batch-stock", name)
+
+
+async def test_one_message_to_several_groups_is_packed_once_and_every_copy_arrives(monkeypatch):
+    """The same message to three groups (a fragment for each audience; a status for a conversation and
+    the list) is packed once for the batch, and each group's copy is stored as channels_redis's own
+    `group_send` stores it, with a random prefix of its own: a channels_redis channel in two of the
+    groups gets two copies (a shared prefix made them one member of its sorted set: one lost)."""
+    stock = channels_redis.core.RedisChannelLayer(
+        hosts=[{"address": settings.REDIS_URL, "socket_timeout": 30}], prefix=PREFIX
+    )
+    receiver, sender = _layer(), _layer()
+    general = f"general-{time.monotonic_ns()}"
+    for group in ("batch-each-1", "batch-each-2"):
+        await stock.group_add(group, general)
+    joined = await _members_of(receiver, {"batch-each-1": 1, "batch-each-2": 1, "batch-each-3": 2})
+    packed = []
+    stored_form = sender._stored_form
+    monkeypatch.setattr(sender, "_stored_form", lambda message: packed.append(message) or stored_form(message))
+    shared = _message(0, html="é<b>", data=None)
+    other = _message(1)
+    try:
+        pairs = [(g, shared) for g in ("batch-each-1", "batch-each-2", "batch-each-3")] + [("batch-each-1", other)]
+        await sender.group_send_many(pairs)
+        assert packed == [shared, other]  # once each: four before, one per pair
+        key = f"{PREFIX}{general}"
+        client = redis.Redis.from_url(settings.REDIS_URL)
+        try:
+            members = client.zrange(key, 0, -1)
+        finally:
+            client.close()
+        assert len(members) == 3 and len({m[:12] for m in members}) == 3
+        expected = [{**shared, "__asgi_channel__": [general]}] * 2 + [{**other, "__asgi_channel__": [general]}]
+        assert [m[12:] for m in members] == [stock.serialize(m)[12:] for m in expected]  # channels_redis's bytes
+        assert [await asyncio.wait_for(stock.receive(general), 5) for _ in range(3)] == [shared, shared, other]
+        assert await _got(receiver, joined["batch-each-1"][0]) == [0, 1]
+        assert await _got(receiver, joined["batch-each-2"][0]) == [0]
+        assert [await _got(receiver, name) for name in joined["batch-each-3"]] == [[0], [0]]
+    finally:
+        for group in ("batch-each-1", "batch-each-2"):
+            await stock.group_discard(group, general)
+        await _leave(receiver, joined)
 
 
 async def test_expired_messages_and_memberships_are_dropped_by_a_batch_as_by_a_group_send():

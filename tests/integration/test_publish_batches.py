@@ -219,7 +219,7 @@ async def test_a_turns_events_are_shown_as_stored_without_reading_them_back(publ
     monkeypatch.setattr(selectors, "session_event_view", view)
     for message in shown:  # the same fragments as from the rows read back
         again = []
-        monkeypatch.setattr(fanout, "group_send", lambda group, m, again=again: again.append(m))
+        monkeypatch.setattr(fanout, "group_send_each", lambda groups, m, again=again: again.append(m))
         owners = {audience_group(row.pk, "owner")}
         await sync_to_async(fanout.publish_event)(session_pk=row.pk, event_pk=message["event_pk"], watched=owners)
         assert message["append"] and message["append"] == again[0]["append"]

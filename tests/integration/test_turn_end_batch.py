@@ -38,6 +38,35 @@ async def test_a_turns_end_is_published_in_one_round_trip_in_order(publisher):  
     del publisher.connection(0).execute_command
 
 
+async def test_a_turns_end_packs_each_message_once_and_every_audience_gets_the_same(publisher, monkeypatch):  # noqa: F811
+    """Its nine messages are four: `turn.finished`, the status for the conversation and the list, and a
+    fragment of each for the three audiences. Each is packed once for the batch (nine times before),
+    and every audience's page gets the same two fragments, the follower and the list theirs."""
+    web = _layer()
+    follower, listing = await web.new_channel(), await web.new_channel()
+    pages = {audience: await web.new_channel() for audience in ("owner", "approver", "observer")}
+    await web.group_add(session_group(SESSION + 2), follower)
+    await web.group_add(SESSIONS_GROUP, listing)
+    for audience, page in pages.items():
+        await web.group_add(audience_group(SESSION + 2, audience), page)
+    packed, stored_form = [], publisher._stored_form
+    monkeypatch.setattr(publisher, "_stored_form", lambda m: packed.append(m["type"]) or stored_form(m))
+
+    await events.anotify_turn_done(session_pk=SESSION + 2, turn_id=11, status="idle", revision=5)
+
+    assert packed == ["turn.finished", "live.turn_finished", "session.status", "live.status"]
+    followed = await _received(web, follower)
+    assert followed == [
+        {"type": "turn.finished", "session_pk": SESSION + 2, "turn_id": 11, "status": "done", "revision": 5},
+        {"type": "session.status", "session_pk": SESSION + 2},
+    ]
+    assert await _received(web, listing) == [followed[1]]
+    shown = {audience: await _received(web, page) for audience, page in pages.items()}
+    assert [m["type"] for m in shown["owner"]] == ["live.turn_finished", "live.status"]
+    assert shown["owner"][0]["turn_id"] == 11 and shown["owner"][1]["status"] == "idle"
+    assert shown["approver"] == shown["owner"] and shown["observer"] == shown["owner"]
+
+
 async def test_a_turns_end_nobody_watches_a_page_of_renders_its_status_once_per_process(publisher, monkeypatch):  # noqa: F811
     from agents_app import fanout
 
