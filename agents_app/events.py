@@ -32,6 +32,7 @@ from .publish_order import (  # noqa: F401 - re-exported
     publishes_sent,
     status_sent,
     turn_publisher,
+    turn_stored,
 )
 
 logger = logging.getLogger(__name__)
@@ -92,6 +93,9 @@ class TurnFinishedMessage(TypedDict):
     # session's revision after its last event, so that a follower that accounted for every revision
     # up to it answers without reading the database (agents_app.api.watch).
     revision: NotRequired[int]
+    # Sent ahead of the turn's DONE (`anotify_turn_ended`): for API followers only; the DONE's own
+    # `turn.finished` follows, as before.
+    ahead: NotRequired[bool]
 
 
 class TurnRetriedMessage(TypedDict):
@@ -297,6 +301,24 @@ async def anotify_turn_finished(*, session_pk: int, turn_id: int, status: str, r
         await _fanout.apublish_turn_done(session_pk=session_pk, turn_id=turn_id)
     except Exception:
         logger.warning("Could not publish the end of turn %s.", turn_id, exc_info=True)
+
+
+@abatched()
+async def anotify_turn_ended(*, session_pk: int, turn_id: int, revision: int) -> None:
+    """A turn ran to its end and every event it stored was published before this, the last at
+    `revision` (the session's revision after it): `turn.finished` marked `ahead`, sent by the drain
+    while its DONE statement runs (agents_app.runner), not after it. An API follower that has
+    accounted for every revision up to exactly that one has every event of the turn and answers
+    (agents_app.api.watch); any other follower waits for the DONE's own `turn.finished`, and pages
+    ignore this one (approvals.consumers). What the answer said holds whatever becomes of the DONE
+    statement: the turn's events are all stored (synchronous commits, under its lease), and a turn
+    whose DONE is lost (PostgreSQL's crash, a lease run out) is closed DONE by the checked path from
+    them, without calling the model or a tool again (agents_app.turn_sql's "Both commit
+    asynchronously")."""
+    msg = TurnFinishedMessage(
+        type="turn.finished", session_pk=session_pk, turn_id=turn_id, status="done", revision=revision, ahead=True
+    )
+    await agroup_send(session_group(session_pk), msg)
 
 
 async def anotify_turn_done(*, session_pk: int, turn_id: int, status: str, revision: int | None = None) -> None:

@@ -35,6 +35,20 @@ class TurnPublisher:
         self._pending: deque[tuple[Callable[..., Awaitable[None]], dict[str, Any]]] = deque()
         self._task: asyncio.Future[None] | None = None
         self.lead: _Lead | None = None  # rides in the batch of the next publish (`_Lead`)
+        # The session's revision after the last event the running turn stored (`stored`): None when
+        # it stored none, or one whose revision is not known (then none is trusted until `turn_starts`).
+        self.revision: int | None = None
+        self._revision_known = True
+
+    def turn_starts(self) -> None:
+        """A turn of the drain starts: no event of it stored yet."""
+        self.revision, self._revision_known = None, True
+
+    def stored(self, revision: int | None) -> None:
+        """The running turn stored an event, the session's revision after it (None: not known)."""
+        if revision is None:
+            self._revision_known = False
+        self.revision = revision if self._revision_known else None
 
     def put(self, publish: Callable[..., Awaitable[None]], kwargs: dict[str, Any]) -> None:
         self._pending.append((publish, kwargs))
@@ -79,6 +93,13 @@ async def apublish_in_order(publish: Callable[..., Awaitable[None]], **kwargs: A
         await publish(**kwargs)
     else:
         publisher.put(publish, kwargs)
+
+
+def turn_stored(revision: int | None) -> None:
+    """The running turn (if a drain's publisher runs it) stored an event; the revision after it."""
+    publisher = turn_publisher.get()
+    if publisher is not None:
+        publisher.stored(revision)
 
 
 async def publishes_sent() -> None:

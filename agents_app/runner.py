@@ -146,12 +146,25 @@ async def _drain_pg(session_pk: int, owner: str) -> tuple[int, bool]:
                     events.anotify_session_status_soon(session_pk=session_pk, status="running")
                 elif started.orphan:
                     turn = await _claim_next(session_pk)
+                publisher = events.turn_publisher.get()
                 while go_on and turn is not None:
                     heartbeat.turn_started()
                     ran += 1
+                    if publisher is not None:
+                        publisher.turn_starts()
                     outcome = await turn_execute(turn, lease, finish_done=False, claim=claim)
                     go_on, claim = outcome != STOP, None
                     if outcome == RAN:
+                        if publisher is not None and publisher.revision is not None:
+                            # Its end for API followers, behind its events, while the DONE statement runs:
+                            # /run answers without waiting for it (events.anotify_turn_ended says why
+                            # that holds whatever becomes of the statement).
+                            await events.apublish_in_order(
+                                events.anotify_turn_ended,
+                                session_pk=session_pk,
+                                turn_id=turn.pk,
+                                revision=publisher.revision,
+                            )
                         done, closed = await _adone_next(turn, lease)
                         if not done.leased:
                             lease.lost = True

@@ -47,7 +47,7 @@ from .event_json import (  # noqa: F401  (the store's serialisation, imported fr
     event_response_ids,
     event_to_json,
 )
-from .events import anotify_session_event, apublish_in_order, notify_session_event, publishes_sent
+from .events import anotify_session_event, apublish_in_order, notify_session_event, publishes_sent, turn_stored
 from .leases import Lease, current_lease
 from .models import AdkSession
 from .session_archive import SessionBusy, _notify_archived, _username, session_archive  # noqa: F401  (SessionBusy: services)
@@ -250,6 +250,7 @@ class DjangoSessionService(BaseSessionService):
             stored = await self._store_event_async(session, event, turn_id, current_lease.get(), riders)
             if stored is not None:  # published from here (in a turn: in order, while it goes on)
                 message, done = stored
+                turn_stored(message["revision"])  # the drain's end sent ahead (agents_app.runner)
                 if riders:
                     await apublish_in_order(_publish_with_riders, message=message, riders=riders, done=done)
                 else:
@@ -259,6 +260,7 @@ class DjangoSessionService(BaseSessionService):
         committed = await sync_to_async(self._store_event)(
             session, event, turn_id, current_lease.get(), publish_committed=False
         )
+        turn_stored(committed["revision"] if committed is not None else None)
         if committed is not None:  # published from here (in a turn: in order, while it goes on)
             await apublish_in_order(anotify_session_event, **committed)
         return self._commit_event_to_session(session, event)

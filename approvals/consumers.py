@@ -220,6 +220,8 @@ class TicketConsumer(live_socket.LiveConsumer):
         await self.send(text_data=await self._render_activity())
 
     async def turn_finished(self, event: dict[str, Any]) -> None:
+        if event.get("ahead"):  # for API followers (agents_app.events.anotify_turn_ended): the DONE's follows
+            return
         await self.send(
             text_data=await self._render_activity(
                 failed_turn=event["turn_id"] if event.get("status") == "failed" else None

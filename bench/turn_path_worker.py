@@ -76,7 +76,7 @@ class FinishedTurns:
             message = await layer.receive(self._channel)
             if message["type"] == "bench.stop":
                 break
-            if message["type"] == "turn.finished":
+            if message["type"] == "turn.finished" and not message.get("ahead"):
                 with self._cond:
                     self._done[message["turn_id"]] = (time.perf_counter(), time.time(), message["status"])
                     self._cond.notify_all()

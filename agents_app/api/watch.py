@@ -18,7 +18,11 @@ left to read: a turn that ended DONE through the drain's statement says the sess
 after its last event (agents_app.turn_sql.done_next reads it under the session row's lock, after
 the turn's last commit), and a follower that has accounted for every revision up to exactly that
 one, without a gap, has been given every event its turn stored. Anything else (no revision, a
-failed turn, a follower behind or ahead) reads as before.
+failed turn, a follower behind or ahead) reads as before. The drain sends one such `turn.finished`
+*ahead* of that statement (agents_app.events.anotify_turn_ended: the revision after the last event
+the turn stored, as the worker knows it), so a follower it completes answers without waiting for
+the statement; one it does not complete reads, as on any end, and when the turn still reads running
+there, the DONE's own `turn.finished` follows and ends it.
 Streaming chunks are never stored, so they come from the layer only.
 """
 

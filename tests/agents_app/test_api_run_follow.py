@@ -16,6 +16,7 @@ from agents_app import selectors
 from agents_app.api import watch
 from agents_app.api.render import event_json
 from agents_app.models import AdkSession, Turn
+from tests.conftest import wait_for
 from tests.live_server import function_response_message, long_running_call, text_message
 
 pytest_plugins = ["tests.conftest_live"]
@@ -203,3 +204,34 @@ def test_a_run_answers_before_its_follower_has_left_the_group(demo, worker, adk_
             break
         threading.Event().wait(0.05)
     assert order == ["left"]
+
+
+def test_a_run_answers_before_its_turns_done_statement(demo, worker, adk_client, monkeypatch):
+    """The worker sends the turn's end to API followers (`turn.finished` marked ahead, with the
+    session's revision after the turn's last event) before its DONE statement (`done_next`), so /run
+    answers without waiting for that statement. Here the statement waits for the test to have the
+    answer; the answer holds every event the turn stored."""
+    import threading
+
+    from agents_app import turn_sqlite
+
+    answered = threading.Event()
+    order: list[str] = []
+    original = turn_sqlite.done_next
+
+    def done_next(**kwargs: Any) -> Any:
+        answered.wait(5)  # only a wrong answer (red) waits this out
+        order.append("done" if answered.is_set() else "done before the answer")
+        return original(**kwargs)
+
+    monkeypatch.setattr(turn_sqlite, "done_next", done_next)
+    reads = count_reads(monkeypatch)
+    client = adk_client(demo["approver"])
+    session = client.create_session(APP)
+    r = client.run(APP, session["id"], text_message("Please reimburse 200$ for meals"))
+    answered.set()
+    assert r.status_code == 200 and long_running_call(r.json())
+    assert reads == []  # the early end completed the follower: nothing read (the turn still running)
+    wait_for(lambda: order, timeout=10, what="the turn's DONE")
+    assert order == ["done"]
+    assert [r.json()] == stored(session["id"])  # every event of the turn, in stored order

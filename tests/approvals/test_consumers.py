@@ -177,6 +177,11 @@ async def test_ticket_socket_updates_other_tickets_cards_only_ignores_partials_a
     html = await communicator.receive_from()
     assert '<div id="conversation-events" hx-swap-oob="beforeend">' in html
     assert "Done: I reimbursed &lt;b&gt;$200.00&lt;/b&gt;." in html
+    # The end sent ahead of the turn's DONE, for API followers (agents_app.events.anotify_turn_ended):
+    # nothing on the page; the DONE's own turn.finished follows.
+    ahead = {"type": "turn.finished", "session_pk": call.session_id, "turn_id": 1, "status": "done", "ahead": True}
+    await session_send(call.session_id, {**ahead, "revision": 3})
+    assert await communicator.receive_nothing(timeout=0.2)
     await session_send(
         call.session_id, {"type": "turn.finished", "session_pk": call.session_id, "turn_id": 1, "status": "done"}
     )

@@ -68,8 +68,10 @@ def test_a_turn_goes_on_while_its_events_are_published_in_order_before_its_end(d
     events = _of(sent, turn.session_id, "session.event")
     assert [sent[i]["event_pk"] for i in events] == [e.pk for e in stored]  # each once, in the order stored
     assert [sent[i]["revision"] for i in events] == sorted(sent[i]["revision"] for i in events)
-    (end,) = _of(sent, turn.session_id, "turn.finished")
-    assert end > max(events)  # the end after every event
+    ahead, end = _of(sent, turn.session_id, "turn.finished")  # for API followers, then the DONE's
+    assert sent[ahead].get("ahead") and not sent[end].get("ahead")
+    assert ahead > max(events)  # the end after every event
+    assert sent[ahead]["revision"] == sent[end]["revision"] == sent[events[-1]]["revision"]
     assert min(_of(sent, turn.session_id, "session.status")[-1:]) > max(events)  # and the status it left
 
 
