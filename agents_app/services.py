@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import contextvars
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import timedelta
 from typing import Any, cast
@@ -100,6 +101,26 @@ def conversation_start(*, app_name: str, user: Any, text: str) -> AdkSession:
     return session
 
 
+# What must be done before a new turn's transaction may commit, run by turn_add once the turn's row
+# is written: until the commit no worker can claim the turn (the claim waits on the session row),
+# so work started earlier goes on meanwhile (agents_app.api.run: its follower's join of the
+# session's group, which overlaps the message's checks and the turn's insert).
+_before_turn_commit: contextvars.ContextVar[Callable[[], object] | None] = contextvars.ContextVar(
+    "adkweb_before_turn_commit", default=None
+)
+
+
+@contextmanager
+def before_turn_commit(wait: Callable[[], object]) -> Iterator[None]:
+    """Inside the block, `wait()` is called by each turn_add once its turn is written, before the
+    transaction can commit (it may raise: the transaction then rolls back, nothing queued)."""
+    token = _before_turn_commit.set(wait)
+    try:
+        yield
+    finally:
+        _before_turn_commit.reset(token)
+
+
 @transaction.atomic
 def turn_create(
     *,
@@ -163,6 +184,9 @@ def turn_add(
             turn_quota_check(person)  # new agent work a person asks for
         sqlite = transaction.get_connection().vendor == "sqlite"
         turn = turn_insert_sqlite(**fields) if sqlite else Turn.objects.create(**fields)
+    wait = _before_turn_commit.get()
+    if wait is not None:
+        wait()
     session_pk = session.pk
     if enqueue and wake_before_commit():
         _enqueue_early(session_pk)  # the row is locked (the insert's status write): see wake_before_commit

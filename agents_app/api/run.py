@@ -153,8 +153,11 @@ class Started:
 async def _start(request: HttpRequest, *, sse: bool) -> Started:
     """Validate, join the session's group, queue the turn: one thread hop. The join (a Redis round
     trip, on this loop) starts as soon as the session row is read and runs while the request's thread
-    checks the message; the thread waits for it before it queues the turn, so the follower is a
-    member before the turn exists and nothing is missed."""
+    checks the message and writes the turn (for an answer: reads and locks its ticket); the thread
+    waits for it once the turn's row is written, before its transaction can commit
+    (services.before_turn_commit), so the follower is a member before any worker can claim the
+    turn and nothing of it is missed. (What the session stores meanwhile from an earlier turn, after
+    the revision the follower starts from, shows as a gap: read, as any gap is.)"""
     loop = asyncio.get_running_loop()
     watches: list[TurnWatch] = []
     joining: list[concurrent.futures.Future] = []
@@ -166,8 +169,9 @@ async def _start(request: HttpRequest, *, sse: bool) -> Started:
     def prepare_and_queue() -> Started:
         body, session, content = _prepare(request, join)
         streaming = sse and body.streaming  # like ADK, /run ignores "streaming"
-        joining[0].result()
-        turn_id, revision = _queue(request, body, session, content, streaming)
+        with services.before_turn_commit(joining[0].result):
+            turn_id, revision = _queue(request, body, session, content, streaming)
+        joining[0].result()  # no turn written (approvals held, a replay): a member all the same
         return Started(watches[0], turn_id, revision, streaming)
 
     try:

@@ -155,28 +155,52 @@ async def test_the_follower_returns_none_after_its_timeout_and_a_message_when_on
 
 
 def test_a_run_joins_its_sessions_group_in_the_hop_that_queues_its_turn(demo, worker, adk_client, monkeypatch):
-    """One thread hop validates, waits for the follower's join (started on the loop as soon as the
-    session row is read) and queues the turn: the follower is a member before its turn exists."""
+    """One thread hop validates and queues the turn; the follower's join (started on the loop as soon
+    as the session row is read) goes on meanwhile and is waited for once the turn's row is written,
+    before its transaction commits: the follower is a member before any worker can claim the turn.
+    Here each join takes 0.3 s: the turn is written while it is still on its way."""
+    from django.db.backends.base.base import BaseDatabaseWrapper
+
+    from agents_app import services
     from agents_app.api import run as run_module
 
     hops: list[str] = []
-    original_hop, original_queue = run_module.sync_to_async, run_module._queue
+    written: list[bool] = []  # at each turn's insert: is the follower a member yet?
+    committed: list[bool] = []  # at the commit after it
+    original_hop, original_insert = run_module.sync_to_async, services.turn_insert_sqlite
+    original_start, original_commit = watch.TurnWatch.start, BaseDatabaseWrapper.commit
+    pks: list[int] = []
+
+    def member(session_pk: int) -> bool:
+        return bool(watch.get_channel_layer().groups.get(f"session-{session_pk}"))
 
     def counted(fn: Any, *args: Any, **kwargs: Any) -> Any:
         hops.append(getattr(fn, "__name__", repr(fn)))
         return original_hop(fn, *args, **kwargs)
 
-    def queue(request: Any, body: Any, session: Any, content: Any, streaming: bool) -> Any:
-        layer = watch.get_channel_layer()
-        members = layer.groups.get(f"session-{session.pk}", {})
-        assert members, "the follower joins its session's group before the turn is queued"
-        return original_queue(request, body, session, content, streaming)
+    async def slow_start(self: watch.TurnWatch) -> watch.TurnWatch:
+        await asyncio.sleep(0.3)
+        return await original_start(self)
+
+    def insert(**fields: Any) -> Any:
+        written.append(member(fields["session"].pk))
+        pks.append(fields["session"].pk)
+        return original_insert(**fields)
+
+    def commit(self: Any) -> None:
+        if len(committed) < len(written):
+            committed.append(member(pks[-1]))
+        original_commit(self)
 
     monkeypatch.setattr(run_module, "sync_to_async", counted)
-    monkeypatch.setattr(run_module, "_queue", queue)
+    monkeypatch.setattr(watch.TurnWatch, "start", slow_start)
+    monkeypatch.setattr(services, "turn_insert_sqlite", insert)
+    monkeypatch.setattr(BaseDatabaseWrapper, "commit", commit)
     session_id, returned = seed_loop(adk_client(demo["approver"]), sse=False)
     assert returned == stored(session_id) and all(returned)
     assert hops == ["prepare_and_queue", "prepare_and_queue"]  # one hop before each run's follow
+    assert written == [False, False]  # the join still on its way as each turn was written ...
+    assert committed == [True, True]  # ... and done before its transaction committed
 
 
 def test_a_run_answers_before_its_follower_has_left_the_group(demo, worker, adk_client, monkeypatch):
