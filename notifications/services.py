@@ -3,6 +3,7 @@ deliveries, resending, the sweeper that re-sends what a lost broker message left
 
 from __future__ import annotations
 
+import functools
 import logging
 import secrets
 import uuid
@@ -156,7 +157,7 @@ def _fan_out_locked(event_id: int, planned: list[Delivery] | None) -> tuple[list
         if found[0] is None:
             # One INSERT; a delivery already there (one per event and person, or endpoint) is kept as it is.
             rows = (planned if planned is not None else _fan_out_plan(event_id)) or []  # not seen before the lock
-            Delivery.objects.bulk_create(rows, ignore_conflicts=True)
+            _deliveries_insert(rows)
             cursor.execute(_FANNED_OUT, [connection.ops.adapt_datetimefield_value(timezone.now()), event_id])
             skipped = [row for row in rows if row.status == Delivery.Status.SKIPPED]
             if skipped:  # written skipped (the ticket closed first): each one's attempt, as a skip records it
@@ -164,6 +165,35 @@ def _fan_out_locked(event_id: int, planned: list[Delivery] | None) -> tuple[list
                 _announce_after_commit(skipped[0])
         cursor.execute(_OWED, [event_id, *[status.value for status in Delivery.OWED]])
         return [(pk, channel) for pk, channel in cursor.fetchall()], rows
+
+
+def _deliveries_insert(rows: list[Delivery]) -> None:
+    """`Delivery.objects.bulk_create(rows, ignore_conflicts=True)`: a delivery already there (one per
+    event and person, or endpoint) is kept as it is. On SQLite the ORM's one `INSERT OR IGNORE`, its
+    SQL written once per process and count of rows (the ORM compiled it per fan-out: ~0.3 ms of a
+    fan-out's ~1.3), the values each field's own (`pre_save`: the times; the driver's form: JSON, UUIDs)."""
+    if connection.vendor != "sqlite":
+        Delivery.objects.bulk_create(rows, ignore_conflicts=True)
+        return
+    if not rows:
+        return
+    params = [f.get_db_prep_save(f.pre_save(row, True), connection) for row in rows for f in _DELIVERY_FIELDS]
+    with connection.cursor() as cursor:
+        cursor.execute(_delivery_insert(len(rows)), params)
+    for row in rows:
+        row._state.adding, row._state.db = False, connection.alias  # as bulk_create leaves them
+
+
+_DELIVERY_FIELDS: list[Any] = [f for f in Delivery._meta.concrete_fields if not f.primary_key]
+
+
+@functools.lru_cache(maxsize=32)
+def _delivery_insert(n: int) -> str:
+    """SQLite's `INSERT OR IGNORE` of `n` deliveries, as the ORM's bulk_create writes it."""
+    quote = connection.ops.quote_name
+    columns = ", ".join(quote(f.column) for f in _DELIVERY_FIELDS)  # concrete: each has its column
+    values = ", ".join([f"({', '.join(['%s'] * len(_DELIVERY_FIELDS))})"] * n)
+    return f"INSERT OR IGNORE INTO {quote(Delivery._meta.db_table)} ({columns}) VALUES {values}"
 
 
 def _announce_after_commit(delivery: Delivery) -> None:
