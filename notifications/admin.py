@@ -8,8 +8,11 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
+from django.db import IntegrityError, transaction
 from django.db.models import QuerySet
 from django.http import HttpRequest
+
+from adkweb.errors import Conflict
 
 from . import services, webhook_urls
 from .events import WEBHOOK_EVENTS
@@ -46,6 +49,17 @@ class WebhookEndpointForm(forms.ModelForm):
             raise forms.ValidationError(refusal.removeprefix("url: "))
         return url
 
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        if data.get("url"):  # one endpoint per URL (services.webhook_url_refusal, as on the API)
+            was = self.instance
+            changed = was.pk is None or data["url"] != was.url
+            would_be = WebhookEndpoint(pk=was.pk, url=data["url"], enabled=bool(data.get("enabled")))
+            refusal = services.webhook_url_refusal(would_be, url_changed=changed)
+            if refusal:
+                self.add_error("url" if changed else "enabled", refusal)
+        return data
+
 
 @admin.register(WebhookEndpoint)
 class WebhookEndpointAdmin(admin.ModelAdmin):
@@ -62,7 +76,12 @@ class WebhookEndpointAdmin(admin.ModelAdmin):
             messages.warning(request, f"Generated secret (shown once; give it to the receiver): {obj.secret}")
         if not change and request.user.is_authenticated:
             obj.created_by = request.user
-        super().save_model(request, obj, form, change)
+        try:
+            with transaction.atomic():
+                super().save_model(request, obj, form, change)
+        except IntegrityError as exc:  # another endpoint took this URL since the form's check: 409 with why
+            refusal = services.webhook_url_refusal(obj, url_changed=True)
+            raise Conflict(refusal or "Another endpoint took this URL just now.") from exc
 
 
 class AttemptInline(admin.TabularInline):

@@ -79,7 +79,7 @@ ROUTES = [
                 "Register an endpoint; the secret is generated (and returned once) if you send none",
                 request=api.WebhookBody,
                 response=Webhook,
-                errors=(400, 401, 403, 413),
+                errors=(400, 401, 403, 409, 413),
                 status=201,
             ),
         ),
@@ -90,7 +90,13 @@ ROUTES = [
         "webhook",
         (
             Op("GET", "One endpoint", response=Webhook, errors=(401, 403, 404)),
-            Op("PATCH", "Change an endpoint (any field)", request=api.WebhookPatch, response=Webhook),
+            Op(
+                "PATCH",
+                "Change an endpoint (any field)",
+                request=api.WebhookPatch,
+                response=Webhook,
+                errors=(400, 401, 403, 404, 409),
+            ),
             Op("DELETE", "Remove an endpoint (its deliveries are kept)", response=Deleted, errors=(401, 403, 404)),
         ),
     ),

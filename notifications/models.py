@@ -8,6 +8,7 @@ import uuid
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
+from django.db.models.functions import MD5
 
 from agents_app.models import Turn
 from approvals.models import PendingCall, Response
@@ -34,6 +35,17 @@ class WebhookEndpoint(models.Model):
 
     class Meta:
         ordering = ["pk"]
+        # One enabled endpoint per URL: two got every event twice (services.webhook_save refuses a second
+        # with 409 naming the first; this holds when two are registered at once). On the URL's MD5: an index
+        # entry of the URL itself could pass PostgreSQL's limit (a 2,000-character URL of non-ASCII text).
+        constraints = [
+            models.UniqueConstraint(
+                MD5("url"),
+                condition=models.Q(enabled=True),
+                name="webhook_one_enabled_per_url",
+                violation_error_message="Another enabled webhook endpoint has this URL.",
+            )
+        ]
 
     def __str__(self) -> str:
         return self.label

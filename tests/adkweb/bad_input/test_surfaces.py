@@ -44,6 +44,7 @@ FORM_VALUES = {
     "a date that is none": "9999-99-99",
 }
 FORM = "application/x-www-form-urlencoded"
+JSON = "application/json"
 Case = tuple[str, str, str, str, str]  # (who, method, path, content type, body)
 
 
@@ -252,33 +253,44 @@ def test_webhook_urls_with_a_port_no_connection_has_are_refused(world, settings,
     assert surface_counts() == before
 
 
-def duplicates(w: World) -> list[tuple[Case, str]]:
-    """Each request that would make a second of something there may be one of, and whom its refusal names."""
-    grant, call = w.extras["grant"], w.call
+def duplicates(w: World, other_endpoint: int) -> list[tuple[Case, int, str]]:
+    """Each request that would make a second of something there is to be one of (per what it does): its
+    status, and the one there that its refusal names."""
+    grant, call, endpoint = w.extras["grant"], w.call, w.extras["endpoint"]
     approve = {"approve-comment": "ok", "approve-grant_scope": "session", "approve-grant_for": "1"}
     approve |= {"approve-grant_unit": "hours", "approve-args_hash": call.args_hash}
+    hook = WebhookEndpoint.objects.get(pk=endpoint).url
+    form = {"name": "x", "url": hook, "events": ["ticket.decided"], "format": "json", "enabled": "on"}
+    granted, registered = f"Standing grant #{grant} already allows", f"Webhook endpoint #{endpoint} already has"
+    as_json = json.dumps
     return [
         (
-            (
-                "approver",
-                "POST",
-                "/api/grants",
-                "application/json",
-                json.dumps({"ticket": call.pk, "scope": "session", "minutes": 30}),
-            ),
-            f"Standing grant #{grant} already allows",
+            ("approver", "POST", "/api/grants", JSON, as_json({"ticket": call.pk, "scope": "session", "minutes": 30})),
+            409,
+            granted,
         ),
+        (("approver", "POST", f"/tickets/{call.pk}/approve/", FORM, urlencode(approve)), 409, granted),
         (
-            ("approver", "POST", f"/tickets/{call.pk}/approve/", FORM, urlencode(approve)),
-            f"Standing grant #{grant} already allows",
+            ("admin", "POST", "/api/webhooks", JSON, as_json({"url": hook, "events": ["ticket.decided"]})),
+            409,
+            registered,
+        ),
+        (("admin", "PATCH", f"/api/webhooks/{other_endpoint}", JSON, as_json({"url": hook})), 409, registered),
+        (
+            ("admin", "POST", "/admin/notifications/webhookendpoint/add/", FORM, urlencode(form, doseq=True)),
+            200,
+            registered,
         ),
     ]
 
 
-def test_duplicates_are_409_naming_the_one_there_and_change_nothing(world):
-    """The same standing grant given twice made two (revoking one left the other approving)."""
+def test_duplicates_are_409_naming_the_one_there_and_change_nothing(world, settings):
+    """The same standing grant given twice made two (revoking one left the other approving); the same webhook
+    URL registered twice got each event twice. (The admin's form answers 200 with the form's error.)"""
+    settings.ADKWEB_WEBHOOK_ALLOW_PRIVATE = True  # the world's endpoint is on 127.0.0.1
+    other = WebhookEndpoint.objects.create(url="http://127.0.0.1:9/other", secret="s" * 20, events=["turn.failed"])
     failures = []
-    for case, named in duplicates(world):
+    for case, status, named in duplicates(world, other.pk):
         who, method, path, ctype, body = case
         c = Client()
         c.force_login(world.users[who])
@@ -288,7 +300,7 @@ def test_duplicates_are_409_naming_the_one_there_and_change_nothing(world):
             after = surface_counts()
             transaction.set_rollback(True)
         text = r.content.decode()
-        if r.status_code != 409 or named not in text or before != after:
+        if r.status_code != status or named not in text or before != after:
             failures.append(f"{method} {path} {body[:80]!r}: {r.status_code} {text[:200]!r} changed={before != after}")
         if path.startswith("/api/") and named not in r.json().get("detail", ""):
             failures.append(f"{method} {path}: no JSON detail naming it")
