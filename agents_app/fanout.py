@@ -32,7 +32,6 @@ from collections.abc import Callable
 from typing import Any
 
 from django.template.loader import render_to_string
-from django.utils.translation import get_language
 
 from adkweb.live import agroup_send_each, group_send_each, groups_watched
 from adkweb.roles import is_approver
@@ -172,12 +171,16 @@ async def apublish_partial(
 
 
 def status_html(status: str) -> str:
-    """The status chip, rendered once per process per status (and language): it shows nothing else."""
-    return _status_html(status, get_language())
+    """The status chip, rendered once per process per status: it shows nothing else. Not keyed by the
+    language: its label is not translated (selectors.SESSION_STATUSES) and nothing activates another
+    language; asking Django for it (`get_language`, an asgiref Local) cost each status publish of a
+    drain ~2.4 µs, more than the cached chip (bench/README.md, phase 18 (publish)). Key it by
+    `get_language()` again if either changes."""
+    return _status_html(status)
 
 
 @functools.lru_cache(maxsize=64)
-def _status_html(status: str, _language: str | None) -> str:
+def _status_html(status: str) -> str:
     return render_to_string(DETAIL + "#status", {"status": status, "oob": "true"})
 
 

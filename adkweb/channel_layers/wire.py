@@ -230,7 +230,7 @@ class Wires:
             self.close_loop(asyncio.get_running_loop())
             raise
 
-    async def run_script(self, sha: str, body: str, keys: list[str], argv: list[Any], *, wait: bool = True) -> Any:
+    async def run_script(self, sha: str, body: str, keys: list[Any], argv: list[Any], *, wait: bool = True) -> Any:
         """A script's reply: EVALSHA, or EVAL (the script whole) on a connection that has not run it
         yet (its server may not know it: a new connection after a restart). With `wait=False`, the
         future of its reply: written now, before whatever this loop writes next; not awaited. A

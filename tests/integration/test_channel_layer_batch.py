@@ -9,6 +9,7 @@ import asyncio
 import time
 
 import channels_redis.core
+import pytest
 import redis
 from django.conf import settings
 
@@ -120,6 +121,38 @@ async def test_one_message_to_several_groups_is_packed_once_and_every_copy_arriv
     finally:
         for group in ("batch-each-1", "batch-each-2"):
             await stock.group_discard(group, general)
+        await _leave(receiver, joined)
+
+
+async def test_a_group_name_is_checked_once_and_a_bad_one_refused(monkeypatch):
+    sender = _layer()
+    checked, check = [], sender.require_valid_group_name
+    monkeypatch.setattr(sender, "require_valid_group_name", lambda name: checked.append(name) or check(name))
+    for n in range(3):
+        await sender.group_send_many([("batch-checked", _message(n))], ["batch-checked-2"])
+    assert checked == ["batch-checked", "batch-checked-2"]  # once each, not at every batch
+    with pytest.raises(TypeError):
+        await sender.group_send_many([("a bad name!", _message(3))])
+
+
+async def test_a_batchs_scores_are_in_seconds_a_microsecond_apart_and_later_than_the_last_batchs():
+    receiver, sender = _layer(), _layer()
+    joined = await _members_of(receiver, {"batch-scores": 1})
+    try:
+        before = time.time()
+        await sender.group_send_many([("batch-scores", _message(n)) for n in range(3)])
+        await sender.group_send_many([("batch-scores", _message(3))])
+        client = redis.Redis.from_url(settings.REDIS_URL)
+        try:
+            key = f"{PREFIX}{joined['batch-scores'][0].partition('!')[0]}!"
+            scores = [score for _, score in client.zrange(key, 0, -1, withscores=True)]
+        finally:
+            client.close()
+        assert len(scores) == 4 and before - 1 < scores[0] < time.time() + 1
+        assert [round((b - a) * 1e6) for a, b in zip(scores, scores[1:], strict=False)][:2] == [1, 1]
+        assert scores == sorted(set(scores))
+        assert await _got(receiver, joined["batch-scores"][0]) == [0, 1, 2, 3]
+    finally:
         await _leave(receiver, joined)
 
 
