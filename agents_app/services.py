@@ -23,7 +23,7 @@ from . import agents, eager, wake
 from .models import AdkSession, Turn
 from .session_service import DjangoSessionService, SessionBusy, session_archive
 from .session_status import row_lock_held
-from .turn_insert import turn_insert, turn_insert_sqlite
+from .turn_insert import TurnFields, turn_insert, turn_insert_sqlite
 
 logger = logging.getLogger(__name__)
 __all__ = ["SessionBusy", "session_archive"]  # the store's, used from here by pages and the admin
@@ -164,7 +164,7 @@ def turn_add(
     kind = Turn.Kind.FUNCTION_RESPONSE if any(p.function_response for p in parts) else Turn.Kind.MESSAGE
     person = actor if actor is not None and actor.is_authenticated else None
     capped = kind == Turn.Kind.MESSAGE and person is not None  # answers to tickets are never capped
-    fields: dict[str, Any] = {
+    fields: TurnFields = {
         "session": session,
         "kind": kind,
         "content": content_json(content) if content is not None else {},

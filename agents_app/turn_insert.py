@@ -23,7 +23,7 @@ session's row only (`AdkSession.objects`). No post_save signal is sent: its one 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 import psycopg
 from django.contrib.auth import get_user_model
@@ -91,29 +91,31 @@ def _begun_with(cursor: Any, sql: str, params: dict[str, Any]) -> None:
     cursor.nextset()  # past the BEGIN's result
 
 
-def turn_insert(
-    *,
-    session: AdkSession,
-    kind: str,
-    content: dict[str, Any],
-    state_delta: dict | None,
-    streaming: bool,
-    created_by: Any,
-    invocation_id: str,
-    cap: int,
-) -> Turn | None:
+class TurnFields(TypedDict):
+    """A new turn's own fields, as its inserts take them and `_queued` gives them to the Turn."""
+
+    session: AdkSession
+    kind: str
+    content: dict[str, Any]
+    state_delta: dict | None
+    streaming: bool
+    created_by: Any
+    invocation_id: str
+
+
+def turn_insert(*, cap: int, **fields: Unpack[TurnFields]) -> Turn | None:
     """The new queued Turn, inside the caller's transaction (PostgreSQL only). `cap` > 0 (and a
     person): refuse it when they have `cap` turns queued or running already (None: nothing was
     written; the caller says why)."""
-    now = timezone.now()
+    now, created_by = timezone.now(), fields["created_by"]
     content_field, state_field = Turn._meta.get_field("content"), Turn._meta.get_field("state_delta")
     params = {
-        "session": session.pk,
-        "kind": kind,
-        "content": content_field.get_db_prep_save(content, connection),
-        "state": state_field.get_db_prep_save(state_delta, connection),
-        "streaming": streaming,
-        "invocation": invocation_id,
+        "session": fields["session"].pk,
+        "kind": fields["kind"],
+        "content": content_field.get_db_prep_save(fields["content"], connection),
+        "state": state_field.get_db_prep_save(fields["state_delta"], connection),
+        "streaming": fields["streaming"],
+        "invocation": fields["invocation_id"],
         "user": created_by.pk if created_by is not None else None,
         "now": now,
         "cap": cap,
@@ -134,32 +136,13 @@ def turn_insert(
             return None
     else:
         turn_id = row[0]
-    return _queued(
-        turn_id,
-        session=session,
-        kind=kind,
-        content=content,
-        state_delta=state_delta,
-        streaming=streaming,
-        created_by=created_by,
-        invocation_id=invocation_id,
-        created_at=now,
-    )
+    return _queued(turn_id, created_at=now, **fields)
 
 
 _SQLITE: dict[str, str] = {}
 
 
-def turn_insert_sqlite(
-    *,
-    session: AdkSession,
-    kind: str,
-    content: dict[str, Any],
-    state_delta: dict | None,
-    streaming: bool,
-    created_by: Any,
-    invocation_id: str,
-) -> Turn:
+def turn_insert_sqlite(**fields: Unpack[TurnFields]) -> Turn:
     """The new queued Turn on SQLite (embedded mode), inside the caller's transaction: the session's
     status and the INSERT in two plain statements, where the ORM compiled the INSERT and its post_save
     receiver's UPDATE per call (~0.5 ms of a turn's CPU). The same rows as the ORM path's; no post_save
@@ -175,13 +158,14 @@ def turn_insert_sqlite(
         )
     now = timezone.now()
     content_field, state_field = Turn._meta.get_field("content"), Turn._meta.get_field("state_delta")
+    session, created_by = fields["session"], fields["created_by"]
     params = [
         session.pk,
-        kind,
-        content_field.get_db_prep_save(content, connection),
-        state_field.get_db_prep_save(state_delta, connection),
-        streaming,
-        invocation_id,
+        fields["kind"],
+        content_field.get_db_prep_save(fields["content"], connection),
+        state_field.get_db_prep_save(fields["state_delta"], connection),
+        fields["streaming"],
+        fields["invocation_id"],
         created_by.pk if created_by is not None else None,
         connection.ops.adapt_datetimefield_value(now),
     ]
@@ -189,20 +173,10 @@ def turn_insert_sqlite(
         cursor.execute(_SQLITE["running"], [session.pk])
         cursor.execute(_SQLITE["insert"], params)
         turn_id = cursor.fetchone()[0]
-    return _queued(
-        turn_id,
-        session=session,
-        kind=kind,
-        content=content,
-        state_delta=state_delta,
-        streaming=streaming,
-        created_by=created_by,
-        invocation_id=invocation_id,
-        created_at=now,
-    )
+    return _queued(turn_id, created_at=now, **fields)
 
 
-def _queued(turn_id: int, *, created_at: Any, **fields: Any) -> Turn:
+def _queued(turn_id: int, *, created_at: Any, **fields: Unpack[TurnFields]) -> Turn:
     """The Turn just inserted (queued, no attempt yet), as the ORM would have returned it from a save."""
     turn = Turn(
         id=turn_id,
