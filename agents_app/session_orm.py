@@ -9,7 +9,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import QuerySet
 from google.adk.errors._stale_session_error import StaleSessionError
 from google.adk.errors.already_exists_error import AlreadyExistsError
@@ -214,7 +214,7 @@ def create(
         _upsert_user_state(app_name, user_id, deltas["user"], now)
     try:
         with transaction.atomic():
-            row = AdkSession.objects.create(
+            row = AdkSession(
                 app_name=app_name,
                 user_id=user_id,
                 session_id=session_id,
@@ -222,6 +222,10 @@ def create(
                 create_time=now,
                 update_time=now,
             )
+            if connection.vendor == "sqlite":
+                compiled.inserted(row)  # the ORM's INSERT, written once per process (no signal listens to it)
+            else:
+                row.save(force_insert=True)  # as objects.create
     except IntegrityError as exc:
         raise AlreadyExistsError(f"Session with id {session_id} already exists.") from exc
     return row.pk, row.revision, app_state(app_name), user_state(app_name, user_id)
