@@ -1,7 +1,10 @@
 from typing import Any
 
-from django.contrib import admin
+from django.contrib import admin, messages
 
+from adkweb.errors import Conflict, Forbidden
+
+from . import grants
 from .models import PendingCall, Policy, Response, StandingGrant, TicketActivity
 from .policies import policy_bump_version
 from .policy_forms import PolicyForm
@@ -131,9 +134,40 @@ class PolicyAdmin(admin.ModelAdmin):
 
 @admin.register(StandingGrant)
 class StandingGrantAdmin(admin.ModelAdmin):
+    """A record of who allowed what: read only. Revoking goes through `grants.grant_revoke` (the action
+    below, as on the grants page and the API): it records who revoked, retires the grant's place among like
+    grants (`current`), and refuses an ended one. Editing `revoked_at` here set no revoker, and clearing it
+    brought an ended grant back into force beside the one that replaced it (a duplicate the database's
+    constraint no longer covers); deleting one erased who gave the approvals it made."""
+
     list_display = ["id", "tool_name", "scope", "requester", "created_by", "expires_at", "revoked_at"]
     list_filter = ["scope", "app_name", "tool_name"]
-    readonly_fields = [f.name for f in StandingGrant._meta.fields if f.name not in ("revoked_at", "revoked_by")]
+    readonly_fields = [f.name for f in StandingGrant._meta.fields]
+    actions = ["revoke_selected"]
 
     def has_add_permission(self, request: Any) -> bool:
         return False  # given with an approval (ticket page or API)
+
+    def has_change_permission(self, request: Any, obj: Any = None) -> bool:
+        return False  # a view; revoked by the action
+
+    def has_delete_permission(self, request: Any, obj: Any = None) -> bool:
+        return False  # revoked, never erased
+
+    def get_actions(self, request: Any) -> dict[str, Any]:
+        return {name: action for name, action in super().get_actions(request).items() if name != "delete_selected"}
+
+    @admin.action(description="Revoke the selected standing grants now")
+    def revoke_selected(self, request: Any, queryset: Any) -> None:
+        revoked, refused = [], []
+        for grant in queryset.order_by("pk"):
+            try:
+                grants.grant_revoke(grant=grant, actor=request.user)
+            except (Conflict, Forbidden) as error:
+                refused.append(str(error))
+            else:
+                revoked.append(f"#{grant.pk}")
+        if revoked:
+            self.message_user(request, f"Revoked standing grant(s) {', '.join(revoked)}.", messages.SUCCESS)
+        for reason in refused:
+            self.message_user(request, reason, messages.WARNING)

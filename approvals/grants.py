@@ -151,7 +151,8 @@ def grant_revoke(*, grant: StandingGrant, actor: Any) -> StandingGrant:
 def grants_revoke_for_policy(*, policy: Any, actor: Any) -> int:
     """A deleted policy's grants end with it (they were given under its rules)."""
     active = StandingGrant.objects.filter(policy=policy, revoked_at__isnull=True, expires_at__gt=timezone.now())
-    return active.update(revoked_at=timezone.now(), revoked_by=actor, current=False)
+    reason = f"Ended with its policy {policy.name!r}, deleted by {actor.get_username()}."[:200]
+    return active.update(revoked_at=timezone.now(), revoked_by=actor, current=False, revoked_reason=reason)
 
 
 def grant_matching(ticket: PendingCall) -> StandingGrant | None:
