@@ -5,32 +5,18 @@ pool), and the agent resumes once."""
 
 from __future__ import annotations
 
-import secrets
-import threading
 from collections import Counter
-from typing import Any
-
-import httpx
-from django.test import Client
 
 from agents_app import services
 from agents_app.models import Turn
 from approvals.models import PendingCall, Response
 from tests.conftest import wait_for
 from tests.engine_scenarios import agent_texts, calls, responses, settle
+from tests.integration.races import page_auth, post_at_once
 
 pytest_plugins = ["tests.conftest_live"]
 
 N = 100
-
-
-def _page_auth(user: Any) -> tuple[dict[str, str], dict[str, str]]:
-    """Cookies and headers of a logged-in browser tab sending htmx requests."""
-    c = Client()
-    c.force_login(user)
-    csrf = secrets.token_hex(16)  # Django accepts any 32-character secret the cookie and header agree on
-    cookies = {"sessionid": c.cookies["sessionid"].value, "csrftoken": csrf}
-    return cookies, {"X-CSRFToken": csrf, "HX-Request": "true"}
 
 
 def _run_answer(ticket: PendingCall, i: int) -> dict:
@@ -84,24 +70,10 @@ def test_100_concurrent_decisions_one_winner_the_rest_409_and_one_resume(demo, w
     settle(session, wait_for)
     approvers = [demo["approver"], demo["admin"]]
     tokens = [api_token(u) for u in approvers]
-    requests = _requests(ticket, tokens, [_page_auth(u) for u in approvers], staff=tokens[1])
+    requests = _requests(ticket, tokens, [page_auth(u) for u in approvers], staff=tokens[1])
     assert {r["label"] for r in requests} >= {"run answer", "api approve", "page approve"}
 
-    results: list[tuple[str, int, str]] = []
-    barrier = threading.Barrier(N)
-
-    def send(request: dict) -> None:
-        label = request.pop("label")
-        with httpx.Client(base_url=live_asgi.url, timeout=120, cookies=request.pop("cookies", None)) as client:
-            barrier.wait()
-            r = client.post(**request)
-        results.append((label, r.status_code, r.text[:300]))
-
-    threads = [threading.Thread(target=send, args=(r,)) for r in requests]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    results = post_at_once(live_asgi.url, requests)
 
     statuses = Counter(status for _, status, _ in results)
     winners = [(label, status) for label, status, _ in results if 200 <= status < 300]

@@ -5,14 +5,11 @@ it, nobody gets a 500, and an approval refused for its grant records nothing."""
 
 from __future__ import annotations
 
-import threading
 from collections import Counter
-
-import httpx
 
 from approvals.models import PendingCall, Response, StandingGrant
 from tests.approvals_factories import session_for, ticket
-from tests.integration.test_decision_race import _page_auth
+from tests.integration.races import page_auth, post_at_once
 
 pytest_plugins = ["tests.conftest_live"]
 
@@ -25,7 +22,7 @@ def test_concurrent_like_grants_make_exactly_one(demo, live_asgi, api_token):
     pages = [ticket(session=session, args={"purpose": f"taxi {i}", "amount": 10.0 + i}) for i in range(N // 2)]
     approvers = [demo["approver"], demo["approver2"], demo["admin"]]
     tokens = [api_token(u) for u in approvers]
-    tabs = [_page_auth(u) for u in approvers]
+    tabs = [page_auth(u) for u in approvers]
     requests: list[dict] = []
     for i in range(N):
         if i % 2:
@@ -41,21 +38,7 @@ def test_concurrent_like_grants_make_exactly_one(demo, live_asgi, api_token):
                 | {"cookies": cookies, "headers": headers}
             )
 
-    results: list[tuple[str, int, str]] = []
-    barrier = threading.Barrier(N)
-
-    def send(request: dict) -> None:
-        label = request.pop("label")
-        with httpx.Client(base_url=live_asgi.url, timeout=120, cookies=request.pop("cookies", None)) as client:
-            barrier.wait()
-            r = client.post(**request)
-        results.append((label, r.status_code, r.text))
-
-    threads = [threading.Thread(target=send, args=(r,)) for r in requests]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    results = post_at_once(live_asgi.url, requests)
 
     statuses = Counter(status for _, status, _ in results)
     assert [r[:2] for r in results if r[1] >= 500] == []

@@ -79,12 +79,12 @@ def test_racing_requests_on_each_ticket_leave_the_participants_exact(demo, live_
     """Real requests at once on each of 8 tickets: an approver's update from the page, an approval
     through the API by another, a third taking the ticket, and the ticket's expiry (its deadline
     passed) in the sweeper's code: whoever wins, no 500, and the rows equal what they derive from."""
-    from tests.integration.test_decision_race import _page_auth
+    from tests.integration.races import page_auth
 
     me, admin, third = demo["approver"], demo["admin"], demo["approver2"]
     calls = [ticket(due_at=timezone.now() - timedelta(seconds=1)) for _ in range(8)]
-    cookies, headers = _page_auth(me)
-    third_cookies, third_headers = _page_auth(third)
+    cookies, headers = page_auth(me)
+    third_cookies, third_headers = page_auth(third)
     token = api_token(admin)
     sends: list[tuple[str, dict]] = []
     for call in calls:

@@ -4,12 +4,10 @@ each find none), every other request is 409 naming it, nobody gets a 500."""
 
 from __future__ import annotations
 
-import threading
 from collections import Counter
 
-import httpx
-
 from notifications.models import WebhookEndpoint
+from tests.integration.races import post_at_once
 
 pytest_plugins = ["tests.conftest_live"]
 
@@ -19,21 +17,12 @@ URL = "https://hooks.example.com/race"
 
 def test_concurrent_registrations_of_one_url_make_exactly_one_endpoint(demo, live_asgi, api_token):
     token = api_token(demo["admin"])
-    results: list[tuple[int, str]] = []
-    barrier = threading.Barrier(N)
-
-    def send(i: int) -> None:
-        body = {"url": URL, "events": ["ticket.opened"] if i % 2 else ["ticket.decided"], "name": f"hook {i}"}
-        with httpx.Client(base_url=live_asgi.url, timeout=120, headers=token) as client:
-            barrier.wait()
-            r = client.post("/api/webhooks", json=body)
-        results.append((r.status_code, r.text))
-
-    threads = [threading.Thread(target=send, args=(i,)) for i in range(N)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    requests = [
+        {"label": f"hook {i}", "url": "/api/webhooks", "headers": token}
+        | {"json": {"url": URL, "events": ["ticket.opened"] if i % 2 else ["ticket.decided"], "name": f"hook {i}"}}
+        for i in range(N)
+    ]
+    results = [(status, text) for _, status, text in post_at_once(live_asgi.url, requests)]
 
     statuses = Counter(status for status, _ in results)
     endpoint = WebhookEndpoint.objects.get()  # exactly one

@@ -1,0 +1,42 @@
+"""Racing real requests at a real server: each from its own thread and client, released together."""
+
+from __future__ import annotations
+
+import secrets
+import threading
+from typing import Any
+
+import httpx
+from django.test import Client
+
+
+def page_auth(user: Any) -> tuple[dict[str, str], dict[str, str]]:
+    """Cookies and headers of a logged-in browser tab sending htmx requests."""
+    c = Client()
+    c.force_login(user)
+    csrf = secrets.token_hex(16)  # Django accepts any 32-character secret the cookie and header agree on
+    cookies = {"sessionid": c.cookies["sessionid"].value, "csrftoken": csrf}
+    return cookies, {"X-CSRFToken": csrf, "HX-Request": "true"}
+
+
+def post_at_once(base_url: str, requests: list[dict]) -> list[tuple[str, int, str]]:
+    """POST every request at once: each is httpx's `post` keyword arguments (url, json or data, headers)
+    plus a `label` and, for a browser tab, its `cookies`; its thread waits at a barrier with the others
+    before sending. Answers (label, status, body), in the order they came back."""
+    results: list[tuple[str, int, str]] = []
+    barrier = threading.Barrier(len(requests))
+
+    def send(request: dict) -> None:
+        request = dict(request)
+        label = request.pop("label")
+        with httpx.Client(base_url=base_url, timeout=120, cookies=request.pop("cookies", None)) as client:
+            barrier.wait()
+            r = client.post(**request)
+        results.append((label, r.status_code, r.text))
+
+    threads = [threading.Thread(target=send, args=(r,)) for r in requests]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return results
