@@ -316,23 +316,12 @@ class StandingGrant(models.Model):
         # the other approving; a policy-less grant's NULL would never collide, hence the Coalesce.
         constraints = [
             models.UniqueConstraint(
-                models.F("app_name"),
-                models.F("tool_name"),
-                models.F("kind"),
-                models.F("session"),
+                *(models.F(name) for name in ("app_name", "tool_name", "kind", whose)),
                 Coalesce(models.F("policy"), models.Value(0)),
-                condition=models.Q(current=True, scope="session"),
-                name="grant_one_current_per_session",
-            ),
-            models.UniqueConstraint(
-                models.F("app_name"),
-                models.F("tool_name"),
-                models.F("kind"),
-                models.F("requester"),
-                Coalesce(models.F("policy"), models.Value(0)),
-                condition=models.Q(current=True, scope="user"),
-                name="grant_one_current_per_user",
-            ),
+                condition=models.Q(current=True, scope=scope),
+                name=f"grant_one_current_per_{scope}",
+            )
+            for scope, whose in (("session", "session"), ("user", "requester"))
         ]
 
     def __str__(self) -> str:

@@ -144,3 +144,15 @@ def emails(demo: dict[str, Any]) -> dict[str, Any]:
         user.email = f"{name}@example.com"
         user.save(update_fields=["email"])
     return demo
+
+
+@pytest.fixture
+def admin_client(demo: dict[str, Any], client: Any) -> Any:
+    """The demo's admin logged in (pytest-django's own `admin_client` makes a user of its own)."""
+    client.force_login(demo["admin"])
+    return client
+
+
+def post(c: Any, path: str, body: Any, method: str = "post") -> Any:
+    """A JSON request (`method`: post, patch, put) through a Django test client."""
+    return getattr(c, method)(path, data=json.dumps(body), content_type="application/json")

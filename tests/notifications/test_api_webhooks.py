@@ -2,22 +2,11 @@
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from notifications.api_routes import Webhook, WebhookDeliveryList, WebhookList
 from notifications.models import Delivery, DeliveryAttempt, NotificationEvent, WebhookEndpoint
-
-
-@pytest.fixture
-def admin_client(demo, client):
-    client.force_login(demo["admin"])
-    return client
-
-
-def post(c, path, body, method="post"):
-    return getattr(c, method)(path, data=json.dumps(body), content_type="application/json")
+from tests.notifications.conftest import post
 
 
 def test_admin_creates_lists_reads_updates_and_deletes_a_webhook(admin_client):

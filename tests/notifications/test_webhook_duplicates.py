@@ -4,7 +4,6 @@ endpoints (migration 0004's constraint); migration 0003 merges the duplicates a 
 
 from __future__ import annotations
 
-import json
 from importlib import import_module
 
 import pytest
@@ -12,18 +11,9 @@ from django.apps import apps
 from django.db import IntegrityError, connection, transaction
 
 from notifications.models import WebhookEndpoint
+from tests.notifications.conftest import post
 
 URL = "https://hooks.example.com/a"
-
-
-@pytest.fixture
-def admin_client(demo, client):
-    client.force_login(demo["admin"])
-    return client
-
-
-def post(c, path, body, method="post"):
-    return getattr(c, method)(path, data=json.dumps(body), content_type="application/json")
 
 
 def test_the_same_url_twice_on_the_api_is_409_naming_the_endpoint(admin_client):
