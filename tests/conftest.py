@@ -89,6 +89,36 @@ async def service() -> AsyncIterator[Any]:
     await sync_to_async(connections.close_all)()
 
 
+_OTHERS_IN_A_TRANSACTION = """
+    SELECT count(*) FROM pg_stat_activity
+    WHERE datname = current_database() AND pid <> pg_backend_pid()
+      AND state IN ('active', 'idle in transaction', 'idle in transaction (aborted)')
+"""
+
+
+@pytest.fixture(autouse=True)
+def _others_done_before_flush(request):
+    """After a test on committed data on PostgreSQL: what it set off in other processes (a worker's
+    notification fan-out, its emails) leaves its transaction before the database is flushed, for up to
+    10 s. A fan-out still in its transaction deadlocked with the flush's TRUNCATE (CI, 2026-12-05)."""
+    if "transactional_db" not in request.fixturenames:
+        yield
+        return
+    request.getfixturevalue("transactional_db")
+    yield
+    from django.db import connection
+
+    if connection.vendor != "postgresql":
+        return
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        with connection.cursor() as cursor:
+            cursor.execute(_OTHERS_IN_A_TRANSACTION)
+            if cursor.fetchone()[0] == 0:
+                return
+        time.sleep(0.02)
+
+
 @pytest.fixture(autouse=True)
 def _session_status_stays_right(request):
     """After every test that touches the database: each session's stored status (agents_app.
