@@ -3,16 +3,14 @@ and read-only views of events, one-tap links, preferences and saved views."""
 
 from __future__ import annotations
 
+import functools
 import secrets
 from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
-from django.db import IntegrityError, transaction
 from django.db.models import QuerySet
 from django.http import HttpRequest
-
-from adkweb.errors import Conflict
 
 from . import services, webhook_urls
 from .events import WEBHOOK_EVENTS
@@ -76,12 +74,9 @@ class WebhookEndpointAdmin(admin.ModelAdmin):
             messages.warning(request, f"Generated secret (shown once; give it to the receiver): {obj.secret}")
         if not change and request.user.is_authenticated:
             obj.created_by = request.user
-        try:
-            with transaction.atomic():
-                super().save_model(request, obj, form, change)
-        except IntegrityError as exc:  # another endpoint took this URL since the form's check: 409 with why
-            refusal = services.webhook_url_refusal(obj, url_changed=True)
-            raise Conflict(refusal or "Another endpoint took this URL just now.") from exc
+        # another endpoint may take this URL after the form's check: a 409 with why
+        save = functools.partial(super().save_model, request, obj, form, change)
+        services.webhook_stored(save, obj, url_changed=True)
 
 
 class AttemptInline(admin.TabularInline):

@@ -231,8 +231,13 @@ def deliveries_record(tried: list[tuple[Delivery, Outcome, datetime, float]]) ->
             tickets[delivery.ticket.pk] = delivery.ticket.session_id
     _record_rows(rows)
     for ticket_id, session_pk in tickets.items():  # its page shows delivery status: once per ticket
-        transaction.on_commit(functools.partial(_announce, ticket_id, session_pk))
+        announce_after_commit(ticket_id, session_pk)
     return delays
+
+
+def announce_after_commit(ticket_id: int, session_pk: int) -> None:
+    """Once the transaction commits, tell the ticket's page that its deliveries changed."""
+    transaction.on_commit(functools.partial(_announce, ticket_id, session_pk))
 
 
 _RECORDED = ("status", "target", "last_status_code", "last_error", "delivered_at", "next_attempt_at", "updated_at")

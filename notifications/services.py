@@ -199,11 +199,11 @@ def _delivery_insert(n: int) -> str:
 
 def _announce_after_commit(delivery: Delivery) -> None:
     """The ticket page shows its deliveries: told once, after the commit (as `deliveries_record` does)."""
-    from .sending import _announce
+    from .sending import announce_after_commit
 
     ticket = delivery.ticket
     if ticket is not None:
-        transaction.on_commit(lambda: _announce(ticket.pk, ticket.session_id))
+        announce_after_commit(ticket.pk, ticket.session_id)
 
 
 _EVENT_LOCKED = f"SELECT fanned_out_at FROM {NotificationEvent._meta.db_table} WHERE id = %s"
@@ -368,12 +368,18 @@ def webhook_save(*, endpoint: WebhookEndpoint | None, actor: Any, **fields: Any)
         refusal = webhook_url_refusal(endpoint, url_changed=changed)
         if refusal:
             raise Conflict(refusal)
-        try:
-            with transaction.atomic():
-                endpoint.save()
-        except IntegrityError as exc:  # an endpoint with this URL was registered at the same moment
-            refusal = webhook_url_refusal(endpoint, url_changed=changed)
-            raise Conflict(refusal or "Another endpoint took this URL just now.") from exc
+        webhook_stored(endpoint.save, endpoint, url_changed=changed)
     else:
         endpoint.save()
     return endpoint, generated
+
+
+def webhook_stored(save: Any, endpoint: WebhookEndpoint, *, url_changed: bool) -> None:
+    """`save()` the endpoint in a savepoint: the database's one-endpoint-per-URL constraint refusing it (another
+    endpoint took its URL since `webhook_url_refusal` was asked) is a 409 naming that endpoint."""
+    try:
+        with transaction.atomic():
+            save()
+    except IntegrityError as exc:
+        refusal = webhook_url_refusal(endpoint, url_changed=url_changed)
+        raise Conflict(refusal or "Another endpoint took this URL just now.") from exc
