@@ -67,11 +67,7 @@ def seen_watched(groups: list[str]) -> bool:
 
 def group_send(group: str, message: Mapping[str, object]) -> None:
     """From sync code. Inside `batched()`, kept until the batch ends; otherwise sent now."""
-    batch = _batch.get()
-    if batch is not None:
-        batch.append((group, dict(message)))
-        return
-    _send_many([(group, dict(message))])
+    group_send_each([group], message)
 
 
 def group_send_each(groups: list[str], message: Mapping[str, object]) -> None:
