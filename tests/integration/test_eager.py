@@ -115,6 +115,16 @@ def _shape(events: list[dict]) -> list[tuple]:
     return shape
 
 
+def _done_statements(session: AdkSession, turns: int) -> None:
+    """/run answers ahead of its turn's DONE statement (the drain's `turn.finished` marked ahead): wait,
+    briefly, for the session's turns to be marked done before reading their rows."""
+    wait_for(
+        lambda: list(Turn.objects.filter(session=session).values_list("status", flat=True)) == ["done"] * turns,
+        timeout=10,
+        what=f"{turns} turn(s) marked done",
+    )
+
+
 def _once(session: AdkSession, tool: str, label: str, text: str) -> None:
     assert [e[:2] for e in crashy.executions() if e[1] == label] == [(tool, label)], crashy.executions()
     assert [t for a, t in dialogue(session) if a == "user"] == [text]  # the message stored once
@@ -132,6 +142,7 @@ def test_run_answers_from_the_web_process_with_no_worker_as_the_worker_path_does
     # No worker runs anywhere: the web process ran both turns, and woke nobody.
     assert stack.redis.llen(KEY) == 0
     for session in (work, signoff):
+        _done_statements(session, 1)
         turn = _turn(session)
         assert turn is not None and (turn.status, turn.attempts) == ("done", 1)
     _once(work, "side_effect", "eager1", "work eager1")
@@ -240,6 +251,7 @@ def test_a_session_whose_lease_a_worker_holds_is_left_to_it_and_run_once(demo, s
     wait_for(lambda: _status(session) == "running", timeout=30, what="the worker to run the slow turn")
     answer = _run(client, session, "work next")
     assert answer.status_code == 200, answer.text
+    _done_statements(session, 2)
     assert [(t.status, t.attempts) for t in Turn.objects.filter(session=session).order_by("id")] == [
         ("done", 1),
         ("done", 1),
@@ -261,6 +273,7 @@ def test_concurrent_runs_on_one_session_each_get_their_own_turn_once(demo, stack
     calls = [_in_thread(lambda i=i: _run(client, session, f"work race{i}")) for i in range(4)]
     for call in calls:
         call["thread"].join(90)
+    _done_statements(session, 4)
     assert [(t.status, t.attempts) for t in Turn.objects.filter(session=session)] == [("done", 1)] * 4
     invocations = _invocations(session)
     for i, call in enumerate(calls):
