@@ -4,11 +4,12 @@ Every async call of the store used to be a `sync_to_async` hop to a database thr
 thread wake-ups around the statement's own round trip, 1-2 ms each on a loaded machine (measured in
 the seed flow: bench/README.md, phase 11). ADK's DatabaseSessionService (asyncpg) pays none. Here the
 statements that need nothing but the statement itself (session_sql's append of an event no hook
-wants, or whose hooks' work all rides in it, get, create) are sent by psycopg's AsyncConnection from
-the loop: the same SQL text, bound on the client as Django's cursors bind it, in autocommit (each
-statement atomic on its own, as on the thread path). What they store, lock and check is unchanged;
-the store falls back to the thread path for everything else (an event a hook must handle in a
-transaction, a statement that stored nothing and must say why, list, delete).
+wants, or whose hooks' work all rides in it, get, create, the delete of a session that owes nothing)
+are sent by psycopg's AsyncConnection from the loop: the same SQL text, bound on the client as
+Django's cursors bind it, in autocommit (each statement atomic on its own, as on the thread path).
+What they store, lock and check is unchanged; the store falls back to the thread path for everything
+else (an event a hook must handle in a transaction, a statement that stored nothing and must say why,
+list, a delete with something owed).
 
 Used only where it sees what Django's own connection would: not when sync code calls the async store
 through `async_to_sync` (it may be inside a transaction, e.g. a test's or a view's: a separate
@@ -200,6 +201,17 @@ async def append(
         **columns,
     )
     return session_sql.appended(await fetchone(sql, params, again_if_lost=True), riders, tell=False)
+
+
+async def archive_quiet(*, app_name: str, user_id: str, session_id: str, at: Any, by: str) -> tuple[int, str] | None:
+    """session_sql.archive_quiet from the loop: (pk, stored status) of the session it archived, or None
+    (nothing changed: not there, or something owed in it; the thread path's checked path takes it).
+    Sent again by the thread path if its connection breaks: archived already, it changes nothing there."""
+    sql, params = session_sql.archive_quiet_statement(
+        app_name=app_name, user_id=user_id, session_id=session_id, at=at, by=by
+    )
+    found = await fetchone(sql, params, again_if_lost=True)
+    return (found[0], found[1]) if found else None
 
 
 async def announce(riders: list[session_sql.Rider], done: session_sql.Appended) -> None:

@@ -27,7 +27,6 @@ from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.db import connection, transaction
-from django.utils import timezone
 from google.adk.errors.already_exists_error import AlreadyExistsError
 from google.adk.events.event import Event
 from google.adk.sessions.base_session_service import (
@@ -49,8 +48,7 @@ from .event_json import (  # noqa: F401  (the store's serialisation, imported fr
 )
 from .events import anotify_session_event, apublish_in_order, notify_session_event, publishes_sent, turn_stored
 from .leases import Lease, current_lease
-from .models import AdkSession
-from .session_archive import SessionBusy, _notify_archived, _username, session_archive  # noqa: F401  (SessionBusy: services)
+from .session_archive import SessionBusy, asession_delete, session_archive, session_delete  # noqa: F401  (SessionBusy: services)
 from .session_hooks import EventHook, hooks_for, loop_riders, register_event_hook, riders_for  # noqa: F401  (register_event_hook: approvals)
 from .session_orm import (  # noqa: F401  (STALE_MESSAGE: tests)
     STALE_MESSAGE,
@@ -220,21 +218,14 @@ class DjangoSessionService(BaseSessionService):
         )
 
     async def delete_session(self, *, app_name: str, user_id: str, session_id: str) -> None:
+        if session_async.usable():  # a session that owes nothing: one statement from the loop
+            await asession_delete(app_name=app_name, user_id=user_id, session_id=session_id)
+            return
         await sync_to_async(self.delete_session_sync)(app_name=app_name, user_id=user_id, session_id=session_id)
 
     def delete_session_sync(self, *, app_name: str, user_id: str, session_id: str, actor: Any = None) -> None:
         """ADK's delete: the session is archived (gone from every read here), never erased."""
-        if _on_postgresql():
-            by = _username(actor)
-            archived = session_sql.archive_quiet(
-                app_name=app_name, user_id=user_id, session_id=session_id, at=timezone.now(), by=by
-            )
-            if archived is not None:  # nothing owed in it: archived in one statement
-                transaction.on_commit(lambda: _notify_archived(archived), robust=True)
-                return
-        row = AdkSession.objects.filter(app_name=app_name, user_id=user_id, session_id=session_id).first()
-        if row is not None:
-            session_archive(session=row, actor=actor)
+        session_delete(app_name=app_name, user_id=user_id, session_id=session_id, actor=actor)
 
     async def get_user_state(self, *, app_name: str, user_id: str) -> dict[str, Any]:
         return await sync_to_async(session_orm.user_state)(app_name, user_id)

@@ -317,22 +317,29 @@ def create_statement(
     return "".join(sql), params + state_params
 
 
-def archive_quiet(*, app_name: str, user_id: str, session_id: str, at: Any, by: str) -> int | None:
-    """Archive a live session in one statement when nothing is owed in it: no queued or running
-    turn, no open ticket (its stored status idle or failed, which archiving leaves as it is). The
-    session's pk, or None (nothing changed) when it is not there or is busy or waiting: the caller
-    takes the checked path. The stored status covers what commits while this waits for the row
-    lock (whoever adds a turn or opens a ticket writes it in the same transaction, and the
-    re-check of a locked row reads the newest version); the NOT EXISTS what committed before."""
+def archive_quiet_statement(*, app_name: str, user_id: str, session_id: str, at: Any, by: str) -> tuple[str, list[Any]]:
+    """The statement that archives a live session when nothing is owed in it: no queued or running
+    turn, no open ticket (its stored status idle or failed, which archiving leaves as it is). Its row,
+    (pk, stored status), or none (nothing changed) when it is not there or is busy or waiting: the
+    caller takes the checked path. The stored status covers what commits while this waits for the row
+    lock (whoever adds a turn or opens a ticket writes it in the same transaction, and the re-check of
+    a locked row reads the newest version); the NOT EXISTS what committed before. Sent by
+    `archive_quiet` (a thread) and agents_app.session_async (the event loop)."""
     sql = (
         f"UPDATE {SESSIONS} s SET archived_at = %s, archived_by = %s WHERE s.app_name = %s AND s.user_id = %s "
         "AND s.session_id = %s AND s.archived_at IS NULL AND s.status IN ('idle', 'failed') "
         f"AND NOT EXISTS (SELECT 1 FROM {TURNS} t WHERE t.session_id = s.id AND t.status IN ('queued', 'running')) "
         f"AND NOT EXISTS (SELECT 1 FROM {TICKETS} p WHERE p.session_id = s.id AND p.status IN ({OPEN_TICKETS})) "
-        "RETURNING s.id"
+        "RETURNING s.id, s.status"
     )
+    return sql, [at, by, app_name, user_id, session_id]
+
+
+def archive_quiet(*, app_name: str, user_id: str, session_id: str, at: Any, by: str) -> int | None:
+    """`archive_quiet_statement` on Django's connection: the session's pk, or None (nothing changed)."""
+    sql, params = archive_quiet_statement(app_name=app_name, user_id=user_id, session_id=session_id, at=at, by=by)
     with connection.cursor() as cursor:
-        cursor.execute(sql, [at, by, app_name, user_id, session_id])
+        cursor.execute(sql, params)
         found = cursor.fetchone()
     return found[0] if found else None
 
