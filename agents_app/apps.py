@@ -9,6 +9,7 @@ class AgentsAppConfig(AppConfig):
         from importlib import import_module
 
         from django.conf import settings
+        from django.core.signals import request_finished
 
         for module in settings.ADKWEB_TOOL_MODULES:
             import_module(module)
@@ -21,6 +22,7 @@ class AgentsAppConfig(AppConfig):
             fanout,
             runner,
             session_status,
+            wake,
             worker_loop,
         )
         from .metrics import turn_metrics
@@ -30,3 +32,4 @@ class AgentsAppConfig(AppConfig):
         register_source("turns", turn_metrics)  # /metrics (adkweb.metrics)
         eager.register_drain(runner.session_turns_run)  # what an eager /run runs: the worker's drain
         worker_loop.connect_shutdown()  # a Celery worker's shutdown closes its turns' loops and threads
+        request_finished.connect(wake.left_read, dispatch_uid="adkweb_wake_left_read")  # a rolled-back push's reply

@@ -94,7 +94,8 @@ def wake(session_pk: int) -> None:
 class Unread:
     """Wake-ups pushed whose replies are not read yet: the caller goes on (a decision's record, its
     commit) while Redis answers, and reads them later (`read`). A push that is never read (its
-    transaction rolled back before the commit hook that reads it) is read by this thread's next one."""
+    transaction rolled back before the commit hook that reads it) is read at its request's end
+    (`left_read`) or, outside a request, by this thread's next push."""
 
     def __init__(self) -> None:
         self.pushed: list[tuple[Any, Any]] = []  # (connection, its pool)
@@ -133,6 +134,14 @@ class Unread:
 
 _unread: contextvars.ContextVar[Unread | None] = contextvars.ContextVar("adkweb_wake_unread", default=None)
 _left = threading.local()  # .pending: this thread's Unread whose replies no commit read (a rollback)
+
+
+def left_read(**_: Any) -> None:
+    """Django's request_finished receiver (agents_app.apps), on the request's thread: a push whose
+    transaction rolled back in this request has its reply read now, not by the thread's next push. A
+    request's thread may never push again (adkweb.handler ends threads beyond its idle few; a test's
+    threads end): its connection would stay checked out of the pool, its reply unread, for good."""
+    _left_read()
 
 
 def _left_read() -> None:

@@ -11,7 +11,7 @@ import pytest
 from django.db import connection, transaction
 from django.test import Client
 
-from agents_app import wake
+from agents_app import services, wake
 from approvals import chain
 from approvals.models import PendingCall, Response
 from tests.approvals_factories import ticket as new_ticket
@@ -82,10 +82,17 @@ def test_a_clicks_wake_up_is_pushed_before_its_record_and_its_reply_read_after_t
     assert Response.objects.filter(pending_call=ticket, final=True).exists()
 
 
-def test_a_decision_rolled_back_after_its_push_leaves_its_reply_to_the_next_push(demo, steps, monkeypatch):
-    """The push of a decision that fails before its commit is not read by a commit hook: the thread's
-    next push reads it first, and its own reply is read after its commit; nothing is left checked out."""
+def _held(pool: Any) -> int:
+    """Connections checked out of the wake-up pool now (an earlier test's may be: counted from here)."""
+    return len(pool._in_use_connections)
+
+
+def test_a_decision_rolled_back_after_its_push_has_its_reply_read_at_its_requests_end(demo, steps, monkeypatch):
+    """The push of a decision that fails before its commit is not read by a commit hook: its request's
+    end reads it (request_finished, on the request's thread), so a thread that ends after the request
+    leaves no connection checked out; the next decision goes as any."""
     pool = wake.client().connection_pool
+    held = _held(pool)
     ticket = new_ticket()
     link = chain.link
 
@@ -96,11 +103,29 @@ def test_a_decision_rolled_back_after_its_push_leaves_its_reply_to_the_next_push
     with pytest.raises(RuntimeError, match="no commit"):
         _click(demo["approver"], ticket)
     monkeypatch.setattr(chain, "link", link)
-    assert steps == ["push", "record"], steps
-    assert len(pool._in_use_connections) == 1  # the rolled-back push's, its reply unread
+    assert steps == ["push", "record", "reply"], steps
+    assert _held(pool) == held  # nothing left checked out for a thread that may never push again
     ticket.refresh_from_db()
     assert ticket.is_open and not Response.objects.filter(pending_call=ticket).exists()
     assert _click(demo["approver"], ticket) == 200
-    assert steps == ["push", "record", "reply in the transaction", "push", "record", "reply"], steps
-    assert len(pool._in_use_connections) == 0
+    assert steps == ["push", "record", "reply"] * 2, steps
+    assert _held(pool) == held
     assert _woken() == [ticket.session_id] * 2  # each decision's wake-up (the worker's claim finds one turn)
+
+
+def test_a_push_rolled_back_outside_a_request_leaves_its_reply_to_the_threads_next_push(demo, steps):
+    """Outside a request (no request_finished), a rolled-back transaction's early wake-up is read by the
+    thread's next push, inside that one's transaction; nothing is left checked out after it."""
+    pool = wake.client().connection_pool
+    held = _held(pool)
+    ticket = new_ticket()
+    with pytest.raises(RuntimeError, match="no commit"), transaction.atomic():
+        services.session_enqueue_before_commit(session_pk=ticket.session_id)
+        raise RuntimeError("no commit")
+    assert steps == ["push"], steps
+    assert _held(pool) == held + 1  # the rolled-back push's, its reply unread
+    with transaction.atomic():
+        services.session_enqueue_before_commit(session_pk=ticket.session_id)
+    assert steps == ["push", "reply in the transaction", "push", "reply"], steps
+    assert _held(pool) == held
+    assert _woken() == [ticket.session_id] * 2
