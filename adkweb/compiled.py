@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+import psycopg
 from django.db import connection
 from django.db.models import Model, QuerySet
 from django.db.models.expressions import DatabaseDefault
@@ -92,6 +93,38 @@ def rows(name: str, key: tuple, build: Callable[..., QuerySet], *args: Any) -> l
     return rows_after(None, name, key, build, *args)[1]
 
 
+def begins() -> bool:
+    """Would the next statement be its transaction's first on PostgreSQL (psycopg has not sent the
+    BEGIN yet), with psycopg's plain BEGIN (no isolation level, read-only or deferrable of its own)?
+    Then the BEGIN may lead that statement's query string (`begun_with`), where psycopg sends it as a
+    round trip of its own (in a pipeline too, with a Sync of its own)."""
+    if connection.vendor != "postgresql":
+        return False
+    connection.ensure_connection()
+    raw = connection.connection
+    return (
+        not raw.autocommit
+        and raw.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+        and raw.isolation_level is None
+        and raw.read_only is None
+        and raw.deferrable is None
+    )
+
+
+def begun_with(cursor: Any, sql: str, params: Any) -> None:
+    """`BEGIN; sql` in one query string (where `begins()`). psycopg is told to send no BEGIN of its own
+    for this one execute (its autocommit flag, read at each execute; the BEGIN here is the one it would
+    send); the transaction then goes on as psycopg's (it reads libpq's status: open), committed or
+    rolled back by Django's atomic block. The cursor is left at the first statement's result."""
+    raw = connection.connection
+    raw._autocommit = True  # only this execute: it sends no BEGIN before ours
+    try:
+        cursor.execute("BEGIN; " + sql, params)
+    finally:
+        raw._autocommit = False
+    cursor.nextset()  # past the BEGIN's result
+
+
 def rows_after(
     lead: tuple[str, list[Any]] | None,
     name: str,
@@ -99,6 +132,7 @@ def rows_after(
     build: Callable[..., QuerySet],
     *args: Any,
     trail: str = "",
+    begin: bool = False,
 ) -> tuple[list[tuple], list[list[Any]]]:
     """`build(*args)`'s rows (`build` returns a `values_list` query), compiled once per `key` (which
     must name everything the query's shape depends on but `args`; each argument an int or a str that
@@ -109,7 +143,9 @@ def rows_after(
     `lead`: a statement (SQL, parameters) run first, in the same round trip on PostgreSQL (one query
     string: two statements, in this order), its rows returned as they come (e.g. a lock to take before
     the query's own). Elsewhere it is executed first, on its own. `trail`: a statement without
-    parameters or rows run after the query, the same way (e.g. the release of a savepoint `lead` took)."""
+    parameters or rows run after the query, the same way (e.g. the release of a savepoint `lead` took).
+    `begin`: when `lead` would be its transaction's first statement (`begins()`), the transaction's BEGIN
+    leads the query string too (`begun_with`): one round trip for the three."""
     sentinels = tuple(_sentinel(i, a) for i, a in enumerate(args))
     sql, template, places, expressions = compiled(name, key, lambda: _rows_sql(build, sentinels))
     lead_rows: list[tuple] = []
@@ -126,7 +162,11 @@ def rows_after(
     with connection.cursor() as cursor:
         together = connection.vendor == "postgresql"
         if lead is not None and together:
-            cursor.execute(f"{lead[0]}; {sql}" + (f"; {trail}" if trail else ""), [*lead[1], *params])
+            text = f"{lead[0]}; {sql}" + (f"; {trail}" if trail else "")
+            if begin and begins():
+                begun_with(cursor, text, [*lead[1], *params])
+            else:
+                cursor.execute(text, [*lead[1], *params])
             lead_rows = cursor.fetchall() if cursor.description is not None else []  # a SAVEPOINT has none
             cursor.nextset()
         elif lead is not None:

@@ -40,12 +40,16 @@ class Outbox:
     False when the event provably owes nobody anything; the handler then records it as done (call
     `notify` for it), with no work after commit. `done`: the table's column (a timestamp) that records
     a row as done, for a caller that writes such an event's row in its own statement too (set to now,
-    and nothing called after commit); empty: call `notify`."""
+    and nothing called after commit); empty: call `notify`. `owed_sql(event, ticket)` (PostgreSQL, with
+    `done`): True when the event is owed, known without a query; else `owes`'s answer as an SQL condition
+    and its parameters (true: owed), for the caller to ask in the statement that writes the row (the row
+    then done unless it holds), where `owes` would read in a round trip of its own; None: ask `owes`."""
 
     table: str
     committed: Callable[[int], None]
     owes: Callable[[str, Any], bool] = lambda event, ticket: True
     done: str = ""
+    owed_sql: Callable[[str, Any], bool | tuple[str, list[Any]]] | None = None
 
 
 _outbox: Outbox | None = None

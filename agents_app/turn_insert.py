@@ -10,7 +10,7 @@ post_save signal's `UPDATE session SET status = 'running'` (`session_status._now
   concurrent request committed meanwhile), and inserts the turn and writes the status only if the
   count is below the cap; two statements in one query string (`compiled.rows_after`'s way).
 - when they are their transaction's first statements (a message's), its BEGIN leads that query
-  string (`_begun_with`), where psycopg sends it as a round trip of its own.
+  string (`adkweb.compiled.begun_with`), where psycopg sends it as a round trip of its own.
 
 Every guarantee is the ORM path's: the same rows, the same locks in the same order (the person's
 row, then the session row; the turn's foreign keys are checked at commit, as Django declares them
@@ -25,10 +25,11 @@ from __future__ import annotations
 
 from typing import Any, TypedDict, Unpack
 
-import psycopg
 from django.contrib.auth import get_user_model
 from django.db import connection
 from django.utils import timezone
+
+from adkweb.compiled import begins, begun_with
 
 from .models import AdkSession, Turn
 
@@ -59,36 +60,6 @@ def _sql(name: str) -> str:
             "SELECT n.n, (SELECT id FROM t) FROM n"
         )
     return _SQL[name]
-
-
-def _begins() -> bool:
-    """Are the turn's statements its transaction's first (psycopg has not sent the BEGIN yet: a
-    message's), with psycopg's plain BEGIN (no isolation level, read-only or deferrable of its own)?
-    Then the BEGIN leads their query string (`_begun_with`): one round trip for the three."""
-    connection.ensure_connection()
-    raw = connection.connection
-    return (
-        not raw.autocommit
-        and raw.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
-        and raw.isolation_level is None
-        and raw.read_only is None
-        and raw.deferrable is None
-    )
-
-
-def _begun_with(cursor: Any, sql: str, params: dict[str, Any]) -> None:
-    """`BEGIN; sql` in one query string. psycopg would send its BEGIN as a round trip of its own
-    before the first statement (in a pipeline too, with a Sync of its own), so it is told to send none
-    for this one execute (its autocommit flag, read at each execute; the BEGIN here is the one it would
-    send); the transaction then goes on as psycopg's (it reads libpq's status: open), committed or
-    rolled back by Django's atomic block."""
-    raw = connection.connection
-    raw._autocommit = True  # only this execute: it sends no BEGIN before ours
-    try:
-        cursor.execute("BEGIN; " + sql, params)
-    finally:
-        raw._autocommit = False
-    cursor.nextset()  # past the BEGIN's result
 
 
 class TurnFields(TypedDict):
@@ -123,8 +94,8 @@ def turn_insert(*, cap: int, **fields: Unpack[TurnFields]) -> Turn | None:
     capped = cap > 0 and created_by is not None
     sql = f"{_sql('lock')}; {_sql('capped')}" if capped else _sql("plain")
     with connection.cursor() as cursor:
-        if _begins():
-            _begun_with(cursor, sql, params)
+        if begins():  # a message's: the BEGIN leads the turn's statements (one round trip)
+            begun_with(cursor, sql, params)
         else:
             cursor.execute(sql, params)
         if capped:

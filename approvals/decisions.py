@@ -324,12 +324,14 @@ def _session_and_ticket_locked(session_pk: int, ticket_pk: int) -> tuple[bool, d
     """The session's row locked (True; False: no live session, nothing locked), then the ticket, as it
     is now (FOR UPDATE), both to the end of the transaction: two statements in one round trip on
     PostgreSQL (one after the other, in this order), the ticket's compiled once per process; who
-    closed or edited it is read only when a refusal names them."""
+    closed or edited it is read only when a refusal names them. As a decision's first statements (a
+    click's, a /run answer's), the transaction's BEGIN leads them (`compiled.begun_with`): psycopg sent
+    it as a round trip of its own, on the path of the worker's claim, which waits for the COMMIT."""
     db = transaction.get_connection()
     if db.vendor != "postgresql":  # SQLite: no row locks (its writer holds the whole file)
         return session_lock(session_pk), _tickets_locked([ticket_pk])
     session_rows, ticket_rows = rows_after(
-        (_SESSION_LOCK, [session_pk]), "decision_ticket_lock", (), _ticket_locking, ticket_pk
+        (_SESSION_LOCK, [session_pk]), "decision_ticket_lock", (), _ticket_locking, ticket_pk, begin=True
     )
     found = [PendingCall.from_db(db.alias, _ticket_fields(), row) for row in ticket_rows]
     return bool(session_rows), {t.pk: t for t in found}

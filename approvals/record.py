@@ -8,10 +8,11 @@ decided even after the user is renamed or deleted, and is linked into the decisi
 from __future__ import annotations
 
 import json
+import logging
 from functools import partial
 from typing import Any
 
-from django.db import connection, transaction
+from django.db import DatabaseError, connection, transaction
 from django.db.models.expressions import DatabaseDefault
 from django.utils import timezone
 
@@ -19,6 +20,8 @@ from adkweb import compiled, notify
 
 from . import chain
 from .models import Response
+
+logger = logging.getLogger(__name__)
 
 
 def person_snapshot(person: Any) -> tuple[str, str]:
@@ -64,26 +67,70 @@ def response_append_with(
     not (the status, the decider, the comment): refused, the decision would be too. An event that owes
     nobody anything (the requester's own decision, no endpoint subscribed) is written there as done
     (`Outbox.done`: no work after commit), where `notify` took its own round trips for it (the owed
-    check again, the row in its savepoint). Without an outbox `notify` records the notice. Not linked
+    check again, the row in its savepoint); whether an endpoint subscribes is asked in the statement
+    itself (`Outbox.owed_sql`: the row done unless one does; the statement then in a savepoint, and
+    a failed question leaves the notice owed), where it was a round trip of its own before it, inside
+    the transaction all the same. Without an outbox `notify` records the notice. Not linked
     (the first decision ever: no head yet), the caller's `chain.link` links it."""
     username, name = person_snapshot(actor)
     person = actor if username else None
     row = Response(actor=person, actor_username=username, actor_name=name, **fields)
+    outbox, owed = _outbox_for(notice)
+    asked = isinstance(owed, tuple)  # the endpoints asked in the statement, in a savepoint of its own
+    try:
+        stored, recorded_id, head = _appended(row, write, notice, outbox, owed)
+    except DatabaseError:
+        if not asked:
+            raise
+        # The question failed (or the statement with it): undone to the savepoint; the notice is then
+        # recorded owed (the fan-out decides), as a failed read of the endpoints always left it.
+        with connection.cursor() as cursor:
+            cursor.execute(f"ROLLBACK TO SAVEPOINT {_SAVEPOINT}; RELEASE SAVEPOINT {_SAVEPOINT}")
+        logger.warning("Could not ask for webhook endpoints in a decision's statement; fanning it out.", exc_info=True)
+        stored, recorded_id, head = _appended(row, write, notice, outbox, True)
+    row.pk = stored[0]
+    row._state.adding, row._state.db = False, connection.alias
+    if outbox is not None and recorded_id is not None:
+        transaction.on_commit(partial(outbox.committed, recorded_id))
+    chain.link_returned(row, head, stored)
+    return row
+
+
+_SAVEPOINT = "adkweb_record"
+
+
+def _appended(
+    row: Response,
+    write: tuple[str, list[Any]],
+    notice: tuple[str, Any, dict] | None,
+    outbox: notify.Outbox | None,
+    owed: bool | tuple[str, list[Any]],
+) -> tuple[list[Any], int | None, tuple]:
+    """`response_append_with`'s statement, sent: the row's stored columns, the notice's row id when it
+    is owed (None: none, or done), the chain's head (locked). `owed` an SQL condition: the notice's row
+    is done unless it holds, and the statement goes in a savepoint (a failed question undoes only it)."""
     ctes, params = [f"w AS ({write[0]})"], list(write[1])
-    (outbox, owed), recorded = _outbox_for(notice), "NULL"
+    recorded = "NULL"
     if outbox is not None and notice is not None:
         event, ticket, data = notice
         now = timezone.now()
-        if owed:
+        if owed is True:
             into = f"INSERT INTO {outbox.table} (name, ticket_id, data, created_at)"
             ctes.append(f"ne AS ({into} VALUES (%s, %s, %s::jsonb, %s) RETURNING id)")
             params += [event, ticket.pk, json.dumps(data), now]
             recorded = "(SELECT id FROM ne)"
-        else:  # owes nobody anything: recorded as done, nothing to do after commit (as notify records it)
+        else:  # done, or done unless the condition holds: nothing to do after commit for a done row
             done = connection.ops.quote_name(outbox.done)
             into = f"INSERT INTO {outbox.table} (name, ticket_id, data, created_at, {done})"
-            ctes.append(f"ne AS ({into} VALUES (%s, %s, %s::jsonb, %s, %s))")
-            params += [event, ticket.pk, json.dumps(data), now, now]
+            params += [event, ticket.pk, json.dumps(data), now]
+            if isinstance(owed, tuple):
+                unless = f"CASE WHEN {owed[0]} THEN NULL ELSE %s END"
+                ctes.append(f"ne AS ({into} VALUES (%s, %s, %s::jsonb, %s, {unless}) RETURNING id, {done})")
+                params += [*owed[1], now]
+                recorded = f"(SELECT id FROM ne WHERE {done} IS NULL)"
+            else:
+                ctes.append(f"ne AS ({into} VALUES (%s, %s, %s::jsonb, %s, %s))")
+                params += [now]
     columns, values = [], []
     for field in _insert_fields():
         value = field.pre_save(row, True)
@@ -97,26 +144,29 @@ def response_append_with(
         f"WITH {', '.join(ctes)} INSERT INTO {Response._meta.db_table} ({', '.join(columns)}) "
         f"VALUES ({', '.join(values)}) RETURNING {chain.STORED}, {recorded}; {chain.HEAD_LOCKED}"
     )
+    guarded = isinstance(owed, tuple)
+    if guarded:
+        sql = f"SAVEPOINT {_SAVEPOINT}; {sql}; RELEASE SAVEPOINT {_SAVEPOINT}"
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
+        if guarded:
+            cursor.nextset()  # past the savepoint's result
         *stored, recorded_id = cursor.fetchone()
         cursor.nextset()
         head = cursor.fetchone()
-    row.pk = stored[0]
-    row._state.adding, row._state.db = False, connection.alias
-    if outbox is not None and recorded_id is not None:
-        transaction.on_commit(partial(outbox.committed, recorded_id))
-    chain.link_returned(row, head, stored)
-    return row
+    return stored, recorded_id, head
 
 
-def _outbox_for(notice: tuple[str, Any, dict] | None) -> tuple[notify.Outbox | None, bool]:
+def _outbox_for(notice: tuple[str, Any, dict] | None) -> tuple[notify.Outbox | None, bool | tuple[str, list[Any]]]:
     """The outbox to write `notice` in, in the decision's statement, and whether the notice owes
-    anything (False: its row is written as done); None: `notify` records it (now)."""
+    anything (False: its row is written as done; an SQL condition: asked in the statement, the row done
+    unless it holds); None: `notify` records it (now)."""
     if notice is None:
         return None, False
     event, ticket, data = notice
     outbox = notify.outbox()
+    if outbox is not None and outbox.done and outbox.owed_sql is not None:
+        return outbox, outbox.owed_sql(event, ticket)  # no round trip of its own for the endpoints
     if outbox is not None:
         owed = outbox.owes(event, ticket)
         if owed or outbox.done:

@@ -116,6 +116,19 @@ def webhook_endpoints_for(*, event_name: str, in_savepoint: bool = False) -> lis
     return [e for e in enabled if event_name in (e.events or [])]
 
 
+def webhook_endpoints_subscribed_sql(*, event_name: str) -> tuple[str, list[Any]]:
+    """`bool(webhook_endpoints_for(event_name=...))` as an SQL condition and its parameters, for a caller
+    that asks it in its own statement (PostgreSQL: the events list as jsonb, `@>` the one name: what the
+    Python filter of `webhook_endpoints_for` keeps); compiled once per process and event name."""
+
+    def build() -> tuple[str, list[Any]]:
+        subscribed = _enabled_endpoints().filter(events__contains=[event_name]).values("id")
+        sql, params = subscribed.query.sql_with_params()
+        return f"EXISTS ({sql})", list(params)
+
+    return compiled.compiled("webhook_endpoints_subscribed_sql", (event_name,), build)
+
+
 _SAVEPOINT = "adkweb_endpoints"
 
 

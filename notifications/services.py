@@ -87,6 +87,16 @@ def owes(event: str, ticket: Any) -> bool:
     return not _nothing_owed(event, ticket)
 
 
+def owed_sql(event: str, ticket: Any) -> bool | tuple[str, list[Any]]:
+    """`owes` for a caller that writes the event's row in its own statement on PostgreSQL: True when the
+    event is owed, known without a query (emails may be); else the question `owes` would read the
+    endpoints for, as an SQL condition with its parameters (true: an enabled endpoint subscribes),
+    to ask in that statement (adkweb.notify.Outbox.owed_sql)."""
+    if selectors.emails_may_be_owed(event_name=event, ticket=ticket):
+        return True
+    return selectors.webhook_endpoints_subscribed_sql(event_name=event)
+
+
 def _nothing_owed(event: str, ticket: Any) -> bool:
     """No email owed (`selectors.emails_may_be_owed`) and no enabled endpoint subscribed. A failed
     read says False: the event is then fanned out as any other, and the fan-out decides."""

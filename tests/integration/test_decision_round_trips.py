@@ -141,22 +141,23 @@ def test_the_wake_up_leaves_with_the_session_row_held_and_the_chain_free(demo, m
     assert seen == [(False, True), (False, True)]
 
 
-def test_an_own_decision_that_owes_nothing_records_its_done_notice_in_the_records_statement(demo):
+def test_an_own_decision_that_owes_nothing_asks_for_endpoints_in_the_records_statement(demo):
     """The requester's own decision with no endpoint subscribed owes nobody anything: its notice is
-    written done in the record's statement, after one round trip that reads the endpoints in its
-    savepoint (SAVEPOINT; SELECT; RELEASE in one query string)."""
+    written done in the record's statement, which asks itself whether an enabled endpoint subscribes
+    (in a savepoint of its own: SAVEPOINT; the record; RELEASE in one query string), where the endpoints
+    were read in a round trip of their own before it."""
     first = new_ticket(session=session_for(user_id="approver"))
     assert _click(_tab(demo["approver"]), first)[0] == 200  # the chain's head exists from here on
     ticket = new_ticket(session=session_for(user_id="approver"))  # the approver's own request
     status, sent = _click(_tab(demo["approver"]), ticket)
     assert status == 200
     done = _the_transaction(sent)
-    # BEGIN; the locks; the turn; the endpoints (in their savepoint); the record with its notice; the link; COMMIT
-    assert len(done) == 7, done
-    endpoints, record = done[3], done[4]
-    assert endpoints.startswith("SAVEPOINT") and "notifications_webhookendpoint" in endpoints
-    assert "RELEASE SAVEPOINT" in endpoints
+    # BEGIN; the locks; the turn; the record with its notice, asking for endpoints; the link; COMMIT
+    assert len(done) == 6, done
+    record = done[3]
+    assert record.startswith("SAVEPOINT") and "RELEASE SAVEPOINT" in record
     assert "approvals_response" in record and "notifications_notificationevent" in record
+    assert "notifications_webhookendpoint" in record
     notice = NotificationEvent.objects.get(ticket=ticket)
     assert (notice.name, notice.data) == ("ticket.decided", {"status": "approved", "by": "approver", "comment": "fine"})
     assert notice.fanned_out_at is not None  # recorded as done: no fan-out owed
@@ -165,9 +166,36 @@ def test_an_own_decision_that_owes_nothing_records_its_done_notice_in_the_record
     assert out.getvalue().startswith("Decision chain intact: 2 decision(s)")
 
 
-def test_an_endpoint_read_that_fails_in_the_database_leaves_the_decision_whole(demo, monkeypatch):
-    """The endpoints' read failing in PostgreSQL (here: a division by zero) is rolled back to its
-    savepoint: the decision commits, its notice recorded and left owed (the fan-out decides)."""
+def test_an_own_decision_with_an_endpoint_subscribed_leaves_its_notice_owed(demo, monkeypatch):
+    """The same decision with an enabled endpoint subscribed to ticket.decided (and a disabled one, and
+    one subscribed to another event): its notice is owed, and its fan-out sent after the commit."""
+    from adkweb import notify
+    from notifications.models import WebhookEndpoint
+
+    outbox = notify.outbox()
+    assert outbox is not None
+    fanned: list[int] = []
+    monkeypatch.setattr(notify, "_outbox", notify.Outbox(**{**outbox.__dict__, "committed": fanned.append}))
+
+    def endpoint(name: str, events: list[str], on: bool = True) -> None:
+        WebhookEndpoint.objects.create(url=f"https://h.example.com/{name}", secret="s" * 20, events=events, enabled=on)
+
+    endpoint("off", ["ticket.decided"], on=False)
+    endpoint("other", ["ticket.opened"])
+    quiet = new_ticket(session=session_for(user_id="approver"))
+    assert _click(_tab(demo["approver"]), quiet)[0] == 200
+    assert NotificationEvent.objects.get(ticket=quiet).fanned_out_at is not None and fanned == []
+    endpoint("a", ["ticket.opened", "ticket.decided"])
+    ticket = new_ticket(session=session_for(user_id="approver"))
+    assert _click(_tab(demo["approver"]), ticket)[0] == 200
+    notice = NotificationEvent.objects.get(ticket=ticket)
+    assert notice.fanned_out_at is None and fanned == [notice.pk]
+
+
+def test_an_endpoint_question_that_fails_in_the_database_leaves_the_decision_whole(demo, monkeypatch):
+    """The endpoints' question failing in PostgreSQL (here: a division by zero) is rolled back to the
+    record's savepoint: the decision is recorded again without it and commits, its notice left owed
+    (the fan-out decides)."""
     from adkweb import compiled
     from notifications import selectors
     from notifications.models import WebhookEndpoint
@@ -176,14 +204,21 @@ def test_an_endpoint_read_that_fails_in_the_database_leaves_the_decision_whole(d
         selectors, "_enabled_endpoints", lambda: WebhookEndpoint.objects.filter(enabled=True).extra(where=["1 / 0 = 1"])
     )
     monkeypatch.setitem(compiled._compiled, "webhook_endpoints_enabled", {})
+    monkeypatch.setitem(compiled._compiled, "webhook_endpoints_subscribed_sql", {})
+    first = new_ticket(session=session_for(user_id="approver"))
+    assert _click(_tab(demo["approver"]), first)[0] == 200
     ticket = new_ticket(session=session_for(user_id="approver"))
     status, _sent = _click(_tab(demo["approver"]), ticket)
     assert status == 200
     ticket.refresh_from_db()
     assert ticket.status == PendingCall.Status.APPROVED
-    assert Response.objects.filter(pending_call=ticket, final=True).count() == 1
+    decided = Response.objects.get(pending_call=ticket, final=True)
+    assert decided.chain_seq == 2
     notice = NotificationEvent.objects.get(ticket=ticket)
     assert notice.name == "ticket.decided" and notice.fanned_out_at is None
+    out = io.StringIO()
+    call_command("audit_verify", stdout=out)
+    assert out.getvalue().startswith("Decision chain intact: 2 decision(s)")
 
 
 def test_a_run_answer_reads_its_ticket_and_the_deciders_permissions_in_one_round_trip(demo):
@@ -222,3 +257,44 @@ def test_a_run_answer_by_someone_who_may_not_decide_is_refused_and_nothing_is_wr
         message_submit(session=ticket.session, content=content, actor=demo["requester"])
     ticket.refresh_from_db()
     assert ticket.status == PendingCall.Status.PENDING and not Response.objects.filter(pending_call=ticket).exists()
+
+
+def test_a_decisions_begin_leads_its_locks_in_one_round_trip(demo):
+    """A decision's first statements (the session and ticket locks) carry its transaction's BEGIN: psycopg
+    sends none of its own before them (it would be a round trip of its own, and the server would say
+    "there is already a transaction in progress" of ours); the decision is recorded as before."""
+    first = new_ticket()
+    assert _click(_tab(demo["approver"]), first)[0] == 200  # the chain's head exists from here on
+    connection.ensure_connection()
+    notices: list[str] = []
+    connection.connection.add_notice_handler(lambda diag: notices.append(diag.message_primary or ""))
+    ticket = new_ticket()
+    status, sent = _click(_tab(demo["admin"]), ticket)
+    assert status == 200
+    locks = _the_transaction(sent)[1]
+    assert locks.startswith("BEGIN; SELECT id FROM agents_app_adksession"), locks
+    assert "approvals_pendingcall" in locks and "FOR UPDATE" in locks
+    assert notices == []
+    ticket.refresh_from_db()
+    assert ticket.status == PendingCall.Status.APPROVED and ticket.closed_by == demo["admin"]
+    assert Response.objects.get(pending_call=ticket).chain_seq == 2
+
+
+def test_a_decision_inside_a_transaction_already_begun_sends_its_locks_alone(demo):
+    """Nested in a transaction that has begun (a retried request's Idempotency-Key record), the locks go
+    without a BEGIN: the outer transaction's is the one; the decision commits with it."""
+    from django.db import transaction
+    from google.genai import types
+
+    from approvals.services import message_submit
+
+    ticket = new_ticket(session=session_for(user_id="approver"))
+    answer = types.FunctionResponse(id=ticket.call_id, name=ticket.call_name, response={"status": "approved"})
+    content = types.Content(role="user", parts=[types.Part(function_response=answer)])
+    with CaptureQueriesContext(connection) as ctx, transaction.atomic():
+        PendingCall.objects.filter(pk=ticket.pk).exists()  # the BEGIN is sent here
+        message_submit(session=ticket.session, content=content, actor=demo["approver"])
+    locks = [q["sql"] for q in ctx.captured_queries if "FOR NO KEY UPDATE" in q["sql"]]
+    assert len(locks) == 1 and locks[0].startswith("SELECT id FROM agents_app_adksession"), locks
+    ticket.refresh_from_db()
+    assert ticket.status == PendingCall.Status.APPROVED
