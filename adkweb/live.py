@@ -43,17 +43,33 @@ SEEN_FOR = 60.0  # seconds an answer "watched" is trusted without a new one
 SEEN_MAX = 4096  # groups remembered (the oldest answers go first)
 _seen: dict[str, float] = {}
 _seen_lock = threading.Lock()  # a worker's drain threads share the process
+# Groups counted empty by the reply to a batch this process waited for, and when that batch was sent
+# (monotonic): Redis counted them after that moment. Dropped by any later answer for the group, so only
+# ever wrong towards "not known empty" (`counted_empty_since`).
+_empty: dict[str, float] = {}
 
 
-def _note(counts: Mapping[str, int]) -> None:
+def _note(counts: Mapping[str, int], sent_at: float | None = None) -> None:
     now = time.monotonic()
     with _seen_lock:
         for group, members in counts.items():
             _seen.pop(group, None)
+            _empty.pop(group, None)
             if members:
                 _seen[group] = now  # the newest answers last
+            elif sent_at is not None:
+                _empty[group] = sent_at
         while len(_seen) > SEEN_MAX:
             del _seen[next(iter(_seen))]
+        while len(_empty) > SEEN_MAX:
+            del _empty[next(iter(_empty))]
+
+
+def counted_empty_since(group: str, since: float) -> bool:
+    """Whether the channel layer's last answer for `group` in this process counted it without members,
+    for a batch sent after `since` (monotonic). False says nothing (no such answer, a member since, or
+    an answer to a batch sent without waiting, whose moment is not kept)."""
+    return _empty.get(group, since) > since
 
 
 def seen_watched(groups: list[str]) -> bool:
@@ -163,12 +179,13 @@ async def _agroup_send_many(
         return set()
     send_many = getattr(layer, "group_send_many", None)
     if send_many is not None:
+        sent_at = time.monotonic()
         try:
             counts = await send_many(pairs, ask)
         except Exception:  # Redis down, ...
             logger.warning("Could not publish %d live updates; pages catch up when they reconnect.", len(pairs))
             return set(ask)
-        _note(counts)
+        _note(counts, sent_at)
         return {g for g in ask if counts.get(g)}
     by_group: dict[str, list[dict]] = {}
     for group, message in pairs:
@@ -327,8 +344,9 @@ async def agroups_watched(groups: list[str]) -> set[str]:
 async def _awatched(layer: Any, groups: list[str]) -> set[str]:
     send_many = getattr(layer, "group_send_many", None)
     if send_many is not None:  # adkweb's Redis layer: one round trip for all the groups
+        sent_at = time.monotonic()
         counts = await send_many([], groups)
-        _note(counts)
+        _note(counts, sent_at)
         return {g for g in groups if counts.get(g)}
     if hasattr(layer, "_group_key") and hasattr(layer, "consistent_hash"):  # channels_redis
         counts = await asyncio.gather(

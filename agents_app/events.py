@@ -19,6 +19,7 @@ from adkweb.live import (
     agroup_send_each,
     agroups_watched,
     batched,
+    counted_empty_since,
     group_send,
     group_send_each,
     seen_watched,
@@ -240,25 +241,27 @@ async def anotify_session_status(*, session_pk: int, status: str) -> None:
 def anotify_session_status_soon(*, session_pk: int, status: str) -> None:
     """anotify_session_status without waiting for it (the drain's "running" at a claim: the turn
     starts while it is on its way). The status is already stored (a queued turn made it "running");
-    its order before the turn's end is publish_order's (`status_sent`). Where this process has not
-    heard lately that a page of the conversation is open, it asks now (`_ask_ahead`)."""
+    its order before the turn's end is publish_order's (`status_sent`). The drain asked "is a page
+    open?" before its claim (`ask_ahead`)."""
     publish_soon(anotify_session_status, {"session_pk": session_pk, "status": status})
-    _ask_ahead(session_pk)
 
 
 # The question "is a page of this conversation open?" asked at a claim, while it is on its way.
 _asking: dict[int, asyncio.Future[set[str]]] = {}
 
 
-def _ask_ahead(session_pk: int) -> None:
+def ask_ahead(session_pk: int) -> None:
     """Ask the channel layer now, without waiting, whether a page of the conversation is open, unless
     this process heard so lately (adkweb.live.seen_watched). The claim's "running" status rides with
     the turn's first event (publish_order's lead), so its answer would come with that batch: too late
     for the event, which would ask again and send its fragment in a second round trip (a click's first
     resumed frame waited on both). Asked here, the answer is in (adkweb.live._seen) while ADK starts
-    the turn and stores its first event, which then leaves with its fragment in one round trip. A
-    conversation nobody watches pays the question (one Redis round trip off the turn's way); an
-    answer never held as "not watched" (the event asks again with its batch: no page is missed)."""
+    the turn and stores its first event, which then leaves with its fragment in one round trip. The
+    drain asks as it sends its claim (agents_app.runner), so that the question's work on the loop (its
+    task, its script, its reply) is done while the claim's statement is on its way rather than on the
+    turn's. A conversation nobody watches pays the question (one Redis round trip off the turn's way;
+    a drain that finds nothing owed pays it too); an answer never held as "not watched" (the event
+    asks again with its batch: no page is missed)."""
     if _fanout is None or _on_its_way(session_pk) is not None:
         return
     groups = [_fanout.audience_group(session_pk, a) for a in _fanout.AUDIENCES]
@@ -271,7 +274,7 @@ def _ask_ahead(session_pk: int) -> None:
 
 
 def _on_its_way(session_pk: int) -> asyncio.Future[set[str]] | None:
-    """The question `_ask_ahead` asked for this conversation from this loop, if it is not answered yet."""
+    """The question `ask_ahead` asked for this conversation from this loop, if it is not answered yet."""
     asked = _asking.get(session_pk)
     if asked is None or asked.done() or asked.get_loop() is not asyncio.get_running_loop():
         return None
@@ -279,7 +282,7 @@ def _on_its_way(session_pk: int) -> asyncio.Future[set[str]] | None:
 
 
 async def _asked_ahead(session_pk: int) -> None:
-    """Until the claim's question for this conversation (`_ask_ahead`), if any is on its way, is answered."""
+    """Until the claim's question for this conversation (`ask_ahead`), if any is on its way, is answered."""
     asked = _on_its_way(session_pk)
     if asked is not None:
         await asyncio.shield(asked)
@@ -304,7 +307,7 @@ async def anotify_turn_finished(*, session_pk: int, turn_id: int, status: str, r
 
 
 @abatched()
-async def anotify_turn_ended(*, session_pk: int, turn_id: int, revision: int) -> None:
+async def anotify_turn_ended(*, session_pk: int, turn_id: int, revision: int, since: float | None = None) -> None:
     """A turn ran to its end and every event it stored was published before this, the last at
     `revision` (the session's revision after it): `turn.finished` marked `ahead`, sent by the drain
     while its DONE statement runs (agents_app.runner), not after it. An API follower that has
@@ -314,7 +317,15 @@ async def anotify_turn_ended(*, session_pk: int, turn_id: int, revision: int) ->
     statement: the turn's events are all stored (synchronous commits, under its lease), and a turn
     whose DONE is lost (PostgreSQL's crash, a lease run out) is closed DONE by the checked path from
     them, without calling the model or a tool again (agents_app.turn_sql's "Both commit
-    asynchronously")."""
+    asynchronously").
+
+    Not sent when the session's group was counted without members by a batch sent after `since`
+    (the turn's claim, monotonic: adkweb.live.counted_empty_since; a turn's event's batch that asked
+    who watches counts it): a follower of the turn joins the group before the turn can be claimed
+    (agents_app.services.before_turn_commit), so nobody would take it, and one that joined later
+    has the DONE's own `turn.finished`, as every follower it does not complete."""
+    if since is not None and counted_empty_since(session_group(session_pk), since):
+        return
     msg = TurnFinishedMessage(
         type="turn.finished", session_pk=session_pk, turn_id=turn_id, status="done", revision=revision, ahead=True
     )

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import logging
+import time
 from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -39,10 +40,12 @@ class TurnPublisher:
         # it stored none, or one whose revision is not known (then none is trusted until `turn_starts`).
         self.revision: int | None = None
         self._revision_known = True
+        self.started_at = 0.0  # when the running turn started (monotonic): after its claim
 
     def turn_starts(self) -> None:
-        """A turn of the drain starts: no event of it stored yet."""
+        """A turn of the drain starts (claimed): no event of it stored yet."""
         self.revision, self._revision_known = None, True
+        self.started_at = time.monotonic()
 
     def stored(self, revision: int | None) -> None:
         """The running turn stored an event, the session's revision after it (None: not known)."""

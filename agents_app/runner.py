@@ -134,6 +134,7 @@ async def _drain_pg(session_pk: int, owner: str) -> tuple[int, bool]:
     db = sync_to_async
     ran = 0
     while True:
+        events.ask_ahead(session_pk)  # "is a page open?" on its way while the claim is (events.ask_ahead)
         started, closed = await _astart(session_pk, owner)
         if not started.leased:
             return ran, closed
@@ -164,6 +165,7 @@ async def _drain_pg(session_pk: int, owner: str) -> tuple[int, bool]:
                                 session_pk=session_pk,
                                 turn_id=turn.pk,
                                 revision=publisher.revision,
+                                since=publisher.started_at,
                             )
                         done, closed = await _adone_next(turn, lease)
                         if not done.leased:

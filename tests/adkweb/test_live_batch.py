@@ -143,3 +143,28 @@ def test_embedded_layer_takes_sends_from_worker_threads_while_its_consumer_recei
         assert cleaned_on == {"server-loop"}
     finally:
         server.call_soon_threadsafe(server.stop)
+
+
+class ManyLayer:
+    """The Redis layer's shape for a batch that asks (`group_send_many`): each group's members counted."""
+
+    def __init__(self, members: dict[str, int]) -> None:
+        self.members = members
+
+    async def group_send_many(self, pairs: list, ask: list[str]) -> dict[str, int]:
+        return {g: self.members.get(g, 0) for g in [g for g, _ in pairs] + list(ask)}
+
+
+def test_a_group_is_known_empty_only_from_a_batch_sent_after_the_moment_asked_about(monkeypatch):
+    layer = ManyLayer({"watched": 1})
+    monkeypatch.setattr(live, "get_channel_layer", lambda: layer)
+    before = live.time.monotonic()
+    asyncio.run(live._agroup_send_many(layer, [("empty", {"type": "x"}), ("watched", {"type": "x"})], ["other"]))
+    after = live.time.monotonic()
+    assert live.counted_empty_since("empty", before) and live.counted_empty_since("other", before)
+    assert not live.counted_empty_since("watched", before)  # it has a member
+    assert not live.counted_empty_since("empty", after)  # counted by a batch sent before that moment
+    live._replied({"empty": 2})  # a later answer (a batch sent without waiting) counts a member
+    assert not live.counted_empty_since("empty", before)
+    live._replied({"gone": 0})  # an empty count of a batch whose moment is not kept says nothing
+    assert not live.counted_empty_since("gone", before)

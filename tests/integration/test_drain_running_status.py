@@ -142,3 +142,34 @@ def test_a_watched_conversations_first_event_leaves_with_its_fragment_in_the_sta
     _, _, fragment_batch = _first(sent, "live.event")
     assert status_batch == event_batch == fragment_batch, sent
     async_to_sync(web.flush)()
+
+
+def test_the_claims_question_who_watches_is_on_its_way_while_the_claim_is(demo, sent, monkeypatch):
+    """The drain asks whether a page of the conversation is open as it sends its claim's statement (held
+    here 50 ms), not once it has the turn: the question's work on the loop is done while the statement
+    is out, off the turn's way."""
+    from agents_app import turn_sql
+
+    asked: list[float] = []
+    claimed: list[float] = []
+    awatched, astart = live._awatched, turn_sql.astart
+
+    async def watched(layer: Any, groups: list[str]) -> set[str]:
+        asked.append(time.monotonic())
+        return await awatched(layer, groups)
+
+    async def slow_claim(**kwargs: Any) -> Any:
+        await asyncio.sleep(0.05)
+        started = await astart(**kwargs)
+        claimed.append(time.monotonic())
+        return started
+
+    monkeypatch.setattr(live, "_awatched", watched)
+    monkeypatch.setattr(turn_sql, "astart", slow_claim)
+    live._seen.clear()  # nothing heard of this conversation's pages: the drain asks
+    session = services.session_create(app_name="stock_agent", user_id="requester")
+    turn = services.message_send(session=session, text="What is the price of GOOG?", streaming=False)
+    assert runner.session_turns_run(session.pk) == 1
+    turn.refresh_from_db()
+    assert turn.status == "done", turn.error
+    assert asked and claimed and asked[0] < claimed[0]

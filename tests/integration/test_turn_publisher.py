@@ -13,9 +13,12 @@ import time
 from typing import Any
 
 import pytest
+from asgiref.sync import async_to_sync
+from channels.layers import get_channel_layer
 
 from adkweb import live
 from agents_app import runner, services, turn_exec
+from agents_app.events import session_group
 from agents_app.models import StoredEvent, Turn
 from tests.agents_app.test_worker_loop import drained  # noqa: F401 - the fixture, used by `sent`
 
@@ -47,8 +50,13 @@ def sent(demo, drained, monkeypatch: pytest.MonkeyPatch) -> list[dict]:  # noqa:
     return log
 
 
-def _run(app: str, text: str, status: str = "done") -> tuple[Turn, list[StoredEvent]]:
+def _run(app: str, text: str, status: str = "done", *, follower: bool = False) -> tuple[Turn, list[StoredEvent]]:
+    """One turn drained; with `follower`, a channel in the session's group from before the turn is
+    queued, as an API follower joins it (agents_app.api.run)."""
     session = services.session_create(app_name=app, user_id="requester")
+    if follower:
+        layer = get_channel_layer()
+        async_to_sync(layer.group_add)(session_group(session.pk), async_to_sync(layer.new_channel)())
     turn = services.message_send(session=session, text=text, streaming=False)
     assert runner.session_turns_run(session.pk) == 1
     turn.refresh_from_db()
@@ -62,7 +70,7 @@ def _of(log: list[dict], session_pk: int, kind: str) -> list[int]:
 
 
 def test_a_turn_goes_on_while_its_events_are_published_in_order_before_its_end(demo, sent):
-    turn, stored = _run("stock_agent", "What is the price of GOOG?")
+    turn, stored = _run("stock_agent", "What is the price of GOOG?", follower=True)
     assert len(stored) >= 3
     assert stored[-1].timestamp - stored[0].timestamp < DELAY  # not held up by its first event's publish
     events = _of(sent, turn.session_id, "session.event")
@@ -73,6 +81,16 @@ def test_a_turn_goes_on_while_its_events_are_published_in_order_before_its_end(d
     assert ahead > max(events)  # the end after every event
     assert sent[ahead]["revision"] == sent[end]["revision"] == sent[events[-1]]["revision"]
     assert min(_of(sent, turn.session_id, "session.status")[-1:]) > max(events)  # and the status it left
+
+
+def test_a_turn_nobody_follows_sends_no_end_ahead_of_its_done(demo, sent):
+    """Its events' batches counted the session's group empty (they asked who watches): no API
+    follower of the turn (one joins before the turn is queued), so only the DONE's end is sent."""
+    turn, stored = _run("stock_agent", "What is the price of GOOG?")
+    events = _of(sent, turn.session_id, "session.event")
+    (end,) = _of(sent, turn.session_id, "turn.finished")
+    assert not sent[end].get("ahead") and end > max(events)
+    assert sent[end]["revision"] == sent[events[-1]]["revision"]
 
 
 def test_a_ticket_hooks_publishes_do_not_overtake_the_events_stored_before(demo, sent):
