@@ -278,6 +278,17 @@ async def _abatch_send(pairs: list[tuple[str, dict]]) -> None:
             logger.warning("Could not publish %d live updates; pages catch up when they reconnect.", len(pairs))
 
 
+async def acommand_soon(*args: Any) -> bool:
+    """A Redis command (a SET) written on the channel layer's connection of this loop's batches, in order
+    with them, not waited for (`apublished` waits for its reply with theirs; an error is logged). False
+    where the layer has none (the in-memory layer, redis-py's client): the caller sends it its own way."""
+    try:
+        command_soon = getattr(get_channel_layer(), "command_soon", None)
+        return command_soon is not None and bool(await command_soon(*args))
+    except Exception:  # Redis down: the caller's own way says so
+        return False
+
+
 def groups_watched(groups: list[str]) -> set[str]:
     """The groups that have members now (all of them if the layer cannot tell, or on an error): a
     publisher renders nothing for nobody. A socket that joins just after still sees what was

@@ -214,6 +214,18 @@ async def archive_quiet(*, app_name: str, user_id: str, session_id: str, at: Any
     return (found[0], found[1]) if found else None
 
 
+def committed(riders: list[session_sql.Rider], done: session_sql.Appended) -> None:
+    """Each rider's `committed` for an append sent from here, at once after its commit (before its
+    event is published). A failure is logged, never raised into the append."""
+    for rider, value in zip(riders, done.ridden, strict=True):
+        if rider.committed is None:
+            continue
+        try:
+            rider.committed(value, done.session_pk)
+        except Exception:
+            logger.warning("Could not start what the hooks of event %s owe after commit.", done.event_pk, exc_info=True)
+
+
 async def announce(riders: list[session_sql.Rider], done: session_sql.Appended) -> None:
     """Each rider's `announce` for an append sent from here, committed (its event published first by
     the caller), in order. It runs after commit: a failure is logged, never raised into the append."""

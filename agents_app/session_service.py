@@ -243,6 +243,7 @@ class DjangoSessionService(BaseSessionService):
                 message, done = stored
                 turn_stored(message["revision"])  # the drain's end sent ahead (agents_app.runner)
                 if riders:
+                    session_async.committed(riders, done)  # what needs no order with the publish: now
                     await apublish_in_order(_publish_with_riders, message=message, riders=riders, done=done)
                 else:
                     await apublish_in_order(anotify_session_event, **message)

@@ -70,7 +70,10 @@ class Rider:
     (agents_app.session_async): awaited with the same arguments once the statement committed and its
     event was published, never raising; a rider without one sends its event by the thread path.
     `asks`, the channel layer's groups `announce` will ask about ("is anyone watching?"): asked with
-    the event's own question, in its round trip (adkweb.live.ask_also)."""
+    the event's own question, in its round trip (adkweb.live.ask_also). `committed`, for a statement
+    sent from the loop: called with the same arguments as soon as it committed, before its event is
+    published (work that needs the commit and no order with the live messages: it may start a
+    thread's, which then runs while the loop waits on the publish's round trip), never raising."""
 
     ctes: str = ""
     params: list[Any] = field(default_factory=list)
@@ -82,6 +85,7 @@ class Rider:
     done: Callable[[Any, int], None] | None = None
     announce: Callable[[Any, int], Awaitable[None]] | None = None
     asks: list[str] = field(default_factory=list)
+    committed: Callable[[Any, int], None] | None = None
 
 
 @dataclass

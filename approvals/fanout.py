@@ -33,7 +33,7 @@ from django.conf import settings
 from django.db import connection
 from django.template.loader import render_to_string
 
-from adkweb.live import group_send, groups_watched
+from adkweb.live import acommand_soon, group_send, groups_watched
 from adkweb.roles import is_approver, is_observer
 
 from .models import PendingCall
@@ -252,7 +252,9 @@ async def apublish_opened_unwatched(ticket: PendingCall) -> None:
         if not settings.REDIS_URL:
             _swap(_key(ticket), facts)  # this process's memory: no I/O
             return
-        await _aredis().set(_key(ticket), json.dumps(facts), ex=FACTS_TTL)
+        # Written with the live batches, not waited for (the layer's Redis is REDIS_URL's); else awaited.
+        if not await acommand_soon("SET", _key(ticket), json.dumps(facts), "EX", FACTS_TTL):
+            await _aredis().set(_key(ticket), json.dumps(facts), ex=FACTS_TTL)
     except Exception:  # Redis is down: sockets count from the database
         logger.warning("Could not swap the published facts of ticket %s.", ticket.pk, exc_info=True)
 

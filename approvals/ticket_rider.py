@@ -114,7 +114,8 @@ def ticket_rider(event: Any, session: Any) -> Rider | None:
     rider.returning = f"json_build_array({', '.join(returning)})::text"
     written = {"app_name": session.app_name, "requester": session.user_id, "created_at": now}
     rider.done = partial(_done, outbox, {t["call_id"]: {**t, **written} for t in opened})
-    rider.announce = partial(_announce, outbox, {t["call_id"]: {**t, **written} for t in opened})
+    rider.announce = partial(_announce, {t["call_id"]: {**t, **written} for t in opened})
+    rider.committed = partial(_committed, outbox)
     return rider
 
 
@@ -132,14 +133,21 @@ def _done(outbox: notify.Outbox | None, opened: dict[str, dict], value: Any, ses
         _after_commit(ticket_id, session_pk, inbox=False)  # its page shows it; its inbox row does not change
 
 
-async def _announce(outbox: notify.Outbox | None, opened: dict[str, dict], value: Any, session_pk: int) -> None:
-    """`_done` for the statement sent from the event loop, committed, its event published: the outbox
-    rows' tasks sent from a thread, not waited for (a row stays owed until its task runs: the sweeper
-    sends what this does not), then the announcements, in order, from the loop."""
-    tickets, recorded, answered = (ids or [] for ids in json.loads(value))
+def _committed(outbox: notify.Outbox | None, value: Any, session_pk: int) -> None:
+    """For the statement sent from the event loop, as soon as it committed (before its event is
+    published): the outbox rows' tasks sent from a thread, not waited for (a row stays owed until its
+    task runs: the sweeper sends what this does not). Started first, the thread's Celery publish runs
+    while the loop waits on the event's round trip to Redis rather than beside its next steps."""
+    _, recorded, _ = (ids or [] for ids in json.loads(value))
     for row_id in recorded:
         assert outbox is not None
         notify.committed_soon(outbox, row_id)
+
+
+async def _announce(opened: dict[str, dict], value: Any, session_pk: int) -> None:
+    """`_done` for the statement sent from the event loop, committed, its event published (the outbox
+    rows' tasks were sent by `_committed`): the announcements, in order, from the loop."""
+    tickets, _, answered = (ids or [] for ids in json.loads(value))
     for ticket_id, call_id in tickets:
         as_written = PendingCall(pk=ticket_id, session_id=session_pk, **opened[call_id])
         await events.anotify_ticket_changed(

@@ -33,6 +33,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import hashlib
+import logging
 import random
 import threading
 import time
@@ -43,6 +44,8 @@ import msgpack
 from channels_redis.serializers import MsgPackSerializer
 
 from .wire import Wires
+
+logger = logging.getLogger(__name__)
 
 # KEYS: the groups' keys. ARGV: the cut-offs of group membership and of messages, the messages'
 # expiry (EXPIRE), the capacity, the layer's prefix, the first pair's score (microseconds), the pairs (msgpack: group's
@@ -225,6 +228,18 @@ class BatchPublisher:
             done.set_result(reply)
             counted(done)
 
+    async def command_soon(self, *args: Any) -> bool:
+        """A plain command (a SET) on this loop's connection of the batches (`Wires`), written now, in
+        order with them, its reply not waited for (an error reply logged when it comes; `sent()` waits
+        for it with the batches'). False where the layer has no such connection (redis-py's client:
+        the caller sends it its own way)."""
+        wires = self._wired("_wires")
+        if wires is None:
+            return False
+        reply = await wires.call_soon(*args)
+        reply.add_done_callback(_logged_if_failed)
+        return True
+
     async def sent(self) -> None:
         """Until the replies of the batches this loop sent without waiting (`group_send_soon`) are in."""
         if self._wires is not None:
@@ -316,3 +331,9 @@ class BatchPublisher:
         for group, message in pairs:
             await self.group_send(group, message)  # type: ignore[attr-defined]
         return counts
+
+
+def _logged_if_failed(reply: asyncio.Future[Any]) -> None:
+    """The reply of a command not waited for (`command_soon`): an error logged (and so retrieved)."""
+    if not reply.cancelled() and (error := reply.exception()) is not None:
+        logger.warning("A command sent to Redis without waiting failed: %s", error)

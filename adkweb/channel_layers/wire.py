@@ -205,6 +205,12 @@ class Wires:
         wire = await self._wire()
         return await wire.call(pack(*args))
 
+    async def call_soon(self, *args: Any) -> asyncio.Future[Any]:
+        """A command written now, before whatever this loop writes next; the future of its reply, not
+        awaited (`drained()` waits for it with the rest)."""
+        wire = await self._wire()
+        return wire.call(pack(*args))
+
     async def call_all(self, *commands: tuple[Any, ...]) -> list[Any]:
         """Several commands written at once (pipelined, one round trip), their replies in order; an
         error reply raised (after all the replies are in, the others kept or dropped with it)."""

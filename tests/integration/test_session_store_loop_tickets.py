@@ -168,6 +168,62 @@ async def test_a_ticket_opened_from_the_loop_asks_about_the_inbox_with_its_event
     assert len(asked) == 1 and "approvals" in asked[0], asked
 
 
+async def test_a_ticket_opened_unwatched_has_its_outbox_task_started_first_and_its_facts_written_with_the_batches(
+    service, tickets, monkeypatch
+):
+    """Nobody watches the inbox: once the statement has committed the outbox's task is started (on a
+    thread) before the event's batch leaves, and the ticket's facts are written on the layer's own
+    connection after its batches, not through redis.asyncio's client and not waited for: in Redis
+    once what the loop wrote has been answered (`apublished`)."""
+    import json
+
+    import redis
+    from channels.layers import get_channel_layer
+    from django.conf import settings
+
+    from adkweb import live, notify
+    from approvals import fanout
+    from approvals.models import PendingCall
+
+    live._seen.clear()
+    session = await service.create_session(app_name=TICKET_APP, user_id=USER)
+    order: list[str] = []
+    layer = get_channel_layer()
+    real_many, real_soon, real_committed = layer.group_send_many, layer.group_send_soon, notify.committed_soon
+
+    async def send_many(pairs: Any, ask: Any = ()) -> Any:
+        order.append("batch")
+        return await real_many(pairs, ask)
+
+    async def send_soon(pairs: Any, replied: Any) -> Any:
+        order.append("batch")
+        return await real_soon(pairs, replied)
+
+    async def command_soon(*args: Any) -> bool:
+        order.append(str(args[0]))
+        return await type(layer).command_soon(layer, *args)
+
+    def committed_soon(outbox: Any, row_id: int) -> None:
+        order.append("outbox")
+        real_committed(outbox, row_id)
+
+    def no_client() -> Any:
+        raise AssertionError("redis.asyncio's client")
+
+    monkeypatch.setattr(layer, "group_send_many", send_many)
+    monkeypatch.setattr(layer, "group_send_soon", send_soon)
+    monkeypatch.setattr(layer, "command_soon", command_soon, raising=False)
+    monkeypatch.setattr(notify, "committed_soon", committed_soon)
+    monkeypatch.setattr(fanout, "_aredis", no_client)
+    await service.append_event(session, _call("c1"))
+    await live.apublished()
+    assert order == ["outbox", "batch", "SET", "batch"], order
+    ticket = await PendingCall.objects.aget(call_id="c1")
+    stored = redis.Redis.from_url(settings.REDIS_URL).get(fanout._key(ticket))
+    assert stored is not None and json.loads(stored) == fanout._opened_facts(ticket)
+    await sync_to_async(wait_for)(lambda: tickets, timeout=5, what="the outbox's task")
+
+
 async def test_a_failure_after_the_event_insert_stores_neither_and_announces_nothing(service, tickets, monkeypatch):
     """The ticket's INSERT fails after the event's, in the same statement: neither is stored, the copy
     stays current, nothing is published or enqueued."""
