@@ -23,7 +23,7 @@ from . import agents, eager, wake
 from .models import AdkSession, Turn
 from .session_service import DjangoSessionService, SessionBusy, session_archive
 from .session_status import row_lock_held
-from .turn_insert import TurnFields, turn_insert, turn_insert_sqlite
+from .turn_insert import TurnFields, TurnRiding, turn_insert, turn_insert_riding, turn_insert_sqlite
 
 logger = logging.getLogger(__name__)
 __all__ = ["SessionBusy", "session_archive"]  # the store's, used from here by pages and the admin
@@ -187,12 +187,47 @@ def turn_add(
     wait = _before_turn_commit.get()
     if wait is not None:
         wait()
-    session_pk = session.pk
-    if enqueue and wake_before_commit():
-        _enqueue_early(session_pk)  # the row is locked (the insert's status write): see wake_before_commit
-    elif enqueue:
-        transaction.on_commit(lambda: session_enqueue(session_pk=session_pk), robust=True)
+    if enqueue:
+        turn_enqueue(session.pk)  # the row is locked (the insert's status write): see wake_before_commit
     return turn
+
+
+def turn_enqueue(session_pk: int) -> None:
+    """A queued turn's wake-up: just before the commit where `wake_before_commit` says so (the session
+    row held by this transaction), else after it."""
+    if wake_before_commit():
+        _enqueue_early(session_pk)
+    else:
+        transaction.on_commit(lambda: session_enqueue(session_pk=session_pk), robust=True)
+
+
+def turn_add_riding(
+    *,
+    session: AdkSession,
+    content: types.Content,
+    actor: Any = None,
+    state_delta: dict | None = None,
+    streaming: bool = False,
+) -> TurnRiding | None:
+    """turn_add's writes for an answer's turn (function responses: never capped) as CTEs for the caller's
+    own statement on PostgreSQL (approvals.record: a decision's record), one round trip fewer; the caller
+    holds the session row (its insert's status write would take it) and sends the wake-up itself
+    (turn_add(enqueue=False)'s case). None: not an answer, or not PostgreSQL (call turn_add)."""
+    db = transaction.get_connection()
+    if not db.in_atomic_block:
+        raise RuntimeError("turn_add_riding runs inside a transaction.")
+    if db.vendor != "postgresql" or not any(p.function_response for p in content.parts or []):
+        return None
+    fields: TurnFields = {
+        "session": session,
+        "kind": Turn.Kind.FUNCTION_RESPONSE,
+        "content": content_json(content),
+        "state_delta": state_delta or None,
+        "streaming": streaming,
+        "created_by": actor if actor is not None and actor.is_authenticated else None,
+        "invocation_id": "",
+    }
+    return turn_insert_riding(wait=_before_turn_commit.get(), **fields)
 
 
 def _enqueue_early(session_pk: int) -> None:

@@ -23,6 +23,8 @@ session's row only (`AdkSession.objects`). No post_save signal is sent: its one 
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, TypedDict, Unpack
 
 from django.contrib.auth import get_user_model
@@ -108,6 +110,56 @@ def turn_insert(*, cap: int, **fields: Unpack[TurnFields]) -> Turn | None:
     else:
         turn_id = row[0]
     return _queued(turn_id, created_at=now, **fields)
+
+
+_RIDING: list[str] = []
+
+
+@dataclass
+class TurnRiding:
+    """An answer's turn whose writes ride in its caller's own statement (`turn_insert_riding`): the CTEs to
+    put in it (`ts`, `tn`: `SELECT id FROM tn` is the turn's id) and their parameters; `written(id)`
+    once that statement ran gives the Turn (and calls `wait`, agents_app.services.before_turn_commit's,
+    as turn_add does once its turn is written)."""
+
+    sql: str
+    params: list[Any]
+    make: Callable[[int], Turn]
+    wait: Callable[[], object] | None = None
+
+    def written(self, turn_id: int) -> Turn:
+        turn = self.make(turn_id)
+        if self.wait is not None:
+            self.wait()
+        return turn
+
+
+def turn_insert_riding(*, wait: Callable[[], object] | None, **fields: Unpack[TurnFields]) -> TurnRiding:
+    """A queued turn with no cap to check (an answer's) as two CTEs for a caller's own statement on
+    PostgreSQL (e.g. a decision's record, approvals.record): `ts`, the session's status, as the plain
+    statement writes it, and `tn`, the turn's INSERT (`SELECT id FROM tn`: its id), with their parameters
+    in their order (positional). The same rows, locks and deferred foreign keys as `turn_insert`'s;
+    inside the caller's transaction."""
+    if not _RIDING:
+        turns, sessions = Turn._meta.db_table, AdkSession._meta.db_table
+        running = f"UPDATE {sessions} SET status = 'running' WHERE id = %s AND archived_at IS NULL"
+        values = "%s, %s, %s, %s, %s, 'queued', 0, %s, '', %s, NULL::bigint, %s, NULL::timestamptz, NULL::timestamptz"
+        _RIDING.append(f"ts AS ({running}), tn AS (INSERT INTO {turns} ({_COLUMNS}) VALUES ({values}) RETURNING id)")
+    now, created_by = timezone.now(), fields["created_by"]
+    content_field, state_field = Turn._meta.get_field("content"), Turn._meta.get_field("state_delta")
+    session = fields["session"]
+    params = [
+        session.pk,
+        session.pk,
+        fields["kind"],
+        content_field.get_db_prep_save(fields["content"], connection),
+        state_field.get_db_prep_save(fields["state_delta"], connection),
+        fields["streaming"],
+        fields["invocation_id"],
+        created_by.pk if created_by is not None else None,
+        now,
+    ]
+    return TurnRiding(_RIDING[0], params, lambda turn_id: _queued(turn_id, created_at=now, **fields), wait)
 
 
 _SQLITE: dict[str, str] = {}

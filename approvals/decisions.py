@@ -20,7 +20,7 @@ from adkweb.notify import TICKET_DECIDED, notify
 from agents_app import services as agent_services
 from agents_app.agents import remote_app
 from agents_app.models import AdkSession, Turn
-from agents_app.services import row_lock_held, session_lock, session_locked, turn_add
+from agents_app.services import TurnRiding, row_lock_held, session_lock, session_locked, turn_add
 from agents_app.timeline import readable
 
 from . import chain, edits, events, grants, payloads
@@ -198,7 +198,16 @@ _DECIDED_FIELDS = ["status", "closed_at", "closed_by", "updated_at"]
 _EDITED_FIELDS = ["edited_args", "edited_by", "edited_at"]  # _apply_edit's
 
 
-def _record(plan: _Plan, turn: Turn | None, actor: Any, source: str, grant: StandingGrant | None) -> Response:
+def _record(
+    plan: _Plan,
+    turn: Turn | None,
+    actor: Any,
+    source: str,
+    grant: StandingGrant | None,
+    riding: TurnRiding | None = None,
+) -> Response:
+    """The decision's row, its ticket's write and its notice; `riding`: its turn's writes too (PostgreSQL),
+    in the record's statement, the row's turn the one written there."""
     answer, ticket = plan.answer, plan.answer.ticket
     person = actor if actor is not None and actor.is_authenticated else None
     final = answer.final and not plan.held
@@ -225,7 +234,9 @@ def _record(plan: _Plan, turn: Turn | None, actor: Any, source: str, grant: Stan
         notice = (TICKET_DECIDED, ticket, {"status": ticket.status, "by": by, "comment": answer.comment})
     # What a decision changes (the row is locked: the other columns are as read); not every column
     fields = _DECIDED_FIELDS + (_EDITED_FIELDS if answer.edited_args is not None else [])
-    if turn is not None and transaction.get_connection().vendor == "postgresql":
+    if riding is not None:  # the turn, the row, the ticket, the notice and the chain's head in one round trip
+        response = response_append_with(_ticket_update(ticket, fields), notice=notice, riding=riding, **row)
+    elif turn is not None and transaction.get_connection().vendor == "postgresql":
         # the row, the ticket, the notice and the chain's head in one round trip; then its link
         response = response_append_with(_ticket_update(ticket, fields), notice=notice, **row)
     else:
@@ -290,13 +301,13 @@ def answers_submit(
     if len(pks) == 1:  # every click, almost every /run: both locks in one round trip
         held, locked = _session_and_ticket_locked(session.pk, pks[0])
         if not held:  # no live session row (archived): nothing held, as session_locked does
-            return _submit(session, answers, actor, streaming, state_delta, source, grant, locked, False)
+            return _submit(session, answers, actor, streaming, state_delta, source, grant, locked, False, False)
         with row_lock_held(session.pk):
             early = wake_early and _early()
-            return _submit(session, answers, actor, streaming, state_delta, source, grant, locked, early)
+            return _submit(session, answers, actor, streaming, state_delta, source, grant, locked, early, True)
     with session_locked(session.pk):
         locked = _tickets_locked(pks)
-        return _submit(session, answers, actor, streaming, state_delta, source, grant, locked, False)
+        return _submit(session, answers, actor, streaming, state_delta, source, grant, locked, False, True)
 
 
 def _early() -> bool:
@@ -360,6 +371,7 @@ def _submit(  # noqa: PLR0913
     grant: StandingGrant | None,
     locked: dict[int, PendingCall],
     early: bool,
+    held: bool,
 ) -> tuple[Turn | None, list[Response]]:
     plans = []
     for answer in answers:
@@ -375,6 +387,21 @@ def _submit(  # noqa: PLR0913
     if parts:
         content = types.Content(role="user", parts=parts)
         who = actor if source == Response.Source.PERSON else None
+        riding = None
+        if held and len(plans) == 1:  # the turn's writes in the record's statement (one round trip fewer)
+            riding = agent_services.turn_add_riding(
+                session=session, content=content, actor=who, state_delta=state_delta, streaming=streaming
+            )
+        if riding is not None:
+            # The session row is held since the locks: the wake-up may leave before the turn's row is
+            # written, in the record's statement next. See "Waking before the commit" above.
+            if early:
+                agent_services.session_enqueue_before_commit(session_pk=session.pk)
+            else:  # as turn_add's (a /run answer's: before the commit where wake_before_commit says so)
+                agent_services.turn_enqueue(session.pk)
+            response = _record(plans[0], None, actor, source, grant, riding=riding)
+            chain.link([response])
+            return response.turn, [response]
         turn = turn_add(
             session=session, content=content, actor=who, state_delta=state_delta, streaming=streaming, enqueue=not early
         )

@@ -53,7 +53,12 @@ def _insert_fields() -> list[Any]:
 
 
 def response_append_with(
-    write: tuple[str, list[Any]], *, notice: tuple[str, Any, dict] | None = None, actor: Any = None, **fields: Any
+    write: tuple[str, list[Any]],
+    *,
+    notice: tuple[str, Any, dict] | None = None,
+    riding: Any = None,
+    actor: Any = None,
+    **fields: Any,
 ) -> Response:
     """`response_append(...)` on PostgreSQL in one round trip: one statement (a data-modifying WITH
     beside the row's INSERT: all or nothing) with the caller's own write (`write`: SQL and parameters
@@ -70,7 +75,9 @@ def response_append_with(
     check again, the row in its savepoint); whether an endpoint subscribes is asked in the statement
     itself (`Outbox.owed_sql`: the row done unless one does; the statement then in a savepoint, and
     a failed question leaves the notice owed), where it was a round trip of its own before it, inside
-    the transaction all the same. Without an outbox `notify` records the notice. Not linked
+    the transaction all the same. `riding` (agents_app.services.TurnRiding): the decision's turn written
+    in the statement too (its CTEs; the row's turn is the one they insert), where it was a round trip
+    before. Without an outbox `notify` records the notice. Not linked
     (the first decision ever: no head yet), the caller's `chain.link` links it."""
     username, name = person_snapshot(actor)
     person = actor if username else None
@@ -78,7 +85,7 @@ def response_append_with(
     outbox, owed = _outbox_for(notice)
     asked = isinstance(owed, tuple)  # the endpoints asked in the statement, in a savepoint of its own
     try:
-        stored, recorded_id, head = _appended(row, write, notice, outbox, owed)
+        stored, recorded_id, head, turn_id = _appended(row, write, notice, outbox, owed, riding)
     except DatabaseError:
         if not asked:
             raise
@@ -87,8 +94,10 @@ def response_append_with(
         with connection.cursor() as cursor:
             cursor.execute(f"ROLLBACK TO SAVEPOINT {_SAVEPOINT}; RELEASE SAVEPOINT {_SAVEPOINT}")
         logger.warning("Could not ask for webhook endpoints in a decision's statement; fanning it out.", exc_info=True)
-        stored, recorded_id, head = _appended(row, write, notice, outbox, True)
+        stored, recorded_id, head, turn_id = _appended(row, write, notice, outbox, True, riding)
     row.pk = stored[0]
+    if riding is not None:
+        row.turn = riding.written(turn_id)
     row._state.adding, row._state.db = False, connection.alias
     if outbox is not None and recorded_id is not None:
         transaction.on_commit(partial(outbox.committed, recorded_id))
@@ -105,11 +114,15 @@ def _appended(
     notice: tuple[str, Any, dict] | None,
     outbox: notify.Outbox | None,
     owed: bool | tuple[str, list[Any]],
-) -> tuple[list[Any], int | None, tuple]:
+    riding: Any,
+) -> tuple[list[Any], int | None, tuple, int | None]:
     """`response_append_with`'s statement, sent: the row's stored columns, the notice's row id when it
     is owed (None: none, or done), the chain's head (locked). `owed` an SQL condition: the notice's row
     is done unless it holds, and the statement goes in a savepoint (a failed question undoes only it)."""
     ctes, params = [f"w AS ({write[0]})"], list(write[1])
+    if riding is not None:
+        ctes.append(riding.sql)
+        params += riding.params
     recorded = "NULL"
     if outbox is not None and notice is not None:
         event, ticket, data = notice
@@ -135,14 +148,17 @@ def _appended(
     for field in _insert_fields():
         value = field.pre_save(row, True)
         columns.append(connection.ops.quote_name(field.column))
-        if isinstance(value, DatabaseDefault):
+        if riding is not None and field.name == "turn":
+            values.append("(SELECT id FROM tn)")
+        elif isinstance(value, DatabaseDefault):
             values.append("DEFAULT")
         else:
             values.append("%s")
             params.append(field.get_db_prep_save(value, connection))
     sql = (
         f"WITH {', '.join(ctes)} INSERT INTO {Response._meta.db_table} ({', '.join(columns)}) "
-        f"VALUES ({', '.join(values)}) RETURNING {chain.STORED}, {recorded}; {chain.HEAD_LOCKED}"
+        f"VALUES ({', '.join(values)}) RETURNING {chain.STORED}, {recorded}, {'turn_id' if riding else 'NULL'}; "
+        f"{chain.HEAD_LOCKED}"
     )
     guarded = isinstance(owed, tuple)
     if guarded:
@@ -151,10 +167,10 @@ def _appended(
         cursor.execute(sql, params)
         if guarded:
             cursor.nextset()  # past the savepoint's result
-        *stored, recorded_id = cursor.fetchone()
+        *stored, recorded_id, turn_id = cursor.fetchone()
         cursor.nextset()
         head = cursor.fetchone()
-    return stored, recorded_id, head
+    return stored, recorded_id, head, turn_id
 
 
 def _outbox_for(notice: tuple[str, Any, dict] | None) -> tuple[notify.Outbox | None, bool | tuple[str, list[Any]]]:

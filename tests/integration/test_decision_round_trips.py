@@ -14,7 +14,7 @@ from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
-from agents_app.models import Turn
+from agents_app.models import AdkSession, Turn
 from approvals.models import PendingCall, Response
 from notifications.models import NotificationEvent
 from tests.approvals_factories import session_for
@@ -93,18 +93,29 @@ def test_a_click_records_its_decision_notice_and_link_in_one_round_trip(demo, _n
     status, sent = _click(_tab(demo["admin"]), ticket)
     assert status == 200
     done = _the_transaction(sent)
-    # BEGIN; the session and ticket locks; the turn; the response, the ticket, the outbox row and the
+    # BEGIN; the session and ticket locks; the turn, the response, the ticket, the outbox row and the
     # chain's head; the link; COMMIT
-    assert len(done) == 6, done
-    record = done[3]
+    assert len(done) == 5, done
+    record = done[2]
     assert "approvals_response" in record and "notifications_notificationevent" in record
-    assert "approvals_decisionchain" in record
+    assert "approvals_decisionchain" in record and "INSERT INTO agents_app_turn" in record
     assert _no_worker_woken == [first.session_id, ticket.session_id]  # one wake-up each
     ticket.refresh_from_db()
     assert ticket.status == PendingCall.Status.APPROVED and ticket.closed_by == demo["admin"]
     decided = Response.objects.get(pending_call=ticket)
     assert (decided.actor_username, decided.action, decided.final) == ("admin", "approve", True)
     assert decided.chain_seq == 2
+    # the turn written in the record's statement: queued, carrying the answer, the row's turn
+    turn = Turn.objects.get(session=ticket.session)
+    assert (turn.status, turn.kind, turn.created_by, decided.turn_id) == (
+        "queued",
+        "function_response",
+        demo["admin"],
+        turn.pk,
+    )
+    response = turn.content["parts"][0]["function_response"]
+    assert (turn.content["role"], response["id"], response["name"]) == ("user", ticket.call_id, ticket.call_name)
+    assert AdkSession.objects.get(pk=ticket.session_id).status == "running"
     notice = NotificationEvent.objects.get(ticket=ticket)
     assert (notice.name, notice.data) == ("ticket.decided", {"status": "approved", "by": "admin", "comment": "fine"})
     assert notice.fanned_out_at is None  # the requester may be owed an email: the fan-out decides
@@ -152,9 +163,9 @@ def test_an_own_decision_that_owes_nothing_asks_for_endpoints_in_the_records_sta
     status, sent = _click(_tab(demo["approver"]), ticket)
     assert status == 200
     done = _the_transaction(sent)
-    # BEGIN; the locks; the turn; the record with its notice, asking for endpoints; the link; COMMIT
-    assert len(done) == 6, done
-    record = done[3]
+    # BEGIN; the locks; the turn and the record with its notice, asking for endpoints; the link; COMMIT
+    assert len(done) == 5, done
+    record = done[2]
     assert record.startswith("SAVEPOINT") and "RELEASE SAVEPOINT" in record
     assert "approvals_response" in record and "notifications_notificationevent" in record
     assert "notifications_webhookendpoint" in record
@@ -238,7 +249,13 @@ def test_a_run_answer_reads_its_ticket_and_the_deciders_permissions_in_one_round
     before, done = _before_the_transaction(sent), _the_transaction(sent)
     assert len(before) == 1 and "auth_permission" in before[0] and "approvals_pendingcall" in before[0], before
     assert not [q for q in done if "auth_permission" in q], done
+    # the turn written in the record's statement (after the locks), in no statement of its own
+    turns = [q for q in done if "INSERT INTO agents_app_turn" in q]
+    assert len(turns) == 1 and "approvals_response" in turns[0] and done.index(turns[0]) == 2, done
     assert turn is not None
+    stored = Turn.objects.get(pk=turn.pk)
+    assert stored.status == "queued" and stored.content["parts"][0]["function_response"]["id"] == ticket.call_id
+    assert Response.objects.get(pending_call=ticket).turn_id == turn.pk
     ticket.refresh_from_db()
     assert ticket.status == PendingCall.Status.APPROVED and ticket.closed_by == demo["approver"]
     assert Response.objects.get(pending_call=ticket).actor_username == "approver"
