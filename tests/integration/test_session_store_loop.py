@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import timedelta
 from typing import Any
@@ -32,6 +32,41 @@ from agents_app.session_service import DjangoSessionService
 
 pytestmark = pytest.mark.django_db(transaction=True)
 APP = "my_app"
+
+
+def batches_seen(monkeypatch: pytest.MonkeyPatch, check: Callable[[Any], None]) -> None:
+    """`check(pairs)` with every batch this process's channel layer sends, waited for or not
+    (adkweb.live), just before it leaves."""
+    from channels.layers import get_channel_layer
+
+    layer = get_channel_layer()
+    real_many, real_soon = layer.group_send_many, layer.group_send_soon
+
+    async def send_many(pairs: Any, ask: Any = ()) -> Any:
+        check(pairs)
+        return await real_many(pairs, ask)
+
+    async def send_soon(pairs: Any, replied: Any) -> Any:  # a batch that asks nothing (adkweb.live)
+        check(pairs)
+        return await real_soon(pairs, replied)
+
+    monkeypatch.setattr(layer, "group_send_many", send_many)
+    monkeypatch.setattr(layer, "group_send_soon", send_soon)
+
+
+def broken_after_commit(monkeypatch: pytest.MonkeyPatch, statement: str) -> None:
+    """The loop's statements that begin with `statement` run (and commit), then their connection breaks
+    before the answer arrives."""
+    real_execute = psycopg.AsyncClientCursor.execute
+
+    async def execute_then_break(self: Any, query: Any, params: Any = None, **kwargs: Any) -> Any:
+        result = await real_execute(self, query, params, **kwargs)
+        if str(query).startswith(statement):
+            self.connection.pgconn.finish()  # the answer never arrives
+            raise psycopg.OperationalError("server closed the connection unexpectedly")
+        return result
+
+    monkeypatch.setattr(psycopg.AsyncClientCursor, "execute", execute_then_break)
 
 
 @pytest.fixture(autouse=True)
@@ -160,16 +195,7 @@ async def test_an_append_whose_connection_broke_after_its_commit_is_not_stored_t
     path, the append finds its copy stale and stores nothing (what ADK's own store would raise there is
     the connection's error: either way the caller must reload)."""
     session = await service.create_session(app_name=APP, user_id="u", session_id="s")
-    real_execute = psycopg.AsyncClientCursor.execute
-
-    async def execute_then_break(self: Any, query: Any, params: Any = None, **kwargs: Any) -> Any:
-        result = await real_execute(self, query, params, **kwargs)
-        if str(query).startswith("WITH u AS (UPDATE"):
-            self.connection.pgconn.finish()  # the answer never arrives
-            raise psycopg.OperationalError("server closed the connection unexpectedly")
-        return result
-
-    monkeypatch.setattr(psycopg.AsyncClientCursor, "execute", execute_then_break)
+    broken_after_commit(monkeypatch, "WITH u AS (UPDATE")
     with pytest.raises(StaleSessionError):
         await service.append_event(session, _text("once"))
     monkeypatch.undo()

@@ -19,7 +19,7 @@ from agents_app.events import SESSIONS_GROUP, session_group
 from agents_app.models import AdkSession, Turn
 from agents_app.session_service import SessionBusy
 
-from .test_session_store_loop import _no_hooks, _text, sent
+from .test_session_store_loop import _no_hooks, _text, batches_seen, broken_after_commit, sent
 
 pytestmark = pytest.mark.django_db(transaction=True)
 __all__ = ["_no_hooks"]  # its autouse fixture: no event hook (a scenario imported earlier may add one)
@@ -44,22 +44,12 @@ async def _watchers(monkeypatch: pytest.MonkeyPatch, session_pk: int) -> tuple[l
         await layer.group_add(group, channel)
         channels.append(channel)
     committed: list[bool] = []
-    real, real_soon = layer.group_send_many, layer.group_send_soon
 
     def check(pairs: Any) -> None:
         if any(message["type"] == "session.status" for _, message in pairs):
             committed.append(_archived_elsewhere(session_pk))
 
-    async def send_many(pairs: Any, ask: Any = ()) -> Any:
-        check(pairs)
-        return await real(pairs, ask)
-
-    async def send_soon(pairs: Any, replied: Any) -> Any:  # a batch that asks nothing (adkweb.live)
-        check(pairs)
-        return await real_soon(pairs, replied)
-
-    monkeypatch.setattr(layer, "group_send_many", send_many)
-    monkeypatch.setattr(layer, "group_send_soon", send_soon)
+    batches_seen(monkeypatch, check)
     return channels, committed
 
 
@@ -107,16 +97,7 @@ async def test_a_session_with_a_turn_owed_is_refused_the_checked_way(service, mo
 async def test_a_delete_whose_connection_broke_after_its_commit_archives_once(service, monkeypatch):
     """The statement committed, then its connection broke: the thread path finds nothing left to archive."""
     session = await service.create_session(app_name=APP, user_id="u", session_id="s")
-    real_execute = psycopg.AsyncClientCursor.execute
-
-    async def execute_then_break(self: Any, query: Any, params: Any = None, **kwargs: Any) -> Any:
-        result = await real_execute(self, query, params, **kwargs)
-        if str(query).startswith("UPDATE"):
-            self.connection.pgconn.finish()  # the answer never arrives
-            raise psycopg.OperationalError("server closed the connection unexpectedly")
-        return result
-
-    monkeypatch.setattr(psycopg.AsyncClientCursor, "execute", execute_then_break)
+    broken_after_commit(monkeypatch, "UPDATE")
     await service.delete_session(app_name=APP, user_id="u", session_id=session.id)
     monkeypatch.undo()
     rows = [row async for row in AdkSession.all_objects.filter(session_id="s").values_list("archived_at", flat=True)]

@@ -22,7 +22,7 @@ from agents_app.models import AdkSession, StoredEvent
 from agents_app.session_service import DjangoSessionService
 from tests.conftest import wait_for
 
-from .test_session_store_loop import _append_after_a_takeover, _events, _no_hooks, _text, sent
+from .test_session_store_loop import _append_after_a_takeover, _events, _no_hooks, _text, batches_seen, sent
 from .test_ticket_rider import APP as TICKET_APP
 from .test_ticket_rider import USER, _call, _response, _warm
 
@@ -69,23 +69,13 @@ async def _watch(monkeypatch: pytest.MonkeyPatch, session_pk: int) -> tuple[str,
     channel = await layer.new_channel()
     await layer.group_add(f"session-{session_pk}", channel)
     committed: list[bool] = []
-    real, real_soon = layer.group_send_many, layer.group_send_soon
 
     def check(pairs: Any) -> None:
         for _, message in pairs:
             if message["type"] == "ticket.changed":
                 committed.append(_committed(message["ticket_id"]))
 
-    async def send_many(pairs: Any, ask: Any = ()) -> Any:
-        check(pairs)
-        return await real(pairs, ask)
-
-    async def send_soon(pairs: Any, replied: Any) -> Any:  # a batch that asks nothing (adkweb.live)
-        check(pairs)
-        return await real_soon(pairs, replied)
-
-    monkeypatch.setattr(layer, "group_send_many", send_many)
-    monkeypatch.setattr(layer, "group_send_soon", send_soon)
+    batches_seen(monkeypatch, check)
     return channel, committed
 
 
@@ -189,15 +179,7 @@ async def test_a_ticket_opened_unwatched_has_its_outbox_task_started_first_and_i
     session = await service.create_session(app_name=TICKET_APP, user_id=USER)
     order: list[str] = []
     layer = get_channel_layer()
-    real_many, real_soon, real_committed = layer.group_send_many, layer.group_send_soon, notify.committed_soon
-
-    async def send_many(pairs: Any, ask: Any = ()) -> Any:
-        order.append("batch")
-        return await real_many(pairs, ask)
-
-    async def send_soon(pairs: Any, replied: Any) -> Any:
-        order.append("batch")
-        return await real_soon(pairs, replied)
+    real_committed = notify.committed_soon
 
     async def command_soon(*args: Any) -> bool:
         order.append(str(args[0]))
@@ -210,8 +192,7 @@ async def test_a_ticket_opened_unwatched_has_its_outbox_task_started_first_and_i
     def no_client() -> Any:
         raise AssertionError("redis.asyncio's client")
 
-    monkeypatch.setattr(layer, "group_send_many", send_many)
-    monkeypatch.setattr(layer, "group_send_soon", send_soon)
+    batches_seen(monkeypatch, lambda pairs: order.append("batch"))
     monkeypatch.setattr(layer, "command_soon", command_soon, raising=False)
     monkeypatch.setattr(notify, "committed_soon", committed_soon)
     monkeypatch.setattr(fanout, "_aredis", no_client)
