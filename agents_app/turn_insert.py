@@ -76,23 +76,31 @@ class TurnFields(TypedDict):
     invocation_id: str
 
 
+_ROW_NAMES = ("session", "kind", "content", "state", "streaming", "invocation", "user")  # _VALUES' names
+
+
+def _row(fields: TurnFields) -> list[Any]:
+    """The new turn's own columns' parameters, as its INSERTs bind them (in _ROW_NAMES' order)."""
+    content_field, state_field = Turn._meta.get_field("content"), Turn._meta.get_field("state_delta")
+    created_by = fields["created_by"]
+    return [
+        fields["session"].pk,
+        fields["kind"],
+        content_field.get_db_prep_save(fields["content"], connection),
+        state_field.get_db_prep_save(fields["state_delta"], connection),
+        fields["streaming"],
+        fields["invocation_id"],
+        created_by.pk if created_by is not None else None,
+    ]
+
+
 def turn_insert(*, cap: int, **fields: Unpack[TurnFields]) -> Turn | None:
     """The new queued Turn, inside the caller's transaction (PostgreSQL only). `cap` > 0 (and a
     person): refuse it when they have `cap` turns queued or running already (None: nothing was
     written; the caller says why)."""
     now, created_by = timezone.now(), fields["created_by"]
-    content_field, state_field = Turn._meta.get_field("content"), Turn._meta.get_field("state_delta")
-    params = {
-        "session": fields["session"].pk,
-        "kind": fields["kind"],
-        "content": content_field.get_db_prep_save(fields["content"], connection),
-        "state": state_field.get_db_prep_save(fields["state_delta"], connection),
-        "streaming": fields["streaming"],
-        "invocation": fields["invocation_id"],
-        "user": created_by.pk if created_by is not None else None,
-        "now": now,
-        "cap": cap,
-    }
+    params: dict[str, Any] = dict(zip(_ROW_NAMES, _row(fields), strict=True))
+    params.update(now=now, cap=cap)
     capped = cap > 0 and created_by is not None
     sql = f"{_sql('lock')}; {_sql('capped')}" if capped else _sql("plain")
     with connection.cursor() as cursor:
@@ -145,20 +153,8 @@ def turn_insert_riding(*, wait: Callable[[], object] | None, **fields: Unpack[Tu
         running = f"UPDATE {sessions} SET status = 'running' WHERE id = %s AND archived_at IS NULL"
         values = "%s, %s, %s, %s, %s, 'queued', 0, %s, '', %s, NULL::bigint, %s, NULL::timestamptz, NULL::timestamptz"
         _RIDING.append(f"ts AS ({running}), tn AS (INSERT INTO {turns} ({_COLUMNS}) VALUES ({values}) RETURNING id)")
-    now, created_by = timezone.now(), fields["created_by"]
-    content_field, state_field = Turn._meta.get_field("content"), Turn._meta.get_field("state_delta")
-    session = fields["session"]
-    params = [
-        session.pk,
-        session.pk,
-        fields["kind"],
-        content_field.get_db_prep_save(fields["content"], connection),
-        state_field.get_db_prep_save(fields["state_delta"], connection),
-        fields["streaming"],
-        fields["invocation_id"],
-        created_by.pk if created_by is not None else None,
-        now,
-    ]
+    now = timezone.now()
+    params = [fields["session"].pk, *_row(fields), now]  # the status's, then the INSERT's
     return TurnRiding(_RIDING[0], params, lambda turn_id: _queued(turn_id, created_at=now, **fields), wait)
 
 
@@ -180,20 +176,9 @@ def turn_insert_sqlite(**fields: Unpack[TurnFields]) -> Turn:
             "(%s, %s, %s, %s, %s, 'queued', 0, %s, '', %s, NULL, %s, NULL, NULL) RETURNING id"
         )
     now = timezone.now()
-    content_field, state_field = Turn._meta.get_field("content"), Turn._meta.get_field("state_delta")
-    session, created_by = fields["session"], fields["created_by"]
-    params = [
-        session.pk,
-        fields["kind"],
-        content_field.get_db_prep_save(fields["content"], connection),
-        state_field.get_db_prep_save(fields["state_delta"], connection),
-        fields["streaming"],
-        fields["invocation_id"],
-        created_by.pk if created_by is not None else None,
-        connection.ops.adapt_datetimefield_value(now),
-    ]
+    params = [*_row(fields), connection.ops.adapt_datetimefield_value(now)]
     with connection.cursor() as cursor:
-        cursor.execute(_SQLITE["running"], [session.pk])
+        cursor.execute(_SQLITE["running"], [fields["session"].pk])
         cursor.execute(_SQLITE["insert"], params)
         turn_id = cursor.fetchone()[0]
     return _queued(turn_id, created_at=now, **fields)
