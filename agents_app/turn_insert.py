@@ -23,6 +23,7 @@ session's row only (`AdkSession.objects`). No post_save signal is sent: its one 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypedDict, Unpack
@@ -46,10 +47,15 @@ _VALUES = (
 _SQL: dict[str, str] = {}
 
 
+def _running(session: str) -> str:
+    """The session's status as a new turn writes it (`session`: its parameter's placeholder)."""
+    return f"UPDATE {AdkSession._meta.db_table} SET status = 'running' WHERE id = {session} AND archived_at IS NULL"
+
+
 def _sql(name: str) -> str:
     if not _SQL:
-        turns, sessions, users = Turn._meta.db_table, AdkSession._meta.db_table, get_user_model()._meta.db_table
-        running = f"UPDATE {sessions} SET status = 'running' WHERE id = %(session)s AND archived_at IS NULL"
+        turns, users = Turn._meta.db_table, get_user_model()._meta.db_table
+        running = _running("%(session)s")
         insert = f"INSERT INTO {turns} ({_COLUMNS})"
         _SQL["plain"] = f"WITH s AS ({running}) {insert} VALUES ({_VALUES}) RETURNING id"
         active = ", ".join(f"'{s}'" for s in (Turn.Status.QUEUED, Turn.Status.RUNNING))
@@ -149,10 +155,9 @@ def turn_insert_riding(*, wait: Callable[[], object] | None, **fields: Unpack[Tu
     in their order (positional). The same rows, locks and deferred foreign keys as `turn_insert`'s;
     inside the caller's transaction."""
     if not _RIDING:
-        turns, sessions = Turn._meta.db_table, AdkSession._meta.db_table
-        running = f"UPDATE {sessions} SET status = 'running' WHERE id = %s AND archived_at IS NULL"
-        values = "%s, %s, %s, %s, %s, 'queued', 0, %s, '', %s, NULL::bigint, %s, NULL::timestamptz, NULL::timestamptz"
-        _RIDING.append(f"ts AS ({running}), tn AS (INSERT INTO {turns} ({_COLUMNS}) VALUES ({values}) RETURNING id)")
+        values = re.sub(r"%\(\w+\)s", "%s", _VALUES)  # positional, in _VALUES' order: _row's, then now
+        insert = f"INSERT INTO {Turn._meta.db_table} ({_COLUMNS}) VALUES ({values}) RETURNING id"
+        _RIDING.append(f"ts AS ({_running('%s')}), tn AS ({insert})")
     now = timezone.now()
     params = [fields["session"].pk, *_row(fields), now]  # the status's, then the INSERT's
     return TurnRiding(_RIDING[0], params, lambda turn_id: _queued(turn_id, created_at=now, **fields), wait)
@@ -169,8 +174,8 @@ def turn_insert_sqlite(**fields: Unpack[TurnFields]) -> Turn:
     PostgreSQL. No lock to take: SQLite's write transaction holds the file from its BEGIN (IMMEDIATE).
     The cap, if any, was checked before (services.turn_quota_check)."""
     if not _SQLITE:
-        turns, sessions = Turn._meta.db_table, AdkSession._meta.db_table
-        _SQLITE["running"] = f"UPDATE {sessions} SET status = 'running' WHERE id = %s AND archived_at IS NULL"
+        turns = Turn._meta.db_table
+        _SQLITE["running"] = _running("%s")
         _SQLITE["insert"] = (
             f"INSERT INTO {turns} ({_COLUMNS}) VALUES "
             "(%s, %s, %s, %s, %s, 'queued', 0, %s, '', %s, NULL, %s, NULL, NULL) RETURNING id"
