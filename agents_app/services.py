@@ -160,19 +160,9 @@ def turn_add(
     e.g. approvals.decisions before its commit)."""
     if not transaction.get_connection().in_atomic_block:
         raise RuntimeError("turn_add runs inside a transaction (use turn_create otherwise).")
-    parts = content.parts or [] if content is not None else []
-    kind = Turn.Kind.FUNCTION_RESPONSE if any(p.function_response for p in parts) else Turn.Kind.MESSAGE
-    person = actor if actor is not None and actor.is_authenticated else None
-    capped = kind == Turn.Kind.MESSAGE and person is not None  # answers to tickets are never capped
-    fields: TurnFields = {
-        "session": session,
-        "kind": kind,
-        "content": content_json(content) if content is not None else {},
-        "state_delta": state_delta or None,
-        "streaming": streaming,
-        "created_by": person,
-        "invocation_id": invocation_id if content is None else "",
-    }
+    fields = _turn_fields(session, content, actor, state_delta, streaming, invocation_id)
+    person = fields["created_by"]
+    capped = fields["kind"] == Turn.Kind.MESSAGE and person is not None  # answers to tickets are never capped
     if transaction.get_connection().vendor == "postgresql":  # the writes in one round trip
         cap = settings.ADKWEB_MAX_QUEUED_TURNS_PER_USER if capped else 0
         found = turn_insert(**fields, cap=max(cap, 0))
@@ -216,18 +206,35 @@ def turn_add_riding(
     db = transaction.get_connection()
     if not db.in_atomic_block:
         raise RuntimeError("turn_add_riding runs inside a transaction.")
-    if db.vendor != "postgresql" or not any(p.function_response for p in content.parts or []):
+    if db.vendor != "postgresql":
         return None
-    fields: TurnFields = {
+    fields = _turn_fields(session, content, actor, state_delta, streaming, "")
+    if fields["kind"] != Turn.Kind.FUNCTION_RESPONSE:
+        return None
+    return turn_insert_riding(wait=_before_turn_commit.get(), **fields)
+
+
+def _turn_fields(
+    session: AdkSession,
+    content: types.Content | None,
+    actor: Any,
+    state_delta: dict | None,
+    streaming: bool,
+    invocation_id: str,
+) -> TurnFields:
+    """A new turn's own fields: an answer's (a function response among its parts) or a message's; its
+    creator a signed-in person or nobody; an invocation to continue only without new content."""
+    parts = content.parts or [] if content is not None else []
+    kind = Turn.Kind.FUNCTION_RESPONSE if any(p.function_response for p in parts) else Turn.Kind.MESSAGE
+    return {
         "session": session,
-        "kind": Turn.Kind.FUNCTION_RESPONSE,
-        "content": content_json(content),
+        "kind": kind,
+        "content": content_json(content) if content is not None else {},
         "state_delta": state_delta or None,
         "streaming": streaming,
         "created_by": actor if actor is not None and actor.is_authenticated else None,
-        "invocation_id": "",
+        "invocation_id": invocation_id if content is None else "",
     }
-    return turn_insert_riding(wait=_before_turn_commit.get(), **fields)
 
 
 def _enqueue_early(session_pk: int) -> None:
