@@ -165,21 +165,27 @@ def turn_add(
     capped = fields["kind"] == Turn.Kind.MESSAGE and person is not None  # answers to tickets are never capped
     if transaction.get_connection().vendor == "postgresql":  # the writes in one round trip
         cap = settings.ADKWEB_MAX_QUEUED_TURNS_PER_USER if capped else 0
-        found = turn_insert(**fields, cap=max(cap, 0))
+        # Its wake-up leaves as soon as the row is written, before the Turn is built (the queue stage).
+        found = turn_insert(**fields, cap=max(cap, 0), written=lambda: _turn_written(session.pk, enqueue))
         if found is None:
             _too_many(person, cap)
-        turn = cast(Turn, found)
-    else:
-        if capped:
-            turn_quota_check(person)  # new agent work a person asks for
-        sqlite = transaction.get_connection().vendor == "sqlite"
-        turn = turn_insert_sqlite(**fields) if sqlite else Turn.objects.create(**fields)
+        return cast(Turn, found)
+    if capped:
+        turn_quota_check(person)  # new agent work a person asks for
+    sqlite = transaction.get_connection().vendor == "sqlite"
+    turn = turn_insert_sqlite(**fields) if sqlite else Turn.objects.create(**fields)
+    _turn_written(session.pk, enqueue)
+    return turn
+
+
+def _turn_written(session_pk: int, enqueue: bool) -> None:
+    """What follows a new turn's write in its transaction: the caller's wait (before_turn_commit), then,
+    unless the caller sends it, its wake-up."""
     wait = _before_turn_commit.get()
     if wait is not None:
         wait()
     if enqueue:
-        turn_enqueue(session.pk)  # the row is locked (the insert's status write): see wake_before_commit
-    return turn
+        turn_enqueue(session_pk)  # the row is locked (the insert's status write): see wake_before_commit
 
 
 def turn_enqueue(session_pk: int) -> None:

@@ -100,10 +100,11 @@ def _row(fields: TurnFields) -> list[Any]:
     ]
 
 
-def turn_insert(*, cap: int, **fields: Unpack[TurnFields]) -> Turn | None:
+def turn_insert(*, cap: int, written: Callable[[], object] | None = None, **fields: Unpack[TurnFields]) -> Turn | None:
     """The new queued Turn, inside the caller's transaction (PostgreSQL only). `cap` > 0 (and a
     person): refuse it when they have `cap` turns queued or running already (None: nothing was
-    written; the caller says why)."""
+    written; the caller says why). `written()` is called once the row is written, before the Turn
+    is built (a message's wake-up leaves from there: agents_app.services.turn_add)."""
     now, created_by = timezone.now(), fields["created_by"]
     params: dict[str, Any] = dict(zip(_ROW_NAMES, _row(fields), strict=True))
     params.update(now=now, cap=cap)
@@ -117,12 +118,11 @@ def turn_insert(*, cap: int, **fields: Unpack[TurnFields]) -> Turn | None:
         if capped:
             cursor.nextset()  # past the person's lock
         row = cursor.fetchone()
-    if capped:
-        turn_id = row[1]
-        if turn_id is None:
-            return None
-    else:
-        turn_id = row[0]
+    turn_id = row[1] if capped else row[0]
+    if turn_id is None:
+        return None
+    if written is not None:
+        written()
     return _queued(turn_id, created_at=now, **fields)
 
 

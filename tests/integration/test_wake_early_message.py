@@ -83,3 +83,29 @@ def test_an_early_wake_up_that_fails_is_sent_after_the_commit(demo, monkeypatch)
     turn = services.message_send(session=session, text="hi", streaming=False)
     assert Turn.objects.filter(pk=turn.pk, status="queued").exists()
     assert seen == [(True, 1), (False, 1)]  # before the commit (seen in it), then after it
+
+
+def test_a_messages_wake_up_leaves_as_soon_as_its_row_is_written(demo, monkeypatch):
+    """On the queue stage's way: the wake-up is sent right after the turn's statement, before the
+    Turn that message_send returns is built from it; the follower's wait (before_turn_commit) still
+    comes first."""
+    from agents_app import turn_insert
+
+    session = services.session_create(app_name="stock_agent", user_id="requester")
+    order: list[str] = []
+    built = turn_insert._queued
+
+    def record_built(*args, **kwargs):
+        order.append("built")
+        return built(*args, **kwargs)
+
+    def woken(*, session_pk: int) -> bool:
+        order.append("woken" if transaction.get_connection().in_atomic_block else "woken after the commit")
+        return True
+
+    monkeypatch.setattr(turn_insert, "_queued", record_built)
+    monkeypatch.setattr(services, "session_enqueue", woken)
+    with services.before_turn_commit(lambda: order.append("waited")):
+        turn = services.message_send(session=session, text="hi", streaming=False)
+    assert order == ["waited", "woken", "built"]
+    assert Turn.objects.filter(pk=turn.pk, status="queued").exists()
