@@ -40,7 +40,7 @@ from asgiref.sync import AsyncToSync
 from django.db import DEFAULT_DB_ALIAS, connections
 from django.db import utils as db_errors
 
-from . import session_sql
+from . import loop_prepared, session_sql
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -88,8 +88,10 @@ def _params() -> dict[str, Any]:
         raise Busy("a role to assume: the thread path's connection sets it")
     params = wrapper.get_connection_params()
     params.pop("cursor_factory", None)
-    # Django sets the session's time zone when it opens a connection; here at connect time.
-    params["options"] = f"{params.get('options', '')} -c TimeZone={wrapper.timezone_name}".strip()
+    # Django sets the session's time zone when it opens a connection; here at connect time. The plans of
+    # the statements prepared here (agents_app.loop_prepared) generic from their first EXECUTE.
+    options = f"-c TimeZone={wrapper.timezone_name} -c plan_cache_mode=force_generic_plan"
+    params["options"] = f"{params.get('options', '')} {options}".strip()
     params["application_name"] = "adkweb session store (event loop)"
     return params
 
@@ -123,7 +125,7 @@ async def fetchone(sql: str, params: list[Any], *, again_if_lost: bool) -> tuple
 
     async def one(conn: psycopg.AsyncConnection) -> tuple | None:
         async with conn.cursor() as cursor:
-            await cursor.execute(sql, params)
+            await loop_prepared.execute(cursor, sql, params)  # prepared once per connection
             return await cursor.fetchone()
 
     return await on_connection(one, again_if_lost=again_if_lost)

@@ -66,10 +66,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-import psycopg
 from django.db import DEFAULT_DB_ALIAS, ProgrammingError, connection
 
-from . import session_async, session_sql
+from . import loop_prepared, session_async, session_sql
 from .models import AdkSession, Turn
 from .run_cache import STAMP_WIDTH, stamp_row, stamp_select
 from .session_status import ACTIVE_TURN_STATUSES, OPEN_TICKET_STATUSES
@@ -203,27 +202,19 @@ class DoneNext:
 # prepared only once that statement succeeded); then `head; SET LOCAL plan_cache_mode ...; EXECUTE
 # name(literals)` is sent as before, one implicit transaction. A connection whose statements are
 # gone (DISCARD ALL, a pooler in transaction mode) gets an error before anything is committed, and
-# this process goes back to the plain statement (`_plain`).
+# this process goes back to the plain statement (`_plain`; on the loop's connections, `_arun`,
+# agents_app.loop_prepared prepares them and keeps its own).
 _TYPES = {"pk": "bigint", "tid": "bigint", "version": "bigint", "owner": "text", "status": "text"}
 _TYPES.update(until="timestamptz", now="timestamptz")
 _HEAD_END = "FOR NO KEY UPDATE; "  # the lock's end: what follows is the statement prepared
-_NO_SUCH_STATEMENT = "26000"  # invalid_sql_statement_name: EXECUTE of a name the connection does not know
-_ALREADY_PREPARED = "42P05"  # duplicate_prepared_statement
 
 
-@dataclass(frozen=True)
-class _Prepared:
-    name: str
-    prepare: str  # PREPARE name(types) AS the statement, $n for its parameters
-    execute: str  # the lock (and commit mode), then EXECUTE name(%(param)s, ...)
-
-
-_statements: dict[str, _Prepared] = {}  # by the plain SQL (a test's or a probe's variant gets its own)
+_statements: dict[str, loop_prepared.Prepared] = {}  # by the plain SQL (a test's or a probe's variant gets its own)
 _ready: weakref.WeakKeyDictionary[Any, set[str]] = weakref.WeakKeyDictionary()  # psycopg connection -> names
 _plain = False  # a connection lost its prepared statements: this process sends the plain SQL
 
 
-def _prepared(sql: str) -> _Prepared:
+def _prepared(sql: str) -> loop_prepared.Prepared:
     found = _statements.get(sql)
     if found is None:
         head, body = sql.split(_HEAD_END, 1)
@@ -235,17 +226,17 @@ def _prepared(sql: str) -> _Prepared:
         types = ", ".join(_TYPES[n] for n in names)
         execute = f"{head}SET LOCAL plan_cache_mode TO force_generic_plan; EXECUTE {label}("
         execute += ", ".join(f"%({n})s" for n in names) + ")"
-        found = _statements[sql] = _Prepared(label, f"PREPARE {label}({types}) AS {body}", execute)
+        found = _statements[sql] = loop_prepared.Prepared(label, f"PREPARE {label}({types}) AS {body}", execute)
     return found
 
 
-def _prepare(cursor: Any, statement: _Prepared) -> None:
+def _prepare(cursor: Any, statement: loop_prepared.Prepared) -> None:
     """PREPARE it on this connection; one already there under that name (its text is in the name:
     the same statement, e.g. a pooler's server connection that another client prepared) will do."""
     try:
         cursor.execute(statement.prepare)
     except ProgrammingError as exc:
-        if getattr(exc.__cause__, "sqlstate", None) != _ALREADY_PREPARED or connection.in_atomic_block:
+        if getattr(exc.__cause__, "sqlstate", None) != loop_prepared.ALREADY_PREPARED or connection.in_atomic_block:
             raise
 
 
@@ -263,7 +254,10 @@ def _run(sql: str, params: dict[str, Any]) -> tuple:
             try:
                 cursor.execute(statement.execute, params)
             except ProgrammingError as exc:
-                if getattr(exc.__cause__, "sqlstate", None) != _NO_SUCH_STATEMENT or connection.in_atomic_block:
+                if (
+                    getattr(exc.__cause__, "sqlstate", None) != loop_prepared.NO_SUCH_STATEMENT
+                    or connection.in_atomic_block
+                ):
                     raise
                 # Rolled back whole (one implicit transaction): nothing was done; say it as before.
                 _plain = True
@@ -278,32 +272,16 @@ def _run(sql: str, params: dict[str, Any]) -> tuple:
 
 async def _arun(sql: str, params: dict[str, Any]) -> tuple:
     """`_run` from the event loop, on one of its connections (agents_app.session_async): the same
-    statements, prepared once per connection, with no hop to the database thread. Busy: no
-    connection free, nothing sent (take the thread path)."""
+    statements, prepared once per connection (agents_app.loop_prepared, which prepares the session
+    store's statements there too), with no hop to the database thread. Busy: no connection free,
+    nothing sent (take the thread path)."""
 
     async def run(conn: Any) -> tuple | None:
-        global _plain
         async with conn.cursor() as cursor:
             if _plain:
                 await cursor.execute(sql, params)
             else:
-                statement = _prepared(sql)
-                ready = _ready.setdefault(conn, set())
-                if statement.name not in ready:
-                    try:
-                        await cursor.execute(statement.prepare)
-                    except psycopg.Error as exc:  # already there under its name (its text is in the name)
-                        if exc.sqlstate != _ALREADY_PREPARED:
-                            raise
-                    ready.add(statement.name)
-                try:
-                    await cursor.execute(statement.execute, params)
-                except psycopg.Error as exc:
-                    if exc.sqlstate != _NO_SUCH_STATEMENT:
-                        raise
-                    _plain = True  # rolled back whole, as in `_run`
-                    logger.warning("The drain's prepared statements were dropped by the server; using plain SQL.")
-                    await cursor.execute(sql, params)
+                await loop_prepared.execute(cursor, sql, params, _prepared(sql))
             while cursor.nextset():  # to the last statement's row
                 pass
             return await cursor.fetchone()

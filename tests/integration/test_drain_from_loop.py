@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
-from agents_app import run_cache, runner, services, session_async, turn_sql, worker_loop
+from agents_app import loop_prepared, run_cache, runner, services, session_async, turn_sql, worker_loop
 from agents_app.models import AdkSession, AgentConfigVersion, Turn
 from tests.agents_app.test_worker_loop import _turn, drained  # noqa: F401 - the fixture, used below
 from tests.integration.test_drain_sql import _consistent, _lease
@@ -128,9 +128,11 @@ def test_a_statement_that_fails_on_the_loop_leaves_nothing_half_done(monkeypatch
 
 @pytest.fixture
 def plain_after(monkeypatch: pytest.MonkeyPatch) -> Any:
-    """`_plain` restored after the test, and the loop's connections whose statements it dropped closed
-    (this process counts them prepared: the next test would find them gone and go plain for good)."""
+    """`_plain` (turn_sql's, loop_prepared's) restored after the test, and the loop's connections whose
+    statements it dropped closed (this process counts them prepared: the next test would find them gone
+    and go plain for good)."""
     monkeypatch.setattr(turn_sql, "_plain", False)
+    monkeypatch.setattr(loop_prepared, "_plain", False)
     yield
     session_async.close_all()
 

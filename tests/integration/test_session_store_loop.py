@@ -25,7 +25,7 @@ from google.adk.errors._stale_session_error import StaleSessionError
 from google.adk.events.event import Event
 from google.genai import types
 
-from agents_app import session_async
+from agents_app import loop_prepared, session_async
 from agents_app.leases import Lease, LeaseLost, current_lease
 from agents_app.models import AdkSession, StoredEvent
 from agents_app.session_service import DjangoSessionService
@@ -61,12 +61,20 @@ def broken_after_commit(monkeypatch: pytest.MonkeyPatch, statement: str) -> None
 
     async def execute_then_break(self: Any, query: Any, params: Any = None, **kwargs: Any) -> Any:
         result = await real_execute(self, query, params, **kwargs)
-        if str(query).startswith(statement):
+        if _text_of(str(query)).startswith(statement):
             self.connection.pgconn.finish()  # the answer never arrives
             raise psycopg.OperationalError("server closed the connection unexpectedly")
         return result
 
     monkeypatch.setattr(psycopg.AsyncClientCursor, "execute", execute_then_break)
+
+
+def _text_of(query: str) -> str:
+    """The SQL a statement sent from the loop stands for (agents_app.loop_prepared sends an EXECUTE)."""
+    for sql, statement in loop_prepared._statements.items():
+        if statement is not None and query.startswith(f"EXECUTE {statement.name}"):
+            return sql
+    return query
 
 
 @pytest.fixture(autouse=True)

@@ -1,0 +1,113 @@
+"""The session store's statements prepared once per connection of the event loop's (agents_app.session_async).
+
+Sent as text, each of them is parsed and planned by PostgreSQL every time: 0.05-0.5 ms a statement (the
+append with the ticket rider's CTEs the most), ~2 ms of a seed flow's eleven statements and a third of a
+delete's (bench/README.md, phase 20 (store)). Here a statement's text is PREPAREd the first time a
+connection sends it (the parameters' types inferred by the server from where they are used) and from then
+on sent as `EXECUTE name(literals)`: its parameters still bound on the client as before, its plan generic
+(the loop's connections run with plan_cache_mode force_generic_plan: every statement here finds its rows
+by key). What each statement reads, writes, locks and checks is unchanged: the same SQL, one implicit
+transaction, the same errors.
+
+A text whose PREPARE fails (a parameter whose type the server cannot infer) is sent as it is from then
+on; so is every text once a connection has `_MAX` of them, and everything once a connection is found to
+have lost what it prepared (DISCARD ALL, a pooler in transaction mode: the EXECUTE fails before anything
+runs, and the statement is sent again as text). agents_app.turn_sql's drain statements go through here on
+the loop's connections too (`execute`'s `statement`), as they go its own way on Django's.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import re
+import weakref
+from dataclasses import dataclass
+from typing import Any
+
+import psycopg
+
+logger = logging.getLogger(__name__)
+
+_MAX = 64  # statements prepared per connection; more are sent as text
+NO_SUCH_STATEMENT = "26000"  # invalid_sql_statement_name: EXECUTE of a name the connection does not know
+ALREADY_PREPARED = "42P05"  # duplicate_prepared_statement
+PREFIX = "adkweb_store_"
+
+
+@dataclass(frozen=True)
+class Prepared:
+    name: str
+    prepare: str  # PREPARE name AS the statement, $n for its parameters
+    execute: str  # EXECUTE name(%s, ...)
+
+
+_statements: dict[str, Prepared | None] = {}  # by the SQL text; None: sent as text (its PREPARE failed)
+_ready: weakref.WeakKeyDictionary[Any, set[str]] = weakref.WeakKeyDictionary()  # connection -> names
+_plain = False  # a connection lost what it prepared: this process sends every statement as text
+
+
+def prepared(sql: str) -> Prepared | None:
+    """The statement for `sql` (positional %s parameters), or None: sent as text."""
+    if sql in _statements:
+        return _statements[sql]
+    if "%(" in sql:  # named parameters: not this module's
+        _statements[sql] = None
+        return None
+    count = 0
+
+    def dollar(match: re.Match[str]) -> str:
+        nonlocal count
+        if match.group() == "%%":
+            return "%"
+        count += 1
+        return f"${count}"
+
+    body = re.sub(r"%%|%s", dollar, sql)
+    name = PREFIX + hashlib.sha1(body.encode()).hexdigest()[:16]
+    execute = f"EXECUTE {name}(" + ", ".join(["%s"] * count) + ")" if count else f"EXECUTE {name}"
+    found = _statements[sql] = Prepared(name, f"PREPARE {name} AS {body}", execute)
+    return found
+
+
+async def execute(cursor: psycopg.AsyncCursor[Any], sql: str, params: Any, statement: Prepared | None = None) -> None:
+    """`sql` with `params` on the cursor's connection (autocommit): EXECUTE of its prepared statement,
+    PREPAREd first if this connection has not yet; as text where it is not prepared. `statement`: the
+    one to send for `sql` where it is built another way (agents_app.turn_sql's: its lock first)."""
+    global _plain
+    statement = None if _plain else statement or prepared(sql)
+    if statement is None:
+        await cursor.execute(sql, params)
+        return
+    ready = _ready.setdefault(cursor.connection, set())
+    if statement.name not in ready:
+        if len(ready) >= _MAX or not await _prepare(cursor, sql, statement):
+            await cursor.execute(sql, params)
+            return
+        ready.add(statement.name)
+    try:
+        await cursor.execute(statement.execute, params)
+    except psycopg.Error as exc:
+        if exc.sqlstate != NO_SUCH_STATEMENT:
+            raise
+        _plain = True  # nothing ran: the EXECUTE failed as it began
+        logger.warning("The session store's prepared statements were dropped by the server; using plain SQL.")
+        await cursor.execute(sql, params)
+
+
+async def _prepare(cursor: psycopg.AsyncCursor[Any], sql: str, statement: Prepared) -> bool:
+    """PREPARE it on this connection (one already there under its name, whose text is in the name, will
+    do). False when the server refuses it: the text is sent as it is, this time (from then on where the
+    text is what it refused)."""
+    try:
+        await cursor.execute(statement.prepare)
+    except psycopg.Error as exc:
+        if exc.sqlstate == ALREADY_PREPARED:
+            return True
+        if cursor.connection.broken or cursor.connection.closed:
+            raise
+        if (exc.sqlstate or "").startswith("42"):  # the text itself (a parameter's type not inferred): for good
+            _statements[sql] = None
+        logger.warning("Could not prepare a session store statement (%s); sending it as text.", exc.sqlstate)
+        return False
+    return True
