@@ -22,6 +22,6 @@ def session_drain(session_pk: int) -> int:
 @shared_task
 def turns_requeue_owed() -> int:
     """Re-enqueue sessions whose owed work no worker is doing."""
-    from .services import owed_sessions_enqueue
+    from .enqueue import owed_sessions_enqueue
 
     return owed_sessions_enqueue()

@@ -17,6 +17,7 @@ from google.genai import types
 from adkweb.compiled import rows, rows_after
 from adkweb.errors import Conflict, Forbidden
 from adkweb.notify import TICKET_DECIDED, notify
+from agents_app import enqueue as agent_enqueue
 from agents_app import services as agent_services
 from agents_app.agents import remote_app
 from agents_app.models import AdkSession, Turn
@@ -75,7 +76,7 @@ class Answer:
 
 
 # Waking before the commit. A page's or the API's decision that queues a turn sends its wake-up
-# (agents_app.services.session_enqueue) once the turn is inserted, before the record's statements
+# (agents_app.enqueue.session_enqueue) once the turn is inserted, before the record's statements
 # (the response, the ticket, the outbox row, the chain's) and its COMMIT, not after the commit: the
 # worker's pop, hand-over and drain set-up then overlap those and the commit's WAL flush, and its
 # claim (agents_app.turn_sql.start) is already waiting when the commit lands. Not while the chain's
@@ -396,9 +397,9 @@ def _submit(  # noqa: PLR0913
             # The session row is held since the locks: the wake-up may leave before the turn's row is
             # written, in the record's statement next. See "Waking before the commit" above.
             if early:
-                agent_services.session_enqueue_before_commit(session_pk=session.pk)
+                agent_enqueue.session_enqueue_before_commit(session_pk=session.pk)
             else:  # as turn_add's (a /run answer's: before the commit where wake_before_commit says so)
-                agent_services.turn_enqueue(session.pk)
+                agent_enqueue.turn_enqueue(session.pk)
             response = _record(plans[0], None, actor, source, grant, riding=riding)
             chain.link([response])
             return response.turn, [response]
@@ -406,7 +407,7 @@ def _submit(  # noqa: PLR0913
             session=session, content=content, actor=who, state_delta=state_delta, streaming=streaming, enqueue=not early
         )
         if early:  # the record's statements and the COMMIT are next. See "Waking before the commit" above.
-            agent_services.session_enqueue_before_commit(session_pk=session.pk)
+            agent_enqueue.session_enqueue_before_commit(session_pk=session.pk)
     responses = [_record(plan, turn, actor, source, grant) for plan in plans]
     chain.link(responses)  # those not linked yet; the chain's lock is held to commit, and waits for nothing else
     return turn, responses

@@ -20,7 +20,17 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from benchlib import DB_PREFIX, REDIS_URL, ROOT, adkweb_env, pct, pg_create, pg_drop, redis_flush  # noqa: E402
+from benchlib import (  # noqa: E402
+    DB_PREFIX,
+    REDIS_URL,
+    ROOT,
+    adkweb_env,
+    enqueue_module,
+    pct,
+    pg_create,
+    pg_drop,
+    redis_flush,
+)
 
 DB = f"{DB_PREFIX}_approve"
 
@@ -68,8 +78,6 @@ def run(args: argparse.Namespace) -> None:  # noqa: PLR0915
     from django.test import Client
     from django.test.utils import CaptureQueriesContext
 
-    from agents_app import services
-
     approver = User.objects.get(username="approver")
     client = Client(enforce_csrf_checks=True)
     client.force_login(approver)
@@ -82,9 +90,10 @@ def run(args: argparse.Namespace) -> None:  # noqa: PLR0915
     published: list[float] = []
     publish_cost: list[float] = []
     # the enqueue the tree uses: the wake-up (agents_app.wake, ADKWEB_WAKE_LIST) or Celery's task
-    waking = getattr(services, "wake", None) is not None and services.wake.enabled()
+    queueing = enqueue_module()
+    waking = getattr(queueing, "wake", None) is not None and queueing.wake.enabled()
     sender = "_send_wake" if waking else "_send_drain"
-    send = getattr(services, sender)
+    send = getattr(queueing, sender)
 
     def timed_send(session_pk: int) -> None:
         t = time.perf_counter()
@@ -93,7 +102,7 @@ def run(args: argparse.Namespace) -> None:  # noqa: PLR0915
         published.append(now)
         publish_cost.append((now - t) * 1000)
 
-    setattr(services, sender, timed_send)
+    setattr(queueing, sender, timed_send)
     from django.db.backends.base.base import BaseDatabaseWrapper
 
     committed: list[float] = []  # when each COMMIT returned (the worker's claim waits for it)
@@ -158,7 +167,7 @@ def run(args: argparse.Namespace) -> None:  # noqa: PLR0915
             profiler.output_text(unicode=True, show_all=False) if out.suffix == ".txt" else profiler.output_html()
         )
         print(f"profile: {out}")
-    setattr(services, sender, send)
+    setattr(queueing, sender, send)
     BaseDatabaseWrapper.commit = real_commit  # type: ignore[method-assign]
     load = os.getloadavg()
     answered, enqueued, cost = [r[0] for r in rows], [r[1] for r in rows], publish_cost[-len(rows) :]

@@ -13,6 +13,7 @@ import tempfile
 import time
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlparse
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -35,6 +36,18 @@ def celery_worker_cmd(concurrency: int = 2) -> list[str]:
     """The agents-queue Celery worker of services mode, as the Procfile runs it, on the benches' pool."""
     pool = ["--pool", CELERY_POOL, "--concurrency", str(concurrency)]
     return [str(BIN / "celery"), "-A", "adkweb", "worker", "-Q", "agents", *pool, "--loglevel", "WARNING"]
+
+
+def enqueue_module() -> Any:
+    """The module of the tree under test that holds session_enqueue and its senders (_send_wake,
+    _send_drain): agents_app.enqueue, or agents_app.services in trees before that split (a bench's
+    --base or --tree run of an older tree). Benches replace session_enqueue there."""
+    from importlib import import_module
+
+    try:
+        return import_module("agents_app.enqueue")
+    except ModuleNotFoundError:
+        return import_module("agents_app.services")
 
 
 def pct(values: Iterable[float], q: float) -> float:

@@ -103,7 +103,9 @@ def measure(turns: int, only: str | None = None, alternate: bool = False) -> Non
     from agents_app.session_service import DjangoSessionService
 
     demo_setup()
-    services.session_enqueue = lambda **kwargs: True  # type: ignore[assignment]  # no broker: drained here
+    from benchlib import enqueue_module
+
+    enqueue_module().session_enqueue = lambda **kwargs: True  # no broker: drained here
     store = DjangoSessionService()
     runner = Runner(app=app_for_run("stock_agent"), session_service=store)
     text = "What is the price of GOOG?"

@@ -6,7 +6,7 @@ Redis, a real `celery worker` with the threads pool), one turn in flight. Not a 
 
 Each turn (stock_agent, offline demo model) is sent with services.message_send; the web side stamps
 the Turn row's creation (created_at), the end of its commit, the start and end of the enqueue (after
-the commit, or before it where agents_app.services.wake_before_commit says so), when its COMMIT
+the commit, or before it where agents_app.enqueue.wake_before_commit says so), when its COMMIT
 left and when its reply came (Django's `_commit`), and when message_send returned (the web may
 answer); the worker (bench/queue_probe_app.py) stamps when Celery's consumer received the drain's
 message, when the wake-up listener popped it, when a pool thread started it, when the drain started,
@@ -56,7 +56,10 @@ def _probe(tree: Path, turns: int) -> dict:
     client = redis.Redis.from_url(os.environ["REDIS_URL"], socket_timeout=330)  # redis-py 8 reads 5 s by default
     client.flushdb()
     web: dict[int, dict] = {}
-    enqueue = services.session_enqueue
+    from benchlib import enqueue_module
+
+    queueing = enqueue_module()
+    enqueue = queueing.session_enqueue
 
     def probed_enqueue(*, session_pk: int) -> bool:
         stamps = web.setdefault(session_pk, {})
@@ -68,7 +71,7 @@ def _probe(tree: Path, turns: int) -> dict:
         finally:
             stamps["sent"], stamps["send_cpu"] = time.time(), (time.thread_time() - cpu) * 1000
 
-    services.session_enqueue = probed_enqueue
+    queueing.session_enqueue = probed_enqueue
     commit = connection._commit
     sending: list[float] = []
 

@@ -45,7 +45,9 @@ def probe(n: int) -> None:
     from agents_app.demo.setup import demo_setup
 
     demo_setup()
-    services.session_enqueue = lambda **kw: True  # type: ignore[assignment]  # no worker: the probe claims
+    from benchlib import enqueue_module
+
+    enqueue_module().session_enqueue = lambda **kw: True  # no worker: the probe claims
     prepared = not getattr(turn_sql, "_plain", True)  # a tree without prepared statements: plain only
     variants = {  # name: (done_next's SQL, plain statements instead of prepared ones)
         "synchronous commit, plain": (turn_sql._DONE_NEXT.replace(turn_sql._ASYNC, ""), True),

@@ -72,7 +72,7 @@ _PLAIN = [
     ("agents_app.services", "", "turn_add", "turn_add"),
     ("approvals.decisions", "", "_record", "record"),
     ("approvals.chain", "", "link", "chain"),
-    ("agents_app.services", "", "session_enqueue", "wake"),
+    ("agents_app.enqueue|agents_app.services", "", "session_enqueue", "wake"),  # services before the split
     ("agents_app.fanout", "", "publish_event", "publish_event"),
     ("agents_app.selectors", "", "session_event_view", "event_view"),
     ("agents_app.runner", "", "_start", "claim"),
@@ -121,8 +121,9 @@ def _install() -> None:
             "handout",
             lambda self, channel, message: ":" + str(message.get("type")),
         )
-    for module, owner, name, tag in _PLAIN:
-        found = mod(module)
+    for modules, owner, name, tag in _PLAIN:
+        # "a|b": the first of those modules that has it (an older tree kept it elsewhere)
+        found = next((m for m in map(mod, modules.split("|")) if m is not None and hasattr(m, owner or name)), None)
         if found is not None:
             _wrap(getattr(found, owner) if owner else found, name, tag)
     afan = mod("approvals.fanout")

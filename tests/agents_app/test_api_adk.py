@@ -202,7 +202,7 @@ def test_a_run_that_does_not_finish_in_time_is_a_504(demo, worker, adk_client, s
 
     from django.utils import timezone
 
-    from agents_app.services import session_enqueue
+    from agents_app.enqueue import session_enqueue
 
     settings.ADKWEB_API_RUN_TIMEOUT = 1
     client = adk_client(demo["requester"])

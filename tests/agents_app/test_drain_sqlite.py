@@ -13,7 +13,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from agents_app import leases, runner, services, turn_exec, turn_sqlite
+from agents_app import leases, runner, turn_exec, turn_sqlite
 from agents_app.models import AdkSession, AgentConfigVersion, Turn
 from agents_app.session_service import DjangoSessionService
 from agents_app.session_status import status_expression
@@ -28,7 +28,7 @@ APP = "my_app"
 def _sqlite(monkeypatch: pytest.MonkeyPatch) -> None:
     if connection.vendor != "sqlite":
         pytest.skip("SQLite's drain statements (PostgreSQL: tests/integration/test_drain_sql.py)")
-    monkeypatch.setattr(services, "session_enqueue", lambda *, session_pk: True)  # no worker here
+    monkeypatch.setattr("agents_app.enqueue.session_enqueue", lambda *, session_pk: True)  # no worker here
 
 
 def _session(sid: str = "s") -> AdkSession:

@@ -14,7 +14,7 @@ import pytest
 from django.db import connection, connections, transaction
 from django.utils import timezone
 
-from agents_app import runner, services, turn_sqlite
+from agents_app import enqueue, runner, services, turn_sqlite
 from agents_app.models import AdkSession, StoredEvent, Turn
 from tests.engine_scenarios import agent_texts, crashy
 
@@ -30,8 +30,8 @@ def crashy_app(settings, tmp_path, monkeypatch, transactional_db):
     monkeypatch.setenv("ADKWEB_TEST_GATE_DIR", str(tmp_path))
     monkeypatch.delenv("ADKWEB_TEST_GATE_MODE", raising=False)
     swept: list[int] = []
-    monkeypatch.setattr(services, "session_enqueue", lambda **kw: True)  # drains are driven by the test
-    monkeypatch.setattr(services, "_send_drain", swept.append)  # what the sweeper would wake
+    monkeypatch.setattr("agents_app.enqueue.session_enqueue", lambda **kw: True)  # drains are driven by the test
+    monkeypatch.setattr("agents_app.enqueue._send_drain", swept.append)  # what the sweeper would wake
     return swept
 
 
@@ -106,7 +106,7 @@ def test_a_lost_end_of_turn_is_closed_by_the_sweeper_without_running_anything_ag
     # any later FULL commit): the turn still running under the dead drain's lease (run out by now), the
     # next turn queued, the status running; every event of the turn kept (FULL commits before it).
     crashy.end_of_turn_lost(session.pk, first.pk)
-    assert services.owed_sessions_enqueue() == 1 and swept == [session.pk]  # the sweeper finds it
+    assert enqueue.owed_sessions_enqueue() == 1 and swept == [session.pk]  # the sweeper finds it
     assert runner.session_turns_run(session.pk) == 2  # the lost end closed, then the next turn
     first.refresh_from_db()
     assert (first.status, first.error, first.attempts) == ("done", "", 2)  # closed again, not run again

@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from agents_app import runner, services
+from agents_app import enqueue, runner, services
 from agents_app.models import AdkSession, StoredEvent, Turn
 from approvals import services as approvals
 from approvals.models import PendingCall
@@ -27,7 +27,7 @@ def crashy_app(settings, tmp_path, monkeypatch, transactional_db):
     monkeypatch.setenv("ADKWEB_TEST_GATE_DIR", str(tmp_path))
     monkeypatch.delenv("ADKWEB_TEST_GATE_MODE", raising=False)
     # Drains are driven by the test itself (no worker): enqueues go nowhere.
-    monkeypatch.setattr(services, "session_enqueue", lambda **kw: True)
+    monkeypatch.setattr("agents_app.enqueue.session_enqueue", lambda **kw: True)
     return tmp_path
 
 
@@ -133,7 +133,7 @@ def test_a_tool_slower_than_the_lease_runs_once(demo, crashy_app, short_lease, w
     wait(lambda: calls(session), what="the slow tool's call")
     others = 0
     while first.is_alive():  # what the sweeper and redelivered tasks would do meanwhile
-        services.owed_sessions_enqueue()
+        enqueue.owed_sessions_enqueue()
         others += runner.session_turns_run(session.pk)
         time.sleep(0.3)
     first.join()

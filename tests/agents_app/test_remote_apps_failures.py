@@ -135,7 +135,7 @@ def test_a_remote_error_frame_fails_the_turn_with_the_remote_error(demo, worker,
 @pytest.fixture
 def drains_by_hand(monkeypatch, transactional_db):
     """No worker: the test runs each drain itself (what the sweeper triggers once a dead worker's lease ran out)."""
-    monkeypatch.setattr(services, "session_enqueue", lambda **kw: True)
+    monkeypatch.setattr("agents_app.enqueue.session_enqueue", lambda **kw: True)
 
 
 def _crash_at(monkeypatch, where: str, nth: int = 1) -> None:

@@ -7,7 +7,7 @@ from django.apps import apps
 from django.conf import settings
 
 from adkweb.celery import app
-from agents_app import services
+from agents_app import enqueue
 from agents_app.tasks import QUEUES
 
 
@@ -39,7 +39,7 @@ def test_a_task_without_a_route_is_caught():
 def test_every_task_of_our_apps_names_a_known_queue():
     tasks = _our_tasks()
     assert {"agents_app.tasks.session_drain", "agents_app.tasks.turns_requeue_owed"} <= set(tasks)
-    assert services.SESSION_DRAIN_TASK in tasks  # what services send by name
+    assert enqueue.SESSION_DRAIN_TASK in tasks  # what agents_app.enqueue sends by name
     unnamed = {name: _named_queue(task) for name, task in tasks.items() if _named_queue(task) not in QUEUES}
     assert unnamed == {}, f"tasks that do not name a queue from agents_app.tasks.QUEUES: {unnamed}"
 

@@ -24,7 +24,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 @pytest.fixture
 def drained(monkeypatch):
     """Drains are driven by the test itself (no worker): enqueues go nowhere."""
-    monkeypatch.setattr(services, "session_enqueue", lambda **kw: True)
+    monkeypatch.setattr("agents_app.enqueue.session_enqueue", lambda **kw: True)
 
 
 def _turn(session, text: str = "What is the price of GOOG?") -> Turn:

@@ -26,7 +26,7 @@ FORMULA = '=HYPERLINK("http://evil.example","click")'
 @pytest.fixture
 def exported(transactional_db, demo, monkeypatch):
     # These decisions commit: no worker runs their turns (on PostgreSQL one would, during the flush).
-    monkeypatch.setattr("agents_app.services.session_enqueue", lambda **kwargs: True)
+    monkeypatch.setattr("agents_app.enqueue.session_enqueue", lambda **kwargs: True)
     call = ticket()
     approve = services.ticket_approve(ticket=call, actor=demo["approver"], comment=FORMULA)
     other = ticket(tool_name="transfer_money")

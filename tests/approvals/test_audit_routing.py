@@ -17,7 +17,7 @@ SECRET = "board-bonus-7Q"
 @pytest.fixture
 def routed(transactional_db, demo, monkeypatch):
     # The decision commits (the exports stream through ASGI): no worker runs the turn it queues.
-    monkeypatch.setattr("agents_app.services.session_enqueue", lambda **kwargs: True)
+    monkeypatch.setattr("agents_app.enqueue.session_enqueue", lambda **kwargs: True)
     board = team("board-only")
     treasurer = person("treasurer", board)
     policy("Board only", groups=(board,), tool="ask_for_approval", priority=100)

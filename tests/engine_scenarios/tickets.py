@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from django.db import connection
 
-from agents_app import services
+from agents_app import enqueue, services
 from agents_app.models import StoredEvent, Turn
 from approvals import services as approvals
 from approvals.models import PendingCall, Response
@@ -88,7 +88,7 @@ def second_final_response_is_refused_and_reaches_nobody(demo: dict, wait: Wait) 
         approvals.ticket_reject(ticket=call, actor=demo["admin"], reason="Changed my mind")
     with pytest.raises(approvals.TicketClosed):
         approvals.ticket_update(ticket=call, actor=demo["approver"], message="late news")
-    services.owed_sessions_enqueue()  # even a sweep finds nothing owed
+    enqueue.owed_sessions_enqueue()  # even a sweep finds nothing owed
     settle(session, wait)
     assert Turn.objects.filter(session=session).count() == turns
     assert StoredEvent.objects.filter(session=session).count() == events

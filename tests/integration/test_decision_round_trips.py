@@ -30,7 +30,7 @@ def _no_worker_woken(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """The decisions commit: their turns stay queued (no worker of the run's runs them while the test
     database is flushed); the wake-ups sent are listed."""
     woken: list[int] = []
-    monkeypatch.setattr("agents_app.services.session_enqueue", lambda *, session_pk: woken.append(session_pk))
+    monkeypatch.setattr("agents_app.enqueue.session_enqueue", lambda *, session_pk: woken.append(session_pk))
     return woken
 
 
@@ -145,7 +145,7 @@ def test_the_wake_up_leaves_with_the_session_row_held_and_the_chain_free(demo, m
         chain_free = _free("SELECT 1 FROM approvals_decisionchain WHERE id = 1 FOR UPDATE")
         seen.append((session_free, chain_free))
 
-    monkeypatch.setattr("agents_app.services.session_enqueue", enqueue)
+    monkeypatch.setattr("agents_app.enqueue.session_enqueue", enqueue)
     tab = _tab(demo["approver"])
     for _ in range(2):  # the first decision ever creates the chain's head; the second finds it
         assert _click(tab, new_ticket())[0] == 200

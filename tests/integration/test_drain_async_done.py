@@ -25,7 +25,7 @@ def test_a_lost_asynchronous_end_of_turn_is_closed_from_what_is_stored(demo, sta
     _ran_once(session, first, "side_effect", "lost")
     events = list(StoredEvent.objects.filter(session=session).order_by("id").values_list("id", "event_id"))
     with monkeypatch.context() as m:
-        m.setattr(services, "session_enqueue", lambda *, session_pk: True)  # queued, no wake-up yet
+        m.setattr("agents_app.enqueue.session_enqueue", lambda *, session_pk: True)  # queued, no wake-up yet
         second = services.message_send(session=session, text="and then?", actor=demo["requester"], streaming=False)
     # What PostgreSQL recovers when done_next's commit did not reach the disk: the turn still running
     # under the dead drain's lease (run out by now), the next turn queued, the status running.

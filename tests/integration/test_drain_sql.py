@@ -24,11 +24,11 @@ APP = "my_app"
 
 @pytest.fixture(autouse=True)
 def _only_the_approvals_hook(monkeypatch: pytest.MonkeyPatch) -> None:
-    from agents_app import services, session_hooks
+    from agents_app import session_hooks
     from approvals.services import tickets_record_event
 
     monkeypatch.setattr(session_hooks, "_event_hooks", [tickets_record_event])
-    monkeypatch.setattr(services, "session_enqueue", lambda *, session_pk: True)  # no worker here
+    monkeypatch.setattr("agents_app.enqueue.session_enqueue", lambda *, session_pk: True)  # no worker here
 
 
 def _session(sid: str = "s") -> AdkSession:

@@ -313,7 +313,7 @@ def test_a_drain_that_leaves_turns_queued_wakes_a_worker_for_them(demo, settings
     settings.ADKWEB_CODE_AGENTS = {**settings.ADKWEB_CODE_AGENTS, crashy.APP_NAME: crashy.DOTTED}
     session = _session()
     woken: list[int] = []
-    monkeypatch.setattr(services, "session_enqueue", lambda *, session_pk: True)  # the turn stays queued
+    monkeypatch.setattr("agents_app.enqueue.session_enqueue", lambda *, session_pk: True)  # the turn stays queued
     services.message_send(session=session, text="work left", actor=demo["requester"], streaming=False)
     monkeypatch.setattr(eager, "_session_drain", lambda session_pk: 0)  # the lease was held elsewhere
     eager._drain(session.pk, woken.append)

@@ -115,7 +115,9 @@ LINE = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} (INFO|WARNING|ERROR) [
 def test_worker_log_lines_have_time_level_logger_and_the_turns_ids(demo, monkeypatch, own_redis):
     env = processes.service_env(own_redis.url)
     producer = processes.producer(own_redis.url)
-    monkeypatch.setattr(services, "session_enqueue", lambda *, session_pk: processes.send_drain(producer, session_pk))
+    monkeypatch.setattr(
+        "agents_app.enqueue.session_enqueue", lambda *, session_pk: processes.send_drain(producer, session_pk)
+    )
     worker = processes.worker(env, concurrency=2).start()
     try:
         session = services.session_create(app_name="stock_agent", user_id="requester")

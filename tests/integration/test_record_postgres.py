@@ -61,7 +61,7 @@ N = 40
 def test_concurrent_decisions_on_many_tickets_form_one_chain(demo, transactional_db, monkeypatch):
     # The decisions commit: keep their turns from the session's worker subprocess, which would still
     # be running them while the test database is flushed (the chain is what is tested here).
-    monkeypatch.setattr("agents_app.services.session_enqueue", lambda **kwargs: True)
+    monkeypatch.setattr("agents_app.enqueue.session_enqueue", lambda **kwargs: True)
     tickets = [ticket() for _ in range(N)]
     barrier = threading.Barrier(N)
     errors: list[BaseException] = []

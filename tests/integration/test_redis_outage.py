@@ -35,7 +35,9 @@ def stack(monkeypatch, demo):
     redis = processes.RedisServer().start()
     env = processes.service_env(redis.url)
     producer = processes.producer(redis.url)
-    monkeypatch.setattr(services, "session_enqueue", lambda *, session_pk: processes.send_drain(producer, session_pk))
+    monkeypatch.setattr(
+        "agents_app.enqueue.session_enqueue", lambda *, session_pk: processes.send_drain(producer, session_pk)
+    )
     port = processes.free_port()
     web_args = [processes.sys.executable, "-m", "uvicorn", "adkweb.asgi:application", "--port", str(port)]
     services_ = [

@@ -144,11 +144,10 @@ def test_the_one_statement_sync_computes_what_status_expression_computes():
 def _decision_race(order: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """A decision (answers_submit: it locks the session row, then syncs the status in one statement
     as its saves go) races the session's running turn finishing."""
-    from agents_app import services
     from approvals.decisions import Answer, answers_submit
     from approvals.models import Response
 
-    monkeypatch.setattr(services, "session_enqueue", lambda *, session_pk: True)  # no worker here
+    monkeypatch.setattr("agents_app.enqueue.session_enqueue", lambda *, session_pk: True)  # no worker here
     service, session, turn = _setup()
     with transaction.atomic():
         service._store_event(session, _call("c1"), None)

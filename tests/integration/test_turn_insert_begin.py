@@ -26,7 +26,7 @@ def sent(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
     notices ("there is already a transaction in progress": a BEGIN of psycopg's sent before ours, a
     round trip of its own) under "notices". No wake-up leaves (no worker here; the wake list is every
     worker's)."""
-    monkeypatch.setattr(services, "session_enqueue", lambda **kwargs: True)
+    monkeypatch.setattr("agents_app.enqueue.session_enqueue", lambda **kwargs: True)
     seen: list[dict[str, Any]] = []
     connection.ensure_connection()
     notices: list[str] = []

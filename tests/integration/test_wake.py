@@ -103,7 +103,7 @@ def test_a_worker_killed_after_popping_a_wake_up_loses_no_turn(demo, stack, monk
     stack("beat")
     session = services.session_create(app_name=crashy.APP_NAME, user_id="requester")
     with monkeypatch.context() as m:
-        m.setattr(services, "session_enqueue", lambda *, session_pk: True)  # woken below, the row held
+        m.setattr("agents_app.enqueue.session_enqueue", lambda *, session_pk: True)  # woken below, the row held
         turn = services.message_send(session=session, text="work popped", actor=demo["requester"], streaming=False)
     holder = psycopg.connect(processes.database_url())
     holder.execute("SELECT id FROM agents_app_turn WHERE id = %s FOR UPDATE", [turn.pk])

@@ -15,6 +15,7 @@ import psycopg
 import pytest
 from django.db import connection
 
+from agents_app import enqueue
 from agents_app import services as agent_services
 from agents_app.models import AdkSession, Turn
 from approvals import services
@@ -51,11 +52,11 @@ class HeldOpen:
     COMMIT not reached) until `commit` is set; `start(work)` runs the work that enqueues in a thread."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        self.real = agent_services.session_enqueue
+        self.real = enqueue.session_enqueue
         self.sent: list[int] = []
         self.woken, self.commit = threading.Event(), threading.Event()
         self.outcome: dict[str, Any] = {}
-        monkeypatch.setattr(agent_services, "session_enqueue", self._held_open)
+        monkeypatch.setattr("agents_app.enqueue.session_enqueue", self._held_open)
 
     def _held_open(self, *, session_pk: int) -> bool:
         self.sent.append(session_pk)
@@ -108,7 +109,7 @@ def test_the_wake_up_leaves_before_the_commit_and_the_claim_waits_for_it(demo, w
 
 def test_a_wake_up_for_a_decision_that_rolls_back_does_nothing(demo, worker, monkeypatch):
     session, ticket = _waiting_ticket()
-    real = agent_services.session_enqueue
+    real = enqueue.session_enqueue
 
     def then_fail(*, session_pk: int) -> bool:
         """The wake-up as sent; once the worker's claim waits on the session row, the decision fails
@@ -117,10 +118,10 @@ def test_a_wake_up_for_a_decision_that_rolls_back_does_nothing(demo, worker, mon
         wait_for(lambda: _lock_waiters() >= 1, timeout=20, what="the worker's claim to wait on the session row")
         raise RuntimeError("no commit")
 
-    monkeypatch.setattr(agent_services, "session_enqueue", then_fail)
+    monkeypatch.setattr("agents_app.enqueue.session_enqueue", then_fail)
     with pytest.raises(RuntimeError, match="no commit"):
         services.ticket_approve(ticket=ticket, actor=demo["approver"])
-    monkeypatch.setattr(agent_services, "session_enqueue", real)
+    monkeypatch.setattr("agents_app.enqueue.session_enqueue", real)
     wait_for(lambda: _lock_waiters() == 0, timeout=20, what="the claim to go on after the rollback")
     # The claim found nothing owed: no turn, no lease left taken, the ticket open, nothing recorded.
     assert _turns(session) == [("message", "done")]

@@ -1,4 +1,4 @@
-"""A message wakes its worker before its commit (agents_app.services.wake_before_commit), with a real
+"""A message wakes its worker before its commit (agents_app.enqueue.wake_before_commit), with a real
 `celery worker` (wake-up listener, threads pool) on PostgreSQL + Redis: the worker pops the wake-up
 while the message's transaction is still open, its claim waits on the session row the new turn's
 insert locked, and the turn runs once, woken once, when the commit lands. A message whose transaction
@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 from django.db import transaction
 
-from agents_app import services
+from agents_app import enqueue, services
 from agents_app.models import AdkSession, StoredEvent, Turn
 from tests.conftest import wait_for
 from tests.engine_scenarios import settle
@@ -42,7 +42,7 @@ def test_a_messages_wake_up_leaves_before_its_commit_and_the_claim_waits_for_it(
 
 def test_a_wake_up_for_a_message_that_rolls_back_does_nothing(demo, worker, monkeypatch):
     session = services.session_create(app_name="stock_agent", user_id="requester")
-    real = services.session_enqueue
+    real = enqueue.session_enqueue
 
     def then_fail(*, session_pk: int) -> bool:
         """The wake-up as sent; once the worker's claim waits on the session row, the message fails
@@ -52,9 +52,9 @@ def test_a_wake_up_for_a_message_that_rolls_back_does_nothing(demo, worker, monk
         transaction.set_rollback(True)  # the message's atomic block ends in a ROLLBACK
         return True
 
-    monkeypatch.setattr(services, "session_enqueue", then_fail)
+    monkeypatch.setattr("agents_app.enqueue.session_enqueue", then_fail)
     services.message_send(session=session, text="What is the price of GOOG?", streaming=False)
-    monkeypatch.setattr(services, "session_enqueue", real)
+    monkeypatch.setattr("agents_app.enqueue.session_enqueue", real)
     wait_for(lambda: _lock_waiters() == 0, timeout=20, what="the claim to go on after the rollback")
     # The claim found nothing owed: no turn, no lease taken, the session idle.
     assert _turns(session) == []
@@ -79,7 +79,7 @@ def test_an_early_wake_up_that_fails_is_sent_after_the_commit(demo, monkeypatch)
             raise ConnectionError("broker down")
         return True
 
-    monkeypatch.setattr(services, "session_enqueue", flaky)
+    monkeypatch.setattr("agents_app.enqueue.session_enqueue", flaky)
     turn = services.message_send(session=session, text="hi", streaming=False)
     assert Turn.objects.filter(pk=turn.pk, status="queued").exists()
     assert seen == [(True, 1), (False, 1)]  # before the commit (seen in it), then after it
@@ -104,7 +104,7 @@ def test_a_messages_wake_up_leaves_as_soon_as_its_row_is_written(demo, monkeypat
         return True
 
     monkeypatch.setattr(turn_insert, "_queued", record_built)
-    monkeypatch.setattr(services, "session_enqueue", woken)
+    monkeypatch.setattr("agents_app.enqueue.session_enqueue", woken)
     with services.before_turn_commit(lambda: order.append("waited")):
         turn = services.message_send(session=session, text="hi", streaming=False)
     assert order == ["waited", "woken", "built"]

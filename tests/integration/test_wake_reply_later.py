@@ -1,5 +1,5 @@
 """A click's early wake-up (approvals.decisions, "Waking before the commit") is pushed before the
-decision's record and its reply is read after the commit (agents_app.services.session_enqueue_before_commit,
+decision's record and its reply is read after the commit (agents_app.enqueue.session_enqueue_before_commit,
 agents_app.wake.replies_later): the record and the COMMIT do not wait on Redis's answer. PostgreSQL +
 Redis, a wake-up list of the test's own (read here: no worker listens on it)."""
 
@@ -11,7 +11,7 @@ import pytest
 from django.db import connection, transaction
 from django.test import Client
 
-from agents_app import services, wake
+from agents_app import enqueue, wake
 from approvals import chain
 from approvals.models import PendingCall, Response
 from tests.approvals_factories import ticket as new_ticket
@@ -120,12 +120,12 @@ def test_a_push_rolled_back_outside_a_request_leaves_its_reply_to_the_threads_ne
     held = _held(pool)
     ticket = new_ticket()
     with pytest.raises(RuntimeError, match="no commit"), transaction.atomic():
-        services.session_enqueue_before_commit(session_pk=ticket.session_id)
+        enqueue.session_enqueue_before_commit(session_pk=ticket.session_id)
         raise RuntimeError("no commit")
     assert steps == ["push"], steps
     assert _held(pool) == held + 1  # the rolled-back push's, its reply unread
     with transaction.atomic():
-        services.session_enqueue_before_commit(session_pk=ticket.session_id)
+        enqueue.session_enqueue_before_commit(session_pk=ticket.session_id)
     assert steps == ["push", "reply in the transaction", "push", "reply"], steps
     assert _held(pool) == held
     assert _woken() == [ticket.session_id] * 2

@@ -50,7 +50,9 @@ def stack(tmp_path, settings, monkeypatch, demo):
         ADKWEB_TEST_GATE_MODE="block",
     )
     producer = processes.producer(redis.url)
-    monkeypatch.setattr(services, "session_enqueue", lambda *, session_pk: processes.send_drain(producer, session_pk))
+    monkeypatch.setattr(
+        "agents_app.enqueue.session_enqueue", lambda *, session_pk: processes.send_drain(producer, session_pk)
+    )
     started: list[processes.Service] = []
 
     def start(kind: str) -> processes.Service:
