@@ -11,7 +11,10 @@ left and when its reply came (Django's `_commit`), and when message_send returne
 answer); the worker (bench/queue_probe_app.py) stamps when Celery's consumer received the drain's
 message, when the wake-up listener popped it, when a pool thread started it, when the drain started,
 around the claim (runner._start / _astart) and its end; the Turn row's started_at (the claim's
-UPDATE, the database's clock_timestamp()) splits the claim. The queue stage is row created (the
+UPDATE, the database's clock_timestamp()) splits the claim; the turn's statement (its BEGIN leading
+it) is stamped as it leaves and as its reply is in; with --claim-marks the claim's statement carries
+three SELECTs of the database's clock (when it started, its lock granted, its end: a probe only, the
+statement a little longer). The queue stage is row created (the
 Turn's created_at, taken before the transaction's BEGIN) -> the claim returned to the drain. With
 --base the same is run on another tree (e.g. a worktree of main), alternating.
 """
@@ -72,6 +75,7 @@ def _probe(tree: Path, turns: int) -> dict:
             stamps["sent"], stamps["send_cpu"] = time.time(), (time.thread_time() - cpu) * 1000
 
     queueing.session_enqueue = probed_enqueue
+    _probe_statement(web)
     commit = connection._commit
     sending: list[float] = []
 
@@ -121,6 +125,25 @@ def _probe(tree: Path, turns: int) -> dict:
     return {"rows": rows, "worker_cpu_ms_total": cpu}
 
 
+def _probe_statement(web: dict[int, dict]) -> None:
+    """Stamp when the turn's statement (its BEGIN leading it) leaves and when its reply is in."""
+    from agents_app import turn_insert
+
+    begun_with = getattr(turn_insert, "begun_with", None)
+    if begun_with is None:  # a tree whose turn statement goes otherwise: no split
+        return
+
+    def probed(cursor, sql, params):
+        stamps = web.setdefault(params["session"], {})
+        stamps["statement"] = time.time()
+        try:
+            return begun_with(cursor, sql, params)
+        finally:
+            stamps["statement_done"] = time.time()
+
+    turn_insert.begun_with = probed
+
+
 def _test_url(connection) -> str:
     s = connection.settings_dict
     return f"postgres://{s['USER'] or 'postgres'}@{s['HOST'] or '127.0.0.1'}:{s['PORT'] or 5432}/{s['NAME']}"
@@ -134,6 +157,9 @@ def _cpu_ms(pid: int) -> float:
 STAGES = [  # label, from, to
     ("row created -> commit done", "created", "commit"),
     ("row created -> enqueue starts", "created", "enqueue"),
+    ("  row created -> turn statement sent", "created", "statement"),
+    ("  turn statement (BEGIN + insert): its round trip", "statement", "statement_done"),
+    ("  its reply -> enqueue starts", "statement_done", "enqueue"),
     ("enqueue (web: send_task / wake-up)", "enqueue", "sent"),
     ("COMMIT sent -> commit done (its reply)", "commit_sent", "commit"),
     ("sent -> Celery consumer received", "sent", "received"),
@@ -150,6 +176,16 @@ STAGES = [  # label, from, to
     ("commit done -> claimed", "commit", "claimed"),
     ("  COMMIT sent -> claim's UPDATE (database clock)", "commit_sent", "started_db"),
     ("  claim's UPDATE -> claimed (statement end, reply, parse)", "started_db", "claimed"),
+    # --claim-marks: the claim's statement stamped by the database's clock (queue_probe_app.marked_claim)
+    ("claim sent -> the database starts it", "claim_sent", "db_received"),
+    ("  commit done -> the database starts the claim", "commit", "db_received"),
+    ("  the claim's start -> its lock statement", "db_received", "db_lock"),
+    ("  its lock statement (waits for the commit)", "db_lock", "db_locked"),
+    ("  COMMIT sent -> the claim's lock granted", "commit_sent", "db_locked"),
+    ("  lock granted -> the claim's UPDATE", "db_locked", "started_db"),
+    ("  the claim's UPDATE -> its statement done", "started_db", "db_done"),
+    ("  statement done -> its reply read", "db_done", "claim_reply"),
+    ("  reply read -> claimed (parse)", "claim_reply", "claimed"),
 ]
 
 
@@ -175,6 +211,11 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=40)
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--base", help="another tree (a worktree of main) to probe alternately")
+    parser.add_argument(
+        "--claim-marks",
+        action="store_true",
+        help="stamp the claim's statement by the database's clock (three SELECTs added to it: a probe only)",
+    )
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -188,6 +229,7 @@ def main() -> None:
         + os.environ.get("BENCH_DB_PREFIX", "adkweb_bench")
         + "_probe",
         "LOG_LEVEL": "WARNING",
+        "PROBE_CLAIM_MARKS": "1" if args.claim_marks else "",
     }
     trees = [("this tree", HERE.parent)] + ([("base", Path(args.base).resolve())] if args.base else [])
     results: dict[str, list[dict]] = {label: [] for label, _ in trees}

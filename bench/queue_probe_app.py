@@ -90,3 +90,51 @@ def _patch(**_):
             return out
 
         runner._astart = probed_astart
+    if os.environ.get("PROBE_CLAIM_MARKS"):
+        _claim_marked()
+
+
+def _claim_marked() -> None:
+    """queue_probe.py --claim-marks: the claim's statement from the loop sent with three SELECTs of the
+    database's clock put in (before its lock statement, after it, after the claim), read with its row;
+    statement_timestamp() says when the database started the query string."""
+    from agents_app import session_async, turn_sql
+
+    arun = turn_sql._arun
+
+    async def marked(sql, params):
+        if sql != turn_sql._START:
+            return await arun(sql, params)
+        stamps = _by_session.get(params["pk"], {})
+        statement = turn_sql._prepared(sql)
+        head, rest = statement.execute.split(turn_sql._HEAD_END, 1)
+        first, lock = head.split("; ", 1)  # the commit mode, the lock statement
+        clock = "extract(epoch from clock_timestamp())"
+        marked_sql = (
+            f"{first}; SELECT extract(epoch from statement_timestamp()), {clock}; {lock}{turn_sql._HEAD_END}"
+            f"SELECT {clock}; {rest}; SELECT {clock}"
+        )
+
+        async def run(conn):
+            async with conn.cursor() as cursor:
+                ready = turn_sql._ready.setdefault(conn, set())
+                if statement.name not in ready:
+                    await cursor.execute(statement.prepare)
+                    ready.add(statement.name)
+                stamps["claim_sent"] = time.time()
+                await cursor.execute(marked_sql, params)
+                stamps["claim_reply"] = time.time()
+                rows = []
+                while True:
+                    if cursor.description is not None:
+                        rows.append(await cursor.fetchone())
+                    if not cursor.nextset():
+                        return rows
+
+        rows = await session_async.on_connection(run, again_if_lost=False)
+        (received, before_lock), _, (locked,), claimed, (done,) = rows
+        stamps.update(db_received=float(received), db_lock=float(before_lock), db_locked=float(locked))
+        stamps["db_done"] = float(done)
+        return claimed
+
+    turn_sql._arun = marked
