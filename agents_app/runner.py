@@ -7,6 +7,7 @@ heartbeat renews the lease meanwhile. Exactly once: see agents_app.turn_exec.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import logging
 import uuid
@@ -134,7 +135,9 @@ async def _drain_pg(session_pk: int, owner: str) -> tuple[int, bool]:
     db = sync_to_async
     ran = 0
     while True:
-        events.ask_ahead(session_pk)  # "is a page open?" on its way while the claim is (events.ask_ahead)
+        # "Is a page open?" asked at the loop's next turn, once the claim's statement is on its way (its work
+        # done while the statement is out, not before it leaves: events.ask_ahead).
+        asyncio.get_running_loop().call_soon(events.ask_ahead, session_pk)
         started, closed = await _astart(session_pk, owner)
         if not started.leased:
             return ran, closed

@@ -173,3 +173,28 @@ def test_the_claims_question_who_watches_is_on_its_way_while_the_claim_is(demo, 
     turn.refresh_from_db()
     assert turn.status == "done", turn.error
     assert asked and claimed and asked[0] < claimed[0]
+
+
+def test_the_claims_question_is_asked_once_the_claim_is_on_its_way(demo, sent, monkeypatch):
+    """The question's own work (which groups, whether this process heard of a page lately) runs at the
+    loop's next turn, once the claim's statement has left, not before it leaves."""
+    from agents_app import events, turn_sql
+
+    order: list[str] = []
+    seen, astart = events.seen_watched, turn_sql.astart
+
+    def asked(groups: list[str]) -> bool:
+        order.append("asked")
+        return seen(groups)
+
+    async def claim(**kwargs: Any) -> Any:
+        order.append("claim")
+        return await astart(**kwargs)
+
+    monkeypatch.setattr(events, "seen_watched", asked)
+    monkeypatch.setattr(turn_sql, "astart", claim)
+    live._seen.clear()
+    session = services.session_create(app_name="stock_agent", user_id="requester")
+    services.message_send(session=session, text="What is the price of GOOG?", streaming=False)
+    assert runner.session_turns_run(session.pk) == 1
+    assert order[:2] == ["claim", "asked"]
