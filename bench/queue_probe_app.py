@@ -100,6 +100,10 @@ def _claim_marked() -> None:
     statement_timestamp() says when the database started the query string."""
     from agents_app import session_async, turn_sql
 
+    try:  # the loop's connections keep what they prepared there (main after 1926938)
+        from agents_app import loop_prepared as prepared
+    except ImportError:  # an older tree: turn_sql kept it
+        prepared = None
     arun = turn_sql._arun
 
     async def marked(sql, params):
@@ -117,8 +121,8 @@ def _claim_marked() -> None:
 
         async def run(conn):
             async with conn.cursor() as cursor:
-                ready = turn_sql._ready.setdefault(conn, set())
-                if statement.name not in ready:
+                ready = (prepared or turn_sql)._ready.setdefault(conn, set())
+                if statement.name not in ready:  # prepared as the claim would (agents_app.loop_prepared)
                     await cursor.execute(statement.prepare)
                     ready.add(statement.name)
                 stamps["claim_sent"] = time.time()
