@@ -40,6 +40,7 @@ class Prepared:
     name: str
     prepare: str  # PREPARE name AS the statement, $n for its parameters
     execute: str  # EXECUTE name(%s, ...)
+    before: tuple[Prepared, ...] = ()  # statements `execute` runs first (agents_app.turn_sql's lock): prepared first
 
 
 _statements: dict[str, Prepared | None] = {}  # by the SQL text; None: sent as text (its PREPARE failed)
@@ -80,11 +81,12 @@ async def execute(cursor: psycopg.AsyncCursor[Any], sql: str, params: Any, state
         await cursor.execute(sql, params)
         return
     ready = _ready.setdefault(cursor.connection, set())
-    if statement.name not in ready:
-        if len(ready) >= _MAX or not await _prepare(cursor, sql, statement):
-            await cursor.execute(sql, params)
-            return
-        ready.add(statement.name)
+    for needed in (*statement.before, statement):
+        if needed.name not in ready:
+            if len(ready) >= _MAX or not await _prepare(cursor, sql, needed):
+                await cursor.execute(sql, params)
+                return
+            ready.add(needed.name)
     try:
         await cursor.execute(statement.execute, params)
     except psycopg.Error as exc:

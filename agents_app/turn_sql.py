@@ -9,10 +9,10 @@ COMMIT a round trip of its own), the ORM compiling most of them every turn. Here
                  next queued turn claimed (or the lease released when nothing is owed), the
                  session's stored status written (agents_app.session_status)
 
-Each is sent as two statements (three: its commit mode first) in one query string (the
-simple query protocol: Django's psycopg cursors bind parameters on the client), which PostgreSQL
-runs as one implicit transaction, rolled back as a whole if either fails. The second statement is
-a prepared one (planned once per connection: `_run`). The first statement locks
+Each is sent as two statements in one query string (the simple query protocol: Django's psycopg
+cursors bind parameters on the client), which PostgreSQL runs as one implicit transaction, rolled
+back as a whole if either fails. Both are prepared ones (planned once per connection: `_run`); the
+first also sets the transaction's commit and plan modes (as SET LOCAL does). The first locks
 the session row (FOR NO KEY UPDATE); the second takes its snapshot once the lock is granted, so it
 sees every transaction that committed before (the rule agents_app.session_status keeps: the last
 transaction to touch a session's turns and tickets writes its status from everything committed).
@@ -199,14 +199,27 @@ class DoneNext:
 # big WITH is planned once instead of every turn (0.5 ms quiet, 2-5 ms at load 7 on this VM: the
 # planning was more than half the claim's time). The PREPARE is sent once per pooled connection, as
 # a statement of its own (a prepared statement outlives a rolled-back transaction, so it is known
-# prepared only once that statement succeeded); then `head; SET LOCAL plan_cache_mode ...; EXECUTE
-# name(literals)` is sent as before, one implicit transaction. A connection whose statements are
-# gone (DISCARD ALL, a pooler in transaction mode) gets an error before anything is committed, and
-# this process goes back to the plain statement (`_plain`; on the loop's connections, `_arun`,
-# agents_app.loop_prepared prepares them and keeps its own).
+# prepared only once that statement succeeded); then `EXECUTE lock(pk); EXECUTE name(literals)` is
+# sent, one implicit transaction. The lock is prepared too (`_LOCK`'s statement, `_LOCKED`): the plain
+# SQL's three statements before the WITH (the commit mode, the lock, then the plan mode) are one,
+# parsed and planned once per connection (PostgreSQL's CPU a turn: -30 us for `done_next`, -20 us for
+# `start`; bench/README.md, phase 20 (drain)). A connection whose statements are gone (DISCARD ALL, a
+# pooler in transaction mode) gets an error before anything is committed, and this process goes back
+# to the plain statement (`_plain`; on the loop's connections, `_arun`, agents_app.loop_prepared
+# prepares them and keeps its own).
 _TYPES = {"pk": "bigint", "tid": "bigint", "version": "bigint", "owner": "text", "status": "text"}
 _TYPES.update(until="timestamptz", now="timestamptz")
 _HEAD_END = "FOR NO KEY UPDATE; "  # the lock's end: what follows is the statement prepared
+
+# The plain SQL's head (`_ASYNC`, `_LOCK`) as one statement: set_config(..., true) is SET LOCAL (for
+# this transaction only; the plan mode for the EXECUTE that follows). Per row locked: a session that
+# is not there sets nothing, and then the statement that follows changes nothing either.
+_LOCK_BODY = (
+    "SELECT set_config('synchronous_commit', 'off', true), set_config('plan_cache_mode', 'force_generic_plan', true) "
+    f"FROM {SESSIONS} WHERE id = $1 FOR NO KEY UPDATE"
+)
+_LOCK_NAME = "adkweb_turn_lock_" + hashlib.sha1(_LOCK_BODY.encode()).hexdigest()[:16]
+_LOCKED = loop_prepared.Prepared(_LOCK_NAME, f"PREPARE {_LOCK_NAME}(bigint) AS {_LOCK_BODY}", "")
 
 
 _statements: dict[str, loop_prepared.Prepared] = {}  # by the plain SQL (a test's or a probe's variant gets its own)
@@ -218,15 +231,15 @@ def _prepared(sql: str) -> loop_prepared.Prepared:
     found = _statements.get(sql)
     if found is None:
         head, body = sql.split(_HEAD_END, 1)
-        head += _HEAD_END
+        assert head + _HEAD_END == _ASYNC + _LOCK  # what `_LOCKED` does
         names = list(dict.fromkeys(re.findall(r"%\((\w+)\)s", body)))
         for i, name in enumerate(names, 1):
             body = body.replace(f"%({name})s", f"${i}")
         label = "adkweb_turn_" + hashlib.sha1(body.encode()).hexdigest()[:16]
         types = ", ".join(_TYPES[n] for n in names)
-        execute = f"{head}SET LOCAL plan_cache_mode TO force_generic_plan; EXECUTE {label}("
-        execute += ", ".join(f"%({n})s" for n in names) + ")"
-        found = _statements[sql] = loop_prepared.Prepared(label, f"PREPARE {label}({types}) AS {body}", execute)
+        execute = f"EXECUTE {_LOCK_NAME}(%(pk)s); EXECUTE {label}(" + ", ".join(f"%({n})s" for n in names) + ")"
+        prepare = f"PREPARE {label}({types}) AS {body}"
+        found = _statements[sql] = loop_prepared.Prepared(label, prepare, execute, before=(_LOCKED,))
     return found
 
 
@@ -248,9 +261,10 @@ def _run(sql: str, params: dict[str, Any]) -> tuple:
         else:
             statement = _prepared(sql)
             ready = _ready.setdefault(connection.connection, set())
-            if statement.name not in ready:
-                _prepare(cursor, statement)
-                ready.add(statement.name)
+            for needed in (*statement.before, statement):
+                if needed.name not in ready:
+                    _prepare(cursor, needed)
+                    ready.add(needed.name)
             try:
                 cursor.execute(statement.execute, params)
             except ProgrammingError as exc:

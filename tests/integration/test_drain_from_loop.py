@@ -92,7 +92,7 @@ def test_the_loop_claims_and_finishes_as_the_thread_does():
     assert list(Turn.objects.filter(session=row).values_list("status", "attempts")) == [("done", 1), ("done", 1)]
     rows, status = _on_the_loops_connection("SHOW synchronous_commit")
     assert rows == [("on",)] and status == 0  # idle: the asynchronous commit ended with its statement
-    names = {turn_sql._prepared(sql).name for sql in (turn_sql._START, turn_sql._DONE_NEXT)}
+    names = {turn_sql._prepared(sql).name for sql in (turn_sql._START, turn_sql._DONE_NEXT)} | {turn_sql._LOCK_NAME}
     assert names <= _prepared_there()
 
 

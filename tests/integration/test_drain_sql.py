@@ -294,8 +294,9 @@ def _prepared_here() -> list[str]:
 
 
 def test_the_claim_and_the_finish_are_prepared_once_per_connection():
-    """`start` and `done_next` run their second statement as a prepared one (planned once per
-    connection, not every turn): two statements prepared on this connection, however many turns."""
+    """`start` and `done_next` run both their statements as prepared ones (planned once per
+    connection, not every turn): their two and the lock's prepared on this connection, however many
+    turns."""
     row = _session()
     for _ in range(3):
         _turn(row)
@@ -304,7 +305,7 @@ def test_the_claim_and_the_finish_are_prepared_once_per_connection():
     done = _done_next(started.turn)
     assert done.finished and done.turn is not None
     assert _done_next(done.turn).turn is not None
-    names = {turn_sql._prepared(sql).name for sql in (turn_sql._START, turn_sql._DONE_NEXT)}
+    names = {turn_sql._prepared(sql).name for sql in (turn_sql._START, turn_sql._DONE_NEXT)} | {turn_sql._LOCK_NAME}
     assert names <= set(_prepared_here())  # (a pooled connection may hold an earlier test's variant too)
     connection.close()
 
@@ -318,7 +319,7 @@ def test_a_connection_that_lost_its_prepared_statements_still_claims_once(monkey
     started = _start(row)
     assert started.turn is not None and started.turn.pk == first.pk
     done = _done_next(started.turn)  # both statements prepared on this connection now
-    assert done.turn is not None and done.turn.pk == second.pk and len(_prepared_here()) == 2
+    assert done.turn is not None and done.turn.pk == second.pk and len(_prepared_here()) == 3  # and the lock's
     with connection.cursor() as cursor:
         cursor.execute("DEALLOCATE ALL")
     done = _done_next(done.turn)
@@ -341,5 +342,29 @@ def test_a_statement_already_prepared_on_the_connection_is_used(monkeypatch):
         cursor.execute(turn_sql._prepared(turn_sql._START).prepare)
     started = _start(row)
     assert started.leased and started.turn is not None and started.turn.pk == queued.pk
-    assert len(_prepared_here()) == 1
+    assert len(_prepared_here()) == 2  # and the lock's, prepared by the claim
+    connection.close()
+
+
+# A statement sent as the claim and the finish are (the lock's statement first), that says what its
+# transaction's commit and plan modes are once the lock is held.
+_MODES = (
+    turn_sql._ASYNC
+    + turn_sql._LOCK
+    + ("SELECT current_setting('synchronous_commit'), current_setting('plan_cache_mode'), %(pk)s::bigint")
+)
+
+
+@pytest.mark.parametrize("plain", [False, True])
+def test_the_statement_after_the_lock_commits_asynchronously_with_a_generic_plan(monkeypatch, plain):
+    """What the claim's and the finish's first statement sets holds for the one that follows it in
+    their transaction (its commit without waiting for the WAL flush: turn_sql's "Both commit
+    asynchronously"; the generic plan of a prepared one), prepared or plain, and ends with it."""
+    monkeypatch.setattr(turn_sql, "_plain", plain)
+    row = _session()
+    plan = "auto" if plain else "force_generic_plan"  # (plain SQL: planned as it is sent)
+    assert turn_sql._run(_MODES, {"pk": row.pk}) == ("off", plan, row.pk)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT current_setting('synchronous_commit'), current_setting('plan_cache_mode')")
+        assert cursor.fetchone() == ("on", "auto")
     connection.close()
