@@ -10,21 +10,20 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from django.db import transaction
-from django.db.models import Field, QuerySet
+from django.db.models import Field
 from django.utils import timezone
 from google.genai import types
 
-from adkweb.compiled import rows, rows_after
 from adkweb.errors import Conflict, Forbidden
 from adkweb.notify import TICKET_DECIDED, notify
 from agents_app import enqueue as agent_enqueue
 from agents_app import services as agent_services
 from agents_app.agents import remote_app
 from agents_app.models import AdkSession, Turn
-from agents_app.services import TurnRiding, row_lock_held, session_lock, session_locked, turn_add
+from agents_app.services import TurnRiding, row_lock_held, session_locked, turn_add
 from agents_app.timeline import readable
 
-from . import chain, edits, events, grants, payloads
+from . import chain, edits, events, grants, payloads, ticket_locks
 from .hashing import args_hash
 from .models import PendingCall, Response, StandingGrant, TicketActivity
 from .payloads import InvalidResponse
@@ -83,7 +82,7 @@ class Answer:
 # head is locked: a wake-up that waits on an unreachable Redis (its connect timeout) then holds only
 # this session's rows, not every other decision. Why that is safe:
 # - The claim's first statement locks the session row (FOR NO KEY UPDATE), which this transaction
-#   holds from its start (`_session_and_ticket_locked`), so it waits for our COMMIT or ROLLBACK; its
+#   holds from its start (`ticket_locks.session_and_ticket_locked`), so it waits for our COMMIT or ROLLBACK; its
 #   next statement takes its snapshot after the lock is granted and sees whatever we committed (the
 #   rule the drain already relies on, agents_app.turn_sql).
 # - Committed: the claim finds the queued turn and runs it, as if woken after the commit. One
@@ -300,14 +299,14 @@ def answers_submit(
     # the row held, the status follows the new turn and the closed tickets in one UPDATE each.
     pks = [a.ticket.pk for a in answers]
     if len(pks) == 1:  # every click, almost every /run: both locks in one round trip
-        held, locked = _session_and_ticket_locked(session.pk, pks[0])
+        held, locked = ticket_locks.session_and_ticket_locked(session.pk, pks[0])
         if not held:  # no live session row (archived): nothing held, as session_locked does
             return _submit(session, answers, actor, streaming, state_delta, source, grant, locked, False, False)
         with row_lock_held(session.pk):
             early = wake_early and _early()
             return _submit(session, answers, actor, streaming, state_delta, source, grant, locked, early, True)
     with session_locked(session.pk):
-        locked = _tickets_locked(pks)
+        locked = ticket_locks.tickets_locked(pks)
         return _submit(session, answers, actor, streaming, state_delta, source, grant, locked, False, True)
 
 
@@ -317,49 +316,6 @@ def _early() -> bool:
     is the next thing; nested, the row would be held to an outer commit we do not see)."""
     db = transaction.get_connection()
     return db.vendor == "postgresql" and len(db.atomic_blocks) == 1
-
-
-def _ticket_fields() -> list[str]:
-    return [f.attname for f in PendingCall._meta.concrete_fields]
-
-
-def _ticket_locking(pk: int) -> QuerySet:
-    return PendingCall.objects.select_for_update(of=("self",)).filter(pk=pk).order_by().values_list(*_ticket_fields())
-
-
-# agents_app.services.session_lock's statement (FOR NO KEY UPDATE of a live session's row), written out
-# to go with the ticket's lock in one round trip.
-_SESSION_LOCK = f"SELECT id FROM {AdkSession._meta.db_table} WHERE id = %s AND archived_at IS NULL FOR NO KEY UPDATE"
-
-
-def _session_and_ticket_locked(session_pk: int, ticket_pk: int) -> tuple[bool, dict[int, PendingCall]]:
-    """The session's row locked (True; False: no live session, nothing locked), then the ticket, as it
-    is now (FOR UPDATE), both to the end of the transaction: two statements in one round trip on
-    PostgreSQL (one after the other, in this order), the ticket's compiled once per process; who
-    closed or edited it is read only when a refusal names them. As a decision's first statements (a
-    click's, a /run answer's), the transaction's BEGIN leads them (`compiled.begun_with`): psycopg sent
-    it as a round trip of its own, on the path of the worker's claim, which waits for the COMMIT."""
-    db = transaction.get_connection()
-    if db.vendor != "postgresql":  # SQLite: no row locks (its writer holds the whole file)
-        return session_lock(session_pk), _tickets_locked([ticket_pk])
-    session_rows, ticket_rows = rows_after(
-        (_SESSION_LOCK, [session_pk]), "decision_ticket_lock", (), _ticket_locking, ticket_pk, begin=True
-    )
-    found = [PendingCall.from_db(db.alias, _ticket_fields(), row) for row in ticket_rows]
-    return bool(session_rows), {t.pk: t for t in found}
-
-
-def _tickets_locked(pks: list[int]) -> dict[int, PendingCall]:
-    """The tickets, locked (FOR UPDATE) to the end of the transaction, as they are now. One ticket
-    in a statement compiled once per process."""
-    if len(pks) == 1:
-        db = transaction.get_connection()
-        found = [
-            PendingCall.from_db(db.alias, _ticket_fields(), row)
-            for row in rows("decision_ticket_lock", (), _ticket_locking, pks[0])
-        ]
-        return {t.pk: t for t in found}
-    return {t.pk: t for t in PendingCall.objects.select_for_update(of=("self",)).filter(pk__in=pks)}
 
 
 def _submit(  # noqa: PLR0913

@@ -23,6 +23,7 @@ from .grants import GrantSpec
 from .models import PendingCall, Response, TicketActivity
 from .payloads import InvalidResponse, approve_payload, reject_payload, update_payload
 from .permissions import decide_refusal
+from .ticket_locks import ticket_fields
 
 __all__ = [  # what other modules and apps use from here
     "AlreadyCounted",
@@ -245,12 +246,8 @@ def ticket_assign(*, ticket: PendingCall, actor: Any, assignee: Any | None) -> P
     return ticket
 
 
-def _ticket_fields() -> list[str]:
-    return [f.attname for f in PendingCall._meta.concrete_fields]
-
-
 def _ticket_by_call(session_pk: int, call_id: str) -> QuerySet:
-    return PendingCall.objects.filter(session_id=session_pk, call_id=call_id).order_by().values_list(*_ticket_fields())
+    return PendingCall.objects.filter(session_id=session_pk, call_id=call_id).order_by().values_list(*ticket_fields())
 
 
 def _answered_tickets(session: AdkSession, actor: Any, call_ids: list[str | None]) -> dict[str, PendingCall]:
@@ -264,7 +261,7 @@ def _answered_tickets(session: AdkSession, actor: Any, call_ids: list[str | None
     perms, found = rows_after(permissions, "message_submit_ticket", (), _ticket_by_call, session.pk, call_ids[0])
     if permissions is not None:
         roles.permissions_loaded(actor, perms)
-    tickets = [PendingCall.from_db(connection.alias, _ticket_fields(), row) for row in found]
+    tickets = [PendingCall.from_db(connection.alias, ticket_fields(), row) for row in found]
     return {t.call_id: t for t in tickets}
 
 

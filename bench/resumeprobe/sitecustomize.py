@@ -68,7 +68,8 @@ _PLAIN = [
     ("django.contrib.sessions.backends.db", "SessionStore", "load", "session_load"),
     ("django.contrib.auth", "", "get_user", "get_user"),
     ("approvals.decisions", "", "answers_submit", "decision"),
-    ("approvals.decisions", "", "_session_and_ticket_locked", "locks"),
+    ("approvals.ticket_locks", "", "session_and_ticket_locked", "locks"),
+    ("approvals.decisions", "", "_session_and_ticket_locked", "locks"),  # before the split
     ("agents_app.services", "", "turn_add", "turn_add"),
     ("approvals.decisions", "", "_record", "record"),
     ("approvals.chain", "", "link", "chain"),
