@@ -216,6 +216,18 @@ async def archive_quiet(*, app_name: str, user_id: str, session_id: str, at: Any
     return (found[0], found[1]) if found else None
 
 
+async def listed(*, app_name: str, user_id: str | None) -> list[session_sql.Listed]:
+    """session_sql.listed from the loop (a read: sent again by the thread path if its connection breaks)."""
+    sql, params = session_sql.listed_statement(app_name=app_name, user_id=user_id)
+
+    async def every_row(conn: psycopg.AsyncConnection) -> list[tuple]:
+        async with conn.cursor() as cursor:
+            await loop_prepared.execute(cursor, sql, params)
+            return await cursor.fetchall()
+
+    return session_sql.listed_rows(await on_connection(every_row, again_if_lost=True))
+
+
 def committed(riders: list[session_sql.Rider], done: session_sql.Appended) -> None:
     """Each rider's `committed` for an append sent from here, at once after its commit (before its
     event is published). A failure is logged, never raised into the append."""

@@ -98,6 +98,15 @@ async def _publish_with_riders(
         await session_async.announce(riders, done)
 
 
+def _listed(app_name: str, rows: list[session_sql.Listed]) -> ListSessionsResponse:
+    return ListSessionsResponse(
+        sessions=[
+            to_session(app_name, user, sid, merge(app_state, user_state, state), [], update_time, pk, revision)
+            for user, sid, update_time, pk, revision, state, app_state, user_state in rows
+        ]
+    )
+
+
 def _on_postgresql() -> bool:
     return connection.vendor == "postgresql"
 
@@ -205,17 +214,15 @@ class DjangoSessionService(BaseSessionService):
         return to_session(app_name, user_id, session_id, merged, events, update_time, pk, revision)
 
     async def list_sessions(self, *, app_name: str, user_id: str | None = None) -> ListSessionsResponse:
+        if session_async.usable():  # one statement from the loop: no thread hop
+            try:
+                return _listed(app_name, await session_async.listed(app_name=app_name, user_id=user_id))
+            except session_async.Busy:
+                pass
         return await sync_to_async(self.list_sessions_sync)(app_name=app_name, user_id=user_id)
 
     def list_sessions_sync(self, *, app_name: str, user_id: str | None = None) -> ListSessionsResponse:
-        return ListSessionsResponse(
-            sessions=[
-                to_session(app_name, user, sid, merge(app_state, user_state, state), [], update_time, pk, revision)
-                for user, sid, update_time, pk, revision, state, app_state, user_state in session_sql.listed(
-                    app_name=app_name, user_id=user_id
-                )
-            ]
-        )
+        return _listed(app_name, session_sql.listed(app_name=app_name, user_id=user_id))
 
     async def delete_session(self, *, app_name: str, user_id: str, session_id: str) -> None:
         if session_async.usable():  # a session that owes nothing: one statement from the loop

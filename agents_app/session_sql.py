@@ -348,9 +348,9 @@ def archive_quiet(*, app_name: str, user_id: str, session_id: str, at: Any, by: 
     return found[0] if found else None
 
 
-def listed(*, app_name: str, user_id: str | None) -> list[tuple[str, str, float, int, int, dict, dict, dict]]:
-    """(user id, session id, update time, pk, revision, state, app state, user state) of each live
-    session of the app (of one user), oldest activity first. Plain SQL: PostgreSQL and SQLite."""
+def listed_statement(*, app_name: str, user_id: str | None) -> tuple[str, list[Any]]:
+    """The statement that lists each live session of the app (of one user), oldest activity first:
+    `listed` (a thread) and agents_app.session_async (the event loop). Plain SQL: PostgreSQL and SQLite."""
     sql = (
         "SELECT s.user_id, s.session_id, s.update_time, s.id, s.revision, s.state, a.state, us.state "
         f"FROM {SESSIONS} s "
@@ -358,15 +358,27 @@ def listed(*, app_name: str, user_id: str | None) -> list[tuple[str, str, float,
         f"LEFT JOIN {USERS} us ON us.app_name = s.app_name AND us.user_id = s.user_id "
         "WHERE s.app_name = %s AND s.archived_at IS NULL"
     )
-    params = [app_name]
+    params: list[Any] = [app_name]
     if user_id is not None:
         sql += " AND s.user_id = %s"
         params.append(user_id)
-    sql += " ORDER BY s.update_time, s.user_id, s.session_id"
+    return sql + " ORDER BY s.update_time, s.user_id, s.session_id", params
+
+
+Listed = tuple[str, str, float, int, int, dict, dict, dict]
+
+
+def listed_rows(rows: list[tuple]) -> list[Listed]:
+    """(user id, session id, update time, pk, revision, state, app state, user state) of each row listed."""
+    return [(u, sid, t, pk, rev, _loads(st), _loads(a), _loads(us)) for u, sid, t, pk, rev, st, a, us in rows]
+
+
+def listed(*, app_name: str, user_id: str | None) -> list[Listed]:
+    """`listed_statement`'s sessions, on Django's connection."""
+    sql, params = listed_statement(app_name=app_name, user_id=user_id)
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
-        rows = cursor.fetchall()
-    return [(u, sid, t, pk, rev, _loads(st), _loads(a), _loads(us)) for u, sid, t, pk, rev, st, a, us in rows]
+        return listed_rows(cursor.fetchall())
 
 
 def _loads(value: Any) -> dict[str, Any]:

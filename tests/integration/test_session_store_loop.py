@@ -149,6 +149,26 @@ async def test_create_get_and_an_append_no_hook_wants_are_sent_from_the_loop(ser
     assert len(await _events(session.id)) == 2
 
 
+async def test_a_list_is_sent_from_the_loop_and_lists_what_the_thread_path_lists(service, monkeypatch):
+    first = await service.create_session(app_name=APP, user_id="u", state={"k": 1, "app:a": 2, "user:b": 3})
+    await service.create_session(app_name=APP, user_id="v")
+    await service.append_event(first, _text("newer activity"))
+    await service.delete_session(
+        app_name=APP, user_id="v", session_id=(await service.create_session(app_name=APP, user_id="v")).id
+    )
+    with sent(monkeypatch) as seen:
+        everyone = await service.list_sessions(app_name=APP)
+        mine = await service.list_sessions(app_name=APP, user_id="u")
+    assert seen["django"] == [], seen
+    assert [(s.user_id, s.state) for s in everyone.sessions] == [
+        ("v", {"app:a": 2}),
+        ("u", {"k": 1, "app:a": 2, "user:b": 3}),
+    ]
+    assert [s.id for s in mine.sessions] == [first.id]
+    thread_path = await sync_to_async(service.list_sessions_sync)(app_name=APP)
+    assert everyone.sessions == thread_path.sessions
+
+
 def test_a_caller_inside_a_transaction_is_served_on_its_own_connection():
     """The async API called (async_to_sync) inside the caller's transaction sees and writes in that
     transaction: a connection of the loop's would not see the session created in it."""
