@@ -111,20 +111,23 @@ def _claim_marked() -> None:
             return await arun(sql, params)
         stamps = _by_session.get(params["pk"], {})
         statement = turn_sql._prepared(sql)
-        head, rest = statement.execute.split(turn_sql._HEAD_END, 1)
-        first, lock = head.split("; ", 1)  # the commit mode, the lock statement
         clock = "extract(epoch from clock_timestamp())"
-        marked_sql = (
-            f"{first}; SELECT extract(epoch from statement_timestamp()), {clock}; {lock}{turn_sql._HEAD_END}"
-            f"SELECT {clock}; {rest}; SELECT {clock}"
-        )
+        marks = f"SELECT extract(epoch from statement_timestamp()), {clock}"
+        if turn_sql._HEAD_END in statement.execute:  # SET; SELECT ... FOR NO KEY UPDATE; SET; EXECUTE (older)
+            head, rest = statement.execute.split(turn_sql._HEAD_END, 1)
+            first, lock = head.split("; ", 1)  # the commit mode, the lock statement
+            marked_sql = f"{first}; {marks}; {lock}{turn_sql._HEAD_END}SELECT {clock}; {rest}; SELECT {clock}"
+        else:  # EXECUTE lock(pk); EXECUTE claim(...) (main after e6ed83b)
+            lock, rest = statement.execute.split("; ", 1)
+            marked_sql = f"{marks}; {lock}; SELECT {clock}; {rest}; SELECT {clock}"
 
         async def run(conn):
             async with conn.cursor() as cursor:
                 ready = (prepared or turn_sql)._ready.setdefault(conn, set())
-                if statement.name not in ready:  # prepared as the claim would (agents_app.loop_prepared)
-                    await cursor.execute(statement.prepare)
-                    ready.add(statement.name)
+                for needed in (*getattr(statement, "before", ()), statement):  # as the claim would prepare them
+                    if needed.name not in ready:
+                        await cursor.execute(needed.prepare)
+                        ready.add(needed.name)
                 stamps["claim_sent"] = time.time()
                 await cursor.execute(marked_sql, params)
                 stamps["claim_reply"] = time.time()
