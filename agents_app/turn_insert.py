@@ -52,6 +52,13 @@ def _running(session: str) -> str:
     return f"UPDATE {AdkSession._meta.db_table} SET status = 'running' WHERE id = {session} AND archived_at IS NULL"
 
 
+def _positional(*, casts: bool) -> str:
+    """_VALUES with positional placeholders, in its order (`_row`'s parameters, then now); without
+    PostgreSQL's casts for SQLite."""
+    values = re.sub(r"%\(\w+\)s", "%s", _VALUES)
+    return values if casts else re.sub(r"::\w+", "", values)
+
+
 def _sql(name: str) -> str:
     if not _SQL:
         turns, users = Turn._meta.db_table, get_user_model()._meta.db_table
@@ -155,8 +162,7 @@ def turn_insert_riding(*, wait: Callable[[], object] | None, **fields: Unpack[Tu
     in their order (positional). The same rows, locks and deferred foreign keys as `turn_insert`'s;
     inside the caller's transaction."""
     if not _RIDING:
-        values = re.sub(r"%\(\w+\)s", "%s", _VALUES)  # positional, in _VALUES' order: _row's, then now
-        insert = f"INSERT INTO {Turn._meta.db_table} ({_COLUMNS}) VALUES ({values}) RETURNING id"
+        insert = f"INSERT INTO {Turn._meta.db_table} ({_COLUMNS}) VALUES ({_positional(casts=True)}) RETURNING id"
         _RIDING.append(f"ts AS ({_running('%s')}), tn AS ({insert})")
     now = timezone.now()
     params = [fields["session"].pk, *_row(fields), now]  # the status's, then the INSERT's
@@ -176,10 +182,7 @@ def turn_insert_sqlite(**fields: Unpack[TurnFields]) -> Turn:
     if not _SQLITE:
         turns = Turn._meta.db_table
         _SQLITE["running"] = _running("%s")
-        _SQLITE["insert"] = (
-            f"INSERT INTO {turns} ({_COLUMNS}) VALUES "
-            "(%s, %s, %s, %s, %s, 'queued', 0, %s, '', %s, NULL, %s, NULL, NULL) RETURNING id"
-        )
+        _SQLITE["insert"] = f"INSERT INTO {turns} ({_COLUMNS}) VALUES ({_positional(casts=False)}) RETURNING id"
     now = timezone.now()
     params = [*_row(fields), connection.ops.adapt_datetimefield_value(now)]
     with connection.cursor() as cursor:
