@@ -43,10 +43,14 @@ SEEN_FOR = 60.0  # seconds an answer "watched" is trusted without a new one
 SEEN_MAX = 4096  # groups remembered (the oldest answers go first)
 _seen: dict[str, float] = {}
 _seen_lock = threading.Lock()  # a worker's drain threads share the process
-# Groups counted empty by the reply to a batch this process waited for, and when that batch was sent
-# (monotonic): Redis counted them after that moment. Dropped by any later answer for the group, so only
-# ever wrong towards "not known empty" (`counted_empty_since`).
+# Groups counted empty by the reply to a batch this process sent (waited for or not), and when that
+# batch was sent (monotonic): Redis counted them after that moment. Dropped by any later answer for the
+# group, so only ever wrong towards "not known empty" (`counted_empty_since`).
 _empty: dict[str, float] = {}
+# `counted_empty_lately`'s moment: an API client's next turn, or a drain's next claim, comes well within it;
+# a page opened inside it (then a click that queues a turn: a person's seconds) is rare, and pays only a
+# round trip on the turn's first frame (agents_app.events.ask_ahead).
+EMPTY_LATELY = 2.0
 
 
 def _note(counts: Mapping[str, int], sent_at: float | None = None) -> None:
@@ -70,6 +74,15 @@ def counted_empty_since(group: str, since: float) -> bool:
     for a batch sent after `since` (monotonic). False says nothing (no such answer, a member since, or
     an answer to a batch sent without waiting, whose moment is not kept)."""
     return _empty.get(group, since) > since
+
+
+def counted_empty_lately(groups: list[str]) -> bool:
+    """Whether every one of these groups was counted without members by a batch this process sent within
+    the last EMPTY_LATELY seconds (and no answer since said otherwise). Only a hint that asking again now
+    would very likely hear "nobody": a page may have opened since, so a publisher must still ask with
+    what it sends (as a turn's events' batches do), never drop a message for it."""
+    since = time.monotonic() - EMPTY_LATELY
+    return bool(groups) and all(_empty.get(g, since) > since for g in groups)
 
 
 def seen_watched(groups: list[str]) -> bool:
@@ -172,8 +185,9 @@ async def _agroup_send_many(
     ask = ask or []
     send_soon = getattr(layer, "group_send_soon", None) if soon and not ask else None
     if send_soon is not None:
+        sent_at = time.monotonic()  # Redis counts the batch's groups after this moment
         try:
-            await send_soon(pairs, _replied)
+            await send_soon(pairs, lambda reply: _replied(reply, sent_at))
         except Exception:  # Redis down, ...
             logger.warning("Could not publish %d live updates; pages catch up when they reconnect.", len(pairs))
         return set()
@@ -204,12 +218,12 @@ async def _agroup_send_many(
     return await _awatched(layer, ask) if ask else set()
 
 
-def _replied(reply: Mapping[str, int] | BaseException) -> None:
-    """The reply of a batch sent without waiting (`_agroup_send_many(soon=True)`)."""
+def _replied(reply: Mapping[str, int] | BaseException, sent_at: float | None = None) -> None:
+    """The reply of a batch sent without waiting (`_agroup_send_many(soon=True)`), sent at `sent_at`."""
     if isinstance(reply, BaseException):
         logger.warning("Could not publish live updates (%s); pages catch up when they reconnect.", type(reply).__name__)
     else:
-        _note(reply)
+        _note(reply, sent_at)
 
 
 async def apublished() -> None:

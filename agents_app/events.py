@@ -19,6 +19,7 @@ from adkweb.live import (
     agroup_send_each,
     agroups_watched,
     batched,
+    counted_empty_lately,
     counted_empty_since,
     group_send,
     group_send_each,
@@ -259,13 +260,16 @@ def ask_ahead(session_pk: int) -> None:
     the turn and stores its first event, which then leaves with its fragment in one round trip. The
     drain asks as it sends its claim (agents_app.runner), so that the question's work on the loop (its
     task, its script, its reply) is done while the claim's statement is on its way rather than on the
-    turn's. A conversation nobody watches pays the question (one Redis round trip off the turn's way;
-    a drain that finds nothing owed pays it too); an answer never held as "not watched" (the event
-    asks again with its batch: no page is missed)."""
+    turn's. An answer is never held as "not watched" (the event asks again with its batch: no page is
+    missed), so the question is not asked where a batch of this process counted every audience group
+    of the conversation empty within adkweb.live.EMPTY_LATELY seconds (`counted_empty_lately`: a
+    conversation nobody watches, its previous turn just ended): a page opened since has the turn's
+    first event's fragment a round trip later, nothing less. Elsewhere a conversation nobody watches
+    pays the question (one Redis round trip off the turn's way; a drain that finds nothing owed too)."""
     if _fanout is None or _on_its_way(session_pk) is not None:
         return
     groups = [_fanout.audience_group(session_pk, a) for a in _fanout.AUDIENCES]
-    if seen_watched(groups):
+    if seen_watched(groups) or counted_empty_lately(groups):
         return
     # In a context of its own (no batch of the caller's to take along); it never raises (all groups on an error).
     asked = asyncio.get_running_loop().create_task(agroups_watched(groups), context=contextvars.Context())

@@ -124,6 +124,9 @@ def measure(turns: int, only: str | None = None, alternate: bool = False) -> Non
         from agents_app import publish_order
 
         publish_order.LEAD_WAIT = 600.0  # see callgrind()
+        from adkweb import live
+
+        live.EMPTY_LATELY = 600.0  # a turn's end counted "nobody watches" a moment ago, as without valgrind
 
     def work() -> None:  # one thread, one worker loop, as a worker thread runs its turns
         while (job := jobs.get()) is not None:

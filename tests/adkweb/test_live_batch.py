@@ -168,3 +168,18 @@ def test_a_group_is_known_empty_only_from_a_batch_sent_after_the_moment_asked_ab
     assert not live.counted_empty_since("empty", before)
     live._replied({"gone": 0})  # an empty count of a batch whose moment is not kept says nothing
     assert not live.counted_empty_since("gone", before)
+
+
+def test_groups_are_counted_empty_lately_only_all_of_them_and_only_within_the_moment(monkeypatch):
+    layer = ManyLayer({"watched": 1})
+    monkeypatch.setattr(live, "get_channel_layer", lambda: layer)
+    monkeypatch.setattr(live, "EMPTY_LATELY", 30.0)
+    asyncio.run(live._agroup_send_many(layer, [("a", {"type": "x"})], ["b", "watched"]))
+    assert live.counted_empty_lately(["a", "b"])
+    assert not live.counted_empty_lately(["a", "watched"])  # one has a member
+    assert not live.counted_empty_lately(["a", "never-counted"])
+    assert not live.counted_empty_lately([])
+    live._replied({"c": 0}, live.time.monotonic())  # a batch sent without waiting, its moment kept
+    assert live.counted_empty_lately(["a", "c"])
+    monkeypatch.setattr(live, "EMPTY_LATELY", 0.0)
+    assert not live.counted_empty_lately(["a", "b"])  # counted, but not lately
