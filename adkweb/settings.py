@@ -146,7 +146,19 @@ if DATABASES["default"]["ENGINE"].endswith("postgresql") and env_bool("DATABASE_
         "max_size": int(os.environ.get("DATABASE_POOL_MAX_SIZE", "20")),
         "timeout": float(os.environ.get("DATABASE_POOL_TIMEOUT", "30")),
     }
-if DATABASES["default"]["ENGINE"].endswith("postgresql") and not env_bool("DATABASE_JIT", False):
+# Behind a connection pooler (agents_app.pooler): `transaction` (PgBouncer's transaction mode: nothing
+# outlives a transaction), `session`, `none`, or unset (auto: a pooler is recognised when a connection opens).
+ADKWEB_DB_POOLER = os.environ.get("ADKWEB_DB_POOLER", "").strip().lower()
+if ADKWEB_DB_POOLER not in ("", "auto", "none", "session", "transaction"):
+    raise ImproperlyConfigured("ADKWEB_DB_POOLER must be transaction, session, none or auto")
+if ADKWEB_DB_POOLER == "transaction":
+    # Django's .iterator() declares a cursor WITH HOLD in one transaction and fetches in the next.
+    DATABASES["default"]["DISABLE_SERVER_SIDE_CURSORS"] = True
+if (
+    DATABASES["default"]["ENGINE"].endswith("postgresql")
+    and not env_bool("DATABASE_JIT", False)
+    and ADKWEB_DB_POOLER not in ("session", "transaction")  # PgBouncer refuses the startup `options`
+):
     # PostgreSQL's JIT compiles "expensive" plans: on this app's short, index-bound queries it only
     # adds 40-600 ms of compiling (bench/README.md, pages.py). Off for our connections.
     DATABASES["default"].setdefault("OPTIONS", {})["options"] = "-c jit=off"

@@ -10,6 +10,7 @@ class AgentsAppConfig(AppConfig):
 
         from django.conf import settings
         from django.core.signals import request_finished
+        from django.db.backends.signals import connection_created
 
         for module in settings.ADKWEB_TOOL_MODULES:
             import_module(module)
@@ -20,6 +21,7 @@ class AgentsAppConfig(AppConfig):
             eager,
             events,
             fanout,
+            pooler,
             runner,
             session_status,
             wake,
@@ -33,3 +35,5 @@ class AgentsAppConfig(AppConfig):
         eager.register_drain(runner.session_turns_run)  # what an eager /run runs: the worker's drain
         worker_loop.connect_shutdown()  # a Celery worker's shutdown closes its turns' loops and threads
         request_finished.connect(wake.left_read, dispatch_uid="adkweb_wake_left_read")  # a rolled-back push's reply
+        pooler.configure()  # ADKWEB_DB_POOLER=transaction: statements as text
+        connection_created.connect(pooler.django_connected, dispatch_uid="adkweb_pooler")  # or a pooler recognised

@@ -12,8 +12,10 @@ transaction, the same errors.
 A text whose PREPARE fails (a parameter whose type the server cannot infer) is sent as it is from then
 on; so is every text once a connection has `_MAX` of them, and everything once a connection is found to
 have lost what it prepared (DISCARD ALL, a pooler in transaction mode: the EXECUTE fails before anything
-runs, and the statement is sent again as text). agents_app.turn_sql's drain statements go through here on
-the loop's connections too (`execute`'s `statement`), as they go its own way on Django's.
+runs, and the statement is sent again as text); and everything from the start where agents_app.pooler
+says a pooler in transaction mode is in front (`ADKWEB_DB_POOLER=transaction`, or one recognised as a
+connection opened). agents_app.turn_sql's drain statements go through here on the loop's connections too
+(`execute`'s `statement`), as they go its own way on Django's.
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import psycopg
+
+from . import pooler
 
 logger = logging.getLogger(__name__)
 
@@ -76,7 +80,7 @@ async def execute(cursor: psycopg.AsyncCursor[Any], sql: str, params: Any, state
     PREPAREd first if this connection has not yet; as text where it is not prepared. `statement`: the
     one to send for `sql` where it is built another way (agents_app.turn_sql's: its lock first)."""
     global _plain
-    statement = None if _plain else statement or prepared(sql)
+    statement = None if _plain or pooler.text_only else statement or prepared(sql)
     if statement is None:
         await cursor.execute(sql, params)
         return

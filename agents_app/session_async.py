@@ -40,7 +40,7 @@ from asgiref.sync import AsyncToSync
 from django.db import DEFAULT_DB_ALIAS, connections
 from django.db import utils as db_errors
 
-from . import loop_prepared, session_sql
+from . import loop_prepared, pooler, session_sql
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -81,19 +81,41 @@ def _postgresql() -> bool:
     return "postgresql" in connections.settings[DEFAULT_DB_ALIAS]["ENGINE"]
 
 
-def _params() -> dict[str, Any]:
-    """Django's connection parameters (the test database's name in tests), for an AsyncConnection."""
+def _params() -> tuple[dict[str, Any], str]:
+    """Django's connection parameters (the test database's name in tests), for an AsyncConnection;
+    and the time zone Django sets on its connections."""
     wrapper = connections.create_connection(DEFAULT_DB_ALIAS)  # not kept: no connection is opened
     if wrapper.settings_dict["OPTIONS"].get("assume_role"):
         raise Busy("a role to assume: the thread path's connection sets it")
     params = wrapper.get_connection_params()
     params.pop("cursor_factory", None)
     # Django sets the session's time zone when it opens a connection; here at connect time. The plans of
-    # the statements prepared here (agents_app.loop_prepared) generic from their first EXECUTE.
-    options = f"-c TimeZone={wrapper.timezone_name} -c plan_cache_mode=force_generic_plan"
-    params["options"] = f"{params.get('options', '')} {options}".strip()
+    # the statements prepared here (agents_app.loop_prepared) generic from their first EXECUTE. Not
+    # through a pooler said to be there (PgBouncer refuses `options`): `_open` sets them.
+    if pooler.startup_options():
+        options = f"-c TimeZone={wrapper.timezone_name} -c plan_cache_mode=force_generic_plan"
+        params["options"] = f"{params.get('options', '')} {options}".strip()
     params["application_name"] = "adkweb session store (event loop)"
-    return params
+    return params, wrapper.timezone_name
+
+
+async def _open() -> psycopg.AsyncConnection:
+    params, timezone_name = _params()
+    conn = await psycopg.AsyncConnection.connect(**params, autocommit=True, cursor_factory=psycopg.AsyncClientCursor)
+    try:
+        pooler.connected(conn.info.backend_pid)  # a pooler recognised: statements as text from now on
+        # What the startup options did not set (not sent, or a pooler dropped them): the time zone, which
+        # PgBouncer keeps per client, and in session mode (this client's own server connection) the plan mode.
+        sets = [("TimeZone", timezone_name)] if conn.info.parameter_status("TimeZone") != timezone_name else []
+        if pooler.mode() == "session":
+            sets.append(("plan_cache_mode", "force_generic_plan"))
+        if sets:
+            calls = ", ".join(["set_config(%s, %s, false)"] * len(sets))
+            await conn.execute(f"SELECT {calls}", [value for pair in sets for value in pair])
+    except BaseException:
+        await _close(conn)
+        raise
+    return conn
 
 
 async def _connection(state: _Loop) -> psycopg.AsyncConnection:
@@ -107,9 +129,7 @@ async def _connection(state: _Loop) -> psycopg.AsyncConnection:
     _close_dead_loops()
     state.opened += 1
     try:
-        return await psycopg.AsyncConnection.connect(
-            **_params(), autocommit=True, cursor_factory=psycopg.AsyncClientCursor
-        )
+        return await _open()
     except Exception as exc:
         state.opened -= 1
         logger.warning("Could not open the session store's loop connection; using the thread path.", exc_info=True)

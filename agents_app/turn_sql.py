@@ -68,7 +68,7 @@ from typing import Any
 
 from django.db import DEFAULT_DB_ALIAS, ProgrammingError, connection
 
-from . import loop_prepared, session_async, session_sql
+from . import loop_prepared, pooler, session_async, session_sql
 from .models import AdkSession, Turn
 from .run_cache import STAMP_WIDTH, stamp_row, stamp_select
 from .session_status import ACTIVE_TURN_STATUSES, OPEN_TICKET_STATUSES
@@ -206,7 +206,8 @@ class DoneNext:
 # `start`; bench/README.md, phase 20 (drain)). A connection whose statements are gone (DISCARD ALL, a
 # pooler in transaction mode) gets an error before anything is committed, and this process goes back
 # to the plain statement (`_plain`; on the loop's connections, `_arun`, agents_app.loop_prepared
-# prepares them and keeps its own).
+# prepares them and keeps its own). Where agents_app.pooler says such a pooler is there (`text_only`),
+# the plain statement from the start.
 _TYPES = {"pk": "bigint", "tid": "bigint", "version": "bigint", "owner": "text", "status": "text"}
 _TYPES.update(until="timestamptz", now="timestamptz")
 _HEAD_END = "FOR NO KEY UPDATE; "  # the lock's end: what follows is the statement prepared
@@ -256,7 +257,7 @@ def _prepare(cursor: Any, statement: loop_prepared.Prepared) -> None:
 def _run(sql: str, params: dict[str, Any]) -> tuple:
     global _plain
     with connection.cursor() as cursor:
-        if _plain:
+        if _plain or pooler.text_only:
             cursor.execute(sql, params)
         else:
             statement = _prepared(sql)
@@ -292,7 +293,7 @@ async def _arun(sql: str, params: dict[str, Any]) -> tuple:
 
     async def run(conn: Any) -> tuple | None:
         async with conn.cursor() as cursor:
-            if _plain:
+            if _plain or pooler.text_only:
                 await cursor.execute(sql, params)
             else:
                 await loop_prepared.execute(cursor, sql, params, _prepared(sql))

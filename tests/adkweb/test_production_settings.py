@@ -121,3 +121,24 @@ def test_https_settings_come_from_the_environment():
     assert defaults.stdout.strip() == (
         "None False 0 False False False False ['127.0.0.1', 'localhost', 'testserver'] []"
     ), defaults.stderr
+
+
+def test_said_a_pooler_is_there_connections_send_no_startup_options():
+    """PgBouncer refuses the `options` startup parameter; in transaction mode nothing may outlive a
+    transaction (agents_app.pooler): no server-side cursors. A value it does not know stops the process."""
+    code = (
+        "import django; django.setup(); from django.conf import settings as s; d = s.DATABASES['default']; "
+        "print(repr(d['OPTIONS'].get('options')), d.get('DISABLE_SERVER_SIDE_CURSORS', False), s.ADKWEB_DB_POOLER)"
+    )
+    env = {**SERVICES, "DJANGO_SECRET_KEY": KEY}
+    seen = {
+        mode: _run([sys.executable, "-c", code], **env, ADKWEB_DB_POOLER=mode)
+        for mode in ("", "session", "transaction")
+    }
+    assert [done.stdout.split() for done in seen.values()] == [
+        ["'-c", "jit=off'", "False"],
+        ["None", "False", "session"],
+        ["None", "True", "transaction"],
+    ], {mode: done.stderr[-500:] for mode, done in seen.items()}
+    wrong = _run([sys.executable, "-c", code], **env, ADKWEB_DB_POOLER="statement")
+    assert wrong.returncode != 0 and "ADKWEB_DB_POOLER must be transaction, session, none or auto" in wrong.stderr

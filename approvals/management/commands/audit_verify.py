@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
+from django.db import connection
 from django.db.models import F
 
 from approvals.chain import verify
@@ -16,6 +17,9 @@ class Command(BaseCommand):
     help = "Verify the tamper-evident chain of decisions; names the first broken row (exit status 1)."
 
     def handle(self, *args: Any, **options: Any) -> None:
+        # Connected before `.iterator()` decides on a server-side cursor: a transaction-mode pooler is
+        # recognised as the connection opens (agents_app.pooler), and then there is none.
+        connection.ensure_connection()
         rows = Response.objects.order_by(F("chain_seq").asc(nulls_last=True), "id").iterator(chunk_size=2000)
         head = DecisionChain.objects.filter(pk=1).first()
         breaks = verify(rows, head)
