@@ -75,11 +75,7 @@ def celery_worker_process(django_db_setup, django_db_blocker):
     )
     _wait_ready(proc, Path(log.name))
     yield proc
-    proc.terminate()
-    try:
-        proc.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        proc.kill()
+    stop(proc)
     log.close()
     Path(log.name).unlink(missing_ok=True)
 
@@ -137,11 +133,17 @@ def beat_start(schedule_dir: Path, every: float = 1.0) -> tuple[subprocess.Popen
 
 
 def beat_stop(proc: subprocess.Popen) -> None:
+    stop(proc)
+
+
+def stop(proc: subprocess.Popen, timeout: float = 20) -> None:
+    """Terminate a subprocess; kill it if it has not exited within `timeout` seconds."""
     proc.terminate()
     try:
-        proc.wait(timeout=20)
+        proc.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
         proc.kill()
+        proc.wait()
 
 
 @pytest.fixture

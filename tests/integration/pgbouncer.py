@@ -21,6 +21,8 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 
+from .conftest import stop
+
 PGBOUNCER = shutil.which("pgbouncer") or "/usr/sbin/pgbouncer"
 
 
@@ -93,10 +95,5 @@ def running(*, mode: str = "transaction", servers: int = 2, ignore_options: bool
                 time.sleep(0.02)
         yield port
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop(proc, timeout=10)
         shutil.rmtree(folder, ignore_errors=True)
