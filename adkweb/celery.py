@@ -15,7 +15,8 @@ app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
 # Every worker of the drain task's queue also listens for wake-ups (agents_app.wake, ADKWEB_WAKE_LIST).
 app.steps["worker"].add("agents_app.wake_worker:WakeStep")
-# A worker's startup objects out of the garbage collector's full walks (adkweb.gcpolicy.freeze_startup): once
-# its bootsteps have started (a threads pool's turns run in this process), and in each prefork child.
-worker_ready.connect(gcpolicy.freeze_startup, weak=False, dispatch_uid="adkweb-gc-freeze-ready")
-worker_process_init.connect(gcpolicy.freeze_startup, weak=False, dispatch_uid="adkweb-gc-freeze-child")
+# A worker's startup objects out of the garbage collector's full walks, and what its first drain leaves
+# (adkweb.gcpolicy.freeze_worker): once its bootsteps have started (a threads pool's turns run in this
+# process), and in each prefork child.
+worker_ready.connect(gcpolicy.freeze_worker, weak=False, dispatch_uid="adkweb-gc-freeze-ready")
+worker_process_init.connect(gcpolicy.freeze_worker, weak=False, dispatch_uid="adkweb-gc-freeze-child")

@@ -29,10 +29,14 @@ So (`install`, from adkweb.asgi):
 What this costs: frozen cycles wait for the next thaw; a settle's collection is one full pause over
 the unfrozen objects (what an automatic full collection would have walked anyway, at a moment of
 the process's choosing rather than in the middle of a fan-out); a thaw's walks the whole heap.
-Generation 0 and 1 collections are untouched. The Celery worker does not load adkweb.asgi: only the
-startup freeze applies to it (`freeze_startup`, at its `worker_ready` and in a prefork child at
-`worker_process_init`: adkweb.celery): a full collection there walked ~190k startup objects, ~42 ms
-of whatever turn it fell in.
+Generation 0 and 1 collections are untouched. The Celery worker does not load adkweb.asgi: its policy
+(`freeze_worker`, at its `worker_ready` and in a prefork child at `worker_process_init`: adkweb.celery)
+is the startup freeze (a full collection there walked ~190k startup objects, ~42 ms of whatever turn
+it fell in), and one more after its first drain that ran a turn (`drain_ran`, from
+agents_app.runner): what that turn built to stay (the app's runner, ADK's and the model client's
+objects, the loop's connections: ~40k objects) out of the walks too; a full collection every ~50
+turns then took ~1 ms instead of ~17 (bench/README.md, phase 21 (drain)). Later apps' runners are
+not frozen (one freeze, a collection of ~20 ms once, at a worker's start).
 
 `ADKWEB_GC_SETTLE_SECONDS=0` turns the settle freezes and thaws off (the startup freeze stays).
 """
@@ -42,6 +46,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -126,6 +131,37 @@ def freeze_startup(**_: Any) -> None:
     too: it takes the signal's arguments.)"""
     gc.collect()
     gc.freeze()
+
+
+_drain_freeze_due = False  # armed by `freeze_worker`, done by the first `drain_ran`
+_drain_freeze_lock = threading.Lock()  # a worker's drain threads
+
+
+def freeze_worker(**_: Any) -> None:
+    """A Celery worker's policy (a signal receiver: adkweb.celery): the startup freeze now, and one more
+    after its first drain that runs a turn (`drain_ran`)."""
+    global _drain_freeze_due
+    freeze_startup()
+    _drain_freeze_due = True
+
+
+def drain_ran() -> None:
+    """After a drain that ran a turn (agents_app.runner): in a worker (`freeze_worker`), the first time,
+    collect and freeze what survived it; nothing elsewhere (the web process has its own policy)."""
+    global _drain_freeze_due
+    if not _drain_freeze_due:
+        return
+    with _drain_freeze_lock:
+        if not _drain_freeze_due:
+            return
+        _drain_freeze_due = False
+    started = time.perf_counter()
+    freeze_startup()
+    logger.info(
+        "gc: froze what the first drain left in %.0f ms; %d objects frozen",
+        (time.perf_counter() - started) * 1000,
+        gc.get_freeze_count(),
+    )
 
 
 def install(settle: float = 1.0, thaw_closes: int = 1000) -> Policy:

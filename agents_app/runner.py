@@ -20,7 +20,7 @@ from django.db import DEFAULT_DB_ALIAS, close_old_connections, connections
 from django.db.utils import load_backend
 from django.utils import timezone
 
-from adkweb import memory_broker
+from adkweb import gcpolicy, memory_broker
 
 from . import events, session_async, turn_sql, turn_sqlite, worker_loop
 from .leases import Heartbeat, Lease, lease_acquire, lease_release
@@ -59,7 +59,10 @@ def session_turns_run(session_pk: int) -> int:
     database thread: one thread, one connection checkout, one channel-layer pool per drain. In embedded
     mode the in-process broker's background queues (notifications) wait meanwhile (adkweb.memory_broker)."""
     with memory_broker.foreground():
-        return worker_loop.run(_drain(session_pk))
+        ran = worker_loop.run(_drain(session_pk))
+    if ran:
+        gcpolicy.drain_ran()  # a worker's one freeze of what its first turn left (the drain's publishes are out)
+    return ran
 
 
 async def _drain(session_pk: int) -> int:

@@ -49,6 +49,12 @@ def main() -> None:
     )
     parser.add_argument("--callgrind", action="store_true", help="count each turn's instructions (valgrind)")
     parser.add_argument("--alternate", action="store_true", help="the direct Runner first every other turn")
+    parser.add_argument(
+        "--worker-gc",
+        action="store_true",
+        help="the Celery worker's garbage-collector policy (its ready signal's: adkweb.gcpolicy.freeze_worker, or "
+        "freeze_startup in older trees) before the first turn; prints the full collections' pauses",
+    )
     args = parser.parse_args()
     if args.callgrind and not os.environ.get(CALLGRIND):
         callgrind(args)
@@ -78,7 +84,7 @@ def main() -> None:
     connection.creation.create_test_db(verbosity=0, autoclobber=True, serialize=False)
     try:
         print(f"{root} (load average {os.getloadavg()[0]:.1f})")
-        measure(args.turns, args.only, args.alternate)
+        measure(args.turns, args.only, args.alternate, args.worker_gc)
     finally:
         from django.db import connections
 
@@ -91,7 +97,7 @@ def main() -> None:
         connection.creation.destroy_test_db(old_name, verbosity=0)
 
 
-def measure(turns: int, only: str | None = None, alternate: bool = False) -> None:
+def measure(turns: int, only: str | None = None, alternate: bool = False, worker_gc: bool = False) -> None:
     from asgiref.sync import ThreadSensitiveContext
     from google.adk.runners import Runner
     from google.genai import types
@@ -103,6 +109,7 @@ def measure(turns: int, only: str | None = None, alternate: bool = False) -> Non
     from agents_app.session_service import DjangoSessionService
 
     demo_setup()
+    pauses = _full_collections(worker_gc)
     from benchlib import enqueue_module
 
     enqueue_module().session_enqueue = lambda **kwargs: True  # no broker: drained here
@@ -151,6 +158,8 @@ def measure(turns: int, only: str | None = None, alternate: bool = False) -> Non
     session: Any = None
     direct_id = ""
     for i in range(turns + warm):
+        if i == warm:
+            pauses.clear()  # the measured turns' only
         if i % 10 == 0:
             session = services.session_create(app_name="stock_agent", user_id="requester")
             direct_id = store.create_session_sync(app_name="stock_agent", user_id="requester").id
@@ -177,12 +186,41 @@ def measure(turns: int, only: str | None = None, alternate: bool = False) -> Non
             f"  {kind:<7} median wall {wall:7.1f} ms   CPU {cpu:6.1f} ms   (of it system, mean: {system:4.1f} ms; "
             f"{len(results[kind])} turns)"
         )
+        walls = sorted(r[0] for r in results[kind])
+        if worker_gc and len(walls) > 1:
+            q = statistics.quantiles(walls, n=100)
+            print(f"          wall p95 {q[94]:.1f}, p99 {q[98]:.1f}, max {walls[-1]:.1f} ms")
+    if worker_gc:
+        print(f"  full collections in the measured turns (ms): {[round(p, 1) for p in pauses]}")
     if only:
         return
     print(
         f"  drain / direct: wall {medians['drain'][0] / medians['direct'][0]:.2f}x, "
         f"CPU {medians['drain'][1] / medians['direct'][1]:.2f}x   (target 3: run <= 1.1x direct)"
     )
+
+
+def _full_collections(worker_gc: bool) -> list[float]:
+    """With `worker_gc`, the worker's policy applied now (as its ready signal does); the list the pauses
+    of the full collections on the turns' thread are appended to from then on."""
+    import gc
+
+    pauses: list[float] = []
+    if not worker_gc:
+        return pauses
+    from adkweb import gcpolicy
+
+    getattr(gcpolicy, "freeze_worker", gcpolicy.freeze_startup)()
+    started: list[float] = []
+
+    def timed(phase: str, info: dict[str, int]) -> None:
+        if info["generation"] == 2 and phase == "start":
+            started[:] = [time.perf_counter()]
+        elif info["generation"] == 2 and started and threading.current_thread().name == "bench-worker":
+            pauses.append((time.perf_counter() - started[0]) * 1000)
+
+    gc.callbacks.append(timed)
+    return pauses
 
 
 def _callgrind_control(*args: str) -> None:
