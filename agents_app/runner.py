@@ -59,10 +59,7 @@ def session_turns_run(session_pk: int) -> int:
     database thread: one thread, one connection checkout, one channel-layer pool per drain. In embedded
     mode the in-process broker's background queues (notifications) wait meanwhile (adkweb.memory_broker)."""
     with memory_broker.foreground():
-        ran = worker_loop.run(_drain(session_pk))
-    if ran:
-        gcpolicy.drain_ran()  # a worker's one freeze of what its first turn left (the drain's publishes are out)
-    return ran
+        return worker_loop.run(_drain(session_pk))
 
 
 async def _drain(session_pk: int) -> int:
@@ -72,12 +69,12 @@ async def _drain(session_pk: int) -> int:
     published = events.turn_publisher.set(events.TurnPublisher())
     calls = worker_loop.db_calls()
     async with ThreadSensitiveContext(executor=worker_loop.db_executor()):
-        closed = False
+        closed, ran = False, 0
         try:
             if _statements() is not None:
                 ran, closed = await _drain_pg(session_pk, owner)
-                return ran
-            return await _drain_orm(session_pk, owner)
+            else:
+                ran = await _drain_orm(session_pk, owner)
         finally:
             try:
                 # Back to the pool between drains (PostgreSQL: CONN_MAX_AGE 0); SQLite keeps its connection
@@ -89,6 +86,9 @@ async def _drain(session_pk: int) -> int:
             finally:
                 await events.publishes_sent()  # on their way meanwhile
                 events.turn_publisher.reset(published)
+    if ran:  # however the drain was called (a Celery task's `session_turns_run`, a wake-up's drainer)
+        gcpolicy.drain_ran()  # a worker's one freeze of what its first turn left (the drain's publishes are out)
+    return ran
 
 
 def _vendor() -> str:
