@@ -47,10 +47,11 @@ _seen_lock = threading.Lock()  # a worker's drain threads share the process
 # batch was sent (monotonic): Redis counted them after that moment. Dropped by any later answer for the
 # group, so only ever wrong towards "not known empty" (`counted_empty_since`).
 _empty: dict[str, float] = {}
-# `counted_empty_lately`'s moment: an API client's next turn, or a drain's next claim, comes well within it;
-# a page opened inside it (then a click that queues a turn: a person's seconds) is rare, and pays only a
-# round trip on the turn's first frame (agents_app.events.ask_ahead).
-EMPTY_LATELY = 2.0
+# `counted_empty_lately`'s moment: an API client's next turn after its /run answered comes within it (ms);
+# a page opened, then a click that queues a turn, does not (a person's seconds; bench/fanout_resume.py's
+# click comes 0.5 s after its page settles): a page opened inside it would pay a round trip on the turn's
+# first frame (agents_app.events.ask_ahead).
+EMPTY_LATELY = 0.25
 
 
 def _note(counts: Mapping[str, int], sent_at: float | None = None) -> None:

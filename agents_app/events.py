@@ -263,9 +263,10 @@ def ask_ahead(session_pk: int) -> None:
     turn's. An answer is never held as "not watched" (the event asks again with its batch: no page is
     missed), so the question is not asked where a batch of this process counted every audience group
     of the conversation empty within adkweb.live.EMPTY_LATELY seconds (`counted_empty_lately`: a
-    conversation nobody watches, its previous turn just ended): a page opened since has the turn's
-    first event's fragment a round trip later, nothing less. Elsewhere a conversation nobody watches
-    pays the question (one Redis round trip off the turn's way; a drain that finds nothing owed too)."""
+    conversation nobody watches whose previous turn ended a moment ago: an API client's next one): a
+    page opened since has the turn's first event's fragment a round trip later, nothing less. Elsewhere
+    a conversation nobody watches pays the question (one Redis round trip off the turn's way; a drain
+    that finds nothing owed too)."""
     if _fanout is None or _on_its_way(session_pk) is not None:
         return
     groups = [_fanout.audience_group(session_pk, a) for a in _fanout.AUDIENCES]
