@@ -249,6 +249,10 @@ def anotify_session_status_soon(*, session_pk: int, status: str) -> None:
 
 # The question "is a page of this conversation open?" asked at a claim, while it is on its way.
 _asking: dict[int, asyncio.Future[set[str]]] = {}
+# Conversations whose last turn ended by this process's drains left a ticket open ("waiting"), the
+# oldest first: their claim asks (`ask_ahead`). Bounded: one forgotten a long time ago asks anyway.
+_waiting: dict[int, None] = {}
+WAITING_MAX = 4096
 
 
 def ask_ahead(session_pk: int) -> None:
@@ -263,14 +267,16 @@ def ask_ahead(session_pk: int) -> None:
     turn's. An answer is never held as "not watched" (the event asks again with its batch: no page is
     missed), so the question is not asked where a batch of this process counted every audience group
     of the conversation empty within adkweb.live.EMPTY_LATELY seconds (`counted_empty_lately`: a
-    conversation nobody watches whose previous turn ended a moment ago: an API client's next one): a
-    page opened since has the turn's first event's fragment a round trip later, nothing less. Elsewhere
-    a conversation nobody watches pays the question (one Redis round trip off the turn's way; a drain
+    conversation nobody watches whose previous turn ended a moment ago: an API client's next one),
+    unless that turn left a ticket open (`_waiting`): the next turn is then a person's click, whose
+    page may have opened since (target 6's bench opens it a few ms before the click). A page opened
+    since has the turn's first event's fragment a round trip later, nothing less. Elsewhere a
+    conversation nobody watches pays the question (one Redis round trip off the turn's way; a drain
     that finds nothing owed too)."""
     if _fanout is None or _on_its_way(session_pk) is not None:
         return
     groups = [_fanout.audience_group(session_pk, a) for a in _fanout.AUDIENCES]
-    if seen_watched(groups) or counted_empty_lately(groups):
+    if seen_watched(groups) or (session_pk not in _waiting and counted_empty_lately(groups)):
         return
     # In a context of its own (no batch of the caller's to take along); it never raises (all groups on an error).
     asked = asyncio.get_running_loop().create_task(agroups_watched(groups), context=contextvars.Context())
@@ -341,7 +347,13 @@ async def anotify_turn_done(*, session_pk: int, turn_id: int, status: str, revis
     """A turn that ended DONE (the drain's loop): `turn.finished` and the conversation's new status
     in one batch: one round trip on the Redis layer (their page fragments need no question "who
     watches" first: agents_app.fanout.apublish_turn_done, apublish_status), where two batches that
-    each asked first made four."""
+    each asked first made four. Notes whether the turn left a ticket open (`_waiting`)."""
+    if status == "waiting":
+        _waiting[session_pk] = None
+        if len(_waiting) > WAITING_MAX:
+            del _waiting[next(iter(_waiting))]
+    else:
+        _waiting.pop(session_pk, None)
     async with abatched():
         await anotify_turn_finished(session_pk=session_pk, turn_id=turn_id, status="done", revision=revision)
         await anotify_session_status(session_pk=session_pk, status=status)
