@@ -80,16 +80,29 @@ class Heartbeat:
     def __init__(self, lease: Lease) -> None:
         self.lease = lease
         self._deadline = time.monotonic() + settings.ADKWEB_TURN_HARD_TIME_LIMIT
+        # The drain may release the lease itself from now on (its turn's DONE statement releases it
+        # when nothing more is owed), or has let go of it: a renewal that then finds no lease is
+        # no loss (`releasing`).
+        self._releasing = False
 
     def __enter__(self) -> Heartbeat:
         _keeper().hold(self)
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self._releasing = True
         _keeper().drop(self)
 
     def turn_started(self) -> None:
         self._deadline = time.monotonic() + settings.ADKWEB_TURN_HARD_TIME_LIMIT
+        self._releasing = False
+
+    def releasing(self) -> None:
+        """Said by the drain before the statement that may release the lease (the turn's DONE): the
+        keeper's renewal may run at the same time, wait for that statement's row lock and then find
+        the lease gone. That is the drain's own release, not another worker's takeover: not warned
+        about, and the lease not marked lost. Until the next `turn_started`."""
+        self._releasing = True
 
     def beat(self) -> bool:
         """Renew once (on the keeper's thread); False: renew no more (lease lost or past the limit)."""
@@ -98,6 +111,8 @@ class Heartbeat:
             return False
         try:
             if not lease_renew(self.lease):
+                if self._releasing:  # read after the renewal: set before any release it could have seen
+                    return False
                 self.lease.lost = True
                 logger.warning("Session %s: run lease lost to another worker.", self.lease.session_pk)
                 return False

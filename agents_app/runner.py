@@ -173,6 +173,7 @@ async def _drain_pg(session_pk: int, owner: str) -> tuple[int, bool]:
                                 revision=publisher.revision,
                                 since=publisher.started_at,
                             )
+                        heartbeat.releasing()  # its DONE may release the lease: the keeper's renewal then finds none
                         done, closed = await _adone_next(turn, lease)
                         if not done.leased:
                             lease.lost = True
