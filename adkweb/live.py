@@ -72,8 +72,10 @@ def _note(counts: Mapping[str, int], sent_at: float | None = None) -> None:
 
 def counted_empty_since(group: str, since: float) -> bool:
     """Whether the channel layer's last answer for `group` in this process counted it without members,
-    for a batch sent after `since` (monotonic). False says nothing (no such answer, a member since, or
-    an answer to a batch sent without waiting, whose moment is not kept)."""
+    for a batch sent after `since` (monotonic). False says nothing (no such answer, or a member since).
+    A hint only: the replies of batches sent on different connections may arrive out of order, so an
+    older batch's "empty" may follow a newer one's "member"; its users only ever do a round trip's
+    work more or later for it (agents_app.events: ask_ahead, anotify_turn_ended), never drop a message."""
     return _empty.get(group, since) > since
 
 

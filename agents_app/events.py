@@ -350,8 +350,8 @@ async def anotify_turn_done(*, session_pk: int, turn_id: int, status: str, revis
     each asked first made four. Notes whether the turn left a ticket open (`_waiting`)."""
     if status == "waiting":
         _waiting[session_pk] = None
-        if len(_waiting) > WAITING_MAX:
-            del _waiting[next(iter(_waiting))]
+        if len(_waiting) > WAITING_MAX:  # the oldest goes (another drain thread may be dropping it too)
+            _waiting.pop(next(iter(_waiting), 0), None)
     else:
         _waiting.pop(session_pk, None)
     async with abatched():

@@ -149,3 +149,16 @@ async def test_a_turn_event_is_carried_as_stored_without_being_serialized_again(
     message = await layer.receive(ids_only)
     assert message["data"] == data and (message["revision"], message["turn_id"]) == (3, 7)
     assert dumped == []
+
+
+async def test_conversations_left_waiting_on_a_ticket_are_remembered_up_to_the_bound(demo, monkeypatch):
+    """The drain notes which conversations' last turn left a ticket open (their next claim asks who
+    watches: events.ask_ahead); the oldest is forgotten past WAITING_MAX, and a turn that ends
+    otherwise forgets its conversation."""
+    monkeypatch.setattr(events, "_waiting", {})
+    monkeypatch.setattr(events, "WAITING_MAX", 2)
+    for pk in (101, 102, 103):
+        await events.anotify_turn_done(session_pk=pk, turn_id=pk, status="waiting", revision=1)
+    assert list(events._waiting) == [102, 103]
+    await events.anotify_turn_done(session_pk=103, turn_id=104, status="idle", revision=2)
+    assert list(events._waiting) == [102]
