@@ -85,7 +85,7 @@ def counted_empty_lately(groups: list[str]) -> bool:
     would very likely hear "nobody": a page may have opened since, so a publisher must still ask with
     what it sends (as a turn's events' batches do), never drop a message for it."""
     since = time.monotonic() - EMPTY_LATELY
-    return bool(groups) and all(_empty.get(g, since) > since for g in groups)
+    return bool(groups) and all(counted_empty_since(g, since) for g in groups)
 
 
 def seen_watched(groups: list[str]) -> bool:

@@ -37,7 +37,6 @@ from django.db import DEFAULT_DB_ALIAS, connections
 
 logger = logging.getLogger(__name__)
 
-MODES = ("auto", "none", "session", "transaction")
 PID_MAX = 4_194_304  # Linux's largest pid_max (2**22): no PostgreSQL backend's process id is above it
 
 text_only = False  # statements as text, no server-side cursors: a transaction-mode pooler, said or seen
