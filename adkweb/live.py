@@ -13,7 +13,6 @@ import asyncio
 import contextvars
 import functools
 import logging
-import threading
 import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -21,6 +20,8 @@ from typing import Any
 
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
+
+from adkweb.watch_hints import note
 
 logger = logging.getLogger(__name__)
 
@@ -33,68 +34,6 @@ _batch: contextvars.ContextVar[list[tuple[str, dict]] | None] = contextvars.Cont
 _ahead: contextvars.ContextVar[dict[str, bool] | None] = contextvars.ContextVar("adkweb_live_ahead", default=None)
 # Inside an `abatched()` block, groups to ask about with its next question (`ask_also`).
 _also: contextvars.ContextVar[list[str] | None] = contextvars.ContextVar("adkweb_live_also", default=None)
-
-
-# Groups the channel layer last said have members, and since when (monotonic), in this process: every
-# count it answers (a batch's sends and questions, adkweb.channel_layers.publish) is noted, a group
-# counted empty is dropped. Only ever wrong towards "watched" (a page closed since the last answer):
-# a publisher that trusts it renders once for nobody, and the send that follows, counted, corrects it.
-SEEN_FOR = 60.0  # seconds an answer "watched" is trusted without a new one
-SEEN_MAX = 4096  # groups remembered (the oldest answers go first)
-_seen: dict[str, float] = {}
-_seen_lock = threading.Lock()  # a worker's drain threads share the process
-# Groups counted empty by the reply to a batch this process sent (waited for or not), and when that
-# batch was sent (monotonic): Redis counted them after that moment. Dropped by any later answer for the
-# group, so only ever wrong towards "not known empty" (`counted_empty_since`).
-_empty: dict[str, float] = {}
-# `counted_empty_lately`'s moment: an API client's next turn after its /run answered comes within it (ms);
-# a page opened, then a click that queues a turn, does not (a person's seconds; bench/fanout_resume.py's
-# click comes 0.5 s after its page settles): a page opened inside it would pay a round trip on the turn's
-# first frame (agents_app.events.ask_ahead).
-EMPTY_LATELY = 0.25
-
-
-def _note(counts: Mapping[str, int], sent_at: float | None = None) -> None:
-    now = time.monotonic()
-    with _seen_lock:
-        for group, members in counts.items():
-            _seen.pop(group, None)
-            _empty.pop(group, None)
-            if members:
-                _seen[group] = now  # the newest answers last
-            elif sent_at is not None:
-                _empty[group] = sent_at
-        while len(_seen) > SEEN_MAX:
-            del _seen[next(iter(_seen))]
-        while len(_empty) > SEEN_MAX:
-            del _empty[next(iter(_empty))]
-
-
-def counted_empty_since(group: str, since: float) -> bool:
-    """Whether the channel layer's last answer for `group` in this process counted it without members,
-    for a batch sent after `since` (monotonic). False says nothing (no such answer, or a member since).
-    A hint only: the replies of batches sent on different connections may arrive out of order, so an
-    older batch's "empty" may follow a newer one's "member"; its users only ever do a round trip's
-    work more or later for it (agents_app.events: ask_ahead, anotify_turn_ended), never drop a message."""
-    return _empty.get(group, since) > since
-
-
-def counted_empty_lately(groups: list[str]) -> bool:
-    """Whether every one of these groups was counted without members by a batch this process sent within
-    the last EMPTY_LATELY seconds (and no answer since said otherwise). Only a hint that asking again now
-    would very likely hear "nobody": a page may have opened since, so a publisher must still ask with
-    what it sends (as a turn's events' batches do), never drop a message for it."""
-    since = time.monotonic() - EMPTY_LATELY
-    return bool(groups) and all(counted_empty_since(g, since) for g in groups)
-
-
-def seen_watched(groups: list[str]) -> bool:
-    """Whether the channel layer's last answer for any of these groups, in this process and within
-    SEEN_FOR seconds, was that it has members (no round trip: see `_seen`). False says nothing: ask
-    (`agroups_watched`). A publisher that goes by True must send to every one of `groups`, as if all
-    were watched: a group counted empty before may have a member now."""
-    since = time.monotonic() - SEEN_FOR
-    return any(_seen.get(g, since) > since for g in groups)
 
 
 def group_send(group: str, message: Mapping[str, object]) -> None:
@@ -202,7 +141,7 @@ async def _agroup_send_many(
         except Exception:  # Redis down, ...
             logger.warning("Could not publish %d live updates; pages catch up when they reconnect.", len(pairs))
             return set(ask)
-        _note(counts, sent_at)
+        note(counts, sent_at)
         return {g for g in ask if counts.get(g)}
     by_group: dict[str, list[dict]] = {}
     for group, message in pairs:
@@ -226,7 +165,7 @@ def _replied(reply: Mapping[str, int] | BaseException, sent_at: float | None = N
     if isinstance(reply, BaseException):
         logger.warning("Could not publish live updates (%s); pages catch up when they reconnect.", type(reply).__name__)
     else:
-        _note(reply, sent_at)
+        note(reply, sent_at)
 
 
 async def apublished() -> None:
@@ -374,7 +313,7 @@ async def _awatched(layer: Any, groups: list[str]) -> set[str]:
     if send_many is not None:  # adkweb's Redis layer: one round trip for all the groups
         sent_at = time.monotonic()
         counts = await send_many([], groups)
-        _note(counts, sent_at)
+        note(counts, sent_at)
         return {g for g in groups if counts.get(g)}
     if hasattr(layer, "_group_key") and hasattr(layer, "consistent_hash"):  # channels_redis
         counts = await asyncio.gather(

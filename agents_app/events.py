@@ -19,12 +19,10 @@ from adkweb.live import (
     agroup_send_each,
     agroups_watched,
     batched,
-    counted_empty_lately,
-    counted_empty_since,
     group_send,
     group_send_each,
-    seen_watched,
 )
+from adkweb.watch_hints import counted_empty_lately, counted_empty_since, seen_watched
 
 # The order of a turn's publishes; its names are the callers' (runner, turn_exec, the session store).
 from .publish_order import (  # noqa: F401 - re-exported
@@ -163,7 +161,7 @@ async def anotify_session_event(
     """notify_session_event from async code, once the event is committed (the session store's
     appends): the message leaves from the event loop, and the thread hop to render the fragments
     (agents_app.fanout.publish_event) happens only when a page of the conversation is open. Where
-    this process last heard that one is (adkweb.live.seen_watched: the turn's "running" status a
+    this process last heard that one is (adkweb.watch_hints.seen_watched: the turn's "running" status a
     moment ago, or its previous event), it renders without asking first, for every audience, and
     the ids-only message leaves with the fragments: one round trip instead of two before the frame."""
     await agroup_send(session_group(session_pk), _event_message(session_pk, event_pk, revision, turn_id, author, data))
@@ -257,16 +255,16 @@ WAITING_MAX = 4096
 
 def ask_ahead(session_pk: int) -> None:
     """Ask the channel layer now, without waiting, whether a page of the conversation is open, unless
-    this process heard so lately (adkweb.live.seen_watched). The claim's "running" status rides with
+    this process heard so lately (adkweb.watch_hints.seen_watched). The claim's "running" status rides with
     the turn's first event (publish_order's lead), so its answer would come with that batch: too late
     for the event, which would ask again and send its fragment in a second round trip (a click's first
-    resumed frame waited on both). Asked here, the answer is in (adkweb.live._seen) while ADK starts
+    resumed frame waited on both). Asked here, the answer is in (adkweb.watch_hints._seen) while ADK starts
     the turn and stores its first event, which then leaves with its fragment in one round trip. The
     drain asks as it sends its claim (agents_app.runner), so that the question's work on the loop (its
     task, its script, its reply) is done while the claim's statement is on its way rather than on the
     turn's. An answer is never held as "not watched" (the event asks again with its batch: no page is
     missed), so the question is not asked where a batch of this process counted every audience group
-    of the conversation empty within adkweb.live.EMPTY_LATELY seconds (`counted_empty_lately`: a
+    of the conversation empty within adkweb.watch_hints.EMPTY_LATELY seconds (`counted_empty_lately`: a
     conversation nobody watches whose previous turn ended a moment ago: an API client's next one),
     unless that turn left a ticket open (`_waiting`): the next turn is then a person's click, whose
     page may have opened since (target 6's bench opens it a few ms before the click). A page opened
@@ -331,7 +329,7 @@ async def anotify_turn_ended(*, session_pk: int, turn_id: int, revision: int, si
     asynchronously").
 
     Not sent when the session's group was counted without members by a batch sent after `since`
-    (the turn's claim, monotonic: adkweb.live.counted_empty_since; a turn's event's batch that asked
+    (the turn's claim, monotonic: adkweb.watch_hints.counted_empty_since; a turn's event's batch that asked
     who watches counts it): a follower of the turn joins the group before the turn can be claimed
     (agents_app.services.before_turn_commit), so nobody would take it, and one that joined later
     has the DONE's own `turn.finished`, as every follower it does not complete."""

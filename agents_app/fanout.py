@@ -199,7 +199,7 @@ async def apublish_status(*, session_pk: int, status: str) -> None:
     process, and a group with no member takes nothing: adkweb.channel_layers.publish), in its
     caller's batch: one round trip where the question made two, the first of them on a turn's way
     to its first frame (the drain publishes "running" before the turn starts). The layer's counts
-    then tell `anotify_session_event` who watches (adkweb.live.seen_watched)."""
+    then tell `anotify_session_event` who watches (adkweb.watch_hints.seen_watched)."""
     message = {"type": "live.status", "html": status_html(status), "status": status}
     await agroup_send_each(_audience_groups(session_pk), message)
 

@@ -133,7 +133,10 @@ def measure(turns: int, only: str | None = None, alternate: bool = False, worker
         publish_order.LEAD_WAIT = 600.0  # see callgrind()
         from adkweb import live
 
-        live.EMPTY_LATELY = 600.0  # a turn's end counted "nobody watches" a moment ago, as without valgrind
+        hints = getattr(live, "EMPTY_LATELY", None) is not None and live  # before the split (a --base tree)
+        if not hints:
+            from adkweb import watch_hints as hints  # type: ignore[no-redef]
+        hints.EMPTY_LATELY = 600.0  # a turn's end counted "nobody watches" a moment ago, as without valgrind
 
     def work() -> None:  # one thread, one worker loop, as a worker thread runs its turns
         while (job := jobs.get()) is not None:

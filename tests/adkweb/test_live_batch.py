@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
-from adkweb import live
+from adkweb import live, watch_hints
 
 
 class RecordingLayer:
@@ -161,25 +161,25 @@ def test_a_group_is_known_empty_only_from_a_batch_sent_after_the_moment_asked_ab
     before = live.time.monotonic()
     asyncio.run(live._agroup_send_many(layer, [("empty", {"type": "x"}), ("watched", {"type": "x"})], ["other"]))
     after = live.time.monotonic()
-    assert live.counted_empty_since("empty", before) and live.counted_empty_since("other", before)
-    assert not live.counted_empty_since("watched", before)  # it has a member
-    assert not live.counted_empty_since("empty", after)  # counted by a batch sent before that moment
+    assert watch_hints.counted_empty_since("empty", before) and watch_hints.counted_empty_since("other", before)
+    assert not watch_hints.counted_empty_since("watched", before)  # it has a member
+    assert not watch_hints.counted_empty_since("empty", after)  # counted by a batch sent before that moment
     live._replied({"empty": 2})  # a later answer (a batch sent without waiting) counts a member
-    assert not live.counted_empty_since("empty", before)
+    assert not watch_hints.counted_empty_since("empty", before)
     live._replied({"gone": 0})  # an empty count of a batch whose moment is not kept says nothing
-    assert not live.counted_empty_since("gone", before)
+    assert not watch_hints.counted_empty_since("gone", before)
 
 
 def test_groups_are_counted_empty_lately_only_all_of_them_and_only_within_the_moment(monkeypatch):
     layer = ManyLayer({"watched": 1})
     monkeypatch.setattr(live, "get_channel_layer", lambda: layer)
-    monkeypatch.setattr(live, "EMPTY_LATELY", 30.0)
+    monkeypatch.setattr(watch_hints, "EMPTY_LATELY", 30.0)
     asyncio.run(live._agroup_send_many(layer, [("a", {"type": "x"})], ["b", "watched"]))
-    assert live.counted_empty_lately(["a", "b"])
-    assert not live.counted_empty_lately(["a", "watched"])  # one has a member
-    assert not live.counted_empty_lately(["a", "never-counted"])
-    assert not live.counted_empty_lately([])
+    assert watch_hints.counted_empty_lately(["a", "b"])
+    assert not watch_hints.counted_empty_lately(["a", "watched"])  # one has a member
+    assert not watch_hints.counted_empty_lately(["a", "never-counted"])
+    assert not watch_hints.counted_empty_lately([])
     live._replied({"c": 0}, live.time.monotonic())  # a batch sent without waiting, its moment kept
-    assert live.counted_empty_lately(["a", "c"])
-    monkeypatch.setattr(live, "EMPTY_LATELY", 0.0)
-    assert not live.counted_empty_lately(["a", "b"])  # counted, but not lately
+    assert watch_hints.counted_empty_lately(["a", "c"])
+    monkeypatch.setattr(watch_hints, "EMPTY_LATELY", 0.0)
+    assert not watch_hints.counted_empty_lately(["a", "b"])  # counted, but not lately

@@ -1,6 +1,6 @@
 """The claim's question "is a page of this conversation open?" (agents_app.events.ask_ahead) is not
 asked where this process counted every audience group of the conversation empty a moment ago
-(adkweb.live.counted_empty_lately: its previous turn's batches just did), and a page that opens in
+(adkweb.watch_hints.counted_empty_lately: its previous turn's batches just did), and a page that opens in
 that moment still gets every event of the next turn, once. PostgreSQL (the drain's statements), the
 Redis channel layer, drains run in this process; the page is a real websocket to a live uvicorn
 server of this process."""
@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from adkweb import live
+from adkweb import live, watch_hints
 from agents_app import runner, services
 from agents_app.models import StoredEvent
 from agents_app.timeline import event_dom_id
@@ -51,8 +51,8 @@ def _turn(session: Any) -> list[StoredEvent]:
 
 
 def test_a_turn_of_a_conversation_counted_empty_lately_sends_no_question(demo, questions, monkeypatch):
-    monkeypatch.setattr(live, "EMPTY_LATELY", 30.0)  # however slow this machine is now
-    live._seen.clear()
+    monkeypatch.setattr(watch_hints, "EMPTY_LATELY", 30.0)  # however slow this machine is now
+    watch_hints._seen.clear()
     session = services.session_create(app_name="stock_agent", user_id="requester")
     _turn(session)
     assert len(questions) == 1  # nothing known of this conversation's pages: its first claim asks
@@ -62,10 +62,10 @@ def test_a_turn_of_a_conversation_counted_empty_lately_sends_no_question(demo, q
 
 
 def test_once_the_moment_has_passed_the_claim_asks_again(demo, questions, monkeypatch):
-    live._seen.clear()
+    watch_hints._seen.clear()
     session = services.session_create(app_name="stock_agent", user_id="requester")
     _turn(session)
-    monkeypatch.setattr(live, "EMPTY_LATELY", 0.0)
+    monkeypatch.setattr(watch_hints, "EMPTY_LATELY", 0.0)
     _turn(session)
     assert len(questions) == 2
 
@@ -76,8 +76,8 @@ def test_a_conversation_waiting_on_a_ticket_asks_when_the_click_resumes_it(demo,
     from approvals.models import PendingCall
     from approvals.services import ticket_approve
 
-    monkeypatch.setattr(live, "EMPTY_LATELY", 30.0)
-    live._seen.clear()
+    monkeypatch.setattr(watch_hints, "EMPTY_LATELY", 30.0)
+    watch_hints._seen.clear()
     session = services.session_create(app_name="reimbursement_agent", user_id="requester")
     services.message_send(session=session, text="Please reimburse 200$ for meals", streaming=False)
     assert runner.session_turns_run(session.pk) == 1
@@ -90,8 +90,8 @@ def test_a_conversation_waiting_on_a_ticket_asks_when_the_click_resumes_it(demo,
 
 
 def test_a_page_opened_in_that_moment_gets_every_event_of_the_next_turn_once(demo, questions, live_asgi, monkeypatch):
-    monkeypatch.setattr(live, "EMPTY_LATELY", 30.0)
-    live._seen.clear()
+    monkeypatch.setattr(watch_hints, "EMPTY_LATELY", 30.0)
+    watch_hints._seen.clear()
     session = services.session_create(app_name="stock_agent", user_id="requester")
     first = _turn(session)  # nobody watches: counted empty
     requester = login(live_asgi.url, "requester", "requester-demo")

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from adkweb import live
+from adkweb import live, watch_hints
 from agents_app import runner, services, turn_exec
 from agents_app.models import Turn
 from tests.agents_app.test_worker_loop import drained  # noqa: F401 - the fixture, used by `sent`
@@ -132,7 +132,7 @@ def test_a_watched_conversations_first_event_leaves_with_its_fragment_in_the_sta
         await web.group_add(audience_group(session.pk, "owner"), await web.new_channel())
 
     async_to_sync(page_opens)()
-    live._seen.clear()  # nothing heard of this conversation's pages
+    watch_hints._seen.clear()  # nothing heard of this conversation's pages
     turn = services.message_send(session=session, text="What is the price of GOOG?", streaming=False)
     assert runner.session_turns_run(session.pk) == 1
     turn.refresh_from_db()
@@ -166,7 +166,7 @@ def test_the_claims_question_who_watches_is_on_its_way_while_the_claim_is(demo, 
 
     monkeypatch.setattr(live, "_awatched", watched)
     monkeypatch.setattr(turn_sql, "astart", slow_claim)
-    live._seen.clear()  # nothing heard of this conversation's pages: the drain asks
+    watch_hints._seen.clear()  # nothing heard of this conversation's pages: the drain asks
     session = services.session_create(app_name="stock_agent", user_id="requester")
     turn = services.message_send(session=session, text="What is the price of GOOG?", streaming=False)
     assert runner.session_turns_run(session.pk) == 1
@@ -193,7 +193,7 @@ def test_the_claims_question_is_asked_once_the_claim_is_on_its_way(demo, sent, m
 
     monkeypatch.setattr(events, "seen_watched", asked)
     monkeypatch.setattr(turn_sql, "astart", claim)
-    live._seen.clear()
+    watch_hints._seen.clear()
     session = services.session_create(app_name="stock_agent", user_id="requester")
     services.message_send(session=session, text="What is the price of GOOG?", streaming=False)
     assert runner.session_turns_run(session.pk) == 1

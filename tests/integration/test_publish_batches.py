@@ -1,7 +1,7 @@
 """Publishing after commit (PostgreSQL, real Redis): a stored event's messages (the ids-only one for
 API followers, the page fragment per watching audience) and the question "who watches" leave in
 two round trips (adkweb.live.abatched, adkweb.channel_layers.publish), in order, or in one when this
-process last heard that a page of the conversation is open (adkweb.live.seen_watched), then to every
+process last heard that a page of the conversation is open (adkweb.watch_hints.seen_watched), then to every
 audience; a rolled-back event publishes nothing."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from django.db import transaction
 from google.adk.events.event import Event
 from google.genai import types
 
-from adkweb import live
+from adkweb import watch_hints
 from agents_app import events
 from agents_app.events import session_group
 from agents_app.fanout import audience_group
@@ -43,10 +43,10 @@ def publisher():
 
 @pytest.fixture(autouse=True)
 def _nothing_seen():
-    """What this process heard of watched groups before (adkweb.live._seen) is not this test's."""
-    live._seen.clear()
+    """What this process heard of watched groups before (adkweb.watch_hints._seen) is not this test's."""
+    watch_hints._seen.clear()
     yield
-    live._seen.clear()
+    watch_hints._seen.clear()
 
 
 @pytest.fixture(autouse=True)

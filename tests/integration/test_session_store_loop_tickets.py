@@ -134,11 +134,11 @@ async def test_a_ticket_opened_from_the_loop_asks_about_the_inbox_with_its_event
     batches, where the inbox's question took a round trip of its own."""
     from channels.layers import get_channel_layer
 
-    from adkweb import live
+    from adkweb import watch_hints
 
     from .test_channel_layer_local import _recorded
 
-    live._seen.clear()
+    watch_hints._seen.clear()
     session = await service.create_session(app_name=TICKET_APP, user_id=USER)
     asked: list[list[str]] = []
     layer = get_channel_layer()
@@ -171,11 +171,11 @@ async def test_a_ticket_opened_unwatched_has_its_outbox_task_started_first_and_i
     from channels.layers import get_channel_layer
     from django.conf import settings
 
-    from adkweb import live, notify
+    from adkweb import live, notify, watch_hints
     from approvals import fanout
     from approvals.models import PendingCall
 
-    live._seen.clear()
+    watch_hints._seen.clear()
     session = await service.create_session(app_name=TICKET_APP, user_id=USER)
     order: list[str] = []
     layer = get_channel_layer()
