@@ -12,7 +12,7 @@ from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
-from . import services, webhook_urls
+from . import endpoints, services, webhook_urls
 from .events import WEBHOOK_EVENTS
 from .models import (
     ApprovalLink,
@@ -49,11 +49,11 @@ class WebhookEndpointForm(forms.ModelForm):
 
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}
-        if data.get("url"):  # one endpoint per URL (services.webhook_url_refusal, as on the API)
+        if data.get("url"):  # one endpoint per URL (endpoints.webhook_url_refusal, as on the API)
             was = self.instance
             changed = was.pk is None or data["url"] != was.url
             would_be = WebhookEndpoint(pk=was.pk, url=data["url"], enabled=bool(data.get("enabled")))
-            refusal = services.webhook_url_refusal(would_be, url_changed=changed)
+            refusal = endpoints.webhook_url_refusal(would_be, url_changed=changed)
             if refusal:
                 self.add_error("url" if changed else "enabled", refusal)
         return data
@@ -76,7 +76,7 @@ class WebhookEndpointAdmin(admin.ModelAdmin):
             obj.created_by = request.user
         # another endpoint may take this URL after the form's check: a 409 with why
         save = functools.partial(super().save_model, request, obj, form, change)
-        services.webhook_stored(save, obj, url_changed=True)
+        endpoints.webhook_stored(save, obj, url_changed=True)
 
 
 class AttemptInline(admin.TabularInline):

@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr
 from adkweb.api import api_view, int_param, json_body, parse
 from adkweb.errors import Forbidden, Invalid, NotFound
 
-from . import services, webhook_urls
+from . import endpoints, webhook_urls
 from .events import WEBHOOK_EVENTS
 from .models import Delivery, WebhookEndpoint
 
@@ -117,7 +117,7 @@ def webhooks(request: HttpRequest) -> JsonResponse:
         return JsonResponse({"results": [endpoint_json(e) for e in rows]})
     _check(request, "add")
     fields = _validate(parse(WebhookBody, json_body(request)).model_dump())
-    endpoint, generated = services.webhook_save(endpoint=None, actor=request.user, **fields)
+    endpoint, generated = endpoints.webhook_save(endpoint=None, actor=request.user, **fields)
     body = endpoint_json(endpoint) | ({"secret": generated} if generated else {})
     return JsonResponse(body, status=201)
 
@@ -133,7 +133,7 @@ def webhook(request: HttpRequest, endpoint_id: int) -> JsonResponse:
         endpoint.delete()  # its deliveries stay (endpoint set to null): the record of what was sent
         return JsonResponse({"deleted": endpoint_id})
     fields = _validate(parse(WebhookPatch, json_body(request)).model_dump(exclude_unset=True))
-    endpoint, _ = services.webhook_save(endpoint=endpoint, actor=request.user, **fields)
+    endpoint, _ = endpoints.webhook_save(endpoint=endpoint, actor=request.user, **fields)
     return JsonResponse(endpoint_json(endpoint))
 
 

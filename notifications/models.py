@@ -35,7 +35,7 @@ class WebhookEndpoint(models.Model):
 
     class Meta:
         ordering = ["pk"]
-        # One enabled endpoint per URL: two got every event twice (services.webhook_save refuses a second
+        # One enabled endpoint per URL: two got every event twice (endpoints.webhook_save refuses a second
         # with 409 naming the first; this holds when two are registered at once). On the URL's MD5: an index
         # entry of the URL itself could pass PostgreSQL's limit (a 2,000-character URL of non-ASCII text).
         constraints = [

@@ -1,24 +1,23 @@
 """Writes of notifications: `notify` (the entry point other apps ticket), fanning an event out into
-deliveries, resending, the sweeper that re-sends what a lost broker message left owed, preferences."""
+deliveries, resending, the sweeper that re-sends what a lost broker message left owed. A person's choices are
+notifications.choices'; webhook endpoints' writes notifications.endpoints'."""
 
 from __future__ import annotations
 
 import functools
 import logging
-import secrets
 import uuid
 from datetime import timedelta
 from typing import Any, cast
 
-from django.db import DatabaseError, IntegrityError, connection, transaction
+from django.db import DatabaseError, connection, transaction
 from django.utils import timezone
 
 from adkweb import compiled
-from adkweb.errors import Conflict
 
 from . import selectors, webhooks
 from .events import EVENTS
-from .models import Delivery, DeliveryAttempt, NotificationEvent, NotificationPreference, SavedView, WebhookEndpoint
+from .models import Delivery, DeliveryAttempt, NotificationEvent
 from .outcome import closed_before_sending
 
 logger = logging.getLogger(__name__)
@@ -306,90 +305,3 @@ def notifications_sweep() -> int:
         enqueue("delivery_send", pk)
         n += 1
     return n
-
-
-def preferences_update(*, user: Any, email: str, email_enabled: bool, only_my_groups: bool) -> NotificationPreference:
-    """Save a person's notification choices and email address."""
-    with transaction.atomic():
-        if user.email != email:
-            user.email = email
-            user.save(update_fields=["email"])
-        prefs, _ = NotificationPreference.objects.update_or_create(
-            user=user, defaults={"email_enabled": email_enabled, "only_my_groups": only_my_groups}
-        )
-    return prefs
-
-
-MAX_SAVED_VIEWS = 20
-
-
-class TooManyViews(Exception):
-    """A person may keep MAX_SAVED_VIEWS views (the nav has room for that many)."""
-
-
-def saved_view_save(*, user: Any, name: str, query: str) -> SavedView:
-    """Save inbox filters under a name; the same name replaces its filters."""
-    existing = SavedView.objects.filter(user=user, name=name).first()
-    if existing is None and SavedView.objects.filter(user=user).count() >= MAX_SAVED_VIEWS:
-        raise TooManyViews(f"You have {MAX_SAVED_VIEWS} saved views already; delete one first.")
-    try:
-        view, _ = SavedView.objects.update_or_create(user=user, name=name, defaults={"query": query})
-    except IntegrityError:  # the same name saved twice at once: the other request won
-        view = SavedView.objects.get(user=user, name=name)
-    return view
-
-
-def webhook_url_refusal(endpoint: WebhookEndpoint, *, url_changed: bool) -> str | None:
-    """One endpoint per URL (each event reaches a URL once; its events are edited, not registered again):
-    a new endpoint, or one moved to a URL, that another endpoint has (enabled or not), or one enabled at a
-    URL another enabled endpoint has, is refused (409 on the API, the form's error in the admin). `endpoint`:
-    as it would be saved."""
-    others = WebhookEndpoint.objects.filter(url=endpoint.url)
-    if endpoint.pk is not None:
-        others = others.exclude(pk=endpoint.pk)
-    if not url_changed:
-        others = others.filter(enabled=True) if endpoint.enabled else others.none()
-    existing = others.order_by("-enabled", "pk").first()
-    if existing is None:
-        return None
-    named = f" ({existing.name})" if existing.name else ""
-    state, enable = ("", "") if existing.enabled else (" (disabled)", " and enable it")
-    return (
-        f"Webhook endpoint #{existing.pk}{named}{state} already has this URL; one endpoint per URL: "
-        f"change that one's events instead{enable}."
-    )
-
-
-def webhook_save(*, endpoint: WebhookEndpoint | None, actor: Any, **fields: Any) -> tuple[WebhookEndpoint, str]:
-    """Create (endpoint=None) or change a webhook endpoint; returns it and the secret if one was generated.
-    A URL another endpoint has is refused (409, `webhook_url_refusal`), also for two requests at once
-    (the database's constraint: the second's INSERT waits for the first and fails)."""
-    generated = ""
-    before = None if endpoint is None else (endpoint.url, endpoint.enabled)
-    if endpoint is None:
-        endpoint = WebhookEndpoint(created_by=actor if actor and actor.is_authenticated else None)
-        if not fields.get("secret"):
-            fields["secret"] = generated = secrets.token_urlsafe(32)
-    for name, value in fields.items():
-        if value is not None:
-            setattr(endpoint, name, value)
-    if before != (endpoint.url, endpoint.enabled):
-        changed = before is None or before[0] != endpoint.url
-        refusal = webhook_url_refusal(endpoint, url_changed=changed)
-        if refusal:
-            raise Conflict(refusal)
-        webhook_stored(endpoint.save, endpoint, url_changed=changed)
-    else:
-        endpoint.save()
-    return endpoint, generated
-
-
-def webhook_stored(save: Any, endpoint: WebhookEndpoint, *, url_changed: bool) -> None:
-    """`save()` the endpoint in a savepoint: the database's one-endpoint-per-URL constraint refusing it (another
-    endpoint took its URL since `webhook_url_refusal` was asked) is a 409 naming that endpoint."""
-    try:
-        with transaction.atomic():
-            save()
-    except IntegrityError as exc:
-        refusal = webhook_url_refusal(endpoint, url_changed=url_changed)
-        raise Conflict(refusal or "Another endpoint took this URL just now.") from exc

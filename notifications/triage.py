@@ -12,7 +12,7 @@ from django.views.decorators.http import require_POST
 from approvals.selectors import works_inbox
 
 from . import bulk as bulk_services
-from . import services
+from . import choices
 from .forms import BulkForm, SavedViewForm, filters_query
 from .models import SavedView
 
@@ -60,8 +60,8 @@ def view_save(request: HttpRequest) -> HttpResponse:
         return redirect("/?" + (request.POST.get("query") or "").lstrip("?")[:600])
     name, query = form.cleaned_data["name"].strip(), filters_query(form.filters())
     try:
-        services.saved_view_save(user=request.user, name=name, query=query)
-    except services.TooManyViews as exc:
+        choices.saved_view_save(user=request.user, name=name, query=query)
+    except choices.TooManyViews as exc:
         messages.error(request, str(exc))
         return redirect("/?" + query)
     messages.success(request, f"Saved view “{name}”: it is in the menu bar.")

@@ -17,7 +17,7 @@ from approvals import services as approvals
 from approvals.forms import fits_schema
 from approvals.selectors import approval_progress, can_decide, ticket_visible_get
 
-from . import links, selectors, services
+from . import choices, links, selectors, services
 from .emails import ticket_summary
 from .forms import LinkConfirmForm, PreferencesForm
 from .models import Delivery
@@ -35,7 +35,7 @@ def preferences(request: HttpRequest) -> HttpResponse:
     }
     form = PreferencesForm(request.POST if request.method == "POST" else None, initial=initial)
     if form.is_bound and form.is_valid():
-        services.preferences_update(user=request.user, **form.cleaned_data)
+        choices.preferences_update(user=request.user, **form.cleaned_data)
         messages.success(request, "Notification settings saved.")
         return redirect("notifications:preferences")
     ctx = {"form": form, "views": selectors.saved_views_for(request.user)}
