@@ -24,6 +24,8 @@ from typing import Any
 
 from django.db import connection
 
+from adkweb.raw_rows import raw
+
 from .models import AdkSession, AppState, StoredEvent, Turn, UserState
 from .session_status import OPEN_TICKET_STATUSES
 
@@ -105,7 +107,7 @@ def append(*, riders: list[Rider] | None = None, whole_row: bool, **columns: Any
     riders = riders or []
     sql, params = append_statement(riders=riders, whole_row=whole_row, **columns)
     if whole_row:
-        rows = list(AdkSession.objects.raw(sql, params))
+        rows = raw(AdkSession, sql, params)
         if not rows:
             return None
         row = rows[0]

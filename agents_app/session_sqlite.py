@@ -16,6 +16,8 @@ from typing import Any
 
 from django.db import connection
 
+from adkweb.raw_rows import raw
+
 from .models import AdkSession, AppState, StoredEvent, Turn, UserState
 from .session_sql import Appended
 
@@ -62,7 +64,7 @@ def append(
     sql = f"UPDATE {SESSIONS} SET {sets} WHERE {where} RETURNING "
     row: AdkSession | None = None
     if whole_row:
-        row = next(iter(AdkSession.all_objects.raw(sql + "*", params)), None)
+        row = next(iter(raw(AdkSession, sql + "*", params)), None)
         if row is None:
             return None
         found = (row.pk, row.revision, row.update_time)

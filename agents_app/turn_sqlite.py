@@ -49,6 +49,8 @@ from typing import Any
 from django.db import connection, transaction
 from django.utils import timezone
 
+from adkweb.raw_rows import raw
+
 from .models import AdkSession, Turn
 from .run_cache import stamp_row, stamp_select
 from .session_status import ACTIVE_TURN_STATUSES, _sql
@@ -120,7 +122,7 @@ def _stamp(app_name: str) -> tuple | None:
 def _claim(session_pk: int, ids: tuple[str, str, str]) -> tuple[Turn | None, Claim | None]:
     """The oldest queued turn claimed (a Turn as the ORM reads it), with what its start needs."""
     now = connection.ops.adapt_datetimefield_value(timezone.now())
-    turn = next(iter(Turn.objects.raw(_CLAIM, [now, session_pk])), None)
+    turn = next(iter(raw(Turn, _CLAIM, [now, session_pk])), None)
     if turn is None:
         return None, None
     app_name, user_id, session_id = ids

@@ -34,6 +34,7 @@ from django.db import connection
 from django.template.loader import render_to_string
 
 from adkweb.live import acommand_soon, group_send, groups_watched
+from adkweb.raw_rows import raw
 from adkweb.roles import is_approver, is_observer
 
 from .models import PendingCall
@@ -213,7 +214,7 @@ def publish_ticket(*, ticket_id: int, opened: bool = False, opened_as: PendingCa
         if opened_as is not None:
             _swap_quietly(opened_as, _opened_facts(opened_as))
             return
-        bare = next(iter(PendingCall.objects.raw(FACTS_ROW, [ticket_id])), None)
+        bare = next(iter(raw(PendingCall, FACTS_ROW, [ticket_id])), None)
         if bare is not None:
             _swap_quietly(bare, _facts(bare))
         return

@@ -18,6 +18,7 @@ from django.db import connection as database
 from django.db import transaction
 from django.utils import timezone
 
+from adkweb.raw_rows import raw
 from approvals.models import PendingCall
 
 from .models import ApprovalLink, Delivery, DeliveryAttempt, NotificationEvent
@@ -87,7 +88,7 @@ def _claimed_rows(delivery_ids: list[int], now: datetime, known: Known | None) -
     if len(ticket_ids) > 1:
         return _attached(rows)
     # The ticket as it is now (a decision, an edit of its arguments, a routing since the fan-out read it).
-    tickets = {t.pk: t for t in PendingCall.objects.raw(_TICKET_SQL, list(ticket_ids))} if ticket_ids else {}
+    tickets = {t.pk: t for t in raw(PendingCall, _TICKET_SQL, list(ticket_ids))} if ticket_ids else {}
     for delivery in rows:
         delivery.event, delivery.recipient = known.event, known.people[delivery.recipient_id]
         delivery.ticket = tickets.get(delivery.ticket_id)
@@ -119,7 +120,7 @@ def _owed_marked_sending(delivery_ids: list[int], now: datetime, returning: type
     params = [Delivery.Status.SENDING.value, adapt(now), *delivery_ids, *[s.value for s in Delivery.OWED]]
     params.append(adapt(now + EARLY))
     if returning is not None:
-        return list(returning.objects.raw(sql + "*", params))
+        return raw(returning, sql + "*", params)
     with database.cursor() as cursor:
         cursor.execute(sql + "id", params)
         return [row[0] for row in cursor.fetchall()]
