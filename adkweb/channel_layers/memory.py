@@ -17,6 +17,17 @@ from channels.layers import InMemoryChannelLayer
 
 from .direct import DirectDelivery
 
+_FLAT = (str, int, float, bool, type(None))
+
+
+def _copied(message: dict) -> dict:
+    """The message as the receiver gets it, shared with no sender (Channels' `deepcopy`): a message of
+    flat values (every one a publish sends: a type, pks, a status) in a shallow copy, ~30x cheaper;
+    anything else deep-copied as before."""
+    if all(type(v) in _FLAT for v in message.values()):
+        return dict(message)
+    return deepcopy(message)
+
 
 class ThreadSafeInMemoryChannelLayer(DirectDelivery, InMemoryChannelLayer):
     def __init__(self, *args, **kwargs) -> None:
@@ -37,7 +48,7 @@ class ThreadSafeInMemoryChannelLayer(DirectDelivery, InMemoryChannelLayer):
         assert isinstance(message, dict), "message is not a dict"
         self.require_valid_channel_name(channel)
         loop = self._receiver_loops.get(channel)
-        item = (time.time() + self.expiry, deepcopy(message))
+        item = (time.time() + self.expiry, _copied(message))
         try:
             current = asyncio.get_running_loop()
         except RuntimeError:
@@ -78,7 +89,8 @@ class ThreadSafeInMemoryChannelLayer(DirectDelivery, InMemoryChannelLayer):
             current: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
         except RuntimeError:
             current = None
-        loops = {loop for loop in list(self._receiver_loops.values()) if not loop.is_closed()}
+        # A set of the few loops first (many channels share them), then each asked once whether closed.
+        loops = {loop for loop in set(self._receiver_loops.values()) if not loop.is_closed()}
         if not loops or current in loops:
             self._clean_expired()
             return

@@ -39,3 +39,27 @@ async def test_finished_channels_are_forgotten_and_a_receiving_one_is_not():
     sender.start()
     sender.join(5)
     assert (await asyncio.wait_for(received, 5))["n"] == 1
+
+
+async def test_a_received_message_shares_nothing_with_the_sent_one():
+    """A message of flat values (what every publish sends) is copied shallowly; one holding a list or a
+    dict deeply, as Channels' layer copies every message: a sender changing its message (or anything
+    in it) after the send changes nothing the receiver got, from a thread or on the loop."""
+    import threading
+
+    layer = ThreadSafeInMemoryChannelLayer()
+    channel = await layer.new_channel()
+    await layer.group_add("session-1", channel)
+    flat = {"type": "turn.finished", "session_pk": 1, "turn_id": 2, "status": "done", "ahead": True, "x": None}
+    nested = {"type": "session.event", "ids": [1, 2], "by": {"pk": 3}}
+    await layer.group_send("session-1", flat)
+    sender = threading.Thread(target=layer.group_send_now, args=("session-1", nested))
+    sender.start()
+    sender.join(5)
+    expected = [dict(flat), {"type": "session.event", "ids": [1, 2], "by": {"pk": 3}}]
+    flat["status"] = "failed"
+    nested["ids"].append(9)
+    nested["by"]["pk"] = 0
+    got = [await layer.receive(channel), await layer.receive(channel)]
+    assert got == expected
+    assert got[0] is not flat and got[1]["ids"] is not nested["ids"] and got[1]["by"] is not nested["by"]
