@@ -61,12 +61,12 @@ def _plan(model: type[Model], sql: str, description: Any) -> tuple[list[str], li
         return found
     identifier = connection.introspection.identifier_converter
     columns = [identifier(column[0]) for column in description]
-    by_column = {identifier(f.column): f for f in model._meta.fields}
-    init = [f for f in model._meta.fields if identifier(f.column) in columns]
+    by_column = {identifier(f.column): f for f in model._meta.fields if f.column is not None}
+    init = [f for column, f in by_column.items() if column in columns]
     names = [f.attname for f in init]
-    if model._meta.pk.attname not in names:
+    if model._meta.pk is None or model._meta.pk.attname not in names:
         raise FieldDoesNotExist("Raw query must include the primary key")
-    positions = [columns.index(identifier(f.column)) for f in init]
+    positions = [columns.index(column) for column, f in by_column.items() if column in columns]
     extra = [(column, pos) for pos, column in enumerate(columns) if column not in by_column]
     converters = []
     for i, column in enumerate(columns):
