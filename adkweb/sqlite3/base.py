@@ -14,10 +14,15 @@ Writers in other processes (a `manage.py` command beside `make run`) still meet 
 handler, as before. A lock not obtained within the connection's `timeout` is not waited for
 longer: the transaction begins anyway and SQLite's own wait (and error) applies, as before.
 In-memory databases (tests) keep Django's behaviour.
+
+Each statement's placeholders (Django's `%s`, sqlite3's `?`) are rewritten once per distinct SQL text
+(`CursorWrapper.convert_query`), not by a regular expression on every execute: 7-14 us a statement on
+the embedded bench's VM, ~120 statements a seed flow (bench/README.md, phase 22 (embedded)).
 """
 
 from __future__ import annotations
 
+import functools
 import threading
 from typing import Any
 
@@ -33,8 +38,29 @@ def write_lock(name: str) -> threading.Lock:
         return _locks.setdefault(str(name), threading.Lock())
 
 
+KEPT_LENGTH = 4000  # longer statements (long IN lists) are rewritten each time: at most ~4 MB kept
+
+
+def _qmark_each_time(query: str) -> str:
+    """Django's "format" style to sqlite3's "qmark" style, as SQLiteCursorWrapper.convert_query does it."""
+    return base.FORMAT_QMARK_REGEX.sub("?", query).replace("%%", "%")
+
+
+_qmark = functools.lru_cache(maxsize=1024)(_qmark_each_time)
+
+
+class CursorWrapper(base.SQLiteCursorWrapper):
+    def convert_query(self, query: str, *, param_names: list[str] | None = None) -> str:
+        if param_names is None:
+            return _qmark(query) if len(query) <= KEPT_LENGTH else _qmark_each_time(query)
+        return super().convert_query(query, param_names=param_names)
+
+
 class DatabaseWrapper(base.DatabaseWrapper):
     _write_held: threading.Lock | None = None
+
+    def create_cursor(self, name: str | None = None) -> Any:
+        return self.connection.cursor(factory=CursorWrapper)
 
     def _start_transaction_under_autocommit(self) -> None:
         if self.is_in_memory_db():
