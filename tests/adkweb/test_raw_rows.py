@@ -41,10 +41,11 @@ def _same(ours: list[Any], django: list[Any], extra: tuple[str, ...] = ()) -> No
 def test_rows_are_the_raw_querysets(demo):
     t1 = ticket(args={"purpose": "café ✓", "amount": 12.5})
     t2 = ticket(escalated_at=None)
+    EXTRA = ("seven", "tagged")  # noqa: N806
     cases = [
         (f"SELECT * FROM {TICKETS} WHERE id IN (%s, %s) ORDER BY id", [t1.pk, t2.pk], ()),
         (f"SELECT created_at, id, status, args FROM {TICKETS} WHERE id = %s", [t1.pk], ()),  # the rest deferred
-        (f"SELECT id, app_name, 7 AS seven, 'x' || status AS tagged FROM {TICKETS} WHERE id = %s", [t2.pk], ("seven", "tagged")),
+        (f"SELECT id, app_name, 7 AS seven, 'x' || status AS tagged FROM {TICKETS} WHERE id = %s", [t2.pk], EXTRA),
         (f"SELECT * FROM {TICKETS} WHERE id = %s", [-1], ()),
     ]  # fmt: skip
     for sql, params, extra in cases:
