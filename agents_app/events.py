@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import json
 import logging
 from typing import Any, Literal, NotRequired, TypedDict
 
@@ -62,10 +63,13 @@ class SessionEventMessage(TypedDict, total=False):
     # session's revision after this event (one more than before it: a gap means a missed message),
     # the event's turn and author, and the stored event itself when it is small (EVENT_DATA_MAX: the
     # length of the JSON stored, which its writer checks, session_orm.NewEvent.message; not serialized
-    # again here to be measured).
+    # again here to be measured), as the JSON text stored (`data_json`: parsed by the follower that
+    # takes it, not by the worker for every event; `data`, the parsed form, is what workers before it
+    # sent).
     revision: int
     turn_id: int | None
     author: str
+    data_json: str
     data: dict
 
 
@@ -115,36 +119,36 @@ def notify_session_event(
     revision: int | None = None,
     turn_id: int | None = None,
     author: str = "",
-    data: dict | None = None,
+    data_json: str | None = None,
     timestamp: float | None = None,
 ) -> None:
     """A stored event: every open page of that conversation appends it; API followers of its turn
-    take it from the message (`revision`, `turn_id`, `author`, `data`) when it carries them. With
-    `data` and `timestamp` (what was stored), the pages' fragment is rendered without reading the
+    take it from the message (`revision`, `turn_id`, `author`, `data_json`) when it carries them. With
+    `data_json` and `timestamp` (what was stored), the pages' fragment is rendered without reading the
     row back."""
-    group_send(session_group(session_pk), _event_message(session_pk, event_pk, revision, turn_id, author, data))
-    stored = _stored(session_pk, event_pk, data, timestamp)
+    group_send(session_group(session_pk), _event_message(session_pk, event_pk, revision, turn_id, author, data_json))
+    stored = _stored(session_pk, event_pk, data_json, timestamp)
     _quietly("publish_event", session_pk=session_pk, event_pk=event_pk, stored=stored)
 
 
 def _event_message(
-    session_pk: int, event_pk: int, revision: int | None, turn_id: int | None, author: str, data: dict | None
+    session_pk: int, event_pk: int, revision: int | None, turn_id: int | None, author: str, data_json: str | None
 ) -> SessionEventMessage:
     message = SessionEventMessage(type="session.event", session_pk=session_pk, event_pk=event_pk)
     if revision is not None:
         message["revision"], message["turn_id"], message["author"] = revision, turn_id, author
-        if data is not None and turn_id is not None and author != "user":  # its size checked by its writer
-            message["data"] = data
+        if data_json is not None and turn_id is not None and author != "user":  # its size checked by its writer
+            message["data_json"] = data_json
     return message
 
 
-def _stored(session_pk: int, event_pk: int, data: dict | None, timestamp: float | None) -> Any:
+def _stored(session_pk: int, event_pk: int, data_json: str | None, timestamp: float | None) -> Any:
     """The stored row as its writer has it in memory (unsaved: the view's fields only), or None."""
-    if data is None or timestamp is None:
+    if data_json is None or timestamp is None:
         return None
     from .models import StoredEvent
 
-    return StoredEvent(pk=event_pk, session_id=session_pk, timestamp=timestamp, data=data)
+    return StoredEvent(pk=event_pk, session_id=session_pk, timestamp=timestamp, data=json.loads(data_json))
 
 
 @abatched()
@@ -155,7 +159,7 @@ async def anotify_session_event(
     revision: int | None = None,
     turn_id: int | None = None,
     author: str = "",
-    data: dict | None = None,
+    data_json: str | None = None,
     timestamp: float | None = None,
 ) -> None:
     """notify_session_event from async code, once the event is committed (the session store's
@@ -164,7 +168,9 @@ async def anotify_session_event(
     this process last heard that one is (adkweb.watch_hints.seen_watched: the turn's "running" status a
     moment ago, or its previous event), it renders without asking first, for every audience, and
     the ids-only message leaves with the fragments: one round trip instead of two before the frame."""
-    await agroup_send(session_group(session_pk), _event_message(session_pk, event_pk, revision, turn_id, author, data))
+    await agroup_send(
+        session_group(session_pk), _event_message(session_pk, event_pk, revision, turn_id, author, data_json)
+    )
     if _fanout is None:
         return
     groups = [_fanout.audience_group(session_pk, a) for a in _fanout.AUDIENCES]
@@ -172,7 +178,7 @@ async def anotify_session_event(
         await _asked_ahead(session_pk)  # the claim's question, if still on its way, rather than a new one
     watched = set(groups) if seen_watched(groups) else await agroups_watched(groups)
     if watched:
-        stored = _stored(session_pk, event_pk, data, timestamp)  # rendered as stored, not read back
+        stored = _stored(session_pk, event_pk, data_json, timestamp)  # rendered as stored, not read back
         publish = sync_to_async(_quietly)
         await publish("publish_event", session_pk=session_pk, event_pk=event_pk, watched=watched, stored=stored)
 

@@ -105,7 +105,8 @@ class NewEvent:
     def message(self, session_pk: int, event_pk: int, revision: int) -> dict[str, Any]:
         """What API followers of the turn take from the published message (agents_app.events.
         SessionEventMessage), and what a page's fragment is rendered from without reading the row back
-        (the user's too)."""
+        (the user's too). The event as stored, JSON text: parsed only by those who read it (a follower,
+        a page's fragment), not by the worker for every event of every turn."""
         small = self.turn_id is not None and len(self.data) <= EVENT_DATA_MAX
         return {
             "session_pk": session_pk,
@@ -113,7 +114,7 @@ class NewEvent:
             "revision": revision,
             "turn_id": self.turn_id,
             "author": self.author,
-            "data": json.loads(self.data) if small else None,
+            "data_json": self.data if small else None,
             "timestamp": self.ts,
         }
 

@@ -29,6 +29,7 @@ Streaming chunks are never stored, so they come from the layer only.
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -176,14 +177,16 @@ class _Follower:
         if message.get("turn_id") != self.turn_id or message.get("author") == "user":
             self.revision = revision
             return "skip", None
-        if not isinstance(pk, int) or "data" not in message:
+        if not isinstance(pk, int) or ("data_json" not in message and "data" not in message):
             return "read", None
         self.revision = revision
         if pk <= self.last_pk:  # already given by a read
             return "skip", None
         self.last_pk = pk
-        self.stored_ids.add(str(message["data"].get("id", "")))
-        return "event", event_json(message["data"])
+        # The stored JSON text; `data` (parsed) from a worker that sent it so (before data_json)
+        data = json.loads(message["data_json"]) if "data_json" in message else message["data"]
+        self.stored_ids.add(str(data.get("id", "")))
+        return "event", event_json(data)
 
     def complete(self, message: dict) -> bool:
         """A `turn.finished` of this turn that leaves nothing to read: DONE, at the revision this

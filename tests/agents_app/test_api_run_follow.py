@@ -143,6 +143,23 @@ def test_follower_takes_only_contiguous_revisions():
     assert here.take({"type": "session.event", "event_pk": 5}) == ("read", None)  # an old publisher's
 
 
+def test_follower_takes_an_event_from_its_stored_json_text():
+    """A turn's event comes as the JSON text stored (`data_json`, what workers send since phase 22):
+    the follower parses it and gives it as ADK's REST JSON; `data` (parsed) is what older workers
+    sent, and is taken too."""
+    import json
+
+    here = watch._Follower(turn_id=7, revision=10)
+    data = {"id": "e1", "invocation_id": "i", "author": "agent", "timestamp": 1.0}
+    ours = {"type": "session.event", "turn_id": 7, "author": "agent", "data_json": json.dumps(data)}
+    what, event = here.take({**ours, "revision": 11, "event_pk": 3})
+    assert what == "event" and event is not None and event["id"] == "e1" and event["invocationId"] == "i"
+    assert here.stored_ids == {"e1"}
+    assert here.take({**ours, "revision": 12, "event_pk": 3}) == ("skip", None)  # given already
+    older = {"type": "session.event", "turn_id": 7, "author": "agent", "data": {**data, "id": "e2"}}
+    assert here.take({**older, "revision": 13, "event_pk": 4})[1]["id"] == "e2"
+
+
 async def test_a_cancel_that_lands_with_a_message_still_cancels_the_follower():
     """A client that goes away cancels the response's task; when the cancel lands in the same loop
     step as a group message, the follower must still stop (Python 3.11's `wait_for` returned the

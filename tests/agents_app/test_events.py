@@ -129,9 +129,10 @@ async def test_an_append_through_the_session_store_reaches_open_pages_once(demo,
 
 
 async def test_a_turn_event_is_carried_as_stored_without_being_serialized_again(demo, session, monkeypatch):
-    """A turn's stored event goes to API followers in its message whole (what its writer stored and
-    sized: session_orm.NewEvent.message checks the stored JSON's length against EVENT_DATA_MAX);
-    nothing serializes it again on its way to measure it (once per event of every turn, in a worker)."""
+    """A turn's stored event goes to API followers in its message whole, as the JSON text its writer
+    stored and sized (session_orm.NewEvent.message checks its length against EVENT_DATA_MAX): nothing
+    parses it or serializes it again on its way (once per event of every turn, in a worker); the
+    follower that takes it parses it (agents_app.api.watch)."""
     import json
 
     from channels.layers import get_channel_layer
@@ -139,16 +140,40 @@ async def test_a_turn_event_is_carried_as_stored_without_being_serialized_again(
     layer = get_channel_layer()
     ids_only = await layer.new_channel()
     await layer.group_add(events.session_group(session.pk), ids_only)
-    data = {"id": "e-1", "author": "reimbursement_agent", "content": {"parts": [{"text": "x" * 2000}]}}
-    dumped: list[object] = []
-    dumps = json.dumps
-    monkeypatch.setattr(json, "dumps", lambda obj, *a, **k: dumped.append(obj) or dumps(obj, *a, **k))
+    text = json.dumps({"id": "e-1", "author": "reimbursement_agent", "content": {"parts": [{"text": "x" * 2000}]}})
+    used: list[object] = []
+    dumps, loads = json.dumps, json.loads
+    monkeypatch.setattr(json, "dumps", lambda obj, *a, **k: used.append(obj) or dumps(obj, *a, **k))
+    monkeypatch.setattr(json, "loads", lambda obj, *a, **k: used.append(obj) or loads(obj, *a, **k))
     await events.anotify_session_event(
-        session_pk=session.pk, event_pk=41, revision=3, turn_id=7, author="reimbursement_agent", data=data
+        session_pk=session.pk, event_pk=41, revision=3, turn_id=7, author="reimbursement_agent", data_json=text
     )
     message = await layer.receive(ids_only)
-    assert message["data"] == data and (message["revision"], message["turn_id"]) == (3, 7)
-    assert dumped == []
+    assert message["data_json"] == text and (message["revision"], message["turn_id"]) == (3, 7)
+    assert "data" not in message
+    assert used == []
+
+
+def test_a_turn_events_message_is_made_without_parsing_what_was_stored(monkeypatch):
+    """The session store's message for a turn's event (session_orm.NewEvent.message, on both of its
+    paths) carries the JSON text it stores, not that text parsed again (a worker did it for every
+    event of every turn: ~0.3 M instructions a turn, bench/README.md phase 22 (drain)); outside a
+    turn, or past EVENT_DATA_MAX, none."""
+    import json
+
+    from agents_app import session_orm
+    from agents_app.event_json import event_json_text
+
+    event = Event(author="reimbursement_agent", content=types.Content(role="model", parts=[types.Part(text="Hi")]))
+    parsed: list[object] = []
+    loads = json.loads
+    monkeypatch.setattr(json, "loads", lambda obj, *a, **k: parsed.append(obj) or loads(obj, *a, **k))
+    message = session_orm.NewEvent.of(event, 7, set()).message(1, 2, 3)
+    assert message["data_json"] == event_json_text(event) and "data" not in message
+    assert parsed == []
+    assert session_orm.NewEvent.of(event, None, None).message(1, 2, 3)["data_json"] is None
+    monkeypatch.setattr(session_orm, "EVENT_DATA_MAX", 10)
+    assert session_orm.NewEvent.of(event, 7, set()).message(1, 2, 3)["data_json"] is None
 
 
 async def test_conversations_left_waiting_on_a_ticket_are_remembered_up_to_the_bound(demo, monkeypatch):
