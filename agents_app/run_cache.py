@@ -30,21 +30,23 @@ from google.adk.plugins.base_plugin import BasePlugin
 from . import code_apps
 from .leases import current_lease
 from .models import AgentConfig, AgentConfigVersion, AgentToolLink
+from .plugins import BackendFieldsPlugin
 from .tools import registry
 from .worker_loop import loop_state
 
 FIELDS = ("pk", "name", "description", "model", "instruction", "tools", "generation_settings", "enabled", "updated_at")
 
 
-class LeaseGuard(BasePlugin):
-    """Stops a run before a model or tool call once its turn's lease is known lost (the lease is
-    the context's, set per turn: one plugin serves every turn of a cached runner)."""
+class LeaseGuard(BackendFieldsPlugin):
+    """The worker's runners' adkweb plugin: BackendFieldsPlugin's, which also stops a run before a
+    model or tool call once its turn's lease is known lost (the lease is the context's, set per turn:
+    one plugin serves every turn of a cached runner). One plugin where there were two: ADK awaits
+    every plugin's every callback (~15 a turn), which cost a worker's turn ~0.1 M instructions for the
+    second (bench/README.md, phase 22 (drain))."""
 
-    def __init__(self) -> None:
-        super().__init__(name="adkweb_lease_guard")
-
-    async def before_model_callback(self, **kwargs: Any) -> None:
+    async def before_model_callback(self, *, callback_context: Any, llm_request: Any) -> None:
         _check()
+        return await super().before_model_callback(callback_context=callback_context, llm_request=llm_request)
 
     async def before_tool_callback(self, **kwargs: Any) -> None:
         _check()
@@ -144,13 +146,13 @@ def _services_stamp() -> int:
     return id(memory_service())  # one per ADKWEB_MEMORY_SERVICE choice and process
 
 
-def app_for_run(app_name: str) -> Any:
-    """The app's ADK `App` (agents.build_app) with adkweb's plugins after the app's own."""
+def app_for_run(app_name: str, plugin: BasePlugin | None = None) -> Any:
+    """The app's ADK `App` (agents.build_app) with adkweb's plugin after the app's own: `plugin`, a
+    BackendFieldsPlugin (the default one, or the worker's `LeaseGuard`)."""
     from .agents import build_app
-    from .plugins import BackendFieldsPlugin
 
     app = build_app(app_name)
-    return app.model_copy(update={"plugins": [*app.plugins, BackendFieldsPlugin()]})
+    return app.model_copy(update={"plugins": [*app.plugins, plugin or BackendFieldsPlugin()]})
 
 
 def run_services() -> dict[str, Any]:
@@ -202,8 +204,7 @@ def _build(app_name: str) -> Any:
 
     from .session_service import DjangoSessionService
 
-    app = app_for_run(app_name)
-    app = app.model_copy(update={"plugins": [*app.plugins, LeaseGuard()]})
+    app = app_for_run(app_name, LeaseGuard())
     return Runner(app=app, app_name=app_name, session_service=DjangoSessionService(), **run_services())
 
 

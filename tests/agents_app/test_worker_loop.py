@@ -195,3 +195,44 @@ def test_a_loop_collected_while_another_loop_runs_in_the_thread_is_still_closed(
     while not loop.is_closed() and time.monotonic() < deadline:
         time.sleep(0.01)
     assert loop.is_closed() and ran == [True]
+
+
+def test_a_cached_runner_has_one_adkweb_plugin_that_also_guards_the_lease(demo, drained):
+    """The worker's runner carries one adkweb plugin (ADK awaits every plugin's every callback, ~15 a
+    turn): it drops what the backend refuses from the request, as BackendFieldsPlugin does, and stops
+    the run before a model or tool call once the turn's lease is known lost."""
+    from google.adk.models.llm_request import LlmRequest
+    from google.genai import types
+
+    from agents_app.leases import Lease, LeaseLost, current_lease
+    from agents_app.plugins import BackendFieldsPlugin
+
+    session = services.session_create(app_name="stock_agent", user_id="requester")
+    _turn(session)
+    plugins = run_cache.cached_runners()["stock_agent"].app.plugins
+    ours = [p for p in plugins if p.name.startswith("adkweb_")]
+    assert len(ours) == 1 and isinstance(ours[0], BackendFieldsPlugin)
+    guard = ours[0]
+
+    class Context:  # what before_model_callback reads: the agent's model (the demo's: not Gemini)
+        _invocation_context = type("I", (), {"agent": object()})()
+
+    answer = types.FunctionResponse(name="f", response={}, will_continue=True)
+    request = LlmRequest(contents=[types.Content(role="user", parts=[types.Part(function_response=answer)])])
+    lease = Lease(session.pk, "owner")
+
+    async def model_and_tool() -> None:
+        token = current_lease.set(lease)
+        try:
+            assert await guard.before_model_callback(callback_context=Context(), llm_request=request) is None
+            assert await guard.before_tool_callback(tool=None, tool_args={}, tool_context=None) is None
+            lease.lost = True
+            with pytest.raises(LeaseLost):
+                await guard.before_model_callback(callback_context=Context(), llm_request=request)
+            with pytest.raises(LeaseLost):
+                await guard.before_tool_callback(tool=None, tool_args={}, tool_context=None)
+        finally:
+            current_lease.reset(token)
+
+    asyncio.run(model_and_tool())
+    assert request.contents[0].parts[0].function_response.will_continue is None  # the backend's fix kept
