@@ -123,7 +123,7 @@ def measure(turns: int, only: str | None = None, alternate: bool = False, worker
             async for _ in runner.run_async(user_id="requester", session_id=session_id, new_message=message):
                 pass
 
-    jobs: queue.Queue[tuple[str, Any, bool] | None] = queue.Queue()
+    jobs: queue.Queue[tuple[str, Any, bool, int] | None] = queue.Queue()
     done: queue.Queue[tuple[float, float, float]] = queue.Queue()
 
     counting = bool(os.environ.get(CALLGRIND))
@@ -140,7 +140,7 @@ def measure(turns: int, only: str | None = None, alternate: bool = False, worker
 
     def work() -> None:  # one thread, one worker loop, as a worker thread runs its turns
         while (job := jobs.get()) is not None:
-            kind, arg, measured = job
+            kind, arg, measured, index = job
             if counting and measured:
                 _callgrind_control("-i", "on")
             wall, cpu, sys_cpu = time.perf_counter(), time.process_time(), os.times().system
@@ -152,7 +152,7 @@ def measure(turns: int, only: str | None = None, alternate: bool = False, worker
             sample = ((time.perf_counter() - wall) * 1000, cpu_ms, sys_ms)
             if counting and measured:
                 _callgrind_control("-i", "off")
-                _callgrind_control(f"--dump={kind}")  # before the caller goes on (the last turn's too)
+                _callgrind_control(f"--dump={kind}{index}")  # before the caller goes on (the last turn's too)
             done.put(sample)
 
     threading.Thread(target=work, name="bench-worker", daemon=True).start()
@@ -172,7 +172,7 @@ def measure(turns: int, only: str | None = None, alternate: bool = False, worker
         for kind, arg in pair[::-1] if alternate and i % 2 else pair:
             if only and kind != only:
                 continue
-            jobs.put((kind, arg, i >= warm))
+            jobs.put((kind, arg, i >= warm, i))
             sample = done.get()
             if i >= warm:
                 results[kind].append(sample)
@@ -246,12 +246,14 @@ def callgrind(args: argparse.Namespace) -> None:
             sys.exit(run.stdout[-2000:] + run.stderr[-3000:])
         print(run.stdout, end="")
         counts: dict[str, list[int]] = {}
+        by_turn: dict[str, dict[int, int]] = {}
         for path in glob.glob(f"{out}/cg.*.*"):  # one file per dump: cg.<pid>.<n>
             text = Path(path).read_text(errors="replace")
-            dump = re.search(r"^desc: Trigger: dump (\w+)", text, re.M)
+            dump = re.search(r"^desc: Trigger: dump ([a-z]+)(\d+)", text, re.M)
             total = re.search(r"^totals: (\d+)", text, re.M)
             if dump and total:
                 counts.setdefault(dump.group(1), []).append(int(total.group(1)))
+                by_turn.setdefault(dump.group(1), {})[int(dump.group(2))] = int(total.group(1))
     medians = {k: statistics.median(v) for k, v in counts.items()}
     for kind, n in medians.items():
         spread = f"{min(counts[kind]) / 1e6:.1f}-{max(counts[kind]) / 1e6:.1f}"
@@ -265,6 +267,13 @@ def callgrind(args: argparse.Namespace) -> None:
         print(
             f"  drain / direct: instructions {medians['drain'] / medians['direct']:.3f}x median, "
             f"{means['drain'] / means['direct']:.3f}x mean (user space only: not the kernel's side of a round trip)"
+        )
+        # The same turn index on both sides (sessions of the same length): the drain's extra, turn by turn; its
+        # median moves less between runs than the ratio of medians taken over turns of different lengths.
+        extra = sorted((n - by_turn["direct"][i]) / 1e6 for i, n in by_turn["drain"].items() if i in by_turn["direct"])
+        print(
+            f"  drain - direct of the same turn: median {statistics.median(extra):.2f} M instructions "
+            f"(range {extra[0]:.2f}-{extra[-1]:.2f}, {len(extra)} turns)"
         )
 
 
