@@ -143,6 +143,14 @@ async def _agroup_send_many(
             return set(ask)
         note(counts, sent_at)
         return {g for g in ask if counts.get(g)}
+    send_now = getattr(layer, "group_send_now", None)
+    if send_now is not None:  # embedded mode's in-memory layer: each send done in the call, no task per group
+        for group, message in pairs:
+            try:
+                send_now(group, message)
+            except Exception:  # channel full, ...
+                logger.warning("Could not publish %s to %s.", message.get("type"), group, exc_info=True)
+        return await _awatched(layer, ask) if ask else set()
     by_group: dict[str, list[dict]] = {}
     for group, message in pairs:
         by_group.setdefault(group, []).append(message)

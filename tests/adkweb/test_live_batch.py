@@ -183,3 +183,32 @@ def test_groups_are_counted_empty_lately_only_all_of_them_and_only_within_the_mo
     assert watch_hints.counted_empty_lately(["a", "c"])
     monkeypatch.setattr(watch_hints, "EMPTY_LATELY", 0.0)
     assert not watch_hints.counted_empty_lately(["a", "b"])  # counted, but not lately
+
+
+def test_an_async_batch_on_the_embedded_layer_is_sent_in_the_call_without_a_task_per_group(monkeypatch):
+    """`abatched()` on the in-memory layer (embedded mode; the session store's appends publish this way):
+    each group's sends are done in place, in order, and its question answered, with no task per group
+    (a task and a turn of the loop each: ~60 us of an append's publish). A callback queued in the batch
+    has not run when it has ended and its messages are in the channel: nothing yielded to the loop."""
+    from adkweb.channel_layers import ThreadSafeInMemoryChannelLayer
+
+    layer = ThreadSafeInMemoryChannelLayer()
+    monkeypatch.setattr(live, "get_channel_layer", lambda: layer)
+
+    async def main() -> tuple[list, int, set[str], list[dict]]:
+        channel = await layer.new_channel()
+        await layer.group_add("watchers", channel)
+        ran: list = []
+        async with live.abatched():
+            await live.agroup_send("watchers", {"type": "x", "n": 1})
+            await live.agroup_send("other", {"type": "x", "n": 0})
+            watched = await live.agroups_watched(["watchers", "nobody"])
+            await live.agroup_send("watchers", {"type": "x", "n": 2})
+            asyncio.get_running_loop().call_soon(ran.append, True)
+        before, queued = list(ran), layer.channels[channel].qsize()
+        return before, queued, watched, [await layer.receive(channel), await layer.receive(channel)]
+
+    ran, queued, watched, received = asyncio.run(main())
+    assert watched == {"watchers"}
+    assert received == [{"type": "x", "n": 1}, {"type": "x", "n": 2}]
+    assert (ran, queued) == ([], 2)  # both sent before the loop ran anything else
