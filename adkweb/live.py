@@ -105,20 +105,15 @@ def _send_many(pairs: list[tuple[str, dict]]) -> None:
             return
         send_now = getattr(layer, "group_send_now", None)
         if send_now is not None:  # embedded mode's in-memory layer: no event loop to run, no thread
-            _send_each_now(send_now, pairs)
+            for group, message in pairs:
+                try:
+                    send_now(group, message)
+                except Exception:
+                    logger.warning("Could not publish %s to %s.", message.get("type"), group, exc_info=True)
             return
         async_to_sync(_agroup_send_many)(layer, pairs)
     except Exception:  # the layer cannot even be reached (each send's failure is logged below)
         logger.warning("Could not publish %d live updates; pages catch up when they reconnect.", len(pairs))
-
-
-def _send_each_now(send_now: Callable[[str, dict], None], pairs: list[tuple[str, dict]]) -> None:
-    """The in-memory layer's `group_send_now` for each pair, in order (from any thread, no loop turn)."""
-    for group, message in pairs:
-        try:
-            send_now(group, message)
-        except Exception:  # channel full, ...
-            logger.warning("Could not publish %s to %s.", message.get("type"), group, exc_info=True)
 
 
 async def _agroup_send_many(
@@ -148,9 +143,12 @@ async def _agroup_send_many(
             return set(ask)
         note(counts, sent_at)
         return {g for g in ask if counts.get(g)}
-    send_now = getattr(layer, "group_send_now", None)
-    if send_now is not None:  # embedded mode's in-memory layer: each send done in the call, no task per group
-        _send_each_now(send_now, pairs)
+    if hasattr(layer, "group_send_now"):  # embedded mode's in-memory layer: each send done in its call, awaited
+        for group, message in pairs:  # in turn rather than a task per group (and a turn of the loop each)
+            try:
+                await layer.group_send(group, message)
+            except Exception:  # channel full, ...
+                logger.warning("Could not publish %s to %s.", message.get("type"), group, exc_info=True)
         return await _awatched(layer, ask) if ask else set()
     by_group: dict[str, list[dict]] = {}
     for group, message in pairs:
