@@ -40,7 +40,7 @@ def child(tree: Path, turns: int) -> dict:
     os.chdir(tree)
     from turn_path import django_setup  # the throwaway PostgreSQL database of turn_path.py
 
-    teardown = django_setup(Path(tempfile.gettempdir()))
+    teardown = django_setup(Path(tempfile.gettempdir()), root=tree)
     try:
         return _probe(tree, turns)
     finally:

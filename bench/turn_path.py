@@ -50,9 +50,10 @@ from turn_path_worker import (
 # --- Django --------------------------------------------------------------------------------
 
 
-def django_setup(tmp: Path, migrate: bool = True) -> Callable[[], None]:
-    """Configure Django on a throwaway database; returns the teardown that removes it."""
-    sys.path.insert(0, str(ROOT))
+def django_setup(tmp: Path, migrate: bool = True, root: Path = ROOT) -> Callable[[], None]:
+    """Configure Django on a throwaway database; returns the teardown that removes it. `root`: the tree whose
+    app is measured (queue_probe.py's --base child passes its own: this tree's would come first on sys.path)."""
+    sys.path.insert(0, str(root))
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "adkweb.settings")
     os.environ["ADKWEB_EMBEDDED_WORKER"] = "0"  # this script starts its own worker
     os.environ.setdefault("DJANGO_SECRET_KEY", "bench-only-secret-key-not-for-any-deployment-0123456789")
