@@ -15,12 +15,25 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
+from copy import deepcopy
 
 logger = logging.getLogger(__name__)
 
 # A consumer's direct handler (see the module docstring): True if it took the message, False (having
 # changed nothing) to have it queued.
 Direct = Callable[[dict], bool]
+
+
+_FLAT = (str, int, float, bool, type(None))
+
+
+def receivers_copy(message: dict) -> dict:
+    """The message as a receiver in this process gets it, shared with no sender (Channels' `deepcopy`,
+    what a trip through Redis gives): a message of flat values (every one a publish sends: a type, pks,
+    a status, an event's JSON text) in a shallow copy, ~30x cheaper; anything else deep-copied."""
+    if all(type(v) in _FLAT for v in message.values()):
+        return dict(message)
+    return deepcopy(message)
 
 
 class DirectDelivery:

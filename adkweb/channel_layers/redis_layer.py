@@ -8,13 +8,12 @@ import asyncio
 import contextvars
 import itertools
 import time
-from copy import deepcopy
 from typing import Any
 
 import channels_redis.core
 from channels.exceptions import ChannelFull
 
-from .direct import DirectDelivery
+from .direct import DirectDelivery, receivers_copy
 from .publish import BatchPublisher
 
 
@@ -144,7 +143,7 @@ class RedisChannelLayer(DirectDelivery, BatchPublisher, channels_redis.core.Redi
         assert self.require_valid_channel_name(channel), "Channel name not valid"
         if queue.full():
             raise ChannelFull(channel)
-        self._put(channel, deepcopy(message))  # the receiver's own copy, as a trip through Redis gives
+        self._put(channel, receivers_copy(message))  # the receiver's own copy, as a trip through Redis gives
 
     def _queue(self, channel: str) -> asyncio.Queue:
         queue = self._queues.get(channel)
