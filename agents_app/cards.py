@@ -9,7 +9,7 @@ would write now:
 - the tickets its long-running calls show (a ticket card: pk, status, who closed it), which change;
 - the current time zone and language (its `<time>`), and the `oob` value put on its root element.
 A card does not depend on who looks at it: who may see a conversation is decided before any card is
-rendered (agents_app.selectors.session_visible, the ticket page's conversation_visible), and one
+rendered (agents_app.visibility.session_visible, the ticket page's conversation_visible), and one
 card serves every audience, as the live fan-out already does (agents_app.fanout). Streaming events
 (no pk yet) and failed turns' error lines (their Retry button depends on the viewer) are not cached.
 Autoescaping is the template's: the cache stores its output, never builds markup itself.

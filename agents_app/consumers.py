@@ -15,7 +15,7 @@ from django.template.loader import render_to_string
 from adkweb import live_socket
 from adkweb.storable import socket_query
 
-from . import fanout, selectors, timeline
+from . import fanout, selectors, timeline, visibility
 from .events import SESSIONS_GROUP
 
 DETAIL = "agents_app/session_detail.html"
@@ -131,7 +131,7 @@ class SessionConsumer(live_socket.LiveConsumer):
         before the event's card, with the ticket's arguments, is sent)."""
         if getattr(self, "hidden", False):
             return False
-        if await database_sync_to_async(selectors.session_visible)(self.user, self.session):
+        if await database_sync_to_async(visibility.session_visible)(self.user, self.session):
             return True
         self.hidden = True
         self._unhold()

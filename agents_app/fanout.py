@@ -3,7 +3,7 @@ process that made the change, and carried in the group message. A page's socket 
 without touching the database, so a new event reaches 1,000 watchers as fast as Redis and the
 websockets carry it (issue 12; before, every socket re-read and re-rendered every message).
 
-Audiences. Who may watch a conversation at all is `agents_app.selectors.session_visible`, checked
+Audiences. Who may watch a conversation at all is `agents_app.visibility.session_visible`, checked
 when the socket connects and again when an event brings a ticket the page has not seen (a ticket
 routed to groups the viewer is not in hides the conversation: the socket closes). What a
 fragment shows may differ by who watches, so each audience has a group of its own,
@@ -51,7 +51,7 @@ AUDIENCES: dict[str, dict[str, Any]] = {
 
 def audience_of(user: Any, session: Any) -> str | None:
     """The audience this person watches the conversation as; None if they may not watch it."""
-    from .selectors import session_visible
+    from .visibility import session_visible
 
     if not session_visible(user, session):
         return None

@@ -12,14 +12,14 @@ from adkweb.errors import Refused
 from adkweb.http import HtmxHttpRequest, number
 from adkweb.roles import can_retry_turns, is_agent_admin
 
-from . import agent_cards, agents, selectors, services
+from . import agent_cards, agents, selectors, services, visibility
 from .forms import MessageForm, NewConversationForm, SessionFilterForm
 from .models import AdkSession, Turn
 
 
 def _visible_session(request: HttpRequest, pk: int) -> AdkSession:
     session = get_object_or_404(AdkSession, pk=pk)
-    if not selectors.session_visible(request.user, session):
+    if not visibility.session_visible(request.user, session):
         raise Http404("No such conversation.")  # do not reveal that it exists
     return session
 

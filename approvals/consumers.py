@@ -17,6 +17,7 @@ from adkweb.http import number
 from adkweb.paging import COUNT_CAP
 from adkweb.storable import socket_query
 from agents_app import selectors as conversations
+from agents_app import visibility
 from agents_app.events import session_group
 
 from . import fanout, selectors
@@ -197,9 +198,9 @@ class TicketConsumer(live_socket.LiveConsumer):
     @database_sync_to_async
     def _conversation_visible(self) -> bool:
         """The page shows the conversation only to someone who may see every ticket in it (a ticket
-        routed to other groups hides it: agents_app.selectors.session_visible), checked per push."""
+        routed to other groups hides it: agents_app.visibility.session_visible), checked per push."""
         session = conversations.session_get(session_pk=self.session_pk)
-        return session is not None and conversations.session_visible(self.user, session)
+        return session is not None and visibility.session_visible(self.user, session)
 
     async def ticket_changed(self, event: dict[str, Any]) -> None:
         html = await self._render_ticket(event["ticket_id"])
@@ -254,7 +255,7 @@ class TicketConsumer(live_socket.LiveConsumer):
             html += "".join(render_to_string(f"approvals/ticket.html#{p}", ctx) for p in parts)
             shown = ctx["conversation_visible"]
         else:  # another ticket of the conversation: only where the conversation is shown
-            shown = conversations.session_visible(self.user, ticket.session)
+            shown = visibility.session_visible(self.user, ticket.session)
         if shown:  # its card in the conversation, wherever it is shown on this page
             html = render_to_string(TICKET_CARD, {"ticket": ticket, "oob": "true"}) + html
         if works_inbox(self.user):
@@ -283,6 +284,6 @@ class TicketConsumer(live_socket.LiveConsumer):
         html = render_to_string("approvals/ticket.html#activity", ctx)
         error = conversations.failed_turn_view(turn_id=failed_turn, session_pk=self.session_pk) if failed_turn else None
         session = conversations.session_get(session_pk=self.session_pk) if error is not None else None
-        if error is not None and session is not None and conversations.session_visible(self.user, session):
+        if error is not None and session is not None and visibility.session_visible(self.user, session):
             html += render_to_string(LIVE + "#events-appended", {"events": [error]})
         return html

@@ -113,7 +113,7 @@ class PendingCall(models.Model):
             ),
             models.Index(fields=["app_name", "-created_at", "-id"], name="ticket_agent_newest"),
             # Routed tickets by conversation: the only ones that can hide a conversation from an
-            # approver (agents_app.selectors.sessions_visible_to).
+            # approver (agents_app.visibility.sessions_visible_to).
             models.Index(fields=["session"], condition=models.Q(routed=True), name="ticket_routed_session"),
         ]
         permissions = [("decide_tickets", "Can answer every ticket (approvers)")]

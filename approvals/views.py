@@ -22,6 +22,7 @@ from adkweb import compiled, roles
 from adkweb.errors import Invalid, Refused
 from adkweb.http import HtmxHttpRequest
 from agents_app import selectors as conversations
+from agents_app import visibility
 from agents_app.models import AdkSession
 
 from . import edits, forms, grants, selectors, services
@@ -94,7 +95,7 @@ def ticket_context(
         "assigned_to_me": ticket.assigned_to_id == getattr(user, "pk", None),
         "viewer": user,  # the consumer renders partials without a request
         # Its conversation holds no ticket hidden from this person (else it is not shown here either).
-        "conversation_visible": SimpleLazyObject(lambda: conversations.session_visible(user, ticket.session)),
+        "conversation_visible": SimpleLazyObject(lambda: visibility.session_visible(user, ticket.session)),
     }
     if answerable:
         seen = {"args_hash": ticket.args_hash}

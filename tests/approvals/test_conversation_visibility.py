@@ -95,7 +95,7 @@ def test_the_requester_observers_and_the_ticket_groups_read_it(world, who):
 
 
 def test_a_group_member_without_the_approvers_role_sees_only_conversations_of_their_tickets(world):
-    from agents_app.selectors import session_visible
+    from agents_app.visibility import session_visible
 
     assert session_visible(world["frank"], world["only_finance"])
     assert _client(world["frank"]).get(f"/sessions/{world['only_finance'].pk}/").status_code == 200
