@@ -72,7 +72,7 @@ class _Cached:
 _CONFIGS = AgentConfig._meta.db_table
 _FIELD_OBJECTS: list[Any] = [AgentConfig._meta.pk if f == "pk" else AgentConfig._meta.get_field(f) for f in FIELDS]
 _NUMBERED = list(enumerate(_FIELD_OBJECTS))
-_JSON_AT = frozenset(i for i, f in _NUMBERED if f.get_internal_type() == "JSONField")
+_JSON_AT = tuple(i for i, f in _NUMBERED if f.get_internal_type() == "JSONField")
 # JSON as text on every connection and database (agents_app.turn_sql reads it on the loop's too, where
 # psycopg would decode jsonb): `stamp_row` parses it.
 _COLUMNS = ", ".join(f"CAST(a.{f.column} AS text)" if i in _JSON_AT else f"a.{f.column}" for i, f in _NUMBERED)
@@ -95,7 +95,11 @@ def stamp_row(values: tuple) -> tuple | None:
     """A stamp's row as read by `stamp_select` (raw values: JSON arrives as text), None for no row."""
     if values[0] is None:
         return None
-    return tuple(json.loads(v) if i in _JSON_AT and isinstance(v, str | bytes) else v for i, v in enumerate(values))
+    row = list(values)  # only the JSON columns looked at (a claim's parse: agents_app.turn_sql)
+    for i in _JSON_AT:
+        if isinstance(value := row[i], (str, bytes)):
+            row[i] = json.loads(value)
+    return tuple(row)
 
 
 def read_stamp_row(app_name: str) -> tuple | None:

@@ -324,13 +324,16 @@ def _claimed(values: tuple) -> tuple[Turn | None, Claim | None]:
 
 
 _ATTNAMES = [f.attname for f in _FIELDS]
-_JSON_AT = frozenset(i for i, f in enumerate(_FIELDS) if f.column in _JSON)  # `_COLUMNS`' JSON as text
+_JSON_AT = tuple(i for i, f in enumerate(_FIELDS) if f.column in _JSON)  # `_COLUMNS`' JSON as text
 
 
 def _turn(values: tuple) -> Turn | None:
     if values[0] is None:
         return None
-    converted = [json.loads(v) if i in _JSON_AT and isinstance(v, str | bytes) else v for i, v in enumerate(values)]
+    converted = list(values)  # only the JSON columns looked at (on the claim's way: its parse)
+    for i in _JSON_AT:
+        if isinstance(value := converted[i], (str, bytes)):
+            converted[i] = json.loads(value)
     assert len(converted) == len(_FIELDS)
     return Turn.from_db(DEFAULT_DB_ALIAS, _ATTNAMES, converted)
 
