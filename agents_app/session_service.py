@@ -38,7 +38,7 @@ from google.adk.sessions.session import Session
 
 from adkweb.live import abatched, ask_also
 
-from . import session_async, session_orm, session_sql, session_sqlite
+from . import session_async, session_orm, session_sql, session_sqlite, session_sqlite_loop
 from .event_json import (  # noqa: F401  (the store's serialisation, imported from here by the API, pages, benches)
     event_from_json,
     event_interrupt_ids,
@@ -254,6 +254,13 @@ class DjangoSessionService(BaseSessionService):
                     await apublish_in_order(_publish_with_riders, message=message, riders=riders, done=done)
                 else:
                     await apublish_in_order(anotify_session_event, **message)
+                return self._commit_event_to_session(session, event)
+        elif session_sqlite_loop.usable():  # SQLite: an event no hook wants, stored from the loop
+            recorded = current_turn_invocations.get()
+            sent = session_sqlite_loop.store(session, event, turn_id, current_lease.get(), recorded)
+            if sent is not None:
+                turn_stored(sent["revision"])
+                await apublish_in_order(anotify_session_event, **sent)
                 return self._commit_event_to_session(session, event)
         await publishes_sent()  # the thread path may publish (a ticket hook): not before what is queued
         committed = await sync_to_async(self._store_event)(

@@ -51,17 +51,15 @@ def append(
     session_sql.append answers (the session pk, its new revision and update time, the event row's pk,
     and with `whole_row` the session row as saved, for event hooks), or None when the row was not
     this copy's, is archived or gone, or is leased to another owner (nothing stored)."""
-    sets = "revision = revision + 1, update_time = MAX(update_time, %s)"
-    params: list[Any] = [ts]
-    where = "id = %s AND app_name = %s AND user_id = %s AND session_id = %s AND revision = %s AND archived_at IS NULL"
-    if lease is not None:  # storing renews the run's lease, and only its owner stores
-        sets += ", lease_expires_at = %s"
-        params.append(connection.ops.adapt_datetimefield_value(lease[1]))
-        where += " AND lease_owner = %s"
-    params += [session_pk, app_name, user_id, session_id, revision]
-    if lease is not None:
-        params.append(lease[0])
-    sql = f"UPDATE {SESSIONS} SET {sets} WHERE {where} RETURNING "
+    sql, params = update_statement(
+        app_name=app_name,
+        user_id=user_id,
+        session_id=session_id,
+        session_pk=session_pk,
+        revision=revision,
+        ts=ts,
+        lease=None if lease is None else (lease[0], connection.ops.adapt_datetimefield_value(lease[1])),
+    )
     row: AdkSession | None = None
     if whole_row:
         row = next(iter(raw(AdkSession, sql + "*", params)), None)
@@ -75,28 +73,72 @@ def append(
             if found is None:
                 return None
         cursor.execute(
-            f"INSERT INTO {EVENTS} (session_id, event_id, invocation_id, author, timestamp, data, interrupt_ids, "
-            "response_ids, turn_id) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING id",
-            [
-                found[0],
-                event_id,
-                invocation_id,
-                author,
-                ts,
-                data,
-                json.dumps(interrupt_ids),
-                json.dumps(response_ids),
-                turn_id,
-            ],
+            INSERT,
+            event_params(found[0], event_id, invocation_id, author, ts, data, interrupt_ids, response_ids, turn_id),
         )
         event_pk = cursor.fetchone()[0]
-        if record_invocation:
-            # The turn's invocation, recorded with its first event: a crashed run is resumed, not re-run.
-            cursor.execute(
-                f"UPDATE {TURNS} SET invocation_id = %s WHERE id = %s AND invocation_id = ''",
-                [invocation_id, turn_id or 0],
-            )
+        if record_invocation:  # the turn's invocation, with its first event: a crashed run is resumed, not re-run
+            cursor.execute(RECORD_INVOCATION, [invocation_id, turn_id or 0])
     return Appended(found[0], found[1], found[2], event_pk, row)
+
+
+# The append's second and third statements (also sent by agents_app.session_sqlite_loop).
+INSERT = (
+    f"INSERT INTO {EVENTS} (session_id, event_id, invocation_id, author, timestamp, data, interrupt_ids, "
+    "response_ids, turn_id) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING id"
+)
+RECORD_INVOCATION = f"UPDATE {TURNS} SET invocation_id = %s WHERE id = %s AND invocation_id = ''"
+
+
+def update_statement(
+    *,
+    app_name: str,
+    user_id: str,
+    session_id: str,
+    session_pk: int,
+    revision: int,
+    ts: float,
+    lease: tuple[str, Any] | None,
+) -> tuple[str, list[Any]]:
+    """The append's UPDATE of the session row (its checks in the WHERE), without its RETURNING list:
+    the revision counted, the update time, and with `lease` (owner, expiry as the database stores it)
+    the lease renewed and only its owner storing."""
+    sets = "revision = revision + 1, update_time = MAX(update_time, %s)"
+    params: list[Any] = [ts]
+    where = "id = %s AND app_name = %s AND user_id = %s AND session_id = %s AND revision = %s AND archived_at IS NULL"
+    if lease is not None:
+        sets += ", lease_expires_at = %s"
+        params.append(lease[1])
+        where += " AND lease_owner = %s"
+    params += [session_pk, app_name, user_id, session_id, revision]
+    if lease is not None:
+        params.append(lease[0])
+    return f"UPDATE {SESSIONS} SET {sets} WHERE {where} RETURNING ", params
+
+
+def event_params(
+    session_pk: int,
+    event_id: str,
+    invocation_id: str,
+    author: str,
+    ts: float,
+    data: str,
+    interrupt_ids: list[str],
+    response_ids: list[str],
+    turn_id: int | None,
+) -> list[Any]:
+    """INSERT's parameters."""
+    return [
+        session_pk,
+        event_id,
+        invocation_id,
+        author,
+        ts,
+        data,
+        json.dumps(interrupt_ids),
+        json.dumps(response_ids),
+        turn_id,
+    ]
 
 
 def get(
