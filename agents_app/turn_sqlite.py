@@ -51,8 +51,10 @@ from django.utils import timezone
 
 from adkweb.raw_rows import raw
 
+from . import session_sqlite
 from .models import AdkSession, Turn
 from .run_cache import stamp_row, stamp_select
+from .session_sql import Loaded
 from .session_status import ACTIVE_TURN_STATUSES, _sql
 from .turn_sql import Claim, DoneNext, Started
 
@@ -126,7 +128,15 @@ def _claim(session_pk: int, ids: tuple[str, str, str]) -> tuple[Turn | None, Cla
     if turn is None:
         return None, None
     app_name, user_id, session_id = ids
-    return turn, Claim(app_name, user_id, session_id, _stamp(app_name))
+    return turn, Claim(app_name, user_id, session_id, _stamp(app_name), _session(ids))
+
+
+def _session(ids: tuple[str, str, str]) -> Loaded | None:
+    """The session as the Runner's first get_session reads it (every event), read in the claim's
+    transaction and answered from there (session_service.read_ahead): one hop to the database thread
+    less a turn, as turn_sql's claim on PostgreSQL. None for an archived session (get finds none)."""
+    got = session_sqlite.get(app_name=ids[0], user_id=ids[1], session_id=ids[2], events=True, after=None, limit=None)
+    return None if got is None else Loaded(*got)
 
 
 def start(*, session_pk: int, owner: str, until: datetime, now: datetime) -> Started:

@@ -12,9 +12,11 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
+from google.adk.events.event import Event
 
 from agents_app import leases, runner, turn_exec, turn_sqlite
 from agents_app.models import AdkSession, AgentConfigVersion, Turn
+from agents_app.session_orm import loaded_session
 from agents_app.session_service import DjangoSessionService
 from agents_app.session_status import status_expression
 from approvals.models import PendingCall
@@ -64,6 +66,12 @@ def _consistent(row: AdkSession) -> str:
     return stored
 
 
+def _ids(claim: turn_sqlite.Claim | None) -> tuple:
+    """A claim's ids and configuration row (not the session it read: tested below)."""
+    assert claim is not None
+    return claim.app_name, claim.user_id, claim.session_id, claim.stamp_row
+
+
 def _lease(row: AdkSession) -> tuple[str, object]:
     return AdkSession.objects.values_list("lease_owner", "lease_expires_at").get(pk=row.pk)
 
@@ -78,7 +86,7 @@ def test_start_takes_the_lease_and_claims_the_oldest_queued_turn():
     assert (started.turn.status, started.turn.attempts, started.turn.content) == ("running", 1, first.content)
     assert started.turn.started_at is not None and started.turn.started_at >= before
     assert started.turn.streaming is False and started.turn._loaded_status == "running"  # as the ORM reads it
-    assert started.claim == turn_sqlite.Claim(APP, "u", "s", None)  # no configuration row: a code agent's
+    assert started.claim is not None and _ids(started.claim) == (APP, "u", "s", None)  # no configuration row
     assert Turn.objects.get(pk=second.pk).status == "queued"
     owner, until = _lease(row)
     assert owner == "me" and until is not None and until > timezone.now()
@@ -118,7 +126,7 @@ def test_done_next_claims_the_next_turn_and_keeps_the_lease():
     assert Turn.objects.get(pk=first.pk).config_version_id == version.pk
     assert done.leased and done.finished and not done.released and done.status == "running"
     assert done.turn is not None and done.turn.pk == second.pk and done.turn.status == "running"
-    assert done.claim == turn_sqlite.Claim(APP, "u", "s", None)
+    assert _ids(done.claim) == (APP, "u", "s", None)
     assert Turn.objects.get(pk=first.pk).status == "done" and Turn.objects.get(pk=first.pk).finished_at
     assert _lease(row)[0] == "me" and _consistent(row) == "running"
     assert done.revision == AdkSession.objects.get(pk=row.pk).revision  # after the turn's last event
@@ -202,7 +210,8 @@ def test_each_is_one_write_transaction_of_a_constant_list_of_statements():
     with CaptureQueriesContext(connection) as done:
         _done_next(first)
     words = [[_words(q["sql"]) for q in captured] for captured in (start, done)]
-    claim = ["UPDATE agents_app_turn", "SELECT a.id,"]  # the claim, then the stamp of its agent's configuration
+    # The claim, the stamp of its agent's configuration, the session as get_session reads it (row, events).
+    claim = ["UPDATE agents_app_turn", "SELECT a.id,", "SELECT s.id,", "SELECT data"]
     lax, synced = "PRAGMA synchronous = NORMAL", "PRAGMA synchronous = FULL"  # the commit unsynced, then FULL
     lease = ["UPDATE agents_app_adksession", "SELECT EXISTS"]
     assert words[0] == [lax, "BEGIN IMMEDIATE", *lease, *claim, "COMMIT", synced]
@@ -272,3 +281,34 @@ def test_concurrent_drains_claim_each_turn_once(monkeypatch):
     assert sorted(runs) == [t.pk for t in turns]  # each once
     assert set(Turn.objects.values_list("status", "attempts")) == {("done", 1)}
     assert _lease(row) == ("", None) and _consistent(row) == "idle"
+
+
+def test_the_claim_reads_the_session_as_get_session_does():
+    """Its state (app, user, session), revision, update time and every event, in order, read in the
+    claim's transaction, on the next turn's claim too (the finished turn's events in it): the Runner's
+    first get_session is answered from it (session_service.read_ahead, as on PostgreSQL)."""
+    service = DjangoSessionService()
+    service.create_session_sync(app_name=APP, user_id="u", session_id="s", state={"k": 1, "app:a": 2, "user:b": 3})
+    row = AdkSession.objects.get(session_id="s")
+    first, second = _turn(row), _turn(row)
+
+    def as_read() -> tuple:
+        got = service.get_session_sync(app_name=APP, user_id="u", session_id="s")
+        assert got is not None
+        return got.state, got.last_update_time, [e.model_dump() for e in got.events], got._storage_update_marker
+
+    def as_claimed(claim: turn_sqlite.Claim | None) -> tuple:
+        assert claim is not None and claim.session is not None
+        got = loaded_session(APP, "u", "s", claim.session)
+        assert got is not None
+        return got.state, got.last_update_time, [e.model_dump() for e in got.events], got._storage_update_marker
+
+    started = _start(row)
+    assert as_claimed(started.claim) == as_read()
+    copy = service.get_session_sync(app_name=APP, user_id="u", session_id="s")
+    assert copy is not None
+    service._store_event(copy, Event(author="agent", invocation_id="inv"), first.pk)
+    done = _done_next(first)
+    assert done.turn is not None and done.turn.pk == second.pk
+    claimed = as_claimed(done.claim)
+    assert claimed == as_read() and len(claimed[2]) == 1 and claimed[0] == {"k": 1, "app:a": 2, "user:b": 3}
