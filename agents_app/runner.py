@@ -22,7 +22,7 @@ from django.utils import timezone
 
 from adkweb import gcpolicy, memory_broker
 
-from . import events, session_async, turn_sql, turn_sqlite, worker_loop
+from . import events, session_async, session_sqlite_loop, turn_sql, turn_sqlite, worker_loop
 from .leases import Heartbeat, Lease, lease_acquire, lease_release
 from .models import Turn
 from .turn_exec import (
@@ -237,7 +237,10 @@ async def _astart(session_pk: int, owner: str) -> tuple[turn_sql.Started, bool]:
             return await turn_sql.astart(session_pk=session_pk, owner=owner, until=until, now=now), False
         except session_async.Busy:  # nothing sent: no connection of the loop's free
             pass
-    started = await sync_to_async(_start)(session_pk, owner)
+    if session_sqlite_loop.usable():  # SQLite: its transaction on the loop's thread, no hop
+        started = session_sqlite_loop.inline(_start, session_pk, owner)
+    else:
+        started = await sync_to_async(_start)(session_pk, owner)
     return started, not started.leased
 
 
@@ -249,7 +252,10 @@ async def _adone_next(turn: Turn, lease: Lease) -> tuple[turn_sql.DoneNext, bool
             return await turn_sql.adone_next(**_done_args(turn, lease)), False
         except session_async.Busy:
             pass
-    done = await sync_to_async(_done_next)(turn, lease)
+    if session_sqlite_loop.usable():  # SQLite: its transaction on the loop's thread, no hop
+        done = session_sqlite_loop.inline(_done_next, turn, lease)
+    else:
+        done = await sync_to_async(_done_next)(turn, lease)
     return done, done.released
 
 

@@ -36,8 +36,9 @@ import asyncio
 import functools
 import sqlite3
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from asgiref.sync import AsyncToSync
 from django.db import DEFAULT_DB_ALIAS, connections
@@ -55,6 +56,7 @@ if TYPE_CHECKING:
 
     from .leases import Lease
 
+T = TypeVar("T")
 enabled = True  # off: every append takes the thread path (tests compare both)
 
 
@@ -124,6 +126,21 @@ def close_all() -> None:
     """Close every loop's connection (tests; a loop's own are closed with it otherwise)."""
     for loop in list(_loops):
         _drop(loop)
+
+
+def inline(fn: Callable[..., T], /, *args: Any) -> T:
+    """`fn(*args)`, sync code of the drain's bookkeeping on Django's connection of this thread (agents_app.
+    turn_sqlite's `start` and `done_next`: one write transaction each, nothing awaited, published or
+    asked of the loop), run here on the loop's thread instead of its database thread: no hop. Django
+    refuses its connections to a thread where a loop runs (they must not block it, nor be shared by two
+    coroutines mid-transaction); here the loop is blocked by design while `fn` runs, as `append` blocks
+    it, and `fn` holds its transaction only until it returns. Only where `usable` says so."""
+    loop = asyncio.events._get_running_loop()
+    asyncio.events._set_running_loop(None)  # Django's async guard looks for it
+    try:
+        return fn(*args)
+    finally:
+        asyncio.events._set_running_loop(loop)
 
 
 class Again(Exception):

@@ -312,3 +312,33 @@ def test_the_claim_reads_the_session_as_get_session_does():
     assert done.turn is not None and done.turn.pk == second.pk
     claimed = as_claimed(done.claim)
     assert claimed == as_read() and len(claimed[2]) == 1 and claimed[0] == {"k": 1, "app:a": 2, "user:b": 3}
+
+
+def test_on_a_file_the_drain_runs_start_and_done_next_on_its_loops_thread(monkeypatch):
+    """No hop to the drain's database thread for them (agents_app.session_sqlite_loop.inline): each runs on
+    the thread that runs the turn, with Django's connection of that thread; the turns drained as before."""
+    from agents_app import session_sqlite_loop
+
+    monkeypatch.setattr(session_sqlite_loop, "_on_file_sqlite", lambda: True)  # the tests' database is in memory
+    threads: dict[str, list[str]] = {"start": [], "done_next": [], "turn": []}
+    for name in ("start", "done_next"):
+        real = getattr(turn_sqlite, name)
+
+        def on(*args, _real=real, _name=name, **kwargs):
+            threads[_name].append(threading.current_thread().name)
+            return _real(*args, **kwargs)
+
+        monkeypatch.setattr(turn_sqlite, name, on)
+
+    async def ran(turn, lease, *, finish_done=True, claim=None):
+        threads["turn"].append(threading.current_thread().name)
+        return turn_exec.RAN
+
+    monkeypatch.setattr(runner, "turn_execute", ran)
+    row = _session()
+    first, second = _turn(row), _turn(row)
+    assert runner.session_turns_run(row.pk) == 2
+    assert dict(Turn.objects.values_list("pk", "status")) == {first.pk: "done", second.pk: "done"}
+    assert _lease(row) == ("", None) and _consistent(row) == "idle"
+    loop_thread = threads["turn"][0]
+    assert threads == {"start": [loop_thread], "done_next": [loop_thread] * 2, "turn": [loop_thread] * 2}
