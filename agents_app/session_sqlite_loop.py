@@ -24,7 +24,7 @@ connection is dropped after any error.
 Only where the thread path would see the same rows: not when sync code called the async store
 through `async_to_sync` (its thread may hold a transaction, and the file's lock: waiting for that
 lock on the loop would wait for ourselves; agents_app.session_async.usable says the same for
-PostgreSQL), not on an in-memory database (tests: its shared cache locks by table, not by file).
+PostgreSQL), not on an in-memory database (its shared cache locks by table, not by file).
 The loop's thread blocks while it waits for the file's lock (another thread's transaction: a
 request's, the fan-out's; held for a few statements) and for the commit's fsync, as a sync tool
 would block it.

@@ -319,7 +319,7 @@ def test_on_a_file_the_drain_runs_start_and_done_next_on_its_loops_thread(monkey
     the thread that runs the turn, with Django's connection of that thread; the turns drained as before."""
     from agents_app import session_sqlite_loop
 
-    monkeypatch.setattr(session_sqlite_loop, "_on_file_sqlite", lambda: True)  # the tests' database is in memory
+    assert session_sqlite_loop._on_file_sqlite()  # the tests' database is a file (tests/settings.py)
     threads: dict[str, list[str]] = {"start": [], "done_next": [], "turn": []}
     for name in ("start", "done_next"):
         real = getattr(turn_sqlite, name)

@@ -2,10 +2,8 @@
 connection (agents_app.session_sqlite_loop): no hop to a database thread, and what the contract requires
 unchanged: the row's checks (a stale copy, a lost lease: nothing stored, the thread path says why), its
 own transaction under the process's write lock of the file, a database error rolled back and the
-event stored once by the thread path, a sync caller (async_to_sync) served on its own thread.
-
-The tests' database is in memory (its shared cache): the module refuses it in the app (`_on_file_sqlite`);
-here it is let through, the file's lock taken all the same."""
+event stored once by the thread path, a sync caller (async_to_sync) served on its own thread. The tests'
+database is a file (tests/settings.py), as embedded mode's: every test's drains take this path."""
 
 from __future__ import annotations
 
@@ -41,7 +39,7 @@ def _loop_path(monkeypatch: pytest.MonkeyPatch) -> Any:
     from agents_app import session_hooks
 
     monkeypatch.setattr(session_hooks, "_event_hooks", [])  # no hook (a scenario imported earlier may add one)
-    monkeypatch.setattr(session_sqlite_loop, "_on_file_sqlite", lambda: True)
+    assert session_sqlite_loop._on_file_sqlite()
     yield
     session_sqlite_loop.close_all()
 
