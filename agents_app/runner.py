@@ -253,6 +253,7 @@ async def _adone_next(turn: Turn, lease: Lease) -> tuple[turn_sql.DoneNext, bool
         except session_async.Busy:
             pass
     if session_sqlite_loop.usable():  # SQLite: its transaction on the loop's thread, no hop
+        await events.publishes_sent()  # the turn's end on its way first: /run's answer does not wait for this
         done = session_sqlite_loop.inline(_done_next, turn, lease)
     else:
         done = await sync_to_async(_done_next)(turn, lease)

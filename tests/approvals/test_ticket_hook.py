@@ -18,7 +18,7 @@ from google.adk.events.event import Event
 from google.adk.sessions.base_session_service import GetSessionConfig
 from google.genai import types
 
-from agents_app import session_async
+from agents_app import session_async, session_sqlite_loop
 from agents_app.session_service import DjangoSessionService
 from approvals.models import PendingCall
 
@@ -49,7 +49,7 @@ def _response(call_id: str, name: str, response: dict) -> Event:
 def statements(monkeypatch: pytest.MonkeyPatch, service: DjangoSessionService) -> Iterator[list[str]]:
     """The statements the service's appends run meanwhile: those of the thread its `_store_event`
     runs in (sync_to_async's), not another test's leftover worker threads, and those it sends from
-    the event loop (agents_app.session_async, PostgreSQL)."""
+    the event loop (agents_app.session_async, PostgreSQL; agents_app.session_sqlite_loop, SQLite)."""
     seen: list[tuple[int, str]] = []
     store_threads: set[int] = set()
     from_loop: list[str] = []
@@ -70,6 +70,13 @@ def statements(monkeypatch: pytest.MonkeyPatch, service: DjangoSessionService) -
     monkeypatch.setattr(CursorWrapper, "execute", execute)
     monkeypatch.setattr(service, "_store_event", store)
     monkeypatch.setattr(session_async, "fetchone", fetchone)
+    real_qmark = session_sqlite_loop._qmark
+
+    def qmark(sql: str) -> str:  # SQLite's loop path: each statement's text on its way
+        from_loop.append(sql)
+        return real_qmark(sql)
+
+    monkeypatch.setattr(session_sqlite_loop, "_qmark", qmark)
     mine: list[str] = []
     yield mine
     monkeypatch.undo()
