@@ -10,9 +10,10 @@ loop (agents_app.worker_loop) and one channel layer. Each round sends one messag
 (`session_turns_run`), then runs one turn of ADK's `Runner` on `DjangoSessionService` with the App
 the worker runs (turn_path.py's path 3r); a new session every 10 turns on both sides. Prints the
 median wall and CPU time (this process, every thread: the drain's database thread too) of each, and
-the ratios (issue 12 target 3: run <= 1.1x direct). `--tree` runs another worktree's code (a
-before/after comparison: run both, alternating). The database is created and dropped
-(test_<name>_drain_<pid>).
+the ratios (issue 12 target 3: run <= 1.1x direct); and the turns' thread's CPU, its kernel share and
+its context switches (getrusage: how often it waited, how often another process took its core).
+`--tree` runs another worktree's code (a before/after comparison: run both, alternating). The
+database is created and dropped (test_<name>_drain_<pid>).
 
 `--callgrind` runs the same under valgrind's callgrind and counts the instructions of each measured
 turn (every thread of the process, the collection switched on around each one with
@@ -28,6 +29,7 @@ import glob
 import os
 import queue
 import re
+import resource
 import statistics
 import subprocess
 import sys
@@ -38,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 CALLGRIND = "DRAIN_INPROC_CALLGRIND"  # set in the child run under valgrind: its dumps' directory
+_THREAD = ("ru_utime", "ru_stime", "ru_nvcsw", "ru_nivcsw")  # a turn's thread's getrusage fields kept
 
 
 def main() -> None:
@@ -124,7 +127,7 @@ def measure(turns: int, only: str | None = None, alternate: bool = False, worker
                 pass
 
     jobs: queue.Queue[tuple[str, Any, bool, int] | None] = queue.Queue()
-    done: queue.Queue[tuple[float, float, float]] = queue.Queue()
+    done: queue.Queue[tuple[float, ...]] = queue.Queue()
 
     counting = bool(os.environ.get(CALLGRIND))
     if counting:
@@ -143,20 +146,22 @@ def measure(turns: int, only: str | None = None, alternate: bool = False, worker
             kind, arg, measured, index = job
             if counting and measured:
                 _callgrind_control("-i", "on")
-            wall, cpu, sys_cpu = time.perf_counter(), time.process_time(), os.times().system
+            before = resource.getrusage(resource.RUSAGE_THREAD)
+            wall, cpu = time.perf_counter(), time.process_time()
             if kind == "drain":
                 session_turns_run(arg)
             else:
                 worker_loop.run(direct(arg))
-            cpu_ms, sys_ms = (time.process_time() - cpu) * 1000, (os.times().system - sys_cpu) * 1000
-            sample = ((time.perf_counter() - wall) * 1000, cpu_ms, sys_ms)
+            cpu_ms, wall_ms = (time.process_time() - cpu) * 1000, (time.perf_counter() - wall) * 1000
+            after = resource.getrusage(resource.RUSAGE_THREAD)
+            sample = (wall_ms, cpu_ms, *(getattr(after, f) - getattr(before, f) for f in _THREAD))
             if counting and measured:
                 _callgrind_control("-i", "off")
                 _callgrind_control(f"--dump={kind}{index}")  # before the caller goes on (the last turn's too)
             done.put(sample)
 
     threading.Thread(target=work, name="bench-worker", daemon=True).start()
-    results: dict[str, list[tuple[float, float, float]]] = {"drain": [], "direct": []}
+    results: dict[str, list[tuple[float, ...]]] = {"drain": [], "direct": []}
     warm = 3
     session: Any = None
     direct_id = ""
@@ -183,11 +188,13 @@ def measure(turns: int, only: str | None = None, alternate: bool = False, worker
         k: (statistics.median(r[0] for r in v), statistics.median(r[1] for r in v)) for k, v in results.items() if v
     }
     for kind, (wall, cpu) in medians.items():
-        # The kernel's share (os.times, 10 ms ticks: a mean over the turns, not a median)
-        system = statistics.mean(s for _, _, s in results[kind])
+        # The turns' thread: its CPU (median), the kernel's share of it (sampled at the kernel's ticks: a mean),
+        # how often it gave up its core (waiting) or had it taken (another process woke on it)
+        thread = statistics.median(r[2] + r[3] for r in results[kind]) * 1000
+        system, waits, taken = (statistics.mean(r[i] for r in results[kind]) for i in range(3, 6))
         print(
-            f"  {kind:<7} median wall {wall:7.1f} ms   CPU {cpu:6.1f} ms   (of it system, mean: {system:4.1f} ms; "
-            f"{len(results[kind])} turns)"
+            f"  {kind:<7} median wall {wall:7.1f} ms   CPU {cpu:6.1f} ms   ({len(results[kind])} turns; the turns' "
+            f"thread {thread:5.2f} ms, system {system * 1000:4.2f} ms, {waits:4.1f} waits, {taken:4.1f} preempted)"
         )
         walls = sorted(r[0] for r in results[kind])
         if worker_gc and len(walls) > 1:
@@ -200,6 +207,12 @@ def measure(turns: int, only: str | None = None, alternate: bool = False, worker
     print(
         f"  drain / direct: wall {medians['drain'][0] / medians['direct'][0]:.2f}x, "
         f"CPU {medians['drain'][1] / medians['direct'][1]:.2f}x   (target 3: run <= 1.1x direct)"
+    )
+    drained, directs = results["drain"], results["direct"]
+    extra = [statistics.mean(r[i] for r in drained) - statistics.mean(r[i] for r in directs) for i in (3, 4, 5)]
+    print(
+        f"  drain - direct, the turns' thread (means): system {extra[0] * 1000:+.2f} ms, waits {extra[1]:+.1f}, "
+        f"preempted {extra[2]:+.1f}"
     )
 
 
