@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-import uuid
+import os
 from datetime import datetime, timedelta
 from types import ModuleType
 
@@ -63,7 +63,7 @@ def session_turns_run(session_pk: int) -> int:
 
 
 async def _drain(session_pk: int) -> int:
-    owner = uuid.uuid4().hex
+    owner = os.urandom(16).hex()  # as random as uuid4().hex, without building a UUID (~8 µs)
     # The drain's publishes, in order, while it goes on (events.TurnPublisher): a turn's events, then
     # its end, which leaves while the next statement runs; sent before the drain returns.
     published = events.turn_publisher.set(events.TurnPublisher())

@@ -21,7 +21,7 @@ import traceback
 from collections.abc import Coroutine
 from contextlib import aclosing
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
@@ -153,9 +153,18 @@ def app_and_config_version(app_name: str) -> tuple[Any, int | None]:
     return app, after
 
 
+class SessionIds(NamedTuple):
+    """A claimed session's ids as its claim read them: all a local run uses of the row (no model made)."""
+
+    pk: int
+    app_name: str
+    user_id: str
+    session_id: str
+
+
 @dataclass(frozen=True)
 class _Prepared:
-    session: AdkSession
+    session: AdkSession | SessionIds  # the row where it was read whole (the thread path, a remote run)
     runner: Any = None  # this loop's cached Runner (run_cache)
     remote: Any = None  # a RemoteApp: agents_app.remote runs the turn there
 
@@ -167,6 +176,7 @@ def _prepare(turn: Turn, claim: turn_sql.Claim | None = None) -> _Prepared:
     claimed the turn read (its session's ids, the configuration's stamp), not read again."""
     from .agents import remote_app
 
+    session: AdkSession | SessionIds
     if claim is None:
         session = AdkSession.objects.get(pk=turn.session_id)
         found = runner_for(session.app_name)
@@ -183,9 +193,9 @@ def _prepare(turn: Turn, claim: turn_sql.Claim | None = None) -> _Prepared:
     return _Prepared(session, runner=runner)
 
 
-def _claimed_session(turn: Turn, claim: turn_sql.Claim) -> AdkSession:
+def _claimed_session(turn: Turn, claim: turn_sql.Claim) -> SessionIds:
     """The session's ids as the claim read them (all a local run uses of the row)."""
-    return AdkSession(pk=turn.session_id, app_name=claim.app_name, user_id=claim.user_id, session_id=claim.session_id)
+    return SessionIds(turn.session_id, claim.app_name, claim.user_id, claim.session_id)
 
 
 async def _prepared(turn: Turn, claim: turn_sql.Claim | None) -> _Prepared:
@@ -213,6 +223,8 @@ async def turn_run(
     session = prepared.session
     if prepared.remote is not None:
         from .remote.run import remote_turn_run
+
+        assert isinstance(session, AdkSession)  # a remote run's session is read whole (`_prepare`)
 
         await _within_time_limit(remote_turn_run(turn, session=session, app=prepared.remote, lease=lease))
         return
