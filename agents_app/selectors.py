@@ -12,6 +12,7 @@ from typing import Any
 
 from django.db.models import Exists, OuterRef, Q, QuerySet
 
+from adkweb.compiled_objects import objects
 from adkweb.paging import KeysetPage, keyset_page
 
 from . import timeline
@@ -33,10 +34,15 @@ def tickets_by_call_id(session_pk: int, call_ids: Iterable[str] | None = None) -
     """A session's tickets (approvals.PendingCall) by function call id."""
     from approvals.models import PendingCall
 
-    qs = PendingCall.objects.filter(session_id=session_pk).select_related("closed_by")
-    if call_ids is not None:
-        qs = qs.filter(call_id__in=list(call_ids))
-    return {t.call_id: t for t in qs}
+    ids = None if call_ids is None else list(call_ids)
+
+    def build(pk: int, *wanted: str) -> QuerySet:
+        qs = PendingCall.objects.filter(session_id=pk).select_related("closed_by")
+        return qs if ids is None else qs.filter(call_id__in=list(wanted))
+
+    # Compiled once per connection and number of ids asked (objects keys on how many arguments it gets).
+    found = objects("tickets_by_call_id", (ids is None,), build, session_pk, *(ids or ()))
+    return {t.call_id: t for t in found}
 
 
 def _failed_turns(session_pk: int) -> QuerySet[Turn]:

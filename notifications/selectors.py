@@ -7,9 +7,9 @@ from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.db import DatabaseError, transaction
-from django.db.models import Prefetch, QuerySet
+from django.db.models import Prefetch, QuerySet, prefetch_related_objects
 
-from adkweb import compiled
+from adkweb import compiled, compiled_objects
 from approvals.selectors import ticket_approver_groups, ticket_deciders
 
 from .events import EMAIL_DECIDERS, EMAIL_REQUESTER, TICKET_OPENED
@@ -157,14 +157,19 @@ def _enabled_endpoints() -> QuerySet:
     return WebhookEndpoint.objects.filter(enabled=True)
 
 
-def ticket_deliveries(*, ticket_id: int) -> list[Delivery]:
-    """A ticket's deliveries, oldest first, with their attempts."""
-    return list(
+def _deliveries(ticket_id: int) -> QuerySet[Delivery]:
+    return (
         Delivery.objects.filter(ticket_id=ticket_id)
         .select_related("event", "recipient", "endpoint")
-        .prefetch_related(Prefetch("attempt_log", queryset=DeliveryAttempt.objects.order_by("number")))
         .order_by("created_at", "id")
     )
+
+
+def ticket_deliveries(*, ticket_id: int) -> list[Delivery]:
+    """A ticket's deliveries, oldest first, with their attempts (the query compiled once per connection)."""
+    found = compiled_objects.objects("ticket_deliveries", (), _deliveries, ticket_id)
+    prefetch_related_objects(found, Prefetch("attempt_log", queryset=DeliveryAttempt.objects.order_by("number")))
+    return found
 
 
 @dataclass(frozen=True)

@@ -9,18 +9,20 @@ from django.db import connection
 from django.db.models import Q, QuerySet
 
 from adkweb.compiled import rows as compiled_rows
+from adkweb.compiled_objects import objects
 from adkweb.roles import APPROVERS, DECIDE_TICKETS, is_policy_admin
 
 from ..models import PendingCall, Response, StandingGrant, TicketActivity
 from ..permissions import can_view_ticket, decide_refusal, visible_q
 
+_TICKET_RELATED = ("session", "closed_by", "assigned_to", "edited_by", "policy")
+
 
 def ticket_get(*, ticket_id: int) -> PendingCall | None:
-    related = ("session", "closed_by", "assigned_to", "edited_by", "policy")
-    try:  # get(), not first(): no ORDER BY for one primary key (compiling it over five joins cost ~2 ms)
-        return PendingCall.objects.select_related(*related).get(pk=ticket_id)
-    except PendingCall.DoesNotExist:
-        return None
+    """The ticket with the rows its page shows, by a query compiled once (five joins: ~1.8 ms to compile)."""
+    build = lambda pk: PendingCall.objects.select_related(*_TICKET_RELATED).filter(pk=pk).order_by()  # noqa: E731
+    found = objects("ticket_get", (), build, ticket_id)
+    return found[0] if found else None
 
 
 def ticket_timeline(*, ticket: PendingCall) -> Any:
@@ -37,13 +39,21 @@ def ticket_timeline(*, ticket: PendingCall) -> Any:
     return conversations.session_timeline(ticket.session, invocation_ids=ids if ids else None)
 
 
+def _responses(pk: int) -> QuerySet[Response]:
+    rows = Response.objects.filter(pending_call_id=pk).select_related("actor", "grant__created_by")
+    return rows.order_by("created_at", "id")
+
+
 def ticket_responses(*, ticket: PendingCall) -> list[Response]:
-    rows = Response.objects.filter(pending_call=ticket).select_related("actor", "grant__created_by")
-    return list(rows.order_by("created_at", "id"))
+    return objects("ticket_responses", (), _responses, ticket.pk)
+
+
+def _activities(pk: int) -> QuerySet[TicketActivity]:
+    return TicketActivity.objects.filter(ticket_id=pk).select_related("actor").order_by("created_at", "id")
 
 
 def ticket_activities(*, ticket: PendingCall) -> list[TicketActivity]:
-    return list(TicketActivity.objects.filter(ticket=ticket).select_related("actor").order_by("created_at", "id"))
+    return objects("ticket_activities", (), _activities, ticket.pk)
 
 
 def ticket_approvals(*, ticket: PendingCall, responses: list[Response] | None = None) -> list[Response]:
