@@ -8,7 +8,7 @@ from typing import Any
 
 from django.core.exceptions import EmptyResultSet
 from django.db import connection
-from django.db.models import Exists, OuterRef, Q, QuerySet, prefetch_related_objects
+from django.db.models import Exists, OuterRef, Prefetch, Q, QuerySet, prefetch_related_objects
 from django.db.models.expressions import RawSQL
 
 from adkweb.compiled import compiled
@@ -28,6 +28,7 @@ from adkweb.roles import is_approver, is_observer
 
 from ..models import PendingCall, Response, TicketParticipant
 from ..permissions import visible_q
+from .tickets import LOADED
 
 INBOX_PAGE_SIZE = 25
 SORTS = ("newest", "oldest")  # an inbox's orders (InboxFilters.sort), the first its default
@@ -221,7 +222,8 @@ def _inbox_shape(filters: InboxFilters, user: Any, related: tuple[str, ...]) -> 
 # What the approvals API shows of each ticket in a list: its conversation, policy and editor, and who
 # decides it (approvals.api.ticket_json); the first three can be joined.
 JOINABLE = ("session", "edited_by", "policy")
-API_TICKET_RELATED = (*JOINABLE, "approver_groups", "escalation_groups")
+GROUP_RELATIONS = ("approver_groups", "escalation_groups")
+API_TICKET_RELATED = (*JOINABLE, *GROUP_RELATIONS)
 
 
 def inbox_page(
@@ -251,8 +253,9 @@ def inbox_page(
             return (qs.select_related(*joined) if joined else qs), narrow
 
         page = keyset_page_of("inbox_page", key, sourced, args, **paging)
-    if related:
-        prefetch_related_objects(page.object_list, *related)  # skips what the join already loaded
+    if related:  # skips what the join already loaded; many-to-many ones as lists (`loaded_groups`)
+        lookups = [Prefetch(r, to_attr=f"{r}{LOADED}") if r in GROUP_RELATIONS else r for r in related]
+        prefetch_related_objects(page.object_list, *lookups)
     page.object_list = approvals_attach(page.object_list)
     return page
 

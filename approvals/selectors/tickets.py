@@ -84,12 +84,23 @@ def ticket_visible_get(*, user: Any, ticket_id: int) -> PendingCall | None:
 
 
 # -- who decides a ticket (notifications ask whom to tell) -----------------------------------------
+LOADED = "_loaded"  # a ticket's groups prefetched as a list (the API's ticket list) are at `<relation>_loaded`
+
+
+def loaded_groups(ticket: PendingCall, relation: str) -> list[Any]:
+    """The ticket's `approver_groups` or `escalation_groups`: the list a page's prefetch left on it
+    (approvals.selectors.inbox.inbox_page: a list per ticket, not a manager's queryset built for each
+    of 50 tickets and two relations), else read now."""
+    found = getattr(ticket, relation + LOADED, None)
+    return found if found is not None else list(getattr(ticket, relation).all())
+
+
 def ticket_approver_groups(*, ticket: PendingCall) -> list[str]:
     """The groups a ticket is routed to now: its approver groups (and escalation groups once it
     escalated), or the approvers role for a ticket no policy routes."""
-    names = [g.name for g in ticket.approver_groups.all()] if ticket.routed else [APPROVERS]
+    names = [g.name for g in loaded_groups(ticket, "approver_groups")] if ticket.routed else [APPROVERS]
     if ticket.escalated_at is not None:
-        names += [g.name for g in ticket.escalation_groups.all()]
+        names += [g.name for g in loaded_groups(ticket, "escalation_groups")]
     return sorted(set(names))
 
 
@@ -141,9 +152,9 @@ def ticket_deciders(*, ticket: PendingCall) -> list[Any]:
     from django.contrib.auth import get_user_model
 
     User = get_user_model()
-    groups = [g.pk for g in ticket.approver_groups.all()] if ticket.routed else []
+    groups = [g.pk for g in loaded_groups(ticket, "approver_groups")] if ticket.routed else []
     if ticket.escalated_at is not None:
-        groups += [g.pk for g in ticket.escalation_groups.all()]
+        groups += [g.pk for g in loaded_groups(ticket, "escalation_groups")]
     counted: list[int] = []  # approvals that count only matter (and are read) with a quorum above one
     if ticket.required_approvals > 1:
         counted = sorted({r.actor_id for r in ticket_approvals(ticket=ticket) if r.actor_id is not None})

@@ -113,9 +113,10 @@ def test_the_list_takes_a_constant_number_of_queries(api, demo):
     before = {url: _queries(c, url)[0] for url in URLS}
     made = _tickets(30, assigned_to=demo["approver"], routed=True, escalated_at=timezone.now())
     approvers = Group.objects.get(name=APPROVERS)
+    escalated_to = Group.objects.create(name="escalated-to")
     for t in made:  # routed and escalated: each row shows its groups, read for the page at once
         t.approver_groups.add(approvers)
-        t.escalation_groups.add(approvers)
+        t.escalation_groups.add(escalated_to)
     after = {url: _queries(c, url)[0] for url in URLS}
     assert after == before
     deep, body = _queries(c, "/api/pending-calls?status=all&page_size=5")
@@ -126,5 +127,8 @@ def test_the_list_takes_a_constant_number_of_queries(api, demo):
     mine_deep, body = _queries(c, body["next"])
     assert mine_deep == before["/api/pending-calls?mine=1&status=all"]
     # What each row shows needs no query per row: who decides it, its conversation, its policy.
-    assert body["results"][0]["approverGroups"] == ["approvers"] and body["results"][0]["session"]["user_id"]
+    assert (
+        body["results"][0]["approverGroups"] == ["approvers", "escalated-to"]
+        and body["results"][0]["session"]["user_id"]
+    )
     assert {t["id"] for t in body["results"]} <= {t.pk for t in made}
