@@ -72,6 +72,18 @@ def _sentinel(i: int, arg: Any) -> Any:
     return _SENTINEL - i
 
 
+def stand_ins(args: tuple) -> tuple:
+    """A stand-in for each argument (`_sentinel`), to build the query with and find them in its parameters."""
+    return tuple(_sentinel(i, a) for i, a in enumerate(args))
+
+
+def placed(params: Any, sentinels: tuple) -> list[tuple[int, int]] | None:
+    """Where each argument goes among the compiled query's parameters, as (position, argument) pairs;
+    None when an argument is not found there (not a plain parameter: the ORM answers each call)."""
+    places = [(i, sentinels.index(p)) for i, p in enumerate(params) if p in sentinels]
+    return places if len({arg for _, arg in places}) == len(sentinels) else None
+
+
 def _rows_sql(build: Callable[..., QuerySet], sentinels: tuple) -> tuple[str, tuple, list | None, list]:
     """The SQL of `build(*sentinels)` (a `values_list` query), its parameters, where each argument
     goes among them ((position, argument) pairs; None when an argument is not found there), and the
@@ -82,10 +94,8 @@ def _rows_sql(build: Callable[..., QuerySet], sentinels: tuple) -> tuple[str, tu
         sql, params = compiler.as_sql()
     except (ValueError, TypeError):  # a stand-in the query cannot take (e.g. a slice's bound): the ORM answers
         return "", (), None, []
-    places = [(i, sentinels.index(p)) for i, p in enumerate(params) if p in sentinels]
-    found = {arg for _, arg in places}
     expressions = [col for col, _, _ in compiler.select]
-    return sql, tuple(params), places if len(found) == len(sentinels) else None, expressions
+    return sql, tuple(params), placed(params, sentinels), expressions
 
 
 def rows(name: str, key: tuple, build: Callable[..., QuerySet], *args: Any) -> list[list[Any]]:
@@ -146,7 +156,7 @@ def rows_after(
     parameters or rows run after the query, the same way (e.g. the release of a savepoint `lead` took).
     `begin`: when `lead` would be its transaction's first statement (`begins()`), the transaction's BEGIN
     leads the query string too (`begun_with`): one round trip for the three."""
-    sentinels = tuple(_sentinel(i, a) for i, a in enumerate(args))
+    sentinels = stand_ins(args)
     sql, template, places, expressions = compiled(name, key, lambda: _rows_sql(build, sentinels))
     lead_rows: list[tuple] = []
     if places is None:
@@ -212,7 +222,7 @@ def rows_both(name: str, key: tuple, build: Callable[..., QuerySet], args: tuple
     parameter of either query, the first alone (the ride is not sent)."""
     prepared = []
     for q_name, q_key, q_build, q_args in ((name, key, build, args), (ride.name, ride.key, ride.build, ride.args)):
-        sentinels = tuple(_sentinel(i, a) for i, a in enumerate(q_args))
+        sentinels = stand_ins(q_args)
         sql, template, places, expressions = compiled(q_name, q_key, lambda: _rows_sql(q_build, sentinels))  # noqa: B023
         if places is None or connection.vendor != "postgresql":
             return rows(name, key, build, *args)

@@ -25,7 +25,7 @@ from django.db.models import Model, QuerySet
 from django.db.models import query as django_query
 from django.db.models.query import ModelIterable
 
-from .compiled import _sentinel
+from .compiled import placed, stand_ins
 
 M = TypeVar("M", bound=Model)
 MAX_PLANS = 512  # per connection; past it they start again
@@ -37,6 +37,7 @@ class _Plan:
     template: tuple
     places: list[tuple[int, int]]  # (position among the parameters, argument)
     compiler: Any
+    converters: Any  # the columns' converters (the compiler's, worked out once: not on every call)
     model: type[Model]
     init_list: list[str]
     start: int
@@ -47,7 +48,7 @@ class _Plan:
 
 
 def _plan(build: Callable[..., QuerySet], args: tuple) -> _Plan | None:
-    sentinels = tuple(_sentinel(i, a) for i, a in enumerate(args))
+    sentinels = stand_ins(args)
     try:
         qs: Any = build(*sentinels)  # its private attributes: the stubs know a later Django
         if qs._prefetch_related_lookups or qs._iterable_class is not ModelIterable or qs.query.combinator:
@@ -56,10 +57,11 @@ def _plan(build: Callable[..., QuerySet], args: tuple) -> _Plan | None:
         sql, params = compiler.as_sql()
     except (EmptyResultSet, ValueError, TypeError):
         return None
-    places = [(i, sentinels.index(p)) for i, p in enumerate(params) if p in sentinels]
-    if len({arg for _, arg in places}) != len(sentinels) or qs._known_related_objects:
-        return None
+    places = placed(params, sentinels)
     select, klass_info = compiler.select, compiler.klass_info
+    columns = [s[0] for s in select[0 : compiler.col_count]]
+    if places is None or qs._known_related_objects or compiler.has_composite_fields(columns):
+        return None
     fields = klass_info["select_fields"]
     start, end = fields[0], fields[-1] + 1
     return _Plan(
@@ -67,6 +69,7 @@ def _plan(build: Callable[..., QuerySet], args: tuple) -> _Plan | None:
         template=tuple(params),
         places=places,
         compiler=compiler,
+        converters=compiler.get_converters(columns),
         model=klass_info["model"],
         init_list=[f[0].target.attname for f in select[start:end]],
         start=start,
@@ -102,7 +105,8 @@ def objects(name: str, key: tuple, build: Callable[..., QuerySet[M]], *args: Any
         fetched = [row[: plan.trim] for row in fetched]
     alias = connection.alias
     found = []
-    for row in plan.compiler.results_iter([fetched]):
+    rows = plan.compiler.apply_converters(fetched, plan.converters) if plan.converters else fetched
+    for row in rows:
         obj = plan.model.from_db(alias, plan.init_list, row[plan.start : plan.end])
         for populator in plan.populators:
             populator.populate(row, obj)
