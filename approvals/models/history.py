@@ -1,0 +1,50 @@
+"""What happened to tickets besides their responses, and the head of the chain every decision is linked into."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+from .tickets import PendingCall, Response
+
+
+class TicketActivity(models.Model):
+    """Append-only history of what happened to a ticket besides its responses: the rules it got,
+    reminders, escalations, edits, grants."""
+
+    class Kind(models.TextChoices):
+        POLICY = "policy", "rules applied"
+        REMINDED = "reminded", "reminder"
+        ESCALATED = "escalated", "escalated"
+        EDITED = "edited", "arguments edited"
+        GRANTED = "granted", "standing grant given"
+        EXPIRED = "expired", "expired"
+        CANCELLED = "cancelled", "cancelled (conversation deleted)"
+
+    ticket = models.ForeignKey(PendingCall, on_delete=models.PROTECT, related_name="activities")
+    kind = models.CharField(max_length=16, choices=Kind.choices)
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    message = models.CharField(max_length=500)
+    detail = models.JSONField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["created_at", "id"]
+        verbose_name_plural = "ticket activities"
+
+    def __str__(self) -> str:
+        return f"{self.kind} on ticket {self.ticket_id}"
+
+
+class DecisionChain(models.Model):
+    """The head of the decision chain (one row): locked while a decision is linked, so concurrent
+    decisions still form one chain; its length and last hash also show a truncated tail."""
+
+    length = models.PositiveBigIntegerField(default=0)
+    last_hash = models.CharField(max_length=64, default="")
+    last_response = models.ForeignKey(Response, null=True, blank=True, on_delete=models.PROTECT, related_name="+")
+
+    def __str__(self) -> str:
+        return f"decision chain ({self.length} decisions)"
