@@ -71,7 +71,8 @@ _PLAIN = [
     ("approvals.ticket_locks", "", "session_and_ticket_locked", "locks"),
     ("approvals.decisions", "", "_session_and_ticket_locked", "locks"),  # before the split
     ("agents_app.services", "", "turn_add", "turn_add"),
-    ("approvals.decisions", "", "_record", "record"),
+    ("approvals.decision_write", "", "record", "record"),
+    ("approvals.decisions", "", "_record", "record"),  # before the split
     ("approvals.chain", "", "link", "chain"),
     ("agents_app.enqueue|agents_app.services", "", "session_enqueue", "wake"),  # services before the split
     ("agents_app.fanout", "", "publish_event", "publish_event"),

@@ -1,0 +1,143 @@
+"""A decision checked before anything is written (approvals.decisions): the answer a caller gives, the
+refusals it may meet (each an HTTP 403 or 409), what it will do (its plan: the ticket's outcome, held for
+a quorum or not, the arguments' hash) and the function response that reaches the agent."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from google.genai import types
+
+from adkweb.errors import Conflict, Forbidden
+from agents_app.agents import remote_app
+
+from . import edits, grants, payloads
+from .hashing import args_hash
+from .models import PendingCall, Response
+from .payloads import InvalidResponse
+from .permissions import decide_refusal
+
+
+class TicketClosed(Conflict):
+    """The ticket already has its final response (HTTP 409)."""
+
+    def __init__(self, ticket: PendingCall) -> None:
+        who = f" by {ticket.closed_by.get_username()}" if ticket.closed_by_id and ticket.closed_by else ""
+        status = ticket.get_status_display()
+        super().__init__(f"Ticket #{ticket.pk} is already closed ({status}{who}); nothing was sent.")
+        self.ticket = ticket
+
+
+class NotAllowed(Forbidden):
+    """The actor may not answer this ticket (HTTP 403)."""
+
+
+class StaleArguments(Conflict):
+    """The decider saw other arguments than the ticket's current ones (HTTP 409)."""
+
+    def __init__(self, ticket: PendingCall) -> None:
+        by = f" by {ticket.edited_by.get_username()}" if ticket.edited_by else ""
+        super().__init__(
+            f"The arguments of ticket #{ticket.pk} changed since you saw them (edited{by}); "
+            "reload it and decide on what it says now. Nothing was sent."
+        )
+
+
+class AlreadyCounted(Forbidden):
+    """A person's approval counts once toward a ticket's required approvals (HTTP 403)."""
+
+
+@dataclass
+class Answer:
+    ticket: PendingCall
+    payload: dict[str, Any]
+    final: bool
+    comment: str = ""
+    action: str = Response.Action.CUSTOM
+    sent: types.FunctionResponse | None = None  # a client's own FunctionResponse, passed on as is
+    seen_hash: str | None = None  # the argsHash the decider saw, when given
+    edited_args: dict[str, Any] | None = None  # approve these arguments instead
+    grant: grants.GrantSpec | None = None  # and allow the tool for a while
+    approve_extra: dict[str, Any] | None = None  # a confirmation's payload given with "approve"
+
+
+@dataclass
+class Plan:
+    answer: Answer
+    outcome: str  # the ticket status a final answer gives, or "update"
+    held: bool = False  # an approval that waits for more
+    hash: str = ""
+
+
+def approvers(ticket: PendingCall, hash_: str) -> set[int]:
+    """Who has approved these exact arguments so far (held approvals of a quorum ticket)."""
+    rows = Response.objects.filter(
+        pending_call=ticket, action=Response.Action.APPROVE, final=False, args_hash=hash_, actor__isnull=False
+    )
+    return set(rows.values_list("actor_id", flat=True))
+
+
+def answer_plan(answer: Answer, actor: Any, source: str) -> Plan:
+    """What an answer will do, checked before anything is written (refused: an exception to say why)."""
+    ticket = answer.ticket
+    if source == Response.Source.PERSON:
+        refusal = decide_refusal(actor, ticket)
+        if refusal:
+            raise NotAllowed(f"You may not answer ticket #{ticket.pk}: {refusal}")
+    if ticket.is_closed:
+        raise TicketClosed(ticket)
+    if answer.seen_hash is not None and answer.seen_hash != ticket.args_hash:
+        raise StaleArguments(ticket)
+    outcome = payloads.decision_of(answer.action, ticket, answer.payload) if answer.final else "update"
+    if answer.edited_args is not None:
+        if outcome != PendingCall.Status.APPROVED:
+            raise InvalidResponse("Edited arguments go with an approval only.")
+        edited = edits.check(ticket, answer.edited_args)
+        answer.edited_args = None if edited == ticket.current_args else edited
+    if answer.action == Response.Action.APPROVE:
+        answer.payload = payloads.approve_payload(ticket, answer.comment, answer.approve_extra, answer.edited_args)
+    payloads.validate(ticket, answer.payload, answer.final)
+    plan = Plan(answer, outcome, hash=args_hash(answer.edited_args or ticket.current_args))
+    if ticket.required_approvals > 1 and answer.final:
+        if outcome == PendingCall.Status.ANSWERED:
+            raise InvalidResponse(
+                f"Ticket #{ticket.pk} needs {ticket.required_approvals} approvals: approve or reject it."
+            )
+        if outcome == PendingCall.Status.APPROVED:
+            given = approvers(ticket, plan.hash)
+            if actor is not None and actor.pk in given:
+                raise AlreadyCounted(
+                    f"Your approval of ticket #{ticket.pk} already counts ({len(given)} of "
+                    f"{ticket.required_approvals}); another approver must give the next one."
+                )
+            plan.held = len(given) + 1 < ticket.required_approvals
+    if answer.grant is not None:
+        if outcome != PendingCall.Status.APPROVED:
+            raise InvalidResponse("A standing grant goes with an approval only.")
+        refusal = grants.grant_refusal(ticket)
+        if refusal:
+            raise Conflict(refusal)
+        duplicate = grants.duplicate_refusal(ticket, answer.grant.scope)  # before anything is written
+        if duplicate:
+            raise duplicate
+    return plan
+
+
+def function_response(plan: Plan) -> types.FunctionResponse:
+    """What reaches the agent: a client's response exactly as sent (with an approver's edits merged
+    in); one built here has no `will_continue` when final (ADK's own client sends none, and Vertex
+    AI refuses the field) and `will_continue=True` when intermediate (dropped again for backends
+    that refuse it, see agents_app.plugins)."""
+    answer, ticket = plan.answer, plan.answer.ticket
+    if answer.sent is not None:
+        changed = payloads.changes(ticket) if plan.outcome == PendingCall.Status.APPROVED else {}
+        if not changed or ticket.kind == PendingCall.Kind.CONFIRMATION:
+            return answer.sent
+        return answer.sent.model_copy(update={"response": {**(answer.sent.response or {}), **changed}})
+    # A remote app's model backend is not ours to know (its server cannot drop the field for Vertex AI):
+    # send it what ADK's own client sends, no `will_continue` at all.
+    quiet = answer.final or remote_app(ticket.app_name) is not None
+    return types.FunctionResponse(
+        id=ticket.call_id, name=ticket.call_name, response=answer.payload, will_continue=None if quiet else True
+    )
