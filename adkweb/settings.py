@@ -16,17 +16,10 @@ from kombu import Queue
 
 from adkweb.envvars import env_bool, env_list
 from adkweb.settings_logging import logging_settings
+from adkweb.settings_mode import DATABASE_URL, DEPLOYED, EMBEDDED, REDIS_URL  # embedded or deployed
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
-
-# --- Mode ---------------------------------------------------------------------------------
-DATABASE_URL = os.environ.get("DATABASE_URL", "")
-REDIS_URL = os.environ.get("REDIS_URL", "")
-EMBEDDED = not REDIS_URL
-# The embedded demo (`make run`, the tests) is no Redis and SQLite. Anything else (Redis, or a
-# database server) is a deployment: DEBUG is off unless asked for and a secret key is required.
-DEPLOYED = bool(REDIS_URL) or bool(DATABASE_URL and not DATABASE_URL.startswith("sqlite"))
 
 # --- Core -------------------------------------------------------------------------------
 SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "")
@@ -278,86 +271,11 @@ CELERY_BEAT_SCHEDULE = {
 # Start a Celery worker thread (and the owed-work sweeper) inside the ASGI process.
 ADKWEB_EMBEDDED_WORKER = env_bool("ADKWEB_EMBEDDED_WORKER", EMBEDDED)
 
-# --- Agents -----------------------------------------------------------------------------
-# Modules whose import registers tools in agents_app.tools.registry (comma-separated in the env).
-ADKWEB_TOOL_MODULES = [
-    m.strip() for m in os.environ.get("ADKWEB_TOOL_MODULES", "agents_app.demo.tools").split(",") if m.strip()
-]
-# Code-defined ADK apps: app name -> dotted path of an ADK agent or `App` (a bare dotted path is
-# named after its App or agent). An App's name must be its app name.
-ADKWEB_CODE_AGENTS: dict[str, str] = {
-    name: path
-    for name, _, path in (item.partition("=") for item in os.environ.get("ADKWEB_CODE_AGENTS", "").split(",") if item)
-}
-# An ADK agents folder laid out as `adk api_server AGENTS_DIR` expects (one folder per app).
-ADKWEB_AGENTS_DIR = os.environ.get("ADKWEB_AGENTS_DIR", "")
-# ADK memory service: "memory" (ADK's in-memory one, per process), "django" (in the database) or a
-# dotted path to a BaseMemoryService class or factory.
-ADKWEB_MEMORY_SERVICE = os.environ.get("ADKWEB_MEMORY_SERVICE", "memory")
-ADKWEB_DEFAULT_MODEL = os.environ.get("ADKWEB_DEFAULT_MODEL", "demo-offline")
-# Point ADK's Gemini client at a gateway (or a local protocol server in tests).
-GEMINI_BASE_URL = os.environ.get("GOOGLE_GEMINI_BASE_URL", "")
-# A run's lease on its session (one run per session at a time). A worker renews it every
-# ADKWEB_LEASE_RENEW_SECONDS while a turn runs (and on every stored event); a crashed worker's
-# session is free again within the lease, and the sweeper (beat every 15 s) resumes its turn:
-# a killed worker's conversations continue within lease + sweep (< 60 s with these defaults).
-ADKWEB_SESSION_LEASE_SECONDS = int(os.environ.get("ADKWEB_SESSION_LEASE_SECONDS", "30"))
-ADKWEB_LEASE_RENEW_SECONDS = float(
-    os.environ.get("ADKWEB_LEASE_RENEW_SECONDS", str(max(ADKWEB_SESSION_LEASE_SECONDS / 3, 0.2)))
-)
-# A turn running longer than the soft limit is stopped and recorded as failed; past the hard
-# limit (a tool that ignores cancellation) its lease is no longer renewed, so the heartbeat
-# cannot hold a session forever.
-ADKWEB_TURN_SOFT_TIME_LIMIT = float(os.environ.get("ADKWEB_TURN_SOFT_TIME_LIMIT", "600"))
-ADKWEB_TURN_HARD_TIME_LIMIT = float(os.environ.get("ADKWEB_TURN_HARD_TIME_LIMIT", "660"))
-# Remote apps (agents served by other ADK servers): how long a worker waits to connect to the
-# remote server, and for the next bytes of its answer (a remote step slower than this fails the
-# turn with a clear error; the whole turn is bounded by ADKWEB_TURN_SOFT_TIME_LIMIT as well).
-ADKWEB_REMOTE_CONNECT_TIMEOUT = float(os.environ.get("ADKWEB_REMOTE_CONNECT_TIMEOUT", "5"))
-ADKWEB_REMOTE_READ_TIMEOUT = float(os.environ.get("ADKWEB_REMOTE_READ_TIMEOUT", "120"))
-# Queued turns older than this are re-enqueued by the sweeper (broker was down, message lost).
-ADKWEB_REQUEUE_AFTER_SECONDS = int(os.environ.get("ADKWEB_REQUEUE_AFTER_SECONDS", "10"))
-ADKWEB_MAX_TURN_ATTEMPTS = 3
-# How long /api/adk/run and /run_sse wait for the worker's run (the run goes on after that), and
-# how often they re-read the database when the channel layer is silent.
-ADKWEB_API_RUN_TIMEOUT = float(os.environ.get("ADKWEB_API_RUN_TIMEOUT", "120"))
-ADKWEB_API_POLL_SECONDS = float(os.environ.get("ADKWEB_API_POLL_SECONDS", "1.0"))
-# After a turn's commit, wake a worker through a Redis list its listener blocks on (agents_app.wake)
-# instead of Celery's message (services mode; the workers must run the threads pool). Off: Celery's task.
-ADKWEB_WAKE_LIST = env_bool("ADKWEB_WAKE_LIST", bool(REDIS_URL))
-# Eager runs (agents_app.eager): the web process that answers ADK's `/run` or `/run_sse` (and holds the
-# request open until the turn ends) runs the session's drain itself, on one of ADKWEB_EAGER_SLOTS
-# threads of its own, with the worker's code (lease, claim, heartbeat); with no slot free, or off,
-# a worker is woken as before. Each slot keeps an event loop, a database thread and the agents it
-# built, and a running drain holds one pooled connection: keep slots x 2 + a few under
-# DATABASE_POOL_MAX_SIZE with the requests'. Default: on in embedded mode (the turn skips the
-# in-process broker and its worker thread: p50 0.93-1.00x, p95 0.85-0.93x of before), off in services
-# mode, where it measured slower (p50 1.04-1.27x: the whole turn then shares one process's GIL and
-# CPU share with the web's own work, where a worker ran it in parallel; bench/README.md, phase 9 eager).
-ADKWEB_EAGER_RUN = env_bool("ADKWEB_EAGER_RUN", EMBEDDED)
-ADKWEB_EAGER_SLOTS = int(os.environ.get("ADKWEB_EAGER_SLOTS", "4"))
-# An enqueue the broker refused is retried this often by the process that committed the turn
-# (0: leave it to the sweeper alone).
-ADKWEB_ENQUEUE_RETRY_SECONDS = float(os.environ.get("ADKWEB_ENQUEUE_RETRY_SECONDS", "1"))
-# Turns one person may have queued or running at once (each may cost model calls): a message or
-# /run beyond it is refused with 429 until one finishes. Answers to tickets are never capped. 0: no cap.
-ADKWEB_MAX_QUEUED_TURNS_PER_USER = int(os.environ.get("ADKWEB_MAX_QUEUED_TURNS_PER_USER", "10"))
-# How long an API Idempotency-Key is remembered (a retry with it gets the original answer).
-ADKWEB_IDEMPOTENCY_KEY_HOURS = int(os.environ.get("ADKWEB_IDEMPOTENCY_KEY_HOURS", "24"))
-
-# --- Operations: probes and metrics ------------------------------------------------------
-# /readyz gives each check (database, broker, channel layer) this long before calling it down.
-ADKWEB_READYZ_TIMEOUT = float(os.environ.get("ADKWEB_READYZ_TIMEOUT", "3"))
-# /metrics (Prometheus): readable with `Authorization: Bearer <this token>` (unset: staff logins only).
-ADKWEB_METRICS_TOKEN = os.environ.get("ADKWEB_METRICS_TOKEN", "")
-# The database-derived metrics are read at most this often, however many scrapers ask.
-ADKWEB_METRICS_CACHE_SECONDS = float(os.environ.get("ADKWEB_METRICS_CACHE_SECONDS", "5"))
-# adkweb_turn_duration_seconds describes the turns that finished within this many seconds (a bounded
-# read on the turn_finished_at index, not every turn ever run).
-ADKWEB_METRICS_TURN_WINDOW_SECONDS = float(os.environ.get("ADKWEB_METRICS_TURN_WINDOW_SECONDS", "3600"))
-
-# --- Notifications (email, webhooks, one-tap approval links): adkweb/settings_notify.py ------------
+# --- Agents (adkweb/settings_agents.py); operations: probes, metrics, the garbage collector
+# (adkweb/settings_ops.py); notifications: email, webhooks, one-tap approval links (adkweb/settings_notify.py)
+from adkweb.settings_agents import *  # noqa: E402,F403
 from adkweb.settings_notify import *  # noqa: E402,F403
+from adkweb.settings_ops import *  # noqa: E402,F403
 
 # --- Logging: every line with its time, level, logger and ids (adkweb/settings_logging.py) ---------
 # Celery's workers and beat log through it too (CELERY_WORKER_HIJACK_ROOT_LOGGER above); the in-process
@@ -365,10 +283,3 @@ from adkweb.settings_notify import *  # noqa: E402,F403
 LOGGING = logging_settings(level=os.environ.get("LOG_LEVEL", "INFO"), quiet_celery=ADKWEB_EMBEDDED_WORKER)
 # Show the demo logins on the login page (embedded demo only; never where real users log in).
 ADKWEB_SHOW_DEMO_LOGINS = env_bool("ADKWEB_SHOW_DEMO_LOGINS", not DEPLOYED and DEBUG)
-
-# The web process's garbage collector (adkweb.gcpolicy): once websockets have stopped opening and closing
-# for this many seconds, collect once and freeze what survives (their objects leave the full
-# collections' walks); a thaw after ADKWEB_GC_THAW_CLOSES closes (or the frozen objects doubling) keeps
-# the frozen cycles of closed sockets bounded. 0: off (the startup freeze stays).
-ADKWEB_GC_SETTLE_SECONDS = float(os.environ.get("ADKWEB_GC_SETTLE_SECONDS", "1.0"))
-ADKWEB_GC_THAW_CLOSES = int(os.environ.get("ADKWEB_GC_THAW_CLOSES", "1000"))

@@ -1,0 +1,21 @@
+"""Operations settings (probes, metrics, the web process's garbage collector), imported by
+adkweb/settings.py."""
+
+import os
+
+# /readyz gives each check (database, broker, channel layer) this long before calling it down.
+ADKWEB_READYZ_TIMEOUT = float(os.environ.get("ADKWEB_READYZ_TIMEOUT", "3"))
+# /metrics (Prometheus): readable with `Authorization: Bearer <this token>` (unset: staff logins only).
+ADKWEB_METRICS_TOKEN = os.environ.get("ADKWEB_METRICS_TOKEN", "")
+# The database-derived metrics are read at most this often, however many scrapers ask.
+ADKWEB_METRICS_CACHE_SECONDS = float(os.environ.get("ADKWEB_METRICS_CACHE_SECONDS", "5"))
+# adkweb_turn_duration_seconds describes the turns that finished within this many seconds (a bounded
+# read on the turn_finished_at index, not every turn ever run).
+ADKWEB_METRICS_TURN_WINDOW_SECONDS = float(os.environ.get("ADKWEB_METRICS_TURN_WINDOW_SECONDS", "3600"))
+
+# The web process's garbage collector (adkweb.gcpolicy): once websockets have stopped opening and closing
+# for this many seconds, collect once and freeze what survives (their objects leave the full
+# collections' walks); a thaw after ADKWEB_GC_THAW_CLOSES closes (or the frozen objects doubling) keeps
+# the frozen cycles of closed sockets bounded. 0: off (the startup freeze stays).
+ADKWEB_GC_SETTLE_SECONDS = float(os.environ.get("ADKWEB_GC_SETTLE_SECONDS", "1.0"))
+ADKWEB_GC_THAW_CLOSES = int(os.environ.get("ADKWEB_GC_THAW_CLOSES", "1000"))
