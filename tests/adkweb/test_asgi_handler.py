@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import re
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
@@ -17,7 +18,7 @@ from django.test import AsyncClient as DjangoAsyncClient
 from django.test.client import AsyncClientHandler
 
 from adkweb import middleware
-from adkweb.handler import ASGIHandler, MiddlewareOnTheLoop
+from adkweb.handler import ASGIHandler, MiddlewareOnTheLoop, RequestThread
 from agents_app.tokens import token_create
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -162,7 +163,14 @@ async def _serve(handler: ASGIHandler, path: str) -> int:
         sent.append(message)
 
     await handler(_get(path), receive, send)
+    await _settled(handler)
     return sent[0]["status"]
+
+
+async def _settled(handler: ASGIHandler) -> None:
+    """Until what the requests left on their kept threads (their responses' close) has run."""
+    for thread in list(handler._idle):
+        await asyncio.wrap_future(ThreadPoolExecutor.submit(thread, lambda: None))
 
 
 async def test_request_threads_are_kept_and_never_shared_by_concurrent_requests(demo):
@@ -189,7 +197,7 @@ async def test_request_threads_are_kept_and_never_shared_by_concurrent_requests(
         request_started.disconnect(started)
 
 
-async def test_a_thread_still_busy_after_its_request_is_not_reused(demo):
+async def test_a_thread_still_busy_after_its_request_is_not_reused(demo, monkeypatch):
     """A request whose sync work outlives it (one cancelled while its sync code ran) leaves its thread
     busy: that thread is not handed to the next request, which would wait behind it."""
     handler = ASGIHandler()
@@ -199,15 +207,23 @@ async def test_a_thread_still_busy_after_its_request_is_not_reused(demo):
     def started(**kwargs: Any) -> None:
         threads.append(threading.get_ident())
 
-    def finished(**kwargs: Any) -> None:  # the request's last sync call: more work for its thread
+    given: list[RequestThread] = []
+    submit = RequestThread.submit
+
+    def noted(self: RequestThread, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
+        given.append(self)
+        return submit(self, fn, *args, **kwargs)
+
+    def view(**kwargs: Any) -> None:  # the request's sync code (in its view's hand-over): more work for its thread
         if len(threads) == 1:
-            executor = SyncToAsync.context_to_thread_executor[SyncToAsync.thread_sensitive_context.get()]
-            executor.submit(release.wait, 10)
+            given[-1].submit(release.wait, 10)
+
+    monkeypatch.setattr(RequestThread, "submit", noted)
 
     request_started.connect(started)
-    request_finished.connect(finished)
+    request_started.connect(view)
     try:
-        assert await _serve(handler, "/api/adk/health") == 200
+        assert await _serve(handler, "/api/adk/health") == 200  # a sync view: a hand-over
         assert handler._idle == []
         assert await _serve(handler, "/api/adk/health") == 200
         assert threads[1] != threads[0]
@@ -215,7 +231,7 @@ async def test_a_thread_still_busy_after_its_request_is_not_reused(demo):
     finally:
         release.set()
         request_started.disconnect(started)
-        request_finished.disconnect(finished)
+        request_started.disconnect(view)
 
 
 def test_daphne_handler_loads_the_loop_versions_under_django_names(settings):
@@ -232,8 +248,6 @@ async def test_request_started_runs_on_the_requests_thread_in_its_first_hand_ove
     """Django sends request_started with a hop of its own to the request's thread; here its receivers
     run there first thing in the request's next hand-over (before any of its sync code): one hand-over
     fewer per request. A request_started with an async receiver is sent Django's way."""
-    from adkweb.handler import RequestThread
-
     handler = ASGIHandler()
     log: list[tuple[str, int]] = []
     submit = RequestThread.submit
@@ -275,3 +289,40 @@ async def test_request_started_runs_on_the_requests_thread_in_its_first_hand_ove
     request_thread = next(t for kind, t in ours if kind == "started")
     assert all(t == request_thread for kind, t in ours if kind != "hand-over")  # on the request's thread
     assert kinds.count("hand-over") == [k for k, _ in djangos].count("hand-over") - 1, (ours, djangos)
+
+
+async def test_the_response_is_closed_on_the_requests_thread_and_not_waited_for(demo, monkeypatch, caplog):
+    """Django's handler waits for a hop to the request's thread to close the response (request_finished);
+    here the close is handed to that thread after the answer and not waited for: no hop of the loop for it.
+    It still runs on the request's thread, after the request's sync code, before the next request's; a
+    close that raises is logged and the thread kept."""
+    handler = ASGIHandler()
+    log: list[tuple[str, int]] = []
+    hops: list[str] = []
+    call = SyncToAsync.__call__
+
+    async def counted(self: SyncToAsync, *args: Any, **kwargs: Any) -> Any:
+        hops.append(getattr(self.func, "__qualname__", repr(self.func)))
+        return await call(self, *args, **kwargs)
+
+    def started(**kwargs: Any) -> None:
+        log.append(("started", threading.get_ident()))
+
+    def finished(**kwargs: Any) -> None:
+        log.append(("finished", threading.get_ident()))
+        if len(log) == 4:
+            raise RuntimeError("a receiver that fails")
+
+    monkeypatch.setattr(SyncToAsync, "__call__", counted)
+    request_started.connect(started)
+    request_finished.connect(finished)
+    try:
+        for _ in range(3):
+            assert await _serve(handler, "/api/adk/health") == 200
+    finally:
+        request_started.disconnect(started)
+        request_finished.disconnect(finished)
+    assert hops == ["health"] * 3  # the view's; Django's handler: a hop to close each response too
+    assert [kind for kind, _ in log] == ["started", "finished"] * 3
+    assert len({t for _, t in log}) == 1 and len(handler._idle) == 1  # one thread, kept (after the failed close too)
+    assert "Closing the response of a request failed" in caplog.text
