@@ -29,7 +29,6 @@ Streaming chunks are never stored, so they come from the layer only.
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -45,7 +44,7 @@ from adkweb import compiled
 from .. import selectors
 from ..events import session_group
 from ..models import StoredEvent, Turn
-from .render import event_json
+from .render import event_json, stored_event_json
 
 
 def run_timeout() -> float:
@@ -184,9 +183,9 @@ class _Follower:
             return "skip", None
         self.last_pk = pk
         # The stored JSON text; `data` (parsed) from a worker that sent it so (before data_json)
-        data = json.loads(message["data_json"]) if "data_json" in message else message["data"]
-        self.stored_ids.add(str(data.get("id", "")))
-        return "event", event_json(data)
+        rest = stored_event_json(message["data_json"]) if "data_json" in message else event_json(message["data"])
+        self.stored_ids.add(str(rest.get("id", "")))
+        return "event", rest
 
     def complete(self, message: dict) -> bool:
         """A `turn.finished` of this turn that leaves nothing to read: DONE, at the revision this
