@@ -15,8 +15,11 @@ its context switches (getrusage: how often it waited, how often another process 
 `--tree` runs another worktree's code (a before/after comparison: run both, alternating). The
 database is created and dropped (test_<name>_drain_<pid>).
 
-`--callgrind` runs the same under valgrind's callgrind and counts the instructions of each measured
-turn (every thread of the process, the collection switched on around each one with
+`--block N` prints the ratio of each block of N rounds (its spread: min, median, max), and with
+`--alternate` the rounds where the drain went first apart from those where it went second.
+
+`--callgrind` (bench/drain_callgrind.py) runs the same under valgrind's callgrind and counts the
+instructions of each measured turn (every thread of the process, the collection switched on around each one with
 callgrind_control): counts that do not move with the machine's load, so two trees' drain ÷ direct can
 be compared to a fraction of a percent where their wall and CPU times move by ±0.08× run to run.
 About 50× slower: use --turns 10-20. Needs valgrind (apt-get install valgrind).
@@ -25,21 +28,20 @@ About 50× slower: use --turns 10-20. Needs valgrind (apt-get install valgrind).
 from __future__ import annotations
 
 import argparse
-import glob
 import os
 import queue
-import re
 import resource
 import statistics
-import subprocess
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
-CALLGRIND = "DRAIN_INPROC_CALLGRIND"  # set in the child run under valgrind: its dumps' directory
+import drain_callgrind
+
+CALLGRIND = drain_callgrind.CALLGRIND
+
 _THREAD = ("ru_utime", "ru_stime", "ru_nvcsw", "ru_nivcsw")  # a turn's thread's getrusage fields kept
 
 
@@ -52,6 +54,7 @@ def main() -> None:
     )
     parser.add_argument("--callgrind", action="store_true", help="count each turn's instructions (valgrind)")
     parser.add_argument("--alternate", action="store_true", help="the direct Runner first every other turn")
+    parser.add_argument("--block", type=int, default=10, help="rounds per block for the ratio's spread (default 10)")
     parser.add_argument(
         "--worker-gc",
         action="store_true",
@@ -60,7 +63,7 @@ def main() -> None:
     )
     args = parser.parse_args()
     if args.callgrind and not os.environ.get(CALLGRIND):
-        callgrind(args)
+        drain_callgrind.run(args, os.path.abspath(sys.argv[0]))
         return
     root = Path(args.tree).resolve()
     sys.path.insert(0, str(root))
@@ -87,7 +90,7 @@ def main() -> None:
     connection.creation.create_test_db(verbosity=0, autoclobber=True, serialize=False)
     try:
         print(f"{root} (load average {os.getloadavg()[0]:.1f})")
-        measure(args.turns, args.only, args.alternate, args.worker_gc)
+        measure(args.turns, args.only, args.alternate, args.worker_gc, args.block)
     finally:
         from django.db import connections
 
@@ -100,7 +103,9 @@ def main() -> None:
         connection.creation.destroy_test_db(old_name, verbosity=0)
 
 
-def measure(turns: int, only: str | None = None, alternate: bool = False, worker_gc: bool = False) -> None:
+def measure(
+    turns: int, only: str | None = None, alternate: bool = False, worker_gc: bool = False, block: int = 10
+) -> None:
     from asgiref.sync import ThreadSensitiveContext
     from google.adk.runners import Runner
     from google.genai import types
@@ -133,7 +138,7 @@ def measure(turns: int, only: str | None = None, alternate: bool = False, worker
     if counting:
         from agents_app import publish_order
 
-        publish_order.LEAD_WAIT = 600.0  # see callgrind()
+        publish_order.LEAD_WAIT = 600.0  # see drain_callgrind.run()
         from adkweb import live
 
         hints = getattr(live, "EMPTY_LATELY", None) is not None and live  # before the split (a --base tree)
@@ -145,7 +150,7 @@ def measure(turns: int, only: str | None = None, alternate: bool = False, worker
         while (job := jobs.get()) is not None:
             kind, arg, measured, index = job
             if counting and measured:
-                _callgrind_control("-i", "on")
+                drain_callgrind.control("-i", "on")
             before = resource.getrusage(resource.RUSAGE_THREAD)
             wall, cpu = time.perf_counter(), time.process_time()
             if kind == "drain":
@@ -156,12 +161,13 @@ def measure(turns: int, only: str | None = None, alternate: bool = False, worker
             after = resource.getrusage(resource.RUSAGE_THREAD)
             sample = (wall_ms, cpu_ms, *(getattr(after, f) - getattr(before, f) for f in _THREAD))
             if counting and measured:
-                _callgrind_control("-i", "off")
-                _callgrind_control(f"--dump={kind}{index}")  # before the caller goes on (the last turn's too)
+                drain_callgrind.control("-i", "off")
+                drain_callgrind.control(f"--dump={kind}{index}")  # before the caller goes on (the last turn's too)
             done.put(sample)
 
     threading.Thread(target=work, name="bench-worker", daemon=True).start()
     results: dict[str, list[tuple[float, ...]]] = {"drain": [], "direct": []}
+    drain_first: list[bool] = []  # per measured round: did the drain go first (right after its message's commit)?
     warm = 3
     session: Any = None
     direct_id = ""
@@ -174,6 +180,8 @@ def measure(turns: int, only: str | None = None, alternate: bool = False, worker
         if only != "direct":
             services.message_send(session=session, text=text, streaming=False)
         pair = [("drain", session.pk), ("direct", direct_id)]
+        if i >= warm:
+            drain_first.append(not (alternate and i % 2))
         for kind, arg in pair[::-1] if alternate and i % 2 else pair:
             if only and kind != only:
                 continue
@@ -214,6 +222,32 @@ def measure(turns: int, only: str | None = None, alternate: bool = False, worker
         f"  drain - direct, the turns' thread (means): system {extra[0] * 1000:+.2f} ms, waits {extra[1]:+.1f}, "
         f"preempted {extra[2]:+.1f}"
     )
+    _spread(drained, directs, drain_first, block)
+
+
+def _spread(drained: list[tuple[float, ...]], directs: list[tuple[float, ...]], first: list[bool], block: int) -> None:
+    """The ratio's spread: drain / direct of the medians of each block of `block` rounds (the same rounds on
+    both sides), and, where the order alternated, of the rounds where the drain went first and where it
+    went second (whether running right after the message's commit, the drain's lot otherwise, moves it)."""
+
+    def ratios(rounds: list[int]) -> tuple[float, float]:
+        return tuple(  # type: ignore[return-value]
+            statistics.median(drained[r][i] for r in rounds) / statistics.median(directs[r][i] for r in rounds)
+            for i in (0, 1)
+        )
+
+    blocks = [ratios(list(range(s, s + block))) for s in range(0, len(drained) - block + 1, block)]
+    if len(blocks) > 1:
+        for i, what in enumerate(("wall", "CPU")):
+            each = sorted(b[i] for b in blocks)
+            print(
+                f"  blocks of {block} rounds, {what}: min {each[0]:.3f}x, median {statistics.median(each):.3f}x, "
+                f"max {each[-1]:.3f}x  ({' '.join(f'{b[i]:.2f}' for b in blocks)})"
+            )
+    if any(first) and not all(first):
+        for label, went in (("drain first", True), ("direct first", False)):
+            wall, cpu = ratios([r for r, f in enumerate(first) if f == went])
+            print(f"  {label:<12}: wall {wall:.3f}x, CPU {cpu:.3f}x")
 
 
 def _full_collections(worker_gc: bool) -> list[float]:
@@ -237,57 +271,6 @@ def _full_collections(worker_gc: bool) -> list[float]:
 
     gc.callbacks.append(timed)
     return pauses
-
-
-def _callgrind_control(*args: str) -> None:
-    subprocess.run(["callgrind_control", *args, str(os.getpid())], capture_output=True, check=True)
-
-
-def callgrind(args: argparse.Namespace) -> None:
-    """Run this script under callgrind (collection off but around each measured turn, one dump per
-    turn) and print the median instructions of a turn of each kind and their ratio."""
-    with tempfile.TemporaryDirectory() as out:
-        cmd = ["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={out}/cg.%p"]
-        cmd += [sys.executable, os.path.abspath(sys.argv[0]), "--turns", str(args.turns), "--tree", args.tree]
-        cmd += ["--only", args.only] if args.only else []
-        cmd += ["--alternate"] if args.alternate else []
-        # Nothing that depends on the clock, which runs ~50x slower under valgrind: string hashes fixed,
-        # no lease renewal during a turn, the "running" status riding with the first event as it does.
-        env = {**os.environ, CALLGRIND: out, "PYTHONHASHSEED": "0", "ADKWEB_SESSION_LEASE_SECONDS": "3600"}
-        run = subprocess.run(cmd, env=env, capture_output=True, text=True)
-        if run.returncode:
-            sys.exit(run.stdout[-2000:] + run.stderr[-3000:])
-        print(run.stdout, end="")
-        counts: dict[str, list[int]] = {}
-        by_turn: dict[str, dict[int, int]] = {}
-        for path in glob.glob(f"{out}/cg.*.*"):  # one file per dump: cg.<pid>.<n>
-            text = Path(path).read_text(errors="replace")
-            dump = re.search(r"^desc: Trigger: dump ([a-z]+)(\d+)", text, re.M)
-            total = re.search(r"^totals: (\d+)", text, re.M)
-            if dump and total:
-                counts.setdefault(dump.group(1), []).append(int(total.group(1)))
-                by_turn.setdefault(dump.group(1), {})[int(dump.group(2))] = int(total.group(1))
-    medians = {k: statistics.median(v) for k, v in counts.items()}
-    for kind, n in medians.items():
-        spread = f"{min(counts[kind]) / 1e6:.1f}-{max(counts[kind]) / 1e6:.1f}"
-        mean = statistics.mean(counts[kind]) / 1e6
-        print(
-            f"  {kind:<7} median {n / 1e6:8.2f}, mean {mean:8.2f} M instructions a turn "
-            f"(range {spread}, {len(counts[kind])} turns)"
-        )
-    if "drain" in medians and "direct" in medians:
-        means = {k: statistics.mean(v) for k, v in counts.items()}
-        print(
-            f"  drain / direct: instructions {medians['drain'] / medians['direct']:.3f}x median, "
-            f"{means['drain'] / means['direct']:.3f}x mean (user space only: not the kernel's side of a round trip)"
-        )
-        # The same turn index on both sides (sessions of the same length): the drain's extra, turn by turn; its
-        # median moves less between runs than the ratio of medians taken over turns of different lengths.
-        extra = sorted((n - by_turn["direct"][i]) / 1e6 for i, n in by_turn["drain"].items() if i in by_turn["direct"])
-        print(
-            f"  drain - direct of the same turn: median {statistics.median(extra):.2f} M instructions "
-            f"(range {extra[0]:.2f}-{extra[-1]:.2f}, {len(extra)} turns)"
-        )
 
 
 if __name__ == "__main__":
