@@ -81,7 +81,6 @@ async def execute(cursor: psycopg.AsyncCursor[Any], sql: str, params: Any, state
     """`sql` with `params` on the cursor's connection (autocommit): EXECUTE of its prepared statement,
     PREPAREd first if this connection has not yet; as text where it is not prepared. `statement`: the
     one to send for `sql` where it is built another way (agents_app.turn_sql's: its lock first)."""
-    global _plain
     statement = None if _plain or pooler.text_only else statement or prepared(sql)
     if statement is None:
         await cursor.execute(sql, params)
@@ -99,9 +98,26 @@ async def execute(cursor: psycopg.AsyncCursor[Any], sql: str, params: Any, state
     except psycopg.Error as exc:
         if exc.sqlstate != NO_SUCH_STATEMENT:
             raise
-        _plain = True  # nothing ran: the EXECUTE failed as it began
-        logger.warning("The session store's prepared statements were dropped by the server; using plain SQL.")
+        lost()  # nothing ran: the EXECUTE failed as it began
         await cursor.execute(sql, params)
+
+
+def lost() -> None:
+    """A connection lost what it prepared (DISCARD ALL, a pooler): this process sends every statement as text."""
+    global _plain
+    _plain = True
+    logger.warning("The session store's prepared statements were dropped by the server; using plain SQL.")
+
+
+def bound(conn: Any, statement: Prepared, params: Any) -> str | None:
+    """`statement`'s EXECUTE with `params` written in (`literal`) where it and what it runs first are prepared
+    on `conn` already: one complete text (agents_app.loop_raw sends it); None otherwise (`execute`'s way)."""
+    if _plain or pooler.text_only:
+        return None
+    ready = _ready.get(conn)
+    if ready is None or statement.name not in ready or any(b.name not in ready for b in statement.before):
+        return None
+    return literal(statement.execute, params)
 
 
 async def _prepare(cursor: psycopg.AsyncCursor[Any], sql: str, statement: Prepared) -> bool:

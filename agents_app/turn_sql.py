@@ -68,7 +68,7 @@ from typing import Any
 
 from django.db import DEFAULT_DB_ALIAS, ProgrammingError, connection
 
-from . import loop_prepared, pooler, session_async, session_sql
+from . import loop_prepared, loop_raw, pooler, session_async, session_sql
 from .models import AdkSession, Turn
 from .run_cache import STAMP_WIDTH, stamp_row, stamp_select
 from .session_status import ACTIVE_TURN_STATUSES, OPEN_TICKET_STATUSES
@@ -295,15 +295,8 @@ async def _arun(sql: str, params: dict[str, Any]) -> tuple:
     store's statements there too), with no hop to the database thread. Busy: no connection free,
     nothing sent (take the thread path)."""
 
-    async def run(conn: Any) -> tuple | None:
-        async with conn.cursor() as cursor:
-            if _plain or pooler.text_only:
-                await cursor.execute(sql, params)
-            else:
-                await loop_prepared.execute(cursor, sql, params, _prepared(sql))
-            while cursor.nextset():  # to the last statement's row
-                pass
-            return await cursor.fetchone()
+    async def run(conn: Any) -> tuple | None:  # by libpq's calls once prepared there (agents_app.loop_raw)
+        return await loop_raw.last_row(conn, sql, params, None if _plain or pooler.text_only else _prepared(sql))
 
     row = await session_async.on_connection(run, again_if_lost=False)  # a claim or a finish is not sent twice
     assert row is not None

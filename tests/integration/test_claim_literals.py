@@ -12,7 +12,7 @@ import psycopg
 import pytest
 from django.db import connection
 
-from agents_app import loop_prepared
+from agents_app import loop_prepared, loop_raw
 from agents_app.models import Turn
 from tests.agents_app.test_worker_loop import drained  # noqa: F401 - the fixture, used below
 from tests.integration.test_drain_from_loop import _adone_next, _astart, _queued, _session
@@ -21,15 +21,21 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("
 
 
 def _sent(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, Any]]:
-    """What the loop's cursors are given to send (its text and parameters), from now on."""
+    """What the loop's cursors are given to send (its text and parameters), and the complete texts
+    agents_app.loop_raw sends without one (parameters None), from now on."""
     seen: list[tuple[str, Any]] = []
-    execute = psycopg.AsyncClientCursor.execute
+    execute, sent = psycopg.AsyncClientCursor.execute, loop_raw._sent
 
     async def recorded(self: psycopg.AsyncClientCursor, query: Any, params: Any = None, **kwargs: Any) -> Any:
         seen.append((str(query), params))
         return await execute(self, query, params, **kwargs)
 
+    async def recorded_raw(conn: Any, text: str) -> Any:
+        seen.append((text, None))
+        return await sent(conn, text)
+
     monkeypatch.setattr(psycopg.AsyncClientCursor, "execute", recorded)
+    monkeypatch.setattr(loop_raw, "_sent", recorded_raw)
     return seen
 
 
