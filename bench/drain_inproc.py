@@ -11,7 +11,8 @@ loop (agents_app.worker_loop) and one channel layer. Each round sends one messag
 the worker runs (turn_path.py's path 3r); a new session every 10 turns on both sides. Prints the
 median wall and CPU time (this process, every thread: the drain's database thread too) of each, and
 the ratios (issue 12 target 3: run <= 1.1x direct); and the turns' thread's CPU, its kernel share and
-its context switches (getrusage: how often it waited, how often another process took its core).
+its context switches (getrusage: how often it waited, how often another process took its core), and
+how long it was runnable but queued for a core and how long asleep (/proc/thread-self/schedstat).
 `--tree` runs another worktree's code (a before/after comparison: run both, alternating). The
 database is created and dropped (test_<name>_drain_<pid>).
 
@@ -151,15 +152,17 @@ def measure(
             kind, arg, measured, index = job
             if counting and measured:
                 drain_callgrind.control("-i", "on")
-            before = resource.getrusage(resource.RUSAGE_THREAD)
+            before, sched = resource.getrusage(resource.RUSAGE_THREAD), _schedstat()
             wall, cpu = time.perf_counter(), time.process_time()
             if kind == "drain":
                 session_turns_run(arg)
             else:
                 worker_loop.run(direct(arg))
             cpu_ms, wall_ms = (time.process_time() - cpu) * 1000, (time.perf_counter() - wall) * 1000
-            after = resource.getrusage(resource.RUSAGE_THREAD)
+            after, (ran, queued) = resource.getrusage(resource.RUSAGE_THREAD), _schedstat()
+            queued_ms, ran_ms = (queued - sched[1]) / 1e6, (ran - sched[0]) / 1e6  # the scheduler's clock
             sample = (wall_ms, cpu_ms, *(getattr(after, f) - getattr(before, f) for f in _THREAD))
+            sample += (queued_ms, wall_ms - ran_ms - queued_ms)  # runnable but not running; asleep (waiting)
             if counting and measured:
                 drain_callgrind.control("-i", "off")
                 drain_callgrind.control(f"--dump={kind}{index}")  # before the caller goes on (the last turn's too)
@@ -199,10 +202,11 @@ def measure(
         # The turns' thread: its CPU (median), the kernel's share of it (sampled at the kernel's ticks: a mean),
         # how often it gave up its core (waiting) or had it taken (another process woke on it)
         thread = statistics.median(r[2] + r[3] for r in results[kind]) * 1000
-        system, waits, taken = (statistics.mean(r[i] for r in results[kind]) for i in range(3, 6))
+        system, waits, taken, queued, asleep = (statistics.mean(r[i] for r in results[kind]) for i in range(3, 8))
         print(
             f"  {kind:<7} median wall {wall:7.1f} ms   CPU {cpu:6.1f} ms   ({len(results[kind])} turns; the turns' "
-            f"thread {thread:5.2f} ms, system {system * 1000:4.2f} ms, {waits:4.1f} waits, {taken:4.1f} preempted)"
+            f"thread {thread:5.2f} ms, system {system * 1000:4.2f} ms, {waits:4.1f} waits, {taken:4.1f} preempted; "
+            f"means: queued for a core {queued:4.2f} ms, asleep {asleep:4.2f} ms)"
         )
         walls = sorted(r[0] for r in results[kind])
         if worker_gc and len(walls) > 1:
@@ -217,12 +221,23 @@ def measure(
         f"CPU {medians['drain'][1] / medians['direct'][1]:.2f}x   (target 3: run <= 1.1x direct)"
     )
     drained, directs = results["drain"], results["direct"]
-    extra = [statistics.mean(r[i] for r in drained) - statistics.mean(r[i] for r in directs) for i in (3, 4, 5)]
+    extra = [statistics.mean(r[i] for r in drained) - statistics.mean(r[i] for r in directs) for i in (3, 4, 5, 6, 7)]
     print(
         f"  drain - direct, the turns' thread (means): system {extra[0] * 1000:+.2f} ms, waits {extra[1]:+.1f}, "
-        f"preempted {extra[2]:+.1f}"
+        f"preempted {extra[2]:+.1f}; queued for a core {extra[3]:+.2f} ms, asleep {extra[4]:+.2f} ms"
     )
     _spread(drained, directs, drain_first, block)
+
+
+def _schedstat() -> tuple[int, int]:
+    """The calling thread's time on a core and runnable on a run queue waiting for one, in ns (0, 0 where the
+    kernel does not say): a turn's wall is its time on a core, waiting for one, and asleep (its replies)."""
+    try:
+        with open("/proc/thread-self/schedstat") as stat:
+            ran, queued, _ = stat.read().split()
+    except (OSError, ValueError):
+        return 0, 0
+    return int(ran), int(queued)
 
 
 def _spread(drained: list[tuple[float, ...]], directs: list[tuple[float, ...]], first: list[bool], block: int) -> None:
