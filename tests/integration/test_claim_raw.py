@@ -1,14 +1,10 @@
 """The drain's claim and finish from the loop by libpq's own calls (agents_app.loop_raw) once their statements
-are prepared on the connection: no psycopg cursor on their way, the same rows, the same errors as the cursor
-raised, and the plain text again where the connection lost what it prepared."""
+are prepared on the connection: no psycopg cursor on their way, the same rows, and the plain text again where
+the connection lost what it prepared (a failing one raises as the cursor did: test_drain_from_loop)."""
 
 from __future__ import annotations
 
-from typing import Any
-
-import psycopg
 import pytest
-from django.db import DataError
 
 from agents_app import loop_raw, turn_sql
 from agents_app.models import Turn
@@ -16,6 +12,7 @@ from tests.agents_app.test_worker_loop import drained  # noqa: F401 - the fixtur
 from tests.integration.test_drain_from_loop import (
     _adone_next,
     _astart,
+    _cursors,
     _on_the_loops_connection,
     _queued,
     _session,
@@ -24,19 +21,6 @@ from tests.integration.test_drain_from_loop import (
 from tests.integration.test_drain_sql import _consistent, _lease
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("demo", "drained")]
-
-
-def _cursors(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The texts the loop's psycopg cursors execute from now on."""
-    seen: list[str] = []
-    execute = psycopg.AsyncClientCursor.execute
-
-    async def recorded(self: psycopg.AsyncClientCursor, query: Any, params: Any = None, **kwargs: Any) -> Any:
-        seen.append(str(query))
-        return await execute(self, query, params, **kwargs)
-
-    monkeypatch.setattr(psycopg.AsyncClientCursor, "execute", recorded)
-    return seen
 
 
 def test_once_prepared_the_claim_and_the_finish_go_without_a_cursor(monkeypatch: pytest.MonkeyPatch):
@@ -60,26 +44,6 @@ def test_once_prepared_the_claim_and_the_finish_go_without_a_cursor(monkeypatch:
     assert again.turn.started_at is not None and again.turn.started_at.tzinfo is not None
     assert again.claim is not None and again.claim.app_name == "stock_agent" and again.claim.session is not None
     assert _adone_next(again.turn, owner="other").released and cursors == [] and _consistent(row) == "idle"
-
-
-def test_a_statement_that_fails_raises_as_from_the_cursor(monkeypatch: pytest.MonkeyPatch):
-    """The second call of a failing finish (prepared by the first) goes without a cursor and raises Django's
-    error all the same; nothing half done, the connection idle and used again."""
-    row = _session()
-    turn = _queued(row)
-    _astart(row)
-    failing = turn_sql._DONE_NEXT.replace("SELECT (SELECT count(*) FROM s)", "SELECT 1/0, (SELECT count(*) FROM s)")
-    monkeypatch.setattr(turn_sql, "_DONE_NEXT", failing)
-    with pytest.raises(DataError, match="division by zero"):
-        _adone_next(turn)  # prepared, then its EXECUTE fails: by a cursor
-    cursors = _cursors(monkeypatch)
-    with pytest.raises(DataError, match="division by zero") as raised:
-        _adone_next(turn)
-    assert cursors == [] and getattr(raised.value.__cause__, "sqlstate", None) == "22012"
-    assert Turn.objects.get(pk=turn.pk).status == "running" and _lease(row) == "me"
-    monkeypatch.undo()
-    assert _on_the_loops_connection("SELECT 1")[1] == 0
-    assert _adone_next(turn).released and Turn.objects.get(pk=turn.pk).status == "done"
 
 
 @pytest.mark.usefixtures("plain_after")

@@ -10,6 +10,7 @@ import asyncio
 from datetime import timedelta
 from typing import Any
 
+import psycopg
 import pytest
 from django.utils import timezone
 
@@ -60,6 +61,19 @@ def _on_the_loops_connection(sql: str) -> tuple[list[tuple], Any]:
         return await session_async.on_connection(run, again_if_lost=False)
 
     return worker_loop.run(on_it())
+
+
+def _cursors(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The texts the loop's psycopg cursors execute from now on."""
+    seen: list[str] = []
+    execute = psycopg.AsyncClientCursor.execute
+
+    async def recorded(self: psycopg.AsyncClientCursor, query: Any, params: Any = None, **kwargs: Any) -> Any:
+        seen.append(str(query))
+        return await execute(self, query, params, **kwargs)
+
+    monkeypatch.setattr(psycopg.AsyncClientCursor, "execute", recorded)
+    return seen
 
 
 def _prepared_there() -> set[str]:
@@ -119,7 +133,11 @@ def test_a_statement_that_fails_on_the_loop_leaves_nothing_half_done(monkeypatch
     failing = turn_sql._DONE_NEXT.replace("SELECT (SELECT count(*) FROM s)", "SELECT 1/0, (SELECT count(*) FROM s)")
     monkeypatch.setattr(turn_sql, "_DONE_NEXT", failing)
     with pytest.raises(DataError, match="division by zero"):
-        _adone_next(turn)
+        _adone_next(turn)  # prepared, then its EXECUTE fails: by a cursor
+    cursors = _cursors(monkeypatch)
+    with pytest.raises(DataError, match="division by zero") as raised:
+        _adone_next(turn)  # prepared there now: without a cursor (agents_app.loop_raw), the same error
+    assert cursors == [] and getattr(raised.value.__cause__, "sqlstate", None) == "22012"
     assert Turn.objects.get(pk=turn.pk).status == "running" and _lease(row) == "me"
     monkeypatch.undo()
     assert _on_the_loops_connection("SELECT 1")[1] == 0
