@@ -2,14 +2,14 @@
 
 Once both of a statement's PREPAREs are on the connection (agents_app.loop_prepared) and its literals written in
 (`loop_prepared.literal`), what leaves is one complete text, `EXECUTE lock(..); EXECUTE main(..)`, and what comes
-back is the last statement's one row. psycopg's async cursor costs ~120 us of the loop's CPU a round trip for that
-(the cursor, the query's conversion, its lock, each result's selection, `nextset`, the fetch) where libpq's send,
-psycopg's own wait and its row loader take ~62 (bench/README.md, phases 23 and 24 (drain)): ~0.1 ms a drained
-turn. The same text, the same results, the same errors: a failed statement is raised as the cursor raises it
-(psycopg's error for its SQLSTATE, Django's by agents_app.session_async.on_connection), a broken connection as
-psycopg's wait raises it. Anywhere else (not yet prepared there, a value `literal` leaves to psycopg, prepared
-statements off) the cursor path, as before; a connection found to have lost what it prepared sends the plain text
-from then on, as `loop_prepared.execute` does.
+back is the last statement's one row. psycopg's async cursor (the cursor, the query's conversion, each result's
+selection, `nextset`, the fetch) costs ~40 us more of the loop's CPU a round trip than libpq's send, psycopg's own
+wait and its row loader (~160 against ~120 us for a two-statement text at load 2.5; bench/README.md, phase 24
+(drain)): ~0.08 ms a drained turn. The same text, the same results, the same errors: a failed statement is raised as
+the cursor raises it (psycopg's error for its SQLSTATE, Django's by agents_app.session_async.on_connection), a
+broken connection as psycopg's wait raises it. Anywhere else (not yet prepared there, a value `literal` leaves to
+psycopg, prepared statements off) the cursor path, as before; a connection found to have lost what it prepared sends
+the plain text from then on, as `loop_prepared.execute` does.
 """
 
 from __future__ import annotations
