@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from asgiref.sync import sync_to_async
+from django.db import connection
 
 from agents_app import leases, runner, services
 from agents_app.models import AdkSession
@@ -19,6 +20,17 @@ from tests.agents_app.test_worker_loop import _turn, drained  # noqa: F401 - the
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("demo", "drained")]
 
 LOST = "run lease lost to another worker"
+
+
+def _beat(heartbeat: leases.Heartbeat) -> bool:
+    """One renewal on a thread of the loop's executor, and that thread's connection back to the pool after
+    it, as the keeper's thread gives its own back after its beats: kept, it outlived the session's pools
+    (tests/integration/conftest.py closes only what is in them), and the test database could not be dropped
+    at the end of the run ("is being accessed by other users")."""
+    try:
+        return heartbeat.beat()
+    finally:
+        connection.close()
 
 
 def _beat_at_the_done(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
@@ -33,7 +45,7 @@ def _beat_at_the_done(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
         held = list(leases._keeper()._held.values())
         assert held, "the drain's heartbeat is held during its DONE"
         for heartbeat in held:
-            beats.append(await sync_to_async(heartbeat.beat, thread_sensitive=False)())
+            beats.append(await sync_to_async(_beat, thread_sensitive=False)(heartbeat))
         return done
 
     monkeypatch.setattr(runner, "_adone_next", done_then_beat)
