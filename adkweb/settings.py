@@ -129,6 +129,8 @@ if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
     # Django's backend, its writers in this process queued on a lock rather than on SQLite's busy
     # handler, which sleeps and retries (adkweb.sqlite3.base).
     DATABASES["default"]["ENGINE"] = "adkweb.sqlite3"
+if DATABASES["default"]["ENGINE"].endswith("postgresql"):  # Django's, with a step as a COMMIT leaves
+    DATABASES["default"]["ENGINE"] = "adkweb.postgresql"  # (adkweb.postgresql.base: a turn's wake-up)
 if DATABASES["default"]["ENGINE"].endswith("postgresql") and env_bool("DATABASE_POOL", True):
     # Django's psycopg pool, one per process: requests and worker threads wait up to the timeout
     # for a connection instead of failing with "too many clients". Size it so that

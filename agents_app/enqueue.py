@@ -5,6 +5,7 @@ of owed work. The Turn row is the truth: a lost wake-up delays a turn, never los
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from datetime import timedelta
 
 from django.conf import settings
@@ -21,12 +22,43 @@ SESSION_DRAIN_TASK = wake.SESSION_DRAIN_TASK
 
 
 def turn_enqueue(session_pk: int) -> None:
-    """A queued turn's wake-up: just before the commit where `wake_before_commit` says so (the session
-    row held by this transaction), else after it."""
-    if wake_before_commit():
-        _enqueue_early(session_pk)
-    else:
+    """A queued turn's wake-up: where `wake_before_commit` says so (the session row held by this
+    transaction), pushed as the transaction's COMMIT leaves, before its reply is read (`_AtCommit`), or
+    just before the commit where the backend cannot; else after the commit."""
+    if not wake_before_commit():
         transaction.on_commit(lambda: session_enqueue(session_pk=session_pk), robust=True)
+        return
+    from adkweb.postgresql.base import on_commit_sent  # PostgreSQL's (wake_before_commit)
+
+    if not on_commit_sent(*_AtCommit(session_pk).steps()):
+        _enqueue_early(session_pk)
+
+
+class _AtCommit:
+    """A turn's wake-up pushed once its transaction's COMMIT is written (`push`), its reply read after
+    the commit (`done`): the worker's pop, drain and claim then run during the commit's round trip, not
+    in the web's push -> COMMIT window where they took a core from it (bench/README.md, phases 21 and 24
+    (queue)). The claim waits on the session row until the commit lands, as for an early wake-up; a
+    commit that fails leaves it nothing owed (a rolled-back early wake-up's case), and the push's reply
+    is then read by this thread's next push or at its request's end (agents_app.wake.left_read)."""
+
+    def __init__(self, session_pk: int) -> None:
+        self.session_pk = session_pk
+        self.unread: wake.Unread | None = None
+
+    def steps(self) -> tuple[Callable[[], None], Callable[[], None]]:
+        return self.push, self.done
+
+    def push(self) -> None:
+        with wake.replies_later() as unread:
+            session_enqueue(session_pk=self.session_pk)  # a refused send: logged and relayed (_enqueue_sent)
+        self.unread = unread
+
+    def done(self) -> None:
+        if self.unread is None:  # the COMMIT went without the step (the push raised): sent now
+            session_enqueue(session_pk=self.session_pk)
+        elif self.unread.pushed:
+            _replies_read(self.unread, self.session_pk)
 
 
 def _enqueue_early(session_pk: int) -> None:

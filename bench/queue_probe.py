@@ -64,10 +64,13 @@ def _probe(tree: Path, turns: int) -> dict:
     queueing = enqueue_module()
     enqueue = queueing.session_enqueue
 
+    sending: list[float] = []
+
     def probed_enqueue(*, session_pk: int) -> bool:
         stamps = web.setdefault(session_pk, {})
         stamps["enqueue"], cpu = time.time(), time.thread_time()
-        if not transaction.get_connection().in_atomic_block:  # woken after the commit
+        # woken after the commit (not as its COMMIT left: adkweb.postgresql.base.on_commit_sent)
+        if not transaction.get_connection().in_atomic_block and len(sending) != 1:
             stamps["commit"] = stamps["enqueue"]
         try:
             return enqueue(session_pk=session_pk)
@@ -77,7 +80,6 @@ def _probe(tree: Path, turns: int) -> dict:
     queueing.session_enqueue = probed_enqueue
     _probe_statement(web)
     commit = connection._commit
-    sending: list[float] = []
 
     def probed_commit():  # when the web's COMMIT leaves (Django's atomic block's end) and its reply came
         sending.append(time.time())
