@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from agents_app import loop_raw, turn_sql
+from agents_app import loop_raw, session_async, turn_sql
 from agents_app.models import Turn
 from tests.agents_app.test_worker_loop import drained  # noqa: F401 - the fixture, used below
 from tests.integration.test_drain_from_loop import (
@@ -24,6 +24,7 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("
 
 
 def test_once_prepared_the_claim_and_the_finish_go_without_a_cursor(monkeypatch: pytest.MonkeyPatch):
+    session_async.close_all()  # a loop connection of its own: an earlier test's has the statements prepared already
     row = _session()
     first, second = _queued(row), _queued(row, "more")
     cursors = _cursors(monkeypatch)
