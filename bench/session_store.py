@@ -335,6 +335,8 @@ def main() -> None:
         help="also our store without event hooks ('adkweb no hooks': no tickets), to split the seed flow",
     )
     args = parser.parse_args()
+    if args.pg_only and not os.environ.get("DATABASE_URL", "").startswith(("postgres://", "postgresql://")):
+        parser.error("--pg-only compares on PostgreSQL: set DATABASE_URL=postgres://... (a database it may create)")
     with tempfile.TemporaryDirectory(prefix="adkweb-bench-") as tmpdir:
         tmp = Path(tmpdir)
         teardown = django_setup(tmp)
