@@ -4,7 +4,9 @@ plus a small sweeper thread standing in for `celery beat`: it sends every task o
 
 from __future__ import annotations
 
+import atexit
 import logging
+import sys
 import threading
 import time
 from typing import Any
@@ -39,8 +41,40 @@ def start_embedded_worker(concurrency: int = 2, sweep_every: float = 5.0) -> Non
         app, pool="threads", concurrency=concurrency, perform_ping_check=False, loglevel="WARNING"
     )
     _worker_context.__enter__()  # runs for the life of the process
+    _stop_at_shutdown()
     threading.Thread(target=_sweep_forever, args=(sweep_every,), name="adkweb-sweeper", daemon=True).start()
     logger.info("Embedded Celery worker started (memory broker).")
+
+
+def _stop_at_shutdown() -> None:
+    """Stop the worker when the server stops (Ctrl-C, SIGTERM). Under daphne (`make run`), before its
+    reactor shuts down and off the reactor's thread (a turn in progress may still publish through it);
+    at the interpreter's exit the thread pool's executor already refuses new tasks, and a message
+    received then printed a traceback. Whatever server runs us, at exit at the latest. Left to the
+    garbage collector, the worker's context was cleaned up after Celery's signals were torn down: an
+    ignored AttributeError."""
+    reactor = sys.modules.get("twisted.internet.reactor")
+    if reactor is not None:
+        from twisted.internet import threads
+
+        reactor.addSystemEventTrigger("before", "shutdown", threads.deferToThread, _stop_worker)
+    atexit.register(_stop_worker)  # nothing to do if stopped already
+
+
+def _stop_worker() -> None:
+    """Stop the worker: its tasks in progress get the context's shutdown timeout to finish (a turn still
+    running after it is requeued once its lease lapses, after the next start)."""
+    global _worker_context
+    with _lock:
+        context, _worker_context = _worker_context, None
+    if context is None:
+        return
+    try:
+        context.__exit__(None, None, None)
+    except RuntimeError as exc:  # the worker thread did not end within the timeout
+        logger.warning("Embedded Celery worker: %s; its unfinished turns resume after the next start.", exc)
+    else:
+        logger.info("Embedded Celery worker stopped.")
 
 
 def sweeper_start(every: float) -> threading.Event:

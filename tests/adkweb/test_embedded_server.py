@@ -5,6 +5,7 @@ ADK client drives the seed's long-running-tool loop against it over HTTP."""
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import sqlite3
 import subprocess
@@ -28,7 +29,9 @@ def _free_port() -> int:
 
 
 @pytest.fixture(scope="module")
-def embedded_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, dict[str, str], Path]]:
+def embedded_server(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[tuple[str, dict[str, str], Path, subprocess.Popen[bytes]]]:
     db = tmp_path_factory.mktemp("embedded") / "db.sqlite3"
     env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "REDIS_URL", "ADKWEB_EMBEDDED_WORKER"}}
     env.update(DJANGO_SETTINGS_MODULE="adkweb.settings", DATABASE_URL=f"sqlite:///{db}", PYTHONPATH=str(ROOT))
@@ -62,14 +65,15 @@ def embedded_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[
         except httpx.TransportError:
             assert server.poll() is None and time.monotonic() < deadline, (db.parent / "server.log").read_text()
             time.sleep(0.3)
-    yield url, {"Authorization": f"Token {key}"}, db
-    server.terminate()
-    server.wait(timeout=20)
+    yield url, {"Authorization": f"Token {key}"}, db, server
+    if server.poll() is None:  # the last test stops it itself
+        server.terminate()
+        server.wait(timeout=20)
     log.close()
 
 
 def test_make_run_serves_the_dashboard_and_runs_agents_in_process(embedded_server):
-    url, headers, db = embedded_server
+    url, headers, db, _ = embedded_server
     login = httpx.get(f"{url}/accounts/login/")
     assert login.status_code == 200 and "csrfmiddlewaretoken" in login.text
     assert httpx.get(f"{url}/", follow_redirects=False).status_code == 302  # login required
@@ -91,7 +95,7 @@ def test_a_form_post_is_read_by_django_under_daphne(embedded_server):
     Django reads them, URL-encoded and multipart alike (the login form, as a browser posts it)."""
     from agents_app.demo.setup import DEMO_USERS
 
-    url, _, _ = embedded_server
+    url, _, _, _ = embedded_server
     username, password = DEMO_USERS[0][0], DEMO_USERS[0][1]
     for multipart in (False, True):
         with httpx.Client(base_url=url, follow_redirects=False) as browser:
@@ -104,3 +108,15 @@ def test_a_form_post_is_read_by_django_under_daphne(embedded_server):
             )
             assert posted.status_code == 302, posted.text[:2000]
             assert browser.get("/").status_code == 200  # logged in
+
+
+def test_stopping_the_server_stops_its_worker_cleanly(embedded_server):
+    """Ctrl-C / SIGTERM on `make run`: the process ends promptly, its in-process worker stopped at exit,
+    and the log holds no traceback (the worker's context, left to the garbage collector, used to print
+    an ignored AttributeError). Last in this file: it stops the module's server."""
+    _, _, db, server = embedded_server
+    server.send_signal(signal.SIGTERM)
+    assert server.wait(timeout=20) == 0
+    text = (db.parent / "server.log").read_text()
+    assert "Embedded Celery worker stopped." in text, text[-3000:]
+    assert "Traceback" not in text and "Exception ignored" not in text, text[-3000:]

@@ -19,6 +19,8 @@ def test_the_embedded_worker_keeps_its_sqlite_connections_across_tasks(monkeypat
         pytest.skip("embedded mode's SQLite")
     monkeypatch.setattr(embedded, "_started", False)
     monkeypatch.setattr(embedded, "_sweep_forever", lambda *a, **k: None)
+    monkeypatch.setattr(embedded, "_stop_at_shutdown", lambda: None)  # no worker to stop at this process's exit
+    monkeypatch.setattr(embedded, "_worker_context", None)
     monkeypatch.setattr("celery.contrib.testing.worker.start_worker", lambda *a, **k: contextlib.nullcontext())
     before = app.conf.get("CELERY_DB_REUSE_MAX")
     try:
