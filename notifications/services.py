@@ -14,6 +14,7 @@ from django.db import DatabaseError, connection, transaction
 from django.utils import timezone
 
 from adkweb import compiled
+from adkweb.notify import outbox as shared_outbox
 
 from . import selectors, webhooks
 from .events import EVENTS
@@ -38,8 +39,9 @@ def notify(event: str, *, ticket: Any = None, turn: Any = None, data: dict | Non
     except DatabaseError:
         logger.exception("Could not record the notification %s; nothing will be sent for it.", event)
         return
-    if done is None:
-        transaction.on_commit(lambda: enqueue("event_fan_out", row_id))
+    if done is None:  # its work after commit: this app's outbox's (notifications.outbox.committed)
+        box = shared_outbox()
+        transaction.on_commit(lambda: box.committed(row_id) if box else enqueue("event_fan_out", row_id))
 
 
 _SAVEPOINT = "adkweb_outbox"

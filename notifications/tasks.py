@@ -12,12 +12,9 @@ NOTIFICATIONS_QUEUE = "notifications"
 def event_fan_out(event_id: int) -> int:
     """Create an event's deliveries and send them: its emails in this task, each webhook in a
     `delivery_send` of its own; a failed email is retried by a `delivery_send` after its delay."""
-    from .services import enqueue, event_deliver
+    from .outbox import fan_out_now
 
-    retries = event_deliver(event_id=event_id)
-    for delivery_id, delay in retries.items():
-        enqueue("delivery_send", delivery_id, countdown=delay)
-    return len(retries)
+    return fan_out_now(event_id)
 
 
 @shared_task(bind=True, acks_late=True, max_retries=None)

@@ -56,6 +56,29 @@ def test_a_tickets_emails_go_after_the_run_that_opened_it_has_answered(emails, w
     assert min(d.delivered_at for d in sent) >= answered + timedelta(seconds=0.5)
 
 
+def test_in_embedded_mode_the_emails_go_from_the_quiet_thread_after_the_run(
+    emails, worker, adk_client, quiet, settings, monkeypatch
+):
+    """The same with the worker counted as this process's (embedded mode): the ticket's outbox row is
+    fanned out by adkweb.quiet_work, not by an `event_fan_out` message (notifications.outbox)."""
+    from adkweb.celery import app
+
+    settings.ADKWEB_EMBEDDED_WORKER = True
+    settings.CELERY_BROKER_TRANSPORT = "adkweb.memory_broker:Transport"
+    send, sent = app.send_task, []
+    monkeypatch.setattr(app, "send_task", lambda name, *a, **kw: (sent.append(name), send(name, *a, **kw))[1])
+    client = adk_client(emails["approver"])
+    session = client.create_session(APP)
+    response = client.run(APP, session["id"], text_message("Please reimburse 200$ for meals"))
+    answered = timezone.now()
+    assert response.status_code == 200, response.text
+    ticket = PendingCall.objects.get(session__session_id=session["id"])
+    emailed = _emailed(ticket)
+    assert sorted(d.target for d in emailed) == APPROVERS
+    assert min(d.delivered_at for d in emailed) >= answered + timedelta(seconds=0.5)
+    assert "notifications.tasks.event_fan_out" not in sent
+
+
 def test_a_tickets_emails_go_after_a_turn_no_request_waits_for(emails, worker, quiet):
     made = DjangoSessionService().create_session_sync(app_name=APP, user_id="approver")
     session = AdkSession.objects.get(session_id=made.id)

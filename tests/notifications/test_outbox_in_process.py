@@ -1,0 +1,78 @@
+"""Embedded mode (the worker in this process, on the memory broker): an outbox row's fan-out runs on the
+process's quiet thread (notifications.outbox, adkweb.quiet_work), with no Celery message. Each decider is
+emailed once; a row whose work never ran (the process died before it was free) stays owed and the
+sweeper sends it as a task; the fan-out run twice writes once. Services mode keeps the task (the other
+notification tests spy on it)."""
+
+from __future__ import annotations
+
+import pytest
+from django.db import transaction
+
+from adkweb import quiet_work
+from adkweb.notify import TICKET_OPENED, notify
+from notifications import outbox, services
+from notifications.models import Delivery, NotificationEvent
+from tests.approvals_factories import ticket
+from tests.conftest import wait_for
+
+pytestmark = pytest.mark.django_db(transaction=True)
+APPROVERS = ["admin@example.com", "approver2@example.com", "approver@example.com"]
+
+
+@pytest.fixture
+def embedded(settings, monkeypatch) -> list[tuple[str, tuple]]:
+    """Embedded mode's settings; the Celery messages sent, recorded (none goes)."""
+    from adkweb.celery import app
+
+    settings.ADKWEB_EMBEDDED_WORKER = True
+    settings.CELERY_BROKER_TRANSPORT = "adkweb.memory_broker:Transport"
+    sent: list[tuple[str, tuple]] = []
+    monkeypatch.setattr(app, "send_task", lambda name, args=(), **kw: sent.append((name, tuple(args))))
+    return sent
+
+
+def _emailed(event: NotificationEvent) -> list[str]:
+    rows = Delivery.objects.filter(event=event, channel=Delivery.Channel.EMAIL)
+    return sorted(d.target for d in rows if d.status == Delivery.Status.DELIVERED)
+
+
+def test_a_committed_row_is_fanned_out_on_the_quiet_thread_without_a_task(emails, smtp_server, embedded):
+    call = ticket()
+    with transaction.atomic():
+        notify(TICKET_OPENED, ticket=call)
+    event = NotificationEvent.objects.get(ticket=call, name=TICKET_OPENED)
+    assert wait_for(lambda: _emailed(event) == APPROVERS, timeout=20, what="the ticket's emails")
+    event.refresh_from_db()
+    assert event.fanned_out_at is not None
+    assert embedded == []  # no event_fan_out (nor any other) message
+    assert sorted(m["To"] for m in smtp_server.messages) == APPROVERS  # each decider once
+
+
+def test_a_row_whose_quiet_work_never_ran_stays_owed_for_the_sweeper(emails, smtp_server, embedded, monkeypatch):
+    monkeypatch.setattr(quiet_work, "when_quiet", lambda fn, *args: None)  # the process died before it was free
+    call = ticket()
+    with transaction.atomic():
+        notify(TICKET_OPENED, ticket=call)
+    event = NotificationEvent.objects.get(ticket=call, name=TICKET_OPENED)
+    assert event.fanned_out_at is None and embedded == []
+    NotificationEvent.objects.filter(pk=event.pk).update(created_at=event.created_at.replace(year=2000))
+    assert services.notifications_sweep() >= 1
+    assert ("notifications.tasks.event_fan_out", (event.pk,)) in embedded
+    outbox.fan_out_now(event.pk)  # the sweeper's task runs; a quiet run after it writes nothing more
+    outbox.fan_out_now(event.pk)
+    assert _emailed(event) == APPROVERS and Delivery.objects.filter(event=event).count() == 3
+    assert sorted(m["To"] for m in smtp_server.messages) == APPROVERS
+
+
+def test_in_services_mode_the_row_goes_as_a_task(emails, settings, monkeypatch):
+    from adkweb.celery import app
+
+    settings.ADKWEB_EMBEDDED_WORKER = False
+    sent: list[tuple[str, tuple]] = []
+    monkeypatch.setattr(app, "send_task", lambda name, args=(), **kw: sent.append((name, tuple(args))))
+    call = ticket()
+    with transaction.atomic():
+        notify(TICKET_OPENED, ticket=call)
+    event = NotificationEvent.objects.get(ticket=call, name=TICKET_OPENED)
+    assert sent == [("notifications.tasks.event_fan_out", (event.pk,))]
