@@ -17,6 +17,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.conftest import wait_for
 from tests.live_server import AdkClient, seed_client_loop
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -88,6 +89,19 @@ def test_make_run_serves_the_dashboard_and_runs_agents_in_process(embedded_serve
     # The file is in WAL mode (readers don't wait for the worker's writes; a commit syncs the log once).
     with sqlite3.connect(db) as conn:
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    # Each ticket's notification fanned out once, in the server (its quiet thread: notifications.outbox).
+    wait_for(lambda: _read(db, "SELECT count(*) FROM notifications_notificationevent WHERE fanned_out_at IS NULL") == 0)
+    assert _read(db, "SELECT count(*) FROM notifications_notificationevent WHERE name = 'ticket.opened'") == 2
+    deliveries = (
+        "SELECT count(*) FROM notifications_delivery d JOIN notifications_notificationevent e ON e.id = d.event_id"
+    )
+    assert _read(db, f"{deliveries} WHERE e.name = 'ticket.opened'") > 0
+    assert _read(db, "SELECT count(*) - count(DISTINCT event_id || ' ' || target) FROM notifications_delivery") == 0
+
+
+def _read(db: Path, sql: str) -> int:
+    with sqlite3.connect(db) as conn:
+        return int(conn.execute(sql).fetchone()[0])
 
 
 def test_a_form_post_is_read_by_django_under_daphne(embedded_server):
