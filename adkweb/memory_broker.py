@@ -131,6 +131,12 @@ class Transport(memory.Transport):
     Channel = Channel
     polling_interval = 1.0  # the longest an idle consumer sleeps between looks
 
+    @property
+    def default_connection_params(self) -> dict[str, Any]:
+        # No host to default to (kombu's virtual transports say 'localhost', and warn on every connection
+        # of the memory:// URL that it "reverted" to it: twice in `make run`'s first seconds).
+        return {"port": None, "hostname": None}
+
     def drain_events(self, connection: Any, timeout: Any = None, **kwargs: Any) -> Any:
         cycle: Any = self.cycle
         start = monotonic()

@@ -207,3 +207,17 @@ def test_a_background_message_goes_at_once_when_nothing_runs(background):
         took = time.monotonic() - started
     assert [body for body, _ in got] == [{"n": 1}]
     assert took < 0.2, took
+
+
+def test_a_connection_to_the_memory_broker_warns_of_no_missing_hostname(caplog):
+    """`make run`'s log: kombu warned "No hostname was supplied. Reverting to default 'localhost'" for each
+    connection to memory:// (the in-process worker's, the sweeper's): a memory broker has no host."""
+    from kombu import Connection
+
+    from adkweb.memory_broker import Transport
+
+    with caplog.at_level("WARNING", logger="kombu.connection"):
+        with Connection("memory://", transport=Transport) as conn:
+            info = conn.info()
+    assert info["hostname"] is None
+    assert [r.getMessage() for r in caplog.records if r.name == "kombu.connection"] == []
