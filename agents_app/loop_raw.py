@@ -23,6 +23,11 @@ from psycopg.adapt import Transformer
 from . import loop_prepared
 
 _OK = (pq.ExecStatus.TUPLES_OK, pq.ExecStatus.COMMAND_OK)
+# Each connection's row loader, kept on it: a Transformer resolves a column type's loader once and keeps it (as a
+# cursor's does across its executes), where a new one per row asked the connection's adapters again for every type
+# (bench/README.md, phase 25 (drain)). On the connection, not in a weak dictionary: it refers to its connection, which
+# a dictionary's value would then keep alive; as an attribute the two go together.
+_LOADER = "_adkweb_row_loader"
 
 
 async def last_row(
@@ -54,7 +59,10 @@ async def _sent(conn: psycopg.AsyncConnection, text: str) -> tuple | None:
     last = results[-1] if results else None
     if last is None or not last.ntuples:
         return None
-    loader = Transformer(conn)  # the connection's loaders, as its cursors' (Django's time zone loader among them)
+    loader = getattr(conn, _LOADER, None)
+    if loader is None:  # the connection's loaders, as its cursors' (Django's time zone loader among them)
+        loader = Transformer(conn)
+        setattr(conn, _LOADER, loader)
     loader.set_pgresult(last)
     row: tuple = loader.load_row(0, tuple)
     return row
