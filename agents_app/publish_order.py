@@ -56,7 +56,7 @@ class TurnPublisher:
     def put(self, publish: Callable[..., Awaitable[None]], kwargs: dict[str, Any]) -> None:
         self._pending.append((publish, kwargs))
         if self._task is None or self._task.done():  # the task ends only once nothing is pending
-            self._task = asyncio.ensure_future(self._send())
+            self._task = asyncio.get_running_loop().create_task(self._send())
 
     async def _send(self) -> None:
         while self._pending:
