@@ -40,6 +40,7 @@ from .event_messages import (  # noqa: F401 - re-exported (the API, pages, appro
 from .publish_order import (  # noqa: F401 - re-exported
     TurnPublisher,
     apublish_in_order,
+    apublish_now_or_in_order,
     publish_soon,
     publishes_sent,
     status_sent,

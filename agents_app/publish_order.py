@@ -77,6 +77,10 @@ class TurnPublisher:
                 if lead is not None:
                     lead.done()
 
+    def idle(self) -> bool:
+        """Nothing queued and nothing on its way: a publish made now leaves after everything put so far."""
+        return not self._pending and (self._task is None or self._task.done())
+
     async def flush(self) -> None:
         """Until everything put so far has been published (a cancelled caller leaves it going on)."""
         if self._task is not None and not self._task.done():
@@ -93,6 +97,19 @@ async def apublish_in_order(publish: Callable[..., Awaitable[None]], **kwargs: A
     """`await publish(**kwargs)`, or queued behind the running turn's earlier publishes (not awaited)."""
     publisher = turn_publisher.get()
     if publisher is None:
+        await publish(**kwargs)
+    else:
+        publisher.put(publish, kwargs)
+
+
+async def apublish_now_or_in_order(publish: Callable[..., Awaitable[None]], **kwargs: Any) -> None:
+    """`await publish(**kwargs)` now where the running turn's publisher is idle (everything it was given has
+    left), else queued behind it as `apublish_in_order`. For a drain's last publish (its last turn's end,
+    agents_app.runner): queued on an idle publisher, it cost a task, the drain's wait for it through a
+    shield and a loop pass or two more (bench/README.md, phase 25 (drain)), where the drain waits for it
+    right after anyway (`publishes_sent`). The same order: nothing of the turn's is still to leave."""
+    publisher = turn_publisher.get()
+    if publisher is None or publisher.idle():
         await publish(**kwargs)
     else:
         publisher.put(publish, kwargs)

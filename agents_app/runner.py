@@ -20,7 +20,7 @@ from django.db import DEFAULT_DB_ALIAS, close_old_connections, connections
 from django.db.utils import load_backend
 from django.utils import timezone
 
-from adkweb import gcpolicy, memory_broker
+from adkweb import gcpolicy, memory_broker, watch_hints
 
 from . import events, session_async, session_sqlite_loop, turn_sql, turn_sqlite, worker_loop
 from .leases import Heartbeat, Lease, lease_acquire, lease_release
@@ -162,10 +162,17 @@ async def _drain_pg(session_pk: int, owner: str) -> tuple[int, bool]:
                     outcome = await turn_execute(turn, lease, finish_done=False, claim=claim)
                     go_on, claim = outcome != STOP, None
                     if outcome == RAN:
-                        if publisher is not None and publisher.revision is not None:
+                        if (
+                            publisher is not None
+                            and publisher.revision is not None
+                            # what anotify_turn_ended checks when it runs, asked now too: no task for nobody
+                            and not watch_hints.counted_empty_since(
+                                events.session_group(session_pk), publisher.started_at
+                            )
+                        ):
                             # Its end for API followers, behind its events, while the DONE statement runs:
                             # /run answers without waiting for it (events.anotify_turn_ended says why
-                            # that holds whatever becomes of the statement).
+                            # that holds whatever becomes of the statement, and why skipping it is safe).
                             await events.apublish_in_order(
                                 events.anotify_turn_ended,
                                 session_pk=session_pk,
@@ -184,7 +191,11 @@ async def _drain_pg(session_pk: int, owner: str) -> tuple[int, bool]:
                             await events.publishes_sent()  # its end leaves from there: after its events
                             await db(turn_finish)(turn.pk, Turn.Status.DONE, "", lease, turn.config_version_id)
                         else:
-                            await events.apublish_in_order(  # behind the turn's events, still on their way
+                            # Behind the turn's events; now, without a task, where they have all left and the
+                            # drain ends here (it waits for its publishes next), else queued while the next runs.
+                            last = done.turn is None and not done.orphan
+                            publish = events.apublish_now_or_in_order if last else events.apublish_in_order
+                            await publish(
                                 events.anotify_turn_done,
                                 session_pk=session_pk,
                                 turn_id=turn.pk,

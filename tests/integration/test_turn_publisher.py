@@ -17,7 +17,8 @@ from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 
 from adkweb import live
-from agents_app import runner, services, turn_exec
+from agents_app import events as agents_events
+from agents_app import publish_order, runner, services, turn_exec
 from agents_app.events import session_group
 from agents_app.models import StoredEvent, Turn
 from tests.agents_app.test_worker_loop import drained  # noqa: F401 - the fixture, used by `sent`
@@ -114,6 +115,65 @@ def test_a_turns_end_is_written_while_its_last_events_are_on_their_way(demo, sen
     assert turn.finished_at.timestamp() < sent[events[-1]]["left_at"]  # done before its last event left
     assert [sent[i]["event_pk"] for i in events] == [e.pk for e in stored]
     assert _of(sent, turn.session_id, "turn.finished")[0] > max(events)
+
+
+@pytest.fixture
+def queued(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The names of the publishes queued on a drain's publisher (`TurnPublisher.put`), in order."""
+    names: list[str] = []
+    put = publish_order.TurnPublisher.put
+
+    def recorded(self: publish_order.TurnPublisher, publish: Any, kwargs: dict) -> None:
+        names.append(publish.__name__)
+        put(self, publish, kwargs)
+
+    monkeypatch.setattr(publish_order.TurnPublisher, "put", recorded)
+    return names
+
+
+def _events_answered_before_its_end(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A drained turn's end (its ahead `turn.finished`, its DONE) waits until every publish of the turn has
+    left and been answered (made sure of, where a test needs it): runner.turn_execute waits for them."""
+    execute = runner.turn_execute
+
+    async def then_its_publishes(*args: Any, **kwargs: Any) -> str:
+        outcome = await execute(*args, **kwargs)
+        await agents_events.publishes_sent()
+        return outcome
+
+    monkeypatch.setattr(runner, "turn_execute", then_its_publishes)
+
+
+def test_a_drains_last_end_leaves_without_the_publishers_task_once_its_events_have_left(
+    demo, sent, queued, monkeypatch
+):
+    """Every event of the turn out when its DONE's reply comes (made sure of here), the drain's last end is
+    published there and then (publish_order.apublish_now_or_in_order), not queued on the publisher's task
+    the drain would then wait for; still after every event. Its events still on their way, it is queued:
+    `test_a_turns_end_is_written_while_its_last_events_are_on_their_way`."""
+    _run("stock_agent", "What is the price of GOOG?")  # the fixture's held first event is this turn's
+    _events_answered_before_its_end(monkeypatch)
+    queued.clear()
+    turn, stored = _run("stock_agent", "What is the price of GOOG?")
+    assert "anotify_session_event" in queued and "anotify_turn_done" not in queued
+    events = _of(sent, turn.session_id, "session.event")
+    assert [sent[i]["event_pk"] for i in events] == [e.pk for e in stored]
+    (end,) = _of(sent, turn.session_id, "turn.finished")
+    assert end > max(events) and sent[end]["revision"] == sent[events[-1]]["revision"]
+    assert _of(sent, turn.session_id, "session.status")[-1] > end
+
+
+def test_a_turn_nobody_follows_queues_no_end_ahead(demo, sent, queued, monkeypatch):
+    """Its events' batches counted the session's group empty before it ran to its end (made sure of
+    here): the drain does not queue `anotify_turn_ended`, which would send nothing (a task of the
+    publisher's for nothing); with a follower it does (`test_a_turn_goes_on_while_...`)."""
+    _run("stock_agent", "What is the price of GOOG?")
+    _events_answered_before_its_end(monkeypatch)
+    queued.clear()
+    turn, _ = _run("stock_agent", "What is the price of GOOG?")
+    assert "anotify_session_event" in queued and "anotify_turn_ended" not in queued
+    (end,) = _of(sent, turn.session_id, "turn.finished")
+    assert not sent[end].get("ahead")
 
 
 def test_a_failed_turns_end_leaves_after_its_events(demo, sent, monkeypatch):
