@@ -25,121 +25,27 @@ from typing import Any, NamedTuple
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
-from django.db import transaction
-from django.utils import timezone
 
 from adkweb.log_context import log_ids
-from adkweb.notify import TURN_FAILED, notify
 
 from . import events, turn_sql
 from .config_history import current_version_id
 from .leases import Lease, LeaseLost, current_lease
-from .models import AdkSession, StoredEvent, Turn
+from .models import AdkSession, Turn
 from .run_cache import app_for_run, runner_cached, runner_for
+from .turn_close import (  # noqa: F401 - re-exported (agents_app.runner, tests)
+    Plan,
+    turn_claim_next,
+    turn_finish,
+    turn_plan,
+    turn_requeue,
+)
 
 logger = logging.getLogger("agents_app.runner")  # the drain's log name, as before the split
 
 
 class TurnTimedOut(Exception):
     """The turn passed ADKWEB_TURN_SOFT_TIME_LIMIT and was stopped."""
-
-
-@dataclass(frozen=True)
-class Plan:
-    """What a claimed turn needs: run it, resume its invocation, or close it from what is stored."""
-
-    action: str  # "run" | "resume" | "done" | "failed"
-    error: str = ""
-
-
-@transaction.atomic
-def turn_claim_next(session_pk: int) -> Turn | None:
-    """The oldest owed turn, marked running. A turn still marked running belongs to a worker that
-    died or lost its lease (we hold the lease now): it is claimed again, to be resumed."""
-    max_attempts = settings.ADKWEB_MAX_TURN_ATTEMPTS
-    for orphan in Turn.objects.select_for_update().filter(session_id=session_pk, status=Turn.Status.RUNNING):
-        if orphan.attempts >= max_attempts:
-            _turn_finish(orphan, Turn.Status.FAILED, "The worker running this turn stopped; gave up after retries.")
-        else:
-            orphan.status = Turn.Status.QUEUED
-            orphan.save(update_fields=["status"])
-    owed = Turn.objects.select_for_update().filter(session_id=session_pk, status=Turn.Status.QUEUED)
-    turn = owed.order_by("id").first()
-    if turn is None:
-        return None
-    turn.status = Turn.Status.RUNNING
-    turn.attempts += 1
-    turn.started_at = timezone.now()
-    turn.save(update_fields=["status", "attempts", "started_at"])
-    transaction.on_commit(lambda: events.notify_session_status(session_pk=session_pk), robust=True)
-    return turn
-
-
-_KEEP: Any = object()  # turn_finish: the turn's configuration version stays as stored
-
-
-def _turn_finish(turn: Turn, status: str, error: str = "", config_version: Any = _KEEP) -> None:
-    turn.status = status
-    turn.error = error
-    turn.finished_at = timezone.now()
-    fields = ["status", "error", "finished_at"]
-    if config_version is not _KEEP:
-        turn.config_version_id = config_version
-        fields.append("config_version")
-    turn.save(update_fields=fields)
-    session_pk, turn_id = turn.session_id, turn.pk
-    if status == Turn.Status.FAILED:
-        notify(TURN_FAILED, turn=turn, data={"error": error})  # webhooks; sent by Celery after commit
-
-    def announce() -> None:
-        events.notify_turn_finished(session_pk=session_pk, turn_id=turn_id, status=status)
-        events.notify_session_status(session_pk=session_pk)
-
-    transaction.on_commit(announce, robust=True)
-
-
-def _hold(lease: Lease | None) -> None:
-    """Inside a transaction: lock the session row and make sure the lease is still ours."""
-    if (
-        lease is not None
-        and not AdkSession.objects.select_for_update().filter(pk=lease.session_pk, lease_owner=lease.owner).exists()
-    ):
-        lease.lost = True
-        raise LeaseLost(f"Session {lease.session_pk}: another worker owns this run now.")
-
-
-@transaction.atomic
-def turn_finish(
-    turn_id: int, status: str, error: str = "", lease: Lease | None = None, config_version: Any = _KEEP
-) -> None:
-    """Close a turn (in a transaction, the lease checked); `config_version`: the agent configuration
-    version its run was built from (recorded with its end, in the same write)."""
-    _hold(lease)
-    _turn_finish(Turn.objects.select_for_update().get(pk=turn_id), status, error, config_version)
-
-
-@transaction.atomic
-def turn_requeue(turn_id: int, lease: Lease | None = None) -> None:
-    _hold(lease)
-    Turn.objects.filter(pk=turn_id).update(status=Turn.Status.QUEUED)
-
-
-def turn_plan(turn: Turn) -> Plan:
-    """Decide from the stored events whether the turn's invocation is owed more work."""
-    from google.adk.events.event import Event
-
-    if not turn.invocation_id:
-        return Plan("run")  # nothing stored: running the message again repeats nothing
-    last = StoredEvent.objects.filter(turn=turn).order_by("-id").values_list("author", "data").first()
-    if last is None or last[0] == "user":
-        return Plan("resume")
-    event = Event.model_validate(last[1])
-    if event.error_code and not event.content:
-        # A tool (or a callback) raised: ADK stored this error event; resuming would end silently.
-        return Plan("failed", f"{event.error_code}: {event.error_message or ''}".strip()[:2000])
-    if event.actions.end_of_agent or event.is_final_response():
-        return Plan("done")  # the reply (or the pause on a long-running call) is stored
-    return Plan("resume")
 
 
 def app_and_config_version(app_name: str) -> tuple[Any, int | None]:
