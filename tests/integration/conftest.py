@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -182,3 +183,39 @@ def _close_connection_pools(django_db_setup):
         if hasattr(conn, "close_pool"):
             conn.close_pool()
     session_async.close_all()  # the session store's event-loop connections, likewise
+
+
+@pytest.fixture
+def fresh_connections(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """For a test that checks what is prepared on a connection, what a cursor or libpq's calls send, or
+    how many statements or round trips (or hops to the database thread) some work takes: it starts on
+    new connections, and leaves new ones to the next test. The event loops' (agents_app.session_async:
+    the worker loop's, agents_app.worker_loop, outlives a test) and Django's pooled ones keep what an
+    earlier test prepared on them (agents_app.loop_prepared, agents_app.turn_sql), and which pooled
+    connection a test gets is the pool's timing: such a test passed alone and failed after another
+    (test_drain_sql, test_claim_raw, test_drain_from_loop). Statements are sent prepared
+    (`_plain` off: a test may turn it on; restored after)."""
+    from agents_app import loop_prepared, turn_sql
+
+    monkeypatch.setattr(turn_sql, "_plain", False)
+    monkeypatch.setattr(loop_prepared, "_plain", False)
+    _connections_closed()
+    yield
+    _connections_closed()
+
+
+def _connections_closed() -> None:
+    """Every loop's idle connections and this process's Django connections closed, its pool too (the
+    next connection is a new one; the connection of the thread asgiref runs sync_to_async on included:
+    so never call this from that thread, which would wait on itself, as test_pooler's `_point` would)."""
+    from asgiref.sync import SyncToAsync
+    from django.db import connections
+
+    from agents_app import session_async
+
+    session_async.close_all()
+    SyncToAsync.single_thread_executor.submit(connections.close_all).result()
+    connections.close_all()
+    for conn in connections.all():
+        if hasattr(conn, "close_pool"):
+            conn.close_pool()

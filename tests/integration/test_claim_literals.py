@@ -17,7 +17,7 @@ from agents_app.models import Turn
 from tests.agents_app.test_worker_loop import drained  # noqa: F401 - the fixture, used below
 from tests.integration.test_drain_from_loop import _adone_next, _astart, _queued, _session
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("demo", "drained")]
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("fresh_connections", "demo", "drained")]
 
 
 def _sent(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, Any]]:

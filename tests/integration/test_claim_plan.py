@@ -16,7 +16,7 @@ from agents_app import turn_sql
 from agents_app.models import Turn
 from tests.integration.test_drain_sql import _only_the_approvals_hook, _session, _turn  # noqa: F401 - its fixture
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("fresh_connections")]
 
 
 def _plan(sql: str, params: dict) -> str:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from agents_app import loop_raw, session_async, turn_sql
+from agents_app import loop_raw, turn_sql
 from agents_app.models import Turn
 from tests.agents_app.test_worker_loop import drained  # noqa: F401 - the fixture, used below
 from tests.integration.test_drain_from_loop import (
@@ -16,15 +16,13 @@ from tests.integration.test_drain_from_loop import (
     _on_the_loops_connection,
     _queued,
     _session,
-    plain_after,  # noqa: F401 - the fixture, used below
 )
 from tests.integration.test_drain_sql import _consistent, _lease
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("demo", "drained")]
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("fresh_connections", "demo", "drained")]
 
 
 def test_once_prepared_the_claim_and_the_finish_go_without_a_cursor(monkeypatch: pytest.MonkeyPatch):
-    session_async.close_all()  # a loop connection of its own: an earlier test's has the statements prepared already
     row = _session()
     first, second = _queued(row), _queued(row, "more")
     cursors = _cursors(monkeypatch)
@@ -47,7 +45,6 @@ def test_once_prepared_the_claim_and_the_finish_go_without_a_cursor(monkeypatch:
     assert _adone_next(again.turn, owner="other").released and cursors == [] and _consistent(row) == "idle"
 
 
-@pytest.mark.usefixtures("plain_after")
 def test_a_connection_that_lost_its_statements_gets_the_plain_text(monkeypatch: pytest.MonkeyPatch):
     row = _session()
     first, second = _queued(row), _queued(row)

@@ -19,7 +19,7 @@ from tests.agents_app.test_worker_loop import _turn, drained  # noqa: F401 - the
 from tests.integration.test_drain_from_loop import _adone_next, _astart, _queued
 from tests.integration.test_drain_sql import _consistent, _lease
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("demo", "drained")]
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("fresh_connections", "demo", "drained")]
 
 
 def _session() -> AdkSession:

@@ -22,7 +22,7 @@ from tests.approvals_factories import ticket as new_ticket
 
 from . import processes
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("fresh_connections")]
 
 
 @pytest.fixture(autouse=True)

@@ -14,13 +14,13 @@ import psycopg
 import pytest
 from django.utils import timezone
 
-from agents_app import loop_prepared, run_cache, runner, services, session_async, turn_sql, worker_loop
+from agents_app import run_cache, runner, services, session_async, turn_sql, worker_loop
 from agents_app.models import AdkSession, AgentConfigVersion, Turn
 from tests.agents_app.test_worker_loop import _turn, drained  # noqa: F401 - the fixture, used below
 from tests.integration.test_drain_sql import _consistent, _lease
 from tests.integration.test_worker_loop_postgres import _holds_a_connection
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("demo", "drained")]
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("fresh_connections", "demo", "drained")]
 
 
 def _session() -> AdkSession:
@@ -144,18 +144,7 @@ def test_a_statement_that_fails_on_the_loop_leaves_nothing_half_done(monkeypatch
     assert _adone_next(turn).released and Turn.objects.get(pk=turn.pk).status == "done"
 
 
-@pytest.fixture
-def plain_after(monkeypatch: pytest.MonkeyPatch) -> Any:
-    """`_plain` (turn_sql's, loop_prepared's) restored after the test, and the loop's connections whose
-    statements it dropped closed (this process counts them prepared: the next test would find them gone
-    and go plain for good)."""
-    monkeypatch.setattr(turn_sql, "_plain", False)
-    monkeypatch.setattr(loop_prepared, "_plain", False)
-    yield
-    session_async.close_all()
-
-
-def test_a_loop_connection_that_lost_its_prepared_statements_still_claims_once(plain_after):
+def test_a_loop_connection_that_lost_its_prepared_statements_still_claims_once():
     row = _session()
     first, second, third = _queued(row), _queued(row), _queued(row)
     started = _astart(row)

@@ -18,7 +18,7 @@ from agents_app.session_status import status_expression
 from approvals.models import PendingCall
 from tests.integration.test_session_status_races import _call, _race  # the same row-lock races
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("fresh_connections")]
 APP = "my_app"
 
 
@@ -293,15 +293,6 @@ def _prepared_here() -> list[str]:
         return [name for (name,) in cursor.fetchall()]
 
 
-def _nothing_prepared() -> None:
-    """This test's connection with no statement prepared on it, and this process knowing so: a pooled
-    connection carries what an earlier test prepared on it (test_a_statement_that_fails_leaves_nothing_half_done's
-    variant of the finish, say) to whichever test gets it next, which the pool's timing decides."""
-    with connection.cursor() as cursor:
-        cursor.execute("DEALLOCATE ALL")
-    turn_sql._ready.pop(connection.connection, None)
-
-
 def test_the_claim_and_the_finish_are_prepared_once_per_connection():
     """`start` and `done_next` run both their statements as prepared ones (planned once per
     connection, not every turn): their two and the lock's prepared on this connection, however many
@@ -315,16 +306,14 @@ def test_the_claim_and_the_finish_are_prepared_once_per_connection():
     assert done.finished and done.turn is not None
     assert _done_next(done.turn).turn is not None
     names = {turn_sql._prepared(sql).name for sql in (turn_sql._START, turn_sql._DONE_NEXT)} | {turn_sql._LOCK_NAME}
-    assert names <= set(_prepared_here())  # (a pooled connection may hold an earlier test's variant too)
+    assert names == set(_prepared_here())  # on a connection of its own (fresh_connections)
     connection.close()
 
 
-def test_a_connection_that_lost_its_prepared_statements_still_claims_once(monkeypatch):
+def test_a_connection_that_lost_its_prepared_statements_still_claims_once():
     """A connection whose prepared statements the server dropped (DISCARD ALL, a pooler) gets the
     plain statement instead: the turn is claimed, once, and its end written."""
-    monkeypatch.setattr(turn_sql, "_plain", False)  # restored after the test
     row = _session()
-    _nothing_prepared()
     first, second, third = _turn(row), _turn(row), _turn(row)
     started = _start(row)
     assert started.turn is not None and started.turn.pk == first.pk
@@ -339,7 +328,6 @@ def test_a_connection_that_lost_its_prepared_statements_still_claims_once(monkey
     assert Turn.objects.get(pk=third.pk).attempts == 1
     assert _done_next(done.turn).released and _lease(row) == "" and _consistent(row) == "idle"
     assert _prepared_here() == []  # plain SQL from then on in this process
-    turn_sql._ready.pop(connection.connection, None)  # its next test prepares again, as the server has nothing
     connection.close()
 
 
@@ -348,7 +336,6 @@ def test_a_statement_already_prepared_on_the_connection_is_used():
     it through a pooler, or this process lost count of it): PREPARE says so, and the claim goes on."""
     row = _session()
     queued = _turn(row)
-    _nothing_prepared()
     with connection.cursor() as cursor:
         cursor.execute(turn_sql._prepared(turn_sql._START).prepare)  # not by turn_sql: it does not know
     started = _start(row)

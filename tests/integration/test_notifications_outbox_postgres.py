@@ -16,7 +16,7 @@ from approvals.models import PendingCall
 from notifications.models import NotificationEvent
 from tests.approvals_factories import ticket
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("fresh_connections")]
 
 
 def test_the_outbox_row_is_recorded_in_one_round_trip(demo):

@@ -23,23 +23,22 @@ from django.core.management import call_command
 from django.db import connection, connections
 from django.utils import timezone
 
-from agents_app import loop_prepared, pooler, session_async, turn_sql
+from agents_app import pooler, session_async, turn_sql
 from agents_app.models import AdkSession, Turn
 
 from . import pgbouncer
 from .conftest import ROOT
 from .test_session_store_loop import _events, _no_hooks, _text  # noqa: F401  (_no_hooks: autouse)
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("fresh_connections")]
 APP = "my_app"
 
 
 @pytest.fixture(autouse=True)
 def _fresh(monkeypatch: pytest.MonkeyPatch) -> None:
-    """No pooler seen yet in this process, statements prepared, server-side cursors on (all restored after)."""
+    """No pooler seen yet in this process, server-side cursors on (all restored after; statements prepared:
+    fresh_connections)."""
     pgbouncer.require()
-    monkeypatch.setattr(loop_prepared, "_plain", False)
-    monkeypatch.setattr(turn_sql, "_plain", False)
     monkeypatch.setattr(pooler, "text_only", False)
     monkeypatch.setattr(pooler, "_seen", False)
     monkeypatch.setitem(connection.settings_dict, "DISABLE_SERVER_SIDE_CURSORS", False)

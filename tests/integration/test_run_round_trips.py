@@ -18,7 +18,7 @@ from agents_app import services
 from agents_app.api import run
 from agents_app.tokens import token_create
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("fresh_connections")]
 APP = "reimbursement_agent"
 
 

@@ -30,7 +30,7 @@ from agents_app.leases import Lease, LeaseLost, current_lease
 from agents_app.models import AdkSession, StoredEvent
 from agents_app.session_service import DjangoSessionService
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("fresh_connections")]
 APP = "my_app"
 
 

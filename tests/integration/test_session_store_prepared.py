@@ -16,16 +16,8 @@ from agents_app.models import AdkSession
 
 from .test_session_store_loop import _events, _no_hooks, _text  # noqa: F401  (_no_hooks: autouse)
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("fresh_connections")]
 APP = "my_app"
-
-
-@pytest.fixture(autouse=True)
-def _fresh(monkeypatch: pytest.MonkeyPatch) -> Any:
-    """Sent prepared (a test may have turned it off for this process), on connections of this test's loop."""
-    monkeypatch.setattr(loop_prepared, "_plain", False)
-    yield
-    session_async.close_all()
 
 
 def _sent(monkeypatch: pytest.MonkeyPatch) -> list[str]:

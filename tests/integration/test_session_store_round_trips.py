@@ -21,7 +21,7 @@ from agents_app.models import StoredEvent
 from agents_app.session_service import DjangoSessionService
 from approvals.models import PendingCall
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("fresh_connections")]
 APP = "my_app"
 
 

@@ -23,7 +23,7 @@ from notifications.models import NotificationEvent
 
 from .test_session_store_round_trips import round_trips as sent  # the statements sent meanwhile
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("fresh_connections")]
 APP, USER = "reimbursement_agent", "requester"
 
 

@@ -17,7 +17,7 @@ from agents_app import services
 from agents_app.models import AdkSession, Turn
 from agents_app.services import TooManyTurns
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("fresh_connections")]
 
 
 @pytest.fixture
