@@ -56,9 +56,18 @@ def enabled() -> bool:
 def key(app: Any = None) -> str:
     """The list of the drain task's queue (as Celery routes it), so that a worker listens to the
     wake-ups of the queue it consumes (and a bench's private queue has a private list)."""
-    if app is None:
-        from adkweb.celery import app
-    return KEY_PREFIX + app.amqp.router.route({}, SESSION_DRAIN_TASK)["queue"].name
+    if app is not None:
+        return KEY_PREFIX + app.amqp.router.route({}, SESSION_DRAIN_TASK)["queue"].name
+    if not _key:  # Celery's routing, its settings' lookup and the import: ~50 µs after an idle gap, once
+        from adkweb.celery import app as default
+
+        _key.append(key(default))
+    return _key[0]
+
+
+# The process's list (adkweb.celery's app), routed at its first wake-up: a process that routes its drain
+# task elsewhere (a bench's private queue, bench/turn_path_worker.py) sets its task_routes before that.
+_key: list[str] = []
 
 
 def client() -> Any:
