@@ -140,6 +140,7 @@ def turn_create(
         state_delta=state_delta,
         streaming=streaming,
         invocation_id=invocation_id,
+        ends=len(transaction.get_connection().atomic_blocks) == 1,  # this block is the transaction
     )
 
 
@@ -152,11 +153,13 @@ def turn_add(
     streaming: bool = False,
     invocation_id: str = "",
     enqueue: bool = True,
+    ends: bool = False,
 ) -> Turn:
     """turn_create inside the caller's transaction (no savepoint of its own: an error here rolls
     the caller's transaction back). Must run in an atomic block: the enqueue waits for its commit, or
     leaves just before it where `wake_before_commit` says so (`enqueue=False`: the caller enqueues,
-    e.g. approvals.decisions before its commit)."""
+    e.g. approvals.decisions before its commit). `ends`: the caller's transaction is this turn's writes
+    and nothing more (turn_create's outermost block): on PostgreSQL its COMMIT may leave with them."""
     if not transaction.get_connection().in_atomic_block:
         raise RuntimeError("turn_add runs inside a transaction (use turn_create otherwise).")
     fields = _turn_fields(session, content, actor, state_delta, streaming, invocation_id)
@@ -165,7 +168,8 @@ def turn_add(
     if transaction.get_connection().vendor == "postgresql":  # the writes in one round trip
         cap = settings.ADKWEB_MAX_QUEUED_TURNS_PER_USER if capped else 0
         # Its wake-up leaves as soon as the row is written, before the Turn is built (the queue stage).
-        found = turn_insert(**fields, cap=max(cap, 0), written=lambda: _turn_written(session.pk, enqueue))
+        ends = ends and _before_turn_commit.get() is None  # a wait may still roll the transaction back
+        found = turn_insert(**fields, cap=max(cap, 0), written=lambda: _turn_written(session.pk, enqueue), ends=ends)
         if found is None:
             _too_many(person, cap)
         return cast(Turn, found)

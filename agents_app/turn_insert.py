@@ -33,6 +33,7 @@ from django.db import connection
 from django.utils import timezone
 
 from adkweb.compiled import begins, begun_with
+from adkweb.postgresql.pipelined import committed_with, rows
 
 from .models import AdkSession, Turn
 
@@ -107,16 +108,23 @@ def _row(fields: TurnFields) -> list[Any]:
     ]
 
 
-def turn_insert(*, cap: int, written: Callable[[], object] | None = None, **fields: Unpack[TurnFields]) -> Turn | None:
+def turn_insert(
+    *, cap: int, written: Callable[[], object] | None = None, ends: bool = False, **fields: Unpack[TurnFields]
+) -> Turn | None:
     """The new queued Turn, inside the caller's transaction (PostgreSQL only). `cap` > 0 (and a
     person): refuse it when they have `cap` turns queued or running already (None: nothing was
     written; the caller says why). `written()` is called once the row is written, before the Turn
-    is built (a message's wake-up leaves from there: agents_app.services.turn_add)."""
+    is built (a message's wake-up leaves from there: agents_app.services.turn_add). `ends`: the
+    transaction is these statements and nothing else (the caller's outermost atomic block ends with
+    them, `written()` writes nothing): where they are its first, its BEGIN, they and its COMMIT go in
+    one write (adkweb.postgresql.pipelined), `written()` called with the COMMIT in flight."""
     now, created_by = timezone.now(), fields["created_by"]
     params: dict[str, Any] = dict(zip(_ROW_NAMES, _row(fields), strict=True))
     params.update(now=now, cap=cap)
     capped = cap > 0 and created_by is not None
     sql = f"{_sql('lock')}; {_sql('capped')}" if capped else _sql("plain")
+    if ends and begins():
+        return _committed(sql, params, capped, written, now, fields)
     with connection.cursor() as cursor:
         if begins():  # a message's: the BEGIN leads the turn's statements (one round trip)
             begun_with(cursor, sql, params)
@@ -131,6 +139,25 @@ def turn_insert(*, cap: int, written: Callable[[], object] | None = None, **fiel
     if written is not None:
         written()
     return _queued(turn_id, created_at=now, **fields)
+
+
+def _committed(
+    sql: str, params: dict[str, Any], capped: bool, written: Callable[[], object] | None, now: Any, fields: TurnFields
+) -> Turn | None:
+    """turn_insert's statements with their transaction's BEGIN and COMMIT in one write."""
+    found: list[Any] = []
+
+    def inserted(results: list[Any]) -> None:
+        turn_id = rows(results[-1])[0][-1]  # RETURNING id; the capped statement's (n, id)
+        found.append(turn_id)
+        if turn_id is not None and written is not None:
+            written()
+
+    with connection.cursor() as cursor:
+        committed_with(cursor, sql, params, inserted)
+    if not found or found[0] is None:
+        return None
+    return _queued(found[0], created_at=now, **fields)
 
 
 _RIDING: list[str] = []

@@ -104,8 +104,8 @@ def _probe(tree: Path, turns: int) -> dict:
             sending.clear()
             turn = services.message_send(session=session, text="What is the price of GOOG?", streaming=False)
             web[session.pk]["answer"] = time.time()  # message_send returned: the web may answer
-            if sending:
-                web[session.pk]["commit_sent"] = sending[0]
+            if sending:  # unless the COMMIT left with the turn's statement (_probe_statement)
+                web[session.pk].setdefault("commit_sent", sending[0])
                 web[session.pk].setdefault("commit", sending[1])
             got = client.blpop("probe:done", timeout=300 if i == 0 else 30)
             if got is None:
@@ -144,6 +144,24 @@ def _probe_statement(web: dict[int, dict]) -> None:
             stamps["statement_done"] = time.time()
 
     turn_insert.begun_with = probed
+    committed_with = getattr(turn_insert, "committed_with", None)
+    if committed_with is None:
+        return
+
+    def probed_committed(cursor, sql, params, written):  # BEGIN, the statement and its COMMIT in one write
+        stamps = web.setdefault(params["session"], {})
+
+        def stamped(results):
+            stamps["statement_done"] = time.time()
+            return written(results)
+
+        stamps["statement"] = stamps["commit_sent"] = time.time()
+        try:
+            return committed_with(cursor, sql, params, stamped)
+        finally:
+            stamps["commit"] = time.time()
+
+    turn_insert.committed_with = probed_committed
 
 
 def _test_url(connection) -> str:

@@ -47,10 +47,16 @@ def on_commit_sent(sent: Callable[[], object], done: Callable[[], object], using
     """Run `sent()` as this transaction's COMMIT leaves, `done()` after the commit (robust). False, and
     nothing registered, where the connection's backend is not this one (e.g. SQLite). `sent()` runs with
     the connection busy (its COMMIT unread, psycopg's lock held): it must not use this connection. Outside
-    a transaction `done()` runs at once, as any `on_commit` callback does there, and `sent()` never."""
+    a transaction `done()` runs at once, as any `on_commit` callback does there, and `sent()` never. With
+    the COMMIT sent already with the transaction's statements (adkweb.postgresql.pipelined, its reply not
+    read yet) `sent()` runs at once and `done()` at the atomic block's end."""
     connection = connections[using or DEFAULT_DB_ALIAS]
     if not isinstance(connection, DatabaseWrapper):
         return False
+    if connection.commit_in_flight:  # sent with its statements (adkweb.postgresql.pipelined): on its way now
+        _run([sent])
+        connection.on_commit(done, robust=True)
+        return True
     connection.on_commit(_CommitSent(sent, done), robust=True)
     return True
 
@@ -67,6 +73,8 @@ _django_commit = cast(Any, base.DatabaseWrapper)._commit
 
 
 class DatabaseWrapper(base.DatabaseWrapper):
+    commit_in_flight = False  # its transaction's COMMIT sent with its statements, not yet read (pipelined)
+
     def _commit(self) -> None:
         hooks = cast(list[tuple[Any, Any, bool]], self.run_on_commit)  # (savepoint ids, func, robust)
         steps = [func.sent for _, func, _ in hooks if isinstance(func, _CommitSent)]

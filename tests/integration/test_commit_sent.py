@@ -75,3 +75,24 @@ def test_a_failing_step_neither_fails_the_commit_nor_skips_the_callback(caplog):
     assert _row("committed")
     assert "A step run as a COMMIT left failed." in caplog.text
     assert connection.connection.pgconn.transaction_status == pq.TransactionStatus.IDLE
+
+
+def test_asked_with_the_commit_sent_with_the_statements_the_step_runs_at_once_and_the_callback_after_the_block():
+    """From adkweb.postgresql.pipelined's `written` (its COMMIT already on its way): the step now, once;
+    the callback at the atomic block's end, after the commit, with the block's other callbacks."""
+    from adkweb.postgresql.pipelined import committed_with
+
+    log: list[str] = []
+
+    def written(results: list) -> None:
+        assert on_commit_sent(*_steps(log))
+        log.append("written")
+
+    with transaction.atomic():
+        transaction.on_commit(lambda: log.append("on_commit"))
+        with connection.cursor() as cursor:
+            sql = "INSERT INTO auth_group (name) VALUES (%(name)s)"
+            committed_with(cursor, sql, {"name": "with its COMMIT"}, written)
+        log.append("before the block's end")
+    assert log == ["sent, COMMIT in flight", "written", "before the block's end", "on_commit", "done"]
+    assert _row("with its COMMIT")

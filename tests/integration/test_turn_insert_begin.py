@@ -65,9 +65,10 @@ def test_a_capped_message_locks_the_person_then_inserts_in_the_same_round_trip(d
         services.message_send(session=session, text="hi", actor=person, streaming=False)
     with pytest.raises(TooManyTurns):
         services.message_send(session=session, text="hi", actor=person, streaming=False)
-    # Each message: the BEGIN, the person's lock and the insert in one query string; the refused
-    # one's count for its message after it.
-    assert [s["begun"] for s in sent] == [False] * 3 + [True]
+    # Each message: the BEGIN, the person's lock and the insert in one query string (with its COMMIT:
+    # adkweb.postgresql.pipelined); the refused one's count for its message after it, its transaction
+    # (a lock taken, nothing written) committed by then.
+    assert [s["begun"] for s in sent] == [False] * 4
     assert all(s["sql"].startswith("BEGIN; SELECT 1 FROM auth_user") and "INSERT" in s["sql"] for s in sent[:3])
     assert _statuses(session) == ["queued", "queued"]  # the third refused, nothing of it written
 

@@ -8,7 +8,10 @@ idle; the failure is Django's error, and the connection is usable after it."""
 
 from __future__ import annotations
 
+import contextlib
+
 import pytest
+from django.contrib.auth.models import User
 from django.db import IntegrityError, connection, transaction
 from psycopg import pq
 
@@ -27,11 +30,11 @@ def _replies(session: AdkSession) -> int:
 
 
 def _where() -> str:
-    """Where the web's transaction is as a wake-up leaves (no statement: the COMMIT may be in flight)."""
-    if transaction.get_connection().in_atomic_block:
-        return "in the transaction"
-    status = connection.connection.pgconn.transaction_status
-    return "COMMIT in flight" if status == pq.TransactionStatus.ACTIVE else "after the commit"
+    """Where the web's transaction is as a wake-up leaves (no statement: the COMMIT may be in flight,
+    sent by Django's atomic block's end or with the turn's statement, adkweb.postgresql.pipelined)."""
+    if connection.connection.pgconn.transaction_status == pq.TransactionStatus.ACTIVE:
+        return "COMMIT in flight"
+    return "in the transaction" if transaction.get_connection().in_atomic_block else "after the commit"
 
 
 def test_a_messages_wake_up_leaves_as_its_commit_does_and_the_turn_runs_once(demo, worker, monkeypatch):
@@ -52,7 +55,10 @@ def test_a_messages_wake_up_leaves_as_its_commit_does_and_the_turn_runs_once(dem
     assert (row.lease_owner, row.status) == ("", "idle")
 
 
-def test_a_wake_up_for_a_message_whose_commit_fails_leaves_nothing_to_claim(demo, worker, monkeypatch):
+@pytest.mark.parametrize("way", ["after a wait", "with its statements"])
+def test_a_wake_up_for_a_message_whose_commit_fails_leaves_nothing_to_claim(demo, worker, monkeypatch, way):
+    """Its COMMIT sent by Django's atomic block after the follower's wait, or with the turn's statements
+    (adkweb.postgresql.pipelined): either way the wake-up leaves before the COMMIT's failure is read."""
     session = services.session_create(app_name="stock_agent", user_id="requester")
     real, sent = enqueue.session_enqueue, []
 
@@ -67,8 +73,12 @@ def test_a_wake_up_for_a_message_whose_commit_fails_leaves_nothing_to_claim(demo
             cursor.execute("UPDATE agents_app_turn SET created_by_id = 2147483647 WHERE session_id = %s", [session.pk])
 
     monkeypatch.setattr("agents_app.enqueue.session_enqueue", recorded)
-    with services.before_turn_commit(fails_at_commit), pytest.raises(IntegrityError):  # Django's, mapped
-        services.message_send(session=session, text="What is the price of GOOG?", streaming=False)
+    if way == "after a wait":
+        waiting, actor = services.before_turn_commit(fails_at_commit), None
+    else:  # no such person: the turn's deferred foreign key fails at the COMMIT sent with its statements
+        waiting, actor = contextlib.nullcontext(), User(pk=2_147_483_647, username="gone")
+    with waiting, pytest.raises(IntegrityError):  # Django's, mapped
+        services.message_send(session=session, text="What is the price of GOOG?", actor=actor, streaming=False)
     assert sent == ["COMMIT in flight"]  # the wake-up left before the COMMIT's failure was read
     # psycopg's and Django's state as after any failed commit: no transaction, the connection usable.
     assert connection.connection.pgconn.transaction_status == pq.TransactionStatus.IDLE

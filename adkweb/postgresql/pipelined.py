@@ -1,0 +1,123 @@
+"""A whole transaction in one write: its BEGIN, its statements and its COMMIT sent together (libpq's
+pipeline mode), the statements' results read as the server flushes them, before the COMMIT's.
+
+For a transaction that is nothing but its statements (a message's turn: agents_app.turn_insert, where
+`turn_create` is the outermost atomic block and its first statement is the turn's), psycopg sent the
+COMMIT only once the statements' reply was read and Django's atomic block had ended: one more round
+trip, and the web's own work (the Turn built, the call's return, Django's commit) before the COMMIT
+left. Here the server runs the COMMIT (its WAL flush) right after the statements, while the caller
+reads their results and runs `written(results)`, e.g. a turn's wake-up pushed with the COMMIT in
+flight (bench/README.md, phase 25 (queue)).
+
+The statements run as they would in the transaction: BEGIN, then each in order; a statement that fails
+leaves the rest and the COMMIT unrun (the pipeline aborts to its Sync), the transaction failed as after
+any failing statement, for Django's atomic block to roll back, and `written` is not called. A COMMIT that
+fails (a deferred constraint) raises after `written` ran: what `written` starts must not assume the
+commit (as with `on_commit_sent`'s `sent`). Errors are Django's (`wrap_database_errors`). The atomic
+block that opened the transaction stays open until its own end: its commit then finds the transaction
+done and sends nothing; its `on_commit` callbacks run there, after the commit.
+
+`on_commit_sent` (adkweb.postgresql.base) asked while the COMMIT is in flight (from `written`) runs its
+`sent()` at once and its `done()` after the atomic block's commit.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Generator
+from typing import Any
+
+import psycopg
+from psycopg import errors, generators, pq
+
+logger = logging.getLogger(__name__)
+_SEP = "; "
+
+
+def committed_with(cursor: Any, sql: str, params: Any, written: Callable[[list[Any]], object]) -> list[Any]:
+    """Run `BEGIN; sql; COMMIT` in one write (`sql`: statements separated by "; ", each with
+    psycopg's client-side placeholders from `params`), through Django's execute wrappers (they see that
+    text); `written(results)` once the statements' results are in, before the COMMIT's. Returns each
+    statement's psycopg result (`pgresult`-level rows: `rows(result)`)."""
+    return cursor._execute_with_wrappers(f"BEGIN{_SEP}{sql}{_SEP}COMMIT", params, False, _Executor(written))
+
+
+def rows(result: Any) -> list[tuple[Any, ...]]:
+    """A statement's rows as text, each column decoded by the given result's types (ints and NULLs
+    only here: the turn's ids and counts)."""
+    return [
+        tuple(None if (v := result.get_value(r, c)) is None else int(v) for c in range(result.nfields))
+        for r in range(result.ntuples)
+    ]
+
+
+class _Executor:
+    __slots__ = ("written",)
+
+    def __init__(self, written: Callable[[list[Any]], object]) -> None:
+        self.written = written
+
+    def __call__(self, sql: str, params: Any, many: bool, context: dict[str, Any]) -> list[Any]:
+        db, cursor = context["connection"], context["cursor"]
+        parts = sql.split(_SEP)
+        if len(parts) < 3 or parts[0] != "BEGIN" or parts[-1] != "COMMIT":
+            raise ValueError("committed_with: BEGIN; statements; COMMIT")
+        raw = db.connection
+        queries = [part.encode() for part in parts[:1]]
+        binder = cursor.cursor if hasattr(cursor.cursor, "mogrify") else psycopg.ClientCursor(raw)
+        queries += [binder.mogrify(part, params).encode(raw.info.encoding) for part in parts[1:-1]]
+        db.validate_no_broken_transaction()
+        with db.wrap_database_errors, raw.lock:
+            db.commit_in_flight = True
+            try:
+                return raw.wait(_pipeline(raw.pgconn, queries, self.written, raw.info.encoding))
+            finally:
+                db.commit_in_flight = False
+
+
+def _pipeline(
+    pgconn: Any, queries: list[bytes], written: Callable[[list[Any]], object], encoding: str
+) -> Generator[Any, Any, list[Any]]:
+    pgconn.enter_pipeline_mode()
+    synced = False
+    try:
+        for query in queries:
+            pgconn.send_query_params(query, None)
+        pgconn.send_flush_request()  # the statements' results flushed before the COMMIT runs
+        pgconn.send_query_params(b"COMMIT", None)
+        pgconn.pipeline_sync()
+        yield from generators.send(pgconn)
+        results = []
+        for _ in queries:
+            results.append((yield from _result(pgconn)))
+        failed = next((r for r in results if r.status not in (pq.ExecStatus.COMMAND_OK, pq.ExecStatus.TUPLES_OK)), None)
+        if failed is None:
+            written(results[1:])  # the BEGIN's left out
+        commit = yield from _result(pgconn)  # PIPELINE_ABORTED after a failed statement
+        sync = yield from generators.fetch(pgconn)
+        synced = sync is not None and sync.status == pq.ExecStatus.PIPELINE_SYNC
+        for result in (failed, commit):
+            if result is not None and result.status == pq.ExecStatus.FATAL_ERROR:
+                raise errors.error_from_result(result, encoding=encoding)
+        if commit.status != pq.ExecStatus.COMMAND_OK:
+            raise errors.InterfaceError(f"unexpected result {pq.ExecStatus(commit.status).name} from COMMIT")
+        return results[1:]
+    finally:
+        if not synced:  # an error on the way: read to the Sync, so that the connection leaves pipeline mode usable
+            try:
+                for _ in range(2 * len(queries) + 4):
+                    res = yield from generators.fetch(pgconn)
+                    if res is not None and res.status == pq.ExecStatus.PIPELINE_SYNC:
+                        break
+            except Exception:
+                logger.warning("committed_with: the pipeline could not be read to its end.", exc_info=True)
+        pgconn.exit_pipeline_mode()
+
+
+def _result(pgconn: Any) -> Generator[Any, Any, Any]:
+    """One statement's result, and the end of its results (libpq's None between a pipeline's queries)."""
+    result = yield from generators.fetch(pgconn)
+    end = yield from generators.fetch(pgconn)
+    if end is not None:
+        raise errors.InternalError(f"more than one result from a pipelined statement: {end.status}")
+    return result
