@@ -26,7 +26,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, TypedDict, Unpack
+from typing import Any, TypedDict, Unpack, cast
 
 from django.contrib.auth import get_user_model
 from django.db import connection
@@ -155,7 +155,8 @@ def _committed(
 
     with connection.cursor() as cursor:
         committed_with(cursor, sql, params, inserted)
-    if not found or found[0] is None:
+    if not found or found[0] is None:  # refused by the cap, nothing written: the caller counts, in a new transaction
+        cast(Any, connection).committed_ahead = False  # adkweb.postgresql.base
         return None
     return _queued(found[0], created_at=now, **fields)
 

@@ -26,6 +26,7 @@ from typing import Any, cast
 from django.db import DEFAULT_DB_ALIAS, connections
 from django.db.backends.postgresql import base
 from django.db.backends.utils import debug_transaction
+from django.db.transaction import TransactionManagementError
 from psycopg import errors, generators, pq
 
 logger = logging.getLogger(__name__)
@@ -74,8 +75,22 @@ _django_commit = cast(Any, base.DatabaseWrapper)._commit
 
 class DatabaseWrapper(base.DatabaseWrapper):
     commit_in_flight = False  # its transaction's COMMIT sent with its statements, not yet read (pipelined)
+    committed_ahead = False  # ... and done: no statement until the atomic block's end (create_cursor)
+
+    def create_cursor(self, name: Any = None) -> Any:
+        if self.committed_ahead:  # it would run in a transaction of its own, after the commit
+            raise TransactionManagementError(
+                "This transaction was committed with its statements (adkweb.postgresql.pipelined): "
+                "nothing may run on its connection until its atomic block ends."
+            )
+        return super().create_cursor(name)
+
+    def _rollback(self) -> None:
+        self.committed_ahead = False
+        return cast(Any, super())._rollback()
 
     def _commit(self) -> None:
+        self.committed_ahead = False
         hooks = cast(list[tuple[Any, Any, bool]], self.run_on_commit)  # (savepoint ids, func, robust)
         steps = [func.sent for _, func, _ in hooks if isinstance(func, _CommitSent)]
         raw: Any = self.connection

@@ -15,7 +15,9 @@ any failing statement, for Django's atomic block to roll back, and `written` is 
 fails (a deferred constraint) raises after `written` ran: what `written` starts must not assume the
 commit (as with `on_commit_sent`'s `sent`). Errors are Django's (`wrap_database_errors`). The atomic
 block that opened the transaction stays open until its own end: its commit then finds the transaction
-done and sends nothing; its `on_commit` callbacks run there, after the commit.
+done and sends nothing; its `on_commit` callbacks run there, after the commit. Until then no statement
+may run on the connection (it would run in a transaction of its own, after the commit): the backend's
+`create_cursor` refuses it.
 
 `on_commit_sent` (adkweb.postgresql.base) asked while the COMMIT is in flight (from `written`) runs its
 `sent()` at once and its `done()` after the atomic block's commit.
@@ -70,9 +72,11 @@ class _Executor:
         with db.wrap_database_errors, raw.lock:
             db.commit_in_flight = True
             try:
-                return raw.wait(_pipeline(raw.pgconn, queries, self.written, raw.info.encoding))
+                results = raw.wait(_pipeline(raw.pgconn, queries, self.written, raw.info.encoding))
             finally:
                 db.commit_in_flight = False
+        db.committed_ahead = True  # until the atomic block's end (its commit finds nothing to do)
+        return results
 
 
 def _pipeline(

@@ -13,6 +13,7 @@ import psycopg
 import pytest
 from django.contrib.auth.models import User
 from django.db import IntegrityError, connection, transaction
+from django.db.transaction import TransactionManagementError
 from psycopg import pq
 
 from agents_app import services
@@ -97,3 +98,16 @@ def test_a_psycopg_error_in_the_pipeline_is_djangos(demo):
     with connection.cursor() as cursor:
         cursor.execute("SELECT 1")
         assert cursor.fetchone() == (1,)
+
+
+def test_no_statement_runs_between_the_commit_sent_with_the_statements_and_the_blocks_end(demo):
+    """It would run in a transaction of its own after the commit: refused, and the block's end lets the
+    connection be used again."""
+    from adkweb.postgresql.pipelined import committed_with
+
+    with pytest.raises(TransactionManagementError), transaction.atomic():
+        with connection.cursor() as cursor:
+            committed_with(cursor, "SELECT 1", {}, lambda results: None)
+        AdkSession.objects.exists()
+    assert not connection.in_atomic_block
+    assert AdkSession.objects.exists() in (True, False)  # usable again
