@@ -13,11 +13,12 @@ The statements run as they would in the transaction: BEGIN, then each in order; 
 leaves the rest and the COMMIT unrun (the pipeline aborts to its Sync), the transaction failed as after
 any failing statement, for Django's atomic block to roll back, and `written` is not called. A COMMIT that
 fails (a deferred constraint) raises after `written` ran: what `written` starts must not assume the
-commit (as with `on_commit_sent`'s `sent`). Errors are Django's (`wrap_database_errors`). The atomic
-block that opened the transaction stays open until its own end: its commit then finds the transaction
-done and sends nothing; its `on_commit` callbacks run there, after the commit. Until then no statement
-may run on the connection (it would run in a transaction of its own, after the commit): the backend's
-`create_cursor` refuses it.
+commit (as with `on_commit_sent`'s `sent`); a `written` that raises is raised once the pipeline is read
+to its end, whatever the COMMIT did (a turn it committed is then the sweeper's). Errors are Django's
+(`wrap_database_errors`). The atomic block that opened the transaction stays open until its own end: its
+commit then finds the transaction done and sends nothing; its `on_commit` callbacks run there, after the
+commit. Until then no statement may run on the connection (it would run in a transaction of its own,
+after the commit): the backend's `create_cursor` refuses it.
 
 `on_commit_sent` (adkweb.postgresql.base) asked while the COMMIT is in flight (from `written`) runs its
 `sent()` at once and its `done()` after the atomic block's commit.
