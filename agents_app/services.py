@@ -10,13 +10,11 @@ from contextlib import contextmanager
 from typing import Any, cast
 
 from django.conf import settings
-from django.contrib.auth import get_user_model
 from django.db import transaction
-from django.db.models import QuerySet
 from google.genai import types
 from pydantic import ValidationError as PydanticValidationError
 
-from adkweb.errors import Conflict, Invalid, TooManyRequests
+from adkweb.errors import Conflict, Invalid
 
 from . import agents
 from . import enqueue as queueing
@@ -24,9 +22,11 @@ from .models import AdkSession, Turn
 from .session_service import DjangoSessionService, SessionBusy, session_archive
 from .session_status import row_lock_held
 from .turn_insert import TurnFields, TurnRiding, turn_insert, turn_insert_riding, turn_insert_sqlite
+from .turn_quota import TooManyTurns, _too_many, turn_quota_check
 
 logger = logging.getLogger(__name__)
-__all__ = ["SessionBusy", "session_archive"]  # the store's, used from here by pages and the admin
+# The store's, used from here by pages and the admin; the cap's (agents_app.turn_quota), by the API and tests.
+__all__ = ["SessionBusy", "TooManyTurns", "session_archive", "turn_quota_check"]
 
 
 ID_MAX_LENGTH = cast(int, AdkSession._meta.get_field("session_id").max_length)
@@ -38,10 +38,6 @@ class InvalidMessage(Invalid):
 
 class TurnNotRetryable(Conflict):
     """Only a failed turn that stored nothing can run again (HTTP 409)."""
-
-
-class TooManyTurns(TooManyRequests):
-    """A person has ADKWEB_MAX_QUEUED_TURNS_PER_USER turns queued or running already (HTTP 429)."""
 
 
 def content_parse(raw: Any) -> types.Content:
@@ -254,45 +250,6 @@ def session_locked(session_pk: int) -> Iterator[None]:
         return
     with row_lock_held(session_pk):
         yield
-
-
-def _active_turns(user_pk: int) -> QuerySet:
-    """The person's queued and running turns."""
-    return Turn.objects.filter(created_by_id=user_pk, status__in=[Turn.Status.QUEUED, Turn.Status.RUNNING])
-
-
-def turn_quota_check(user: Any) -> None:
-    """Refuse a new turn while the person has the cap of turns queued or running (each may cost model
-    calls). Their user row is locked for the count, so concurrent requests cannot both pass the last
-    slot. Call inside the transaction that creates the turn. On PostgreSQL turn_add does this in the
-    turn's own statements (agents_app.turn_insert: the lock, then the count and the insert)."""
-    cap = settings.ADKWEB_MAX_QUEUED_TURNS_PER_USER
-    if cap <= 0:
-        return
-    db = transaction.get_connection()
-    if db.vendor == "sqlite":
-        # No lock to take: SQLite's write transaction holds the whole file from its BEGIN (IMMEDIATE,
-        # adkweb.sqlite3), and SQLite has no FOR UPDATE (the ORM's lock statement was a plain read). The
-        # count in plain SQL: the ORM compiled it, and the lock's read, per turn (~0.8 ms in embedded mode).
-        with db.cursor() as cursor:
-            cursor.execute(_ACTIVE_COUNT, [user.pk, Turn.Status.QUEUED.value, Turn.Status.RUNNING.value])
-            active = cursor.fetchone()[0]
-    else:
-        get_user_model().objects.select_for_update(no_key=True).filter(pk=user.pk).exists()  # rows may reference it
-        active = _active_turns(user.pk).count()
-    if active >= cap:
-        _too_many(user, cap)
-
-
-_ACTIVE_COUNT = f"SELECT COUNT(*) FROM {Turn._meta.db_table} WHERE created_by_id = %s AND status IN (%s, %s)"
-
-
-def _too_many(user: Any, cap: int) -> None:
-    active = _active_turns(user.pk).count()
-    raise TooManyTurns(
-        f"You have {active} agent turns queued or running, the most one person may have at once ({cap}). "
-        "Wait for one to finish, then send again."
-    )
 
 
 def message_send(*, session: AdkSession, text: str, actor: Any = None, streaming: bool = True) -> Turn:

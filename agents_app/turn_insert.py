@@ -1,7 +1,7 @@
 """A new turn's writes on PostgreSQL in one round trip (issue 12, target 3's queue stage).
 
 What the ORM did in three or four round trips, each compiled per call: the person's row locked and
-their active turns counted (the cap, `services.turn_quota_check`), the Turn's INSERT, and its
+their active turns counted (the cap, `turn_quota.turn_quota_check`), the Turn's INSERT, and its
 post_save signal's `UPDATE session SET status = 'running'` (`session_status._now_running`). Here:
 
 - without a cap to check: one statement, the UPDATE in a WITH beside the INSERT;
@@ -206,7 +206,7 @@ def turn_insert_sqlite(**fields: Unpack[TurnFields]) -> Turn:
     receiver's UPDATE per call (~0.5 ms of a turn's CPU). The same rows as the ORM path's; no post_save
     signal is sent (its one receiver's work, session_status._now_running, is the first statement), as on
     PostgreSQL. No lock to take: SQLite's write transaction holds the file from its BEGIN (IMMEDIATE).
-    The cap, if any, was checked before (services.turn_quota_check)."""
+    The cap, if any, was checked before (turn_quota.turn_quota_check)."""
     if not _SQLITE:
         turns = Turn._meta.db_table
         _SQLITE["running"] = _running("%s")
