@@ -14,7 +14,6 @@ from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from django.http import HttpRequest, JsonResponse, StreamingHttpResponse
-from django.urls import reverse
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr
 
 from adkweb import paging
@@ -24,6 +23,7 @@ from agents_app import idempotency
 from agents_app.idempotency import Outcome
 
 from . import audit_views, edits, selectors, services
+from .api_json import response_json, ticket_json
 from .grants import GrantSpec
 from .models import PendingCall, Response
 
@@ -65,92 +65,8 @@ class RejectBody(_Body):
     argsHash: Hash | None = None
 
 
-def _iso(value: Any) -> str | None:
-    return value.isoformat() if value else None
-
-
-def _username(user: Any) -> str | None:
-    return user.get_username() if user else None
-
-
 class AssignBody(_Body):
     assignee: StrictStr | None  # "me" takes the ticket, null gives it back
-
-
-def ticket_json(ticket: PendingCall, *, responses: list[Response] | None = None) -> dict[str, Any]:
-    data: dict[str, Any] = {
-        "id": ticket.pk,
-        "url": reverse("approvals_api:pending-call", args=[ticket.pk]),
-        "kind": ticket.kind,
-        "status": ticket.status,
-        "agent": ticket.app_name,
-        "tool": ticket.tool_name or ticket.call_name,
-        "call_id": ticket.call_id,
-        "call_name": ticket.call_name,
-        "args": ticket.args,
-        "initial_response": ticket.initial_response,
-        "hint": ticket.hint or None,
-        "response_schema": ticket.response_schema,
-        "session": {
-            "app_name": ticket.session.app_name,
-            "user_id": ticket.session.user_id,
-            "session_id": ticket.session.session_id,
-        },
-        "requester": ticket.requester,
-        "invocation_id": ticket.invocation_id,
-        "assigned_to": _username(ticket.assigned_to),
-        "due_at": _iso(ticket.due_at),
-        "created_at": _iso(ticket.created_at),
-        "updated_at": _iso(ticket.updated_at),
-        "closed_at": _iso(ticket.closed_at),
-        "closed_by": _username(ticket.closed_by),
-        **policy_fields(ticket),
-    }
-    if responses is not None:
-        data["responses"] = [response_json(r) for r in responses]
-    return data
-
-
-def policy_fields(ticket: PendingCall) -> dict[str, Any]:
-    """What a ticket's policy made of it (camelCase, as the policies API)."""
-    policy = {"id": ticket.policy_id, "name": ticket.policy_name, "version": ticket.policy_version}
-    return {
-        "policy": policy if ticket.policy_name else None,
-        "requiredApprovals": ticket.required_approvals,
-        "approvals": [
-            {"who": r.actor_username or None, "when": _iso(r.created_at), "source": r.source}
-            for r in selectors.ticket_approvals(ticket=ticket)
-        ],
-        "fourEyes": ticket.four_eyes,
-        "approverGroups": selectors.ticket_approver_groups(ticket=ticket),
-        "dueAt": _iso(ticket.due_at),
-        "remindAt": _iso(ticket.remind_at),
-        "escalateAt": _iso(ticket.escalate_at),
-        "escalatedAt": _iso(ticket.escalated_at),
-        "argsHash": ticket.args_hash,
-        "editedArgs": ticket.edited_args,
-        "editedBy": _username(ticket.edited_by),
-        "editedAt": _iso(ticket.edited_at),
-    }
-
-
-def response_json(response: Response) -> dict[str, Any]:
-    return {
-        "id": response.pk,
-        "pending_call": response.pending_call_id,
-        "action": response.action,
-        "response": response.payload,
-        "final": response.final,
-        "comment": response.comment,
-        "actor": response.actor_username or None,
-        "actorName": response.actor_name or None,
-        "turn": response.turn_id,
-        "created_at": _iso(response.created_at),
-        "source": response.source,
-        "grant": response.grant_id,
-        "argsHash": response.args_hash or None,
-        "editedArgs": response.edited_args,
-    }
 
 
 def _visible(request: HttpRequest, ticket_id: int) -> PendingCall:

@@ -220,7 +220,7 @@ def _inbox_shape(filters: InboxFilters, user: Any, related: tuple[str, ...]) -> 
 
 
 # What the approvals API shows of each ticket in a list: its conversation, policy and editor, and who
-# decides it (approvals.api.ticket_json); the first three can be joined.
+# decides it (approvals.api_json.ticket_json); the first three can be joined.
 JOINABLE = ("session", "edited_by", "policy")
 GROUP_RELATIONS = ("approver_groups", "escalation_groups")
 API_TICKET_RELATED = (*JOINABLE, *GROUP_RELATIONS)
