@@ -35,6 +35,30 @@ def _redis_flush() -> None:
     redis.Redis.from_url(settings.REDIS_URL).flushdb()
 
 
+@pytest.fixture(autouse=True)
+def _no_groups_of_earlier_tests() -> None:
+    """Each test starts with no channel-layer group in Redis and no watch hint of this process
+    (adkweb.watch_hints). A group's members live for a day (`group_expiry`) while the test database's
+    ids start again at 1 in every run: a member left by an earlier test or run (a follower never
+    discarded, a page of a process that died) made a conversation with its id "watched", so its turn
+    rendered pages for nobody (test_drain_from_loop counted the renders on the database thread) or sent
+    an end ahead for no follower (test_turn_publisher). Redis was flushed only where the worker
+    subprocess started."""
+    import redis
+    from channels.layers import get_channel_layer
+
+    from adkweb import watch_hints
+
+    client = redis.Redis.from_url(settings.REDIS_URL)
+    groups = list(client.scan_iter(match=get_channel_layer()._group_key("*"), count=1000))
+    if groups:
+        client.delete(*groups)
+    client.close()
+    with watch_hints._seen_lock:
+        watch_hints._seen.clear()
+        watch_hints._empty.clear()
+
+
 @pytest.fixture(scope="session")
 def celery_worker_process(django_db_setup, django_db_blocker):
     """A real Celery worker process, pointed at the test database pytest-django created."""

@@ -55,11 +55,14 @@ def _run(app: str, text: str, status: str = "done", *, follower: bool = False) -
     """One turn drained; with `follower`, a channel in the session's group from before the turn is
     queued, as an API follower joins it (agents_app.api.run)."""
     session = services.session_create(app_name=app, user_id="requester")
+    layer, channel = get_channel_layer(), ""
     if follower:
-        layer = get_channel_layer()
-        async_to_sync(layer.group_add)(session_group(session.pk), async_to_sync(layer.new_channel)())
+        channel = async_to_sync(layer.new_channel)()
+        async_to_sync(layer.group_add)(session_group(session.pk), channel)
     turn = services.message_send(session=session, text=text, streaming=False)
     assert runner.session_turns_run(session.pk) == 1
+    if follower:  # left, as the API's follower leaves (its member lived on in Redis for a day)
+        async_to_sync(layer.group_discard)(session_group(session.pk), channel)
     turn.refresh_from_db()
     assert turn.status == status, turn.error
     return turn, list(StoredEvent.objects.filter(session_id=session.pk).order_by("id"))
