@@ -15,10 +15,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-import psycopg
 from django.db import connection
 from django.db.models import Model, QuerySet
 from django.db.models.expressions import DatabaseDefault
+
+from .compiled_begin import begins, begun_with
 
 # A pk no row has, put in the query while it is compiled and found again among its parameters.
 _SENTINEL = -7_301_555_000_000_017
@@ -26,6 +27,7 @@ MAX_ENTRIES = 4096  # per query name: one entry per person and query; past the c
 _compiled: dict[str, dict[tuple, Any]] = {}
 _lock = threading.Lock()
 M = TypeVar("M", bound=Model)
+__all__ = ["begins", "begun_with"]  # adkweb.compiled_begin's, imported from here (agents_app.turn_insert)
 
 
 def compiled(name: str, key: tuple, compile_sql: Callable[[], Any], limit: int = MAX_ENTRIES) -> Any:
@@ -101,38 +103,6 @@ def _rows_sql(build: Callable[..., QuerySet], sentinels: tuple) -> tuple[str, tu
 def rows(name: str, key: tuple, build: Callable[..., QuerySet], *args: Any) -> list[list[Any]]:
     """See `rows_after` (without a statement before)."""
     return rows_after(None, name, key, build, *args)[1]
-
-
-def begins() -> bool:
-    """Would the next statement be its transaction's first on PostgreSQL (psycopg has not sent the
-    BEGIN yet), with psycopg's plain BEGIN (no isolation level, read-only or deferrable of its own)?
-    Then the BEGIN may lead that statement's query string (`begun_with`), where psycopg sends it as a
-    round trip of its own (in a pipeline too, with a Sync of its own)."""
-    if connection.vendor != "postgresql":
-        return False
-    connection.ensure_connection()
-    raw = connection.connection
-    return (
-        not raw.autocommit
-        and raw.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
-        and raw.isolation_level is None
-        and raw.read_only is None
-        and raw.deferrable is None
-    )
-
-
-def begun_with(cursor: Any, sql: str, params: Any) -> None:
-    """`BEGIN; sql` in one query string (where `begins()`). psycopg is told to send no BEGIN of its own
-    for this one execute (its autocommit flag, read at each execute; the BEGIN here is the one it would
-    send); the transaction then goes on as psycopg's (it reads libpq's status: open), committed or
-    rolled back by Django's atomic block. The cursor is left at the first statement's result."""
-    raw = connection.connection
-    raw._autocommit = True  # only this execute: it sends no BEGIN before ours
-    try:
-        cursor.execute("BEGIN; " + sql, params)
-    finally:
-        raw._autocommit = False
-    cursor.nextset()  # past the BEGIN's result
 
 
 def rows_after(
