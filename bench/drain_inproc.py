@@ -195,6 +195,7 @@ def measure(
     jobs.put(None)
     if counting:
         return  # the parent reads the dumps
+    stages = _row_stages(warm) if only != "direct" else []
     medians = {
         k: (statistics.median(r[0] for r in v), statistics.median(r[1] for r in v)) for k, v in results.items() if v
     }
@@ -220,6 +221,13 @@ def measure(
         f"  drain / direct: wall {medians['drain'][0] / medians['direct'][0]:.2f}x, "
         f"CPU {medians['drain'][1] / medians['direct'][1]:.2f}x   (target 3: run <= 1.1x direct)"
     )
+    if stages:
+        run = statistics.median(stages)
+        print(
+            f"  the run stage by the Turn row (claimed -> finished: bench/turn_path.py's, the issue's stage): median "
+            f"{run:.1f} ms, / direct wall {run / medians['direct'][0]:.2f}x   (the drain's whole wall above also has "
+            "the claim's way there and back, the DONE's reply and the publishes after it)"
+        )
     drained, directs = results["drain"], results["direct"]
     extra = [statistics.mean(r[i] for r in drained) - statistics.mean(r[i] for r in directs) for i in (3, 4, 5, 6, 7)]
     print(
@@ -227,6 +235,16 @@ def measure(
         f"preempted {extra[2]:+.1f}; queued for a core {extra[3]:+.2f} ms, asleep {extra[4]:+.2f} ms"
     )
     _spread(drained, directs, drain_first, block)
+
+
+def _row_stages(warm: int) -> list[float]:
+    """Each measured drained turn's run stage as bench/turn_path.py splits a turn by its row's timestamps:
+    claimed (the claim's UPDATE, clock_timestamp()) -> finished (the DONE's), in ms; one turn a round, in
+    order, the first `warm` rounds' left out."""
+    from agents_app.models import Turn
+
+    rows = Turn.objects.order_by("pk").values_list("started_at", "finished_at")
+    return [(end - start).total_seconds() * 1000 for start, end in list(rows)[warm:] if start and end]
 
 
 def _schedstat() -> tuple[int, int]:
