@@ -1,0 +1,73 @@
+"""What the ticket page and its partials show (`ticket_context`: also the ticket socket's, approvals.consumers),
+split out of approvals.views, which renders it and imports it back."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.forms import Form
+from django.utils.functional import SimpleLazyObject
+
+from agents_app import visibility
+
+from . import edits, forms, grants, selectors, services
+from .models import PendingCall
+from .permissions import decide_refusal
+
+
+def ticket_context(
+    ticket: PendingCall, user: Any, bound: dict[str, Form] | None = None, **extra: Any
+) -> dict[str, Any]:
+    """Everything the ticket page and its partials show (also used by the ticket consumer)."""
+    refusal = decide_refusal(user, ticket)
+    answerable = ticket.is_open and refusal is None
+    confirmation = ticket.kind == PendingCall.Kind.CONFIRMATION
+    responses = selectors.ticket_responses(ticket=ticket)
+    approvals = selectors.ticket_approvals(ticket=ticket, responses=responses)
+    ctx: dict[str, Any] = {
+        "ticket": ticket,
+        "responses": responses,
+        "activities": selectors.ticket_activities(ticket=ticket),
+        "approvals": approvals,
+        "approved_by_me": any(r.actor_id == getattr(user, "pk", None) for r in approvals),
+        "args_diff": edits.diff(ticket.tool_args, ticket.edited_args),
+        "refusal": refusal,
+        "grantable": grants.grant_refusal(ticket) is None,
+        "can_answer": answerable,
+        # Lazy (SimpleLazyObject): asked only by what renders them (the page, the ticket socket), not
+        # by the panel an action answers with.
+        "activity": SimpleLazyObject(lambda: _activity(ticket)),
+        "approve_ok": forms.fits_schema(ticket, services.approve_payload(ticket)),
+        "reject_ok": forms.fits_schema(ticket, services.reject_payload(ticket, "reason")),
+        "update_ok": not confirmation,
+        "confirmation": confirmation,
+        "can_assign": answerable,
+        "assigned_to_me": ticket.assigned_to_id == getattr(user, "pk", None),
+        "viewer": user,  # the consumer renders partials without a request
+        # Its conversation holds no ticket hidden from this person (else it is not shown here either).
+        "conversation_visible": SimpleLazyObject(lambda: visibility.session_visible(user, ticket.session)),
+    }
+    if answerable:
+        seen = {"args_hash": ticket.args_hash}
+        ctx.update(
+            approve_form=_approve_form(ticket, None),
+            reject_form=forms.RejectForm(prefix="reject", initial=seen),
+            update_form=forms.UpdateForm(prefix="update", initial=seen),
+            custom_form=forms.response_form_for(ticket),
+        )
+        ctx.update({f"{name}_form": form for name, form in (bound or {}).items()})
+    ctx.update(extra)
+    return ctx
+
+
+def _activity(ticket: PendingCall) -> str:
+    """The conversation's stored status (agents_app.selectors.session_status), from the session row
+    ticket_get read with the ticket: "idle" once the conversation is deleted (archived)."""
+    session = ticket.session
+    return "idle" if session.archived_at is not None else (session.status or "idle")
+
+
+def _approve_form(ticket: PendingCall, data: Any) -> forms.ApproveForm:
+    params = edits.params(ticket) if ticket.is_open else None
+    initial = {"args_hash": ticket.args_hash}
+    return forms.ApproveForm(data, prefix="approve", initial=initial, params=params, current=ticket.current_args)
