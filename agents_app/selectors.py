@@ -1,6 +1,6 @@
 """Reads on the agent side: conversations (lists, status, timelines of stored events) and what the
-API follows of a turn. Agent cards are in agent_cards.py; what a timeline looks like is
-`agents_app.timeline` (these read the rows, it builds the views).
+API follows of a turn. Agent cards are in agent_cards.py, artifacts in artifact_selectors.py (imported
+back here); what a timeline looks like is `agents_app.timeline` (these read the rows, it builds the views).
 """
 
 from __future__ import annotations
@@ -10,15 +10,19 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from django.db.models import Exists, OuterRef, Q, QuerySet
+from django.db.models import Exists, OuterRef, QuerySet
 
 from adkweb.compiled_objects import objects
 from adkweb.paging import KeysetPage, keyset_page
 
 from . import timeline
-from .models import AdkSession, Artifact, StoredEvent, Turn
+from .artifact_selectors import PREVIEW_TYPES, ArtifactView, session_artifact_get, session_artifacts
+from .models import AdkSession, StoredEvent, Turn
 from .timeline import EventView, TurnError
 from .visibility import sessions_visible_to
+
+# agents_app.artifact_selectors', read from here (agents_app.views and agents_app.fanout).
+__all__ = ["PREVIEW_TYPES", "ArtifactView", "session_artifact_get", "session_artifacts"]
 
 ACTIVE_TURN_STATUSES = (Turn.Status.QUEUED, Turn.Status.RUNNING)
 SESSION_STATUSES = {
@@ -267,46 +271,3 @@ def session_config_versions(*, session: AdkSession) -> list[dict[str, Any]]:
         )
         entry["turns"].append(turn.pk)
     return list(used.values())
-
-
-# -- artifacts ----------------------------------------------------------------------------------
-PREVIEW_TYPES = {"image/png", "image/jpeg", "image/gif", "image/webp"}  # raster only: SVG can carry script
-
-
-@dataclass
-class ArtifactView:
-    """An artifact of a conversation: its latest version, and how many there are."""
-
-    filename: str
-    latest: Artifact
-    versions: int
-
-    @property
-    def previewable(self) -> bool:
-        return self.latest.kind == "inline" and self.latest.mime_type in PREVIEW_TYPES
-
-
-def _artifact_scope(session: AdkSession) -> Q:
-    mine = Q(app_name=session.app_name, user_id=session.user_id)
-    return mine & (Q(session_id=session.session_id) | Q(session_id=""))
-
-
-def session_artifacts(*, session: AdkSession) -> list[ArtifactView]:
-    """The conversation's artifacts (and its user's "user:" ones), by name, latest version first."""
-    rows = Artifact.objects.filter(_artifact_scope(session)).order_by("filename", "-version")
-    out: dict[str, ArtifactView] = {}
-    for row in rows:
-        if row.filename in out:
-            out[row.filename].versions += 1
-        else:
-            out[row.filename] = ArtifactView(filename=row.filename, latest=row, versions=1)
-    return list(out.values())
-
-
-def session_artifact_get(*, session: AdkSession, filename: str, version: int | None) -> Artifact | None:
-    rows = Artifact.objects.filter(_artifact_scope(session), filename=filename)
-    if filename.startswith("user:"):
-        rows = rows.filter(session_id="")
-    else:
-        rows = rows.filter(session_id=session.session_id)
-    return rows.order_by("-version").first() if version is None else rows.filter(version=version).first()
