@@ -4,33 +4,37 @@
   `LIMIT`ed subquery), and shows "1,000+" beyond: an exact count of 100,000 tickets is a scan.
 - Pages are read by keyset: "Next"/"Previous" links carry the sort key of the page's last/first
   row (`after=` / `before=`), so a deep page costs what the first one does; a bare `page=N`
-  (an old link, a bookmark) still works by offset.
+  (an old link, a bookmark) still works by offset. The keys, their text in a URL and the conditions
+  past them, are adkweb.paging_keys' (imported back here).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from django.db import connection
-from django.db.models import BooleanField, Q, QuerySet
+from django.db.models import BooleanField, QuerySet
 from django.db.models.expressions import RawSQL
+
+from .paging_keys import Bound, _key_bound, beyond, cursor_of, cursor_parse
+
+# adkweb.paging_keys' are also read from here (approvals.selectors.inbox imports Bound, approvals.api
+# cursor_parse, bench/pages.py cursor_of).
 
 COUNT_CAP = 1000
 # The largest page number a list seeks by offset (the inbox form's bound): past it, the page past the end.
 # Unbounded, a typed page number times the page size overflowed the OFFSET (PostgreSQL's bigint, SQLite's
 # int64) once a list counted past COUNT_CAP: a 500.
 PAGE_MAX = 10_000_000
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 # `narrow(qs, n, order, bound)`: a queryset of rows of `qs` that holds its first n in `order` (when `order`
 # is empty: n of its rows, any, or all of them if fewer): a list whose filter the planner cannot bound by
 # the list's own indexes reads its first n another way (approvals.selectors, "mine": from a table of who
 # takes part in which ticket). `bound`, when the page starts past a key, is that bound as SQL on another
-# table's copy of the sort key and pk (`bound(value_column, pk_column)` -> (sql, params)), so that the
-# narrow's own index scan starts there too (`qs` is already filtered by it).
-Bound = Callable[[str, str], tuple[str, list[Any]]]
+# table's copy of the sort key and pk (a Bound, adkweb.paging_keys), so that the narrow's own index scan
+# starts there too (`qs` is already filtered by it).
 Narrow = Callable[[QuerySet, int, tuple[str, ...], "Bound | None"], QuerySet]
 
 
@@ -61,54 +65,6 @@ def count_label(count: int, noun: str) -> str:
     if count > cap:
         return f"{cap:,}+ {noun}s"
     return f"{count:,} {noun}{'' if count == 1 else 's'}"
-
-
-# -- keys: (sort value, pk) of a row, as text in a URL ---------------------------------------------
-def _encode(value: Any) -> str:
-    if isinstance(value, datetime):
-        return str((value - _EPOCH) // timedelta(microseconds=1))
-    return repr(float(value))
-
-
-def _decode(text: str, kind: type) -> Any:
-    if kind is datetime:
-        return _EPOCH + timedelta(microseconds=int(text))
-    return float(text)
-
-
-def cursor_of(row: Any, field_name: str) -> str:
-    return f"{_encode(getattr(row, field_name))}_{row.pk}"
-
-
-def cursor_parse(text: str, kind: type) -> tuple[Any, int] | None:
-    """(value, pk) from a cursor, or None if it is not one (the list then starts from `page`)."""
-    try:
-        value, pk = text.split("_", 1)
-        out = (_decode(value, kind), int(pk))
-    except (ValueError, OverflowError):
-        return None
-    return out if out[1] > 0 else None
-
-
-def beyond(field_name: str, key: tuple[Any, int], descending: bool) -> Q:
-    """Rows after `key` in the order (field, pk) (descending or not), written so that the index on
-    (field, pk) bounds the scan: `field <= v AND (field < v OR pk < id)`."""
-    value, pk = key
-    if descending:
-        return Q(**{f"{field_name}__lte": value}) & (Q(**{f"{field_name}__lt": value}) | Q(pk__lt=pk))
-    return Q(**{f"{field_name}__gte": value}) & (Q(**{f"{field_name}__gt": value}) | Q(pk__gt=pk))
-
-
-def _key_bound(model: Any, field_name: str, key: tuple[Any, int], descending: bool) -> Bound:
-    """`beyond` as a Bound (SQL on any two columns holding the sort key and pk), the value as the
-    database stores it (SQLite compares datetimes as text)."""
-    value = model._meta.get_field(field_name).get_db_prep_value(key[0], connection)
-    op = "<" if descending else ">"
-
-    def sql(column: str, pk_column: str) -> tuple[str, list[Any]]:
-        return f"{column} {op}= %s AND ({column} {op} %s OR {pk_column} {op} %s)", [value, value, key[1]]
-
-    return sql
 
 
 def _from_row(
