@@ -14,7 +14,8 @@ one tool call and one reply (4 stored events). It runs on:
      memory broker (embedded mode) -> runner -> stored events, observed on the channel layer
   5. with REDIS_URL and DATABASE_URL set: the same as 4 with a `celery worker` subprocess
      (BENCH_CELERY_POOL: threads, as in production, or prefork) on Redis, observed on the Redis
-     channel layer
+     channel layer; then path 5 and path 3r paired turn by turn in one run (bench/turn_path_pairs.py):
+     target 3's run ratio without the minutes between the two paths' phases
 
 Paths 4 and 5 live in bench/turn_path_worker.py.
 
@@ -34,6 +35,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from turn_path_pairs import NAME as PAIRS
+from turn_path_pairs import print_pairs
 from turn_path_worker import (
     APP,
     EVENTS_PER_TURN,
@@ -280,7 +283,10 @@ def main() -> None:
                 f"Django on {connection.vendor} ({connection.settings_dict['NAME']}); ADK sqlite on a temp file; "
                 f"worker concurrency {args.concurrency}"
             )
-            print_rows(rows)
+            paired = [r for r in rows if r.path == PAIRS]
+            print_rows([r for r in rows if r.path != PAIRS])
+            for row in paired:
+                print_pairs(row)
             print(
                 f"\nbuild_agent('{APP}') alone: {build_agent_ms():.1f} ms (paths 1-3 build the agent once; the "
                 "worker once per configuration, agents_app.run_cache)"

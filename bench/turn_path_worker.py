@@ -289,6 +289,9 @@ def services_child(args: argparse.Namespace) -> None:
     try:
         warm_up()  # also waits for the worker to be up
         rows = worker_phases("5 adkweb services (celery worker, Redis)", args)
+        from turn_path_pairs import pairs_phase  # it imports this module
+
+        rows.append(pairs_phase(args.sessions, args.turns_per_session))
     except BaseException:
         log.seek(0)
         sys.stderr.write("celery worker output (last 3000 characters):\n" + log.read()[-3000:])
