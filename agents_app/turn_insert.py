@@ -49,8 +49,12 @@ _SQL: dict[str, str] = {}
 
 
 def _running(session: str) -> str:
-    """The session's status as a new turn writes it (`session`: its parameter's placeholder)."""
-    return f"UPDATE {AdkSession._meta.db_table} SET status = 'running' WHERE id = {session} AND archived_at IS NULL"
+    """The session's status as a new turn writes it (`session`: its parameter's placeholder). The live
+    row by its primary key: `(archived_at IS NULL) IS TRUE` is no index condition (plain, the planner
+    could walk every live session's entry of an archived_at index and filter it by id where the table's
+    statistics were stale: tests/integration/test_turn_insert_plan.py)."""
+    table = AdkSession._meta.db_table
+    return f"UPDATE {table} SET status = 'running' WHERE id = {session} AND (archived_at IS NULL) IS TRUE"
 
 
 def _positional(*, casts: bool) -> str:

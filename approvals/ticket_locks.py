@@ -24,8 +24,11 @@ def _ticket_locking(pk: int) -> QuerySet:
 
 
 # agents_app.services.session_lock's statement (FOR NO KEY UPDATE of a live session's row), written out
-# to go with the ticket's lock in one round trip.
-_SESSION_LOCK = f"SELECT id FROM {AdkSession._meta.db_table} WHERE id = %s AND archived_at IS NULL FOR NO KEY UPDATE"
+# to go with the ticket's lock in one round trip. By its primary key: `(archived_at IS NULL) IS TRUE` is no
+# index condition (plain, a stale-statistics plan walked every live session's archived_at entry).
+_SESSION_LOCK = (
+    f"SELECT id FROM {AdkSession._meta.db_table} WHERE id = %s AND (archived_at IS NULL) IS TRUE FOR NO KEY UPDATE"
+)
 
 
 def session_and_ticket_locked(session_pk: int, ticket_pk: int) -> tuple[bool, dict[int, PendingCall]]:
