@@ -33,8 +33,9 @@ from django.db import connection
 from django.utils import timezone
 
 from adkweb.compiled import begins, begun_with
-from adkweb.postgresql.pipelined import committed_with, rows
+from adkweb.postgresql.pipelined import Prepared, committed_with, prepared, rows
 
+from . import pooler
 from .models import AdkSession, Turn
 
 _COLUMNS = (
@@ -158,11 +159,23 @@ def _committed(
             written()
 
     with connection.cursor() as cursor:
-        committed_with(cursor, sql, params, inserted)
+        committed_with(cursor, sql, params, inserted, () if pooler.text_only else _prepared(capped))
     if not found or found[0] is None:  # refused by the cap, nothing written: the caller counts, in a new transaction
         cast(Any, connection).committed_ahead = False  # adkweb.postgresql.base
         return None
     return _queued(found[0], created_at=now, **fields)
+
+
+_PREPARED: dict[bool, tuple[Prepared, ...]] = {}
+
+
+def _prepared(capped: bool) -> tuple[Prepared, ...]:
+    """The message's statements as prepared once per connection (the pipelined path's): the plain one, or
+    the person's lock and the capped one."""
+    if not _PREPARED:
+        _PREPARED[False] = (prepared("adkweb_turn_insert_", _sql("plain")),)
+        _PREPARED[True] = tuple(prepared("adkweb_turn_insert_", _sql(name)) for name in ("lock", "capped"))
+    return _PREPARED[capped]
 
 
 _RIDING: list[str] = []

@@ -148,7 +148,7 @@ def _probe_statement(web: dict[int, dict]) -> None:
     if committed_with is None:
         return
 
-    def probed_committed(cursor, sql, params, written):  # BEGIN, the statement and its COMMIT in one write
+    def probed_committed(cursor, sql, params, written, *prepared):  # BEGIN, the statement and its COMMIT in one write
         stamps = web.setdefault(params["session"], {})
 
         def stamped(results):
@@ -157,7 +157,7 @@ def _probe_statement(web: dict[int, dict]) -> None:
 
         stamps["statement"] = stamps["commit_sent"] = time.time()
         try:
-            return committed_with(cursor, sql, params, stamped)
+            return committed_with(cursor, sql, params, stamped, *prepared)
         finally:
             stamps["commit"] = time.time()
 

@@ -22,12 +22,24 @@ after the commit): the backend's `create_cursor` refuses it.
 
 `on_commit_sent` (adkweb.postgresql.base) asked while the COMMIT is in flight (from `written`) runs its
 `sent()` at once and its `done()` after the atomic block's commit.
+
+A statement given as `Prepared` (`prepared`) is PREPAREd once per connection (a round trip of its own,
+before the transaction's, the first time) and sent as `EXECUTE name(literals)`: parsed once and planned
+with it (generic after PostgreSQL's first five), where its text was parsed, analysed and planned at every
+message (bench/README.md, phase 26 (queue)). Django's execute wrappers still see its text. Where the server
+lost what the connection prepared (DISCARD ALL, a pooler), the EXECUTE fails before anything is written: the
+transaction (its BEGIN and nothing else) is rolled back, sent again as text, and from then on this process
+sends text; a PREPARE the server refuses leaves that statement as text.
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
-from collections.abc import Callable, Generator
+import re
+import weakref
+from collections.abc import Callable, Generator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import psycopg
@@ -35,14 +47,48 @@ from psycopg import errors, generators, pq
 
 logger = logging.getLogger(__name__)
 _SEP = "; "
+NO_SUCH_STATEMENT = "26000"  # invalid_sql_statement_name: an EXECUTE of a name the connection does not know
+ALREADY_PREPARED = "42P05"  # duplicate_prepared_statement
 
 
-def committed_with(cursor: Any, sql: str, params: Any, written: Callable[[list[Any]], object]) -> list[Any]:
+@dataclass(frozen=True)
+class Prepared:
+    """A statement of `committed_with`'s (its `text`, named %(x)s placeholders) as PREPAREd and EXECUTEd."""
+
+    text: str
+    name: str
+    prepare: str  # PREPARE name AS the text, $n for its placeholders (their types inferred by the server)
+    execute: str  # EXECUTE name(%(x)s, ...)
+
+
+def prepared(prefix: str, text: str) -> Prepared:
+    """`text` to be prepared under `prefix` + a hash of its body (the same text, the same name)."""
+    if "%%" in text or "%s" in text:
+        raise ValueError("prepared: named placeholders only")
+    names = list(dict.fromkeys(re.findall(r"%\((\w+)\)s", text)))
+    body = text
+    for i, name in enumerate(names, 1):
+        body = body.replace(f"%({name})s", f"${i}")
+    label = prefix + hashlib.sha1(body.encode()).hexdigest()[:16]
+    execute = f"EXECUTE {label}(" + ", ".join(f"%({n})s" for n in names) + ")" if names else f"EXECUTE {label}"
+    return Prepared(text, label, f"PREPARE {label} AS {body}", execute)
+
+
+_ready: weakref.WeakKeyDictionary[Any, set[str]] = weakref.WeakKeyDictionary()  # connection -> names prepared
+_refused: set[str] = set()  # names whose PREPARE the server refused: sent as text
+_lost: list[bool] = []  # a connection lost what it prepared: this process sends text
+
+
+def committed_with(
+    cursor: Any, sql: str, params: Any, written: Callable[[list[Any]], object], statements: Sequence[Prepared] = ()
+) -> list[Any]:
     """Run `BEGIN; sql; COMMIT` in one write (`sql`: statements separated by "; ", each with
     psycopg's client-side placeholders from `params`), through Django's execute wrappers (they see that
     text); `written(results)` once the statements' results are in, before the COMMIT's. Returns each
-    statement's psycopg result (`pgresult`-level rows: `rows(result)`)."""
-    return cursor._execute_with_wrappers(f"BEGIN{_SEP}{sql}{_SEP}COMMIT", params, False, _Executor(written))
+    statement's psycopg result (`pgresult`-level rows: `rows(result)`). A statement whose text is one of
+    `statements`' is sent as its EXECUTE (prepared on the connection first if it is not yet)."""
+    executor = _Executor(written, {s.text: s for s in statements})
+    return cursor._execute_with_wrappers(f"BEGIN{_SEP}{sql}{_SEP}COMMIT", params, False, executor)
 
 
 def rows(result: Any) -> list[tuple[Any, ...]]:
@@ -55,10 +101,11 @@ def rows(result: Any) -> list[tuple[Any, ...]]:
 
 
 class _Executor:
-    __slots__ = ("written",)
+    __slots__ = ("written", "statements")
 
-    def __init__(self, written: Callable[[list[Any]], object]) -> None:
+    def __init__(self, written: Callable[[list[Any]], object], statements: dict[str, Prepared]) -> None:
         self.written = written
+        self.statements = statements
 
     def __call__(self, sql: str, params: Any, many: bool, context: dict[str, Any]) -> list[Any]:
         db, cursor = context["connection"], context["cursor"]
@@ -66,18 +113,59 @@ class _Executor:
         if len(parts) < 3 or parts[0] != "BEGIN" or parts[-1] != "COMMIT":
             raise ValueError("committed_with: BEGIN; statements; COMMIT")
         raw = db.connection
-        queries = [part.encode() for part in parts[:1]]
         binder = cursor.cursor if hasattr(cursor.cursor, "mogrify") else psycopg.ClientCursor(raw)
-        queries += [binder.mogrify(part, params).encode(raw.info.encoding) for part in parts[1:-1]]
+        encoding = raw.info.encoding
+
+        def queries(use: dict[str, Prepared]) -> list[bytes]:
+            texts = [use[part].execute if part in use else part for part in parts[1:-1]]
+            return [b"BEGIN"] + [binder.mogrify(text, params).encode(encoding) for text in texts]
+
         db.validate_no_broken_transaction()
         with db.wrap_database_errors, raw.lock:
+            use = _usable(raw, self.statements)
             db.commit_in_flight = True
             try:
-                results = raw.wait(_pipeline(raw.pgconn, queries, self.written, raw.info.encoding))
+                try:
+                    results = raw.wait(_pipeline(raw.pgconn, queries(use), self.written, encoding))
+                except psycopg.Error as exc:
+                    if not use or exc.sqlstate != NO_SUCH_STATEMENT:
+                        raise
+                    _lost_here(raw)  # nothing ran but the BEGIN: rolled back, sent again as text
+                    results = raw.wait(_pipeline(raw.pgconn, queries({}), self.written, encoding))
             finally:
                 db.commit_in_flight = False
         db.committed_ahead = True  # until the atomic block's end (its commit finds nothing to do)
         return results
+
+
+def _usable(raw: Any, statements: dict[str, Prepared]) -> dict[str, Prepared]:
+    """Those of `statements` prepared on this connection (PREPAREd here the first time: the connection is
+    idle, no transaction begun), by their text."""
+    if not statements or _lost:
+        return {}
+    ready = _ready.setdefault(raw, set())
+    use = {}
+    for text, statement in statements.items():
+        if statement.name not in ready and statement.name not in _refused:
+            raw.pgconn.send_query(statement.prepare.encode(raw.info.encoding))
+            (result,) = raw.wait(generators.execute(raw.pgconn))
+            state = result.error_field(pq.DiagnosticField.SQLSTATE)
+            if result.status == pq.ExecStatus.COMMAND_OK or state == ALREADY_PREPARED:  # its name says its text
+                ready.add(statement.name)
+            else:
+                if (state or "").startswith("42"):  # the text itself (a placeholder's type not inferred): for good
+                    _refused.add(statement.name)
+                logger.warning("committed_with: could not prepare %s (%s); sending its text.", statement.name, state)
+        if statement.name in ready:
+            use[text] = statement
+    return use
+
+
+def _lost_here(raw: Any) -> None:
+    _lost.append(True)
+    logger.warning("committed_with: the connection's prepared statements were dropped by the server; using text.")
+    raw.pgconn.send_query(b"ROLLBACK")
+    raw.wait(generators.execute(raw.pgconn))
 
 
 def _pipeline(
