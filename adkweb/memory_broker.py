@@ -68,15 +68,24 @@ def _quiet_in() -> float:
         return QUIET if _running else max(0.0, _ended + QUIET - monotonic())
 
 
+def hold_left(since: float, quiet_in: float | None = None) -> float:
+    """How long work waiting since `since` (monotonic) is still held from now (0: it goes): until the
+    process has had no foreground work for QUIET seconds (`quiet_in`: `_quiet_in()`, read now unless
+    given), at most MOST after `since`. The rule of the background queues (`_hold`) and of
+    adkweb.quiet_work's thread, each keeping its own `since`."""
+    wait = _quiet_in() if quiet_in is None else quiet_in
+    left = since + MOST - monotonic()
+    return min(wait, left) if wait and left > 0 else 0.0
+
+
 def _hold(queue: str, size: int) -> float:
     """How long the background `queue`, holding `size` messages, holds them from now (0: they go)."""
     wait = _quiet_in()
     if not size or not wait:
         _held_since.pop(queue, None)
         return 0.0
-    since = _held_since.setdefault(queue, monotonic())
-    left = since + MOST - monotonic()
-    return min(wait, left) if left > 0 else 0.0  # past MOST: held ones go, until the queue is empty
+    # Past MOST the held ones go, until the queue is empty (its `since` kept until then).
+    return hold_left(_held_since.setdefault(queue, monotonic()), wait)
 
 
 def _held_for() -> float | None:

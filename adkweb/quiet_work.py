@@ -10,9 +10,9 @@ survive the process is recorded before it is handed over (an outbox row stays ow
 done; the sweeper sends what a dead process left), as it is before a message is sent.
 
 `when_quiet(fn, *args)` runs `fn(*args)` on the process's `adkweb-quiet` thread once the process is free by
-the same rule (held at most MOST from the first work waiting), each in the order given; an error is
-logged and the next one runs. The thread's database connections go back after each batch (a pool's),
-except SQLite's (kept, as the request threads keep theirs).
+the same rule (`memory_broker.hold_left`: held at most MOST from the first work waiting), each in the
+order given; an error is logged and the next one runs. The thread's database connections go back after
+each batch (a pool's), except SQLite's (kept, as the request threads keep theirs).
 """
 
 from __future__ import annotations
@@ -50,8 +50,8 @@ class _Runner:
                 while not self.jobs:
                     self.changed.wait()
                 since = self.since if self.since is not None else monotonic()
-            while (wait := memory_broker._quiet_in()) and (left := since + memory_broker.MOST - monotonic()) > 0:
-                threading.Event().wait(min(wait, left))  # nothing wakes this when the process turns quiet
+            while wait := memory_broker.hold_left(since):
+                threading.Event().wait(wait)  # nothing wakes this when the process turns quiet
             with self.changed:
                 batch, self.jobs, self.since = self.jobs, deque(), None
             for fn, args in batch:

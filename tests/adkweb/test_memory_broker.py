@@ -221,3 +221,23 @@ def test_a_connection_to_the_memory_broker_warns_of_no_missing_hostname(caplog):
             info = conn.info()
     assert info["hostname"] is None
     assert [r.getMessage() for r in caplog.records if r.name == "kombu.connection"] == []
+
+
+def test_hold_left_is_the_rule_of_the_queues_and_of_the_quiet_thread(monkeypatch):
+    """memory_broker.hold_left(since): held while foreground work runs and QUIET after, at most MOST
+    after `since`; it keeps no state (adkweb.quiet_work's waiting work is not a queue in _held_since)."""
+    from adkweb import memory_broker
+
+    monkeypatch.setattr(memory_broker, "QUIET", 60.0)
+    monkeypatch.setattr(memory_broker, "MOST", 30.0)
+    held = dict(memory_broker._held_since)
+    with memory_broker.foreground():
+        now = time.monotonic()
+        assert 29 < memory_broker.hold_left(now) <= 30  # MOST from now: sooner than QUIET
+        assert memory_broker.hold_left(now - 31) == 0.0  # past MOST: it goes, however busy
+        monkeypatch.setattr(memory_broker, "MOST", 120.0)
+        assert 59 < memory_broker.hold_left(now) <= 60  # QUIET, while the work runs
+    assert 59 < memory_broker.hold_left(time.monotonic()) <= 60  # QUIET after it ended
+    monkeypatch.setattr(memory_broker, "QUIET", 0.0)
+    assert memory_broker.hold_left(time.monotonic()) == 0.0  # quiet now: it goes
+    assert memory_broker._held_since == held
