@@ -48,8 +48,9 @@ def notify(event: str, *, ticket: Any = None, turn: Any = None, data: dict | Non
         logger.exception("Could not record the notification %s; nothing will be sent for it.", event)
         return
     if done is None:  # its work after commit: this app's outbox's (notifications.outbox.committed)
-        box = shared_outbox()
-        transaction.on_commit(lambda: box.committed(row_id) if box else enqueue("event_fan_out", row_id))
+        box = shared_outbox()  # registered with this handler (notifications.apps): never None where this runs
+        assert box is not None
+        transaction.on_commit(lambda: box.committed(row_id))
 
 
 _SAVEPOINT = "adkweb_outbox"

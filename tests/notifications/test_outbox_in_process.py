@@ -76,3 +76,13 @@ def test_in_services_mode_the_row_goes_as_a_task(emails, settings, monkeypatch):
         notify(TICKET_OPENED, ticket=call)
     event = NotificationEvent.objects.get(ticket=call, name=TICKET_OPENED)
     assert sent == [("notifications.tasks.event_fan_out", (event.pk,))]
+
+
+def test_the_handler_and_its_outbox_are_registered_together_at_startup():
+    """services.notify runs only as the registered handler (adkweb.notify.notify), and the app registers
+    it with its outbox in one call (notifications.apps): notify's work after commit always has the
+    outbox's `committed` (no fallback to the task of its own)."""
+    from adkweb import notify as shared
+
+    box = shared.outbox()
+    assert shared._handler is services.notify and box is not None and box.committed is outbox.committed
