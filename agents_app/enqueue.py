@@ -5,7 +5,6 @@ of owed work. The Turn row is the truth: a lost wake-up delays a turn, never los
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from datetime import timedelta
 
 from django.conf import settings
@@ -30,7 +29,8 @@ def turn_enqueue(session_pk: int) -> None:
         return
     from adkweb.postgresql.base import on_commit_sent  # PostgreSQL's (wake_before_commit)
 
-    if not on_commit_sent(*_AtCommit(session_pk).steps()):
+    at = _AtCommit(session_pk)
+    if not on_commit_sent(at.push, at.done):
         _enqueue_early(session_pk)
 
 
@@ -45,9 +45,6 @@ class _AtCommit:
     def __init__(self, session_pk: int) -> None:
         self.session_pk = session_pk
         self.unread: wake.Unread | None = None
-
-    def steps(self) -> tuple[Callable[[], None], Callable[[], None]]:
-        return self.push, self.done
 
     def push(self) -> None:
         with wake.replies_later() as unread:
