@@ -2,29 +2,23 @@
 
 Each notify_* sends the ids-only message to `session-<pk>` (the API's turn watchers and the ticket
 page read the database on it) and has agents_app.fanout render the conversation page's fragment
-once per audience and send it to the audience groups (pages forward it as it is)."""
+once per audience and send it to the audience groups (pages forward it as it is). Here the async ones
+(anotify_*, from an event loop: the session store's appends, the drain) and the claim's question who
+watches (`ask_ahead`); those sent from a thread, and the fan-out's registration, are
+agents_app.events_sync' (imported back here, where their callers read them)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextvars
-import json
 import logging
-from typing import Any
 
 from asgiref.sync import sync_to_async
 
-from adkweb.live import (
-    abatched,
-    agroup_send,
-    agroup_send_each,
-    agroups_watched,
-    batched,
-    group_send,
-    group_send_each,
-)
+from adkweb.live import abatched, agroup_send, agroup_send_each, agroups_watched
 from adkweb.watch_hints import counted_empty_lately, counted_empty_since, seen_watched
 
+from . import events_sync
 from .event_messages import (  # noqa: F401 - re-exported (the API, pages, approvals and tests read them here)
     EVENT_DATA_MAX,
     SESSIONS_GROUP,
@@ -34,6 +28,18 @@ from .event_messages import (  # noqa: F401 - re-exported (the API, pages, appro
     TurnFinishedMessage,
     TurnRetriedMessage,
     session_group,
+)
+from .events_sync import (  # noqa: F401 - re-exported (the thread's notify_*: services, turn_close, approvals, tests)
+    _event_message,
+    _quietly,
+    _stored,
+    notify_session_event,
+    notify_session_status,
+    notify_ticket_card,
+    notify_turn_finished,
+    notify_turn_retried,
+    register_fanout,
+    ticket_card_groups,
 )
 
 # The order of a turn's publishes; its names are the callers' (runner, turn_exec, the session store).
@@ -50,54 +56,8 @@ from .publish_order import (  # noqa: F401 - re-exported
 
 logger = logging.getLogger(__name__)
 
-# agents_app.fanout, registered by AgentsAppConfig.ready (it reads through selectors, which import the
-# session store, which imports this module: a registration rather than an import cycle).
-_fanout: Any = None
-
-
-def register_fanout(module: Any) -> None:
-    global _fanout
-    _fanout = module
-
-
-@batched()
-def notify_session_event(
-    *,
-    session_pk: int,
-    event_pk: int,
-    revision: int | None = None,
-    turn_id: int | None = None,
-    author: str = "",
-    data_json: str | None = None,
-    timestamp: float | None = None,
-) -> None:
-    """A stored event: every open page of that conversation appends it; API followers of its turn
-    take it from the message (`revision`, `turn_id`, `author`, `data_json`) when it carries them. With
-    `data_json` and `timestamp` (what was stored), the pages' fragment is rendered without reading the
-    row back."""
-    group_send(session_group(session_pk), _event_message(session_pk, event_pk, revision, turn_id, author, data_json))
-    stored = _stored(session_pk, event_pk, data_json, timestamp)
-    _quietly("publish_event", session_pk=session_pk, event_pk=event_pk, stored=stored)
-
-
-def _event_message(
-    session_pk: int, event_pk: int, revision: int | None, turn_id: int | None, author: str, data_json: str | None
-) -> SessionEventMessage:
-    message = SessionEventMessage(type="session.event", session_pk=session_pk, event_pk=event_pk)
-    if revision is not None:
-        message["revision"], message["turn_id"], message["author"] = revision, turn_id, author
-        if data_json is not None and turn_id is not None and author != "user":  # its size checked by its writer
-            message["data_json"] = data_json
-    return message
-
-
-def _stored(session_pk: int, event_pk: int, data_json: str | None, timestamp: float | None) -> Any:
-    """The stored row as its writer has it in memory (unsaved: the view's fields only), or None."""
-    if data_json is None or timestamp is None:
-        return None
-    from .models import StoredEvent
-
-    return StoredEvent(pk=event_pk, session_id=session_pk, timestamp=timestamp, data=json.loads(data_json))
+# The fan-out (agents_app.fanout) is events_sync._fanout, registered by AgentsAppConfig.ready
+# (`register_fanout`), read there at each call.
 
 
 @abatched()
@@ -120,9 +80,9 @@ async def anotify_session_event(
     await agroup_send(
         session_group(session_pk), _event_message(session_pk, event_pk, revision, turn_id, author, data_json)
     )
-    if _fanout is None:
+    if events_sync._fanout is None:
         return
-    groups = [_fanout.audience_group(session_pk, a) for a in _fanout.AUDIENCES]
+    groups = [events_sync._fanout.audience_group(session_pk, a) for a in events_sync._fanout.AUDIENCES]
     if not seen_watched(groups):
         await _asked_ahead(session_pk)  # the claim's question, if still on its way, rather than a new one
     watched = set(groups) if seen_watched(groups) else await agroups_watched(groups)
@@ -130,16 +90,6 @@ async def anotify_session_event(
         stored = _stored(session_pk, event_pk, data_json, timestamp)  # rendered as stored, not read back
         publish = sync_to_async(_quietly)
         await publish("publish_event", session_pk=session_pk, event_pk=event_pk, watched=watched, stored=stored)
-
-
-def _quietly(publish: str, **kwargs: Any) -> None:
-    """Rendering a live fragment must not fail the caller (it runs after commit): logged instead."""
-    if _fanout is None:
-        return
-    try:
-        getattr(_fanout, publish)(**kwargs)
-    except Exception:
-        logger.warning("Could not render the live fragment of %s %s.", publish, kwargs, exc_info=True)
 
 
 @abatched()
@@ -158,8 +108,8 @@ async def anotify_partial(*, session_pk: int, event: dict, turn_id: int) -> None
     )
     await agroup_send(session_group(session_pk), message)
     try:
-        if _fanout is not None:
-            await _fanout.apublish_partial(
+        if events_sync._fanout is not None:
+            await events_sync._fanout.apublish_partial(
                 session_pk=session_pk,
                 event_id=message["event_id"],
                 author=message["author"],
@@ -171,23 +121,15 @@ async def anotify_partial(*, session_pk: int, event: dict, turn_id: int) -> None
         logger.warning("Could not render a streaming chunk of session %s.", session_pk, exc_info=True)
 
 
-@batched()
-def notify_session_status(*, session_pk: int) -> None:
-    """The conversation's status changed (running, waiting, idle, failed)."""
-    msg = SessionStatusMessage(type="session.status", session_pk=session_pk)
-    group_send_each([session_group(session_pk), SESSIONS_GROUP], msg)
-    _quietly("publish_status", session_pk=session_pk)
-
-
 @abatched()
 async def anotify_session_status(*, session_pk: int, status: str) -> None:
     """notify_session_status from async code (the drain's loop), with the status the caller just
     wrote: the messages leave from the loop, and the page fragment needs no read."""
     msg = SessionStatusMessage(type="session.status", session_pk=session_pk)
     await agroup_send_each([session_group(session_pk), SESSIONS_GROUP], msg)
-    if _fanout is not None:
+    if events_sync._fanout is not None:
         try:
-            await _fanout.apublish_status(session_pk=session_pk, status=status)
+            await events_sync._fanout.apublish_status(session_pk=session_pk, status=status)
         except Exception:
             logger.warning("Could not render the live status of session %s.", session_pk, exc_info=True)
 
@@ -226,9 +168,9 @@ def ask_ahead(session_pk: int) -> None:
     since has the turn's first event's fragment a round trip later, nothing less. Elsewhere a
     conversation nobody watches pays the question (one Redis round trip off the turn's way; a drain
     that finds nothing owed too)."""
-    if _fanout is None or _on_its_way(session_pk) is not None:
+    if events_sync._fanout is None or _on_its_way(session_pk) is not None:
         return
-    groups = [_fanout.audience_group(session_pk, a) for a in _fanout.AUDIENCES]
+    groups = [events_sync._fanout.audience_group(session_pk, a) for a in events_sync._fanout.AUDIENCES]
     if seen_watched(groups) or (session_pk not in _waiting and counted_empty_lately(groups)):
         return
     # In a context of its own (no batch of the caller's to take along); it never raises (all groups on an error).
@@ -259,13 +201,13 @@ async def anotify_turn_finished(*, session_pk: int, turn_id: int, status: str, r
     if revision is not None:
         msg["revision"] = revision
     await agroup_send(session_group(session_pk), msg)
-    if _fanout is None:
+    if events_sync._fanout is None:
         return
     if status != "done":  # a failed turn's error line is read and rendered on a thread
         await sync_to_async(_quietly)("publish_turn_finished", session_pk=session_pk, turn_id=turn_id, status=status)
         return
     try:
-        await _fanout.apublish_turn_done(session_pk=session_pk, turn_id=turn_id)
+        await events_sync._fanout.apublish_turn_done(session_pk=session_pk, turn_id=turn_id)
     except Exception:
         logger.warning("Could not publish the end of turn %s.", turn_id, exc_info=True)
 
@@ -310,33 +252,3 @@ async def anotify_turn_done(*, session_pk: int, turn_id: int, status: str, revis
     async with abatched():
         await anotify_turn_finished(session_pk=session_pk, turn_id=turn_id, status="done", revision=revision)
         await anotify_session_status(session_pk=session_pk, status=status)
-
-
-@batched()
-def notify_turn_finished(*, session_pk: int, turn_id: int, status: str) -> None:
-    group_send(
-        session_group(session_pk),
-        TurnFinishedMessage(type="turn.finished", session_pk=session_pk, turn_id=turn_id, status=status),
-    )
-    _quietly("publish_turn_finished", session_pk=session_pk, turn_id=turn_id, status=status)
-
-
-@batched()
-def notify_turn_retried(*, session_pk: int, turn_id: int) -> None:
-    """A failed turn was queued again: pages drop its error line."""
-    group_send(
-        session_group(session_pk), TurnRetriedMessage(type="turn.retried", session_pk=session_pk, turn_id=turn_id)
-    )
-    _quietly("publish_turn_retried", session_pk=session_pk, turn_id=turn_id)
-
-
-def ticket_card_groups(session_pk: int) -> list[str]:
-    """The groups `notify_ticket_card` publishes to (to ask the layer about them ahead, in one go)."""
-    if _fanout is None:
-        return []
-    return [_fanout.audience_group(session_pk, a) for a in _fanout.AUDIENCES]
-
-
-def notify_ticket_card(*, session_pk: int, ticket_id: int) -> None:
-    """A ticket of this conversation changed (approvals.events sends the ids): its card on the pages."""
-    _quietly("publish_ticket", session_pk=session_pk, ticket_id=ticket_id)
