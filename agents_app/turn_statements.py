@@ -17,7 +17,7 @@ _ACTIVE = ", ".join(f"'{s}'" for s in ACTIVE_TURN_STATUSES)
 _OPEN = ", ".join(f"'{s}'" for s in OPEN_TICKET_STATUSES)
 _FIELDS = [f for f in Turn._meta.concrete_fields]
 # JSON as text on every connection (Django's loads jsonb as text; the loop's, agents_app.session_async,
-# would decode it): `_turn` parses it.
+# would decode it): agents_app.turn_rows' `_turn` parses it.
 _JSON = {f.column for f in _FIELDS if f.get_internal_type() == "JSONField"}
 _COLUMNS = ", ".join(f"t.{c}::text" if c in _JSON else f"t.{c}" for c in (f.column for f in _FIELDS))
 
