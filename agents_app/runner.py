@@ -2,27 +2,23 @@
 
 A worker takes the session's lease (agents_app.leases), runs the oldest queued turn with
 `Runner.run_async` on `DjangoSessionService`, then the next, until the inbox is empty; a
-heartbeat renews the lease meanwhile. Exactly once: see agents_app.turn_exec.
+heartbeat renews the lease meanwhile. Exactly once: see agents_app.turn_exec. Which way the drain's
+bookkeeping goes on this database (plain SQL, from the loop or not) is agents_app.drain_paths'.
 """
 
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 import os
-from datetime import datetime, timedelta
-from types import ModuleType
 
 from asgiref.sync import ThreadSensitiveContext, sync_to_async
-from django.conf import settings
-from django.db import DEFAULT_DB_ALIAS, close_old_connections, connections
-from django.db.utils import load_backend
-from django.utils import timezone
+from django.db import close_old_connections
 
 from adkweb import gcpolicy, memory_broker, watch_hints
 
-from . import events, session_async, session_sqlite_loop, turn_sql, turn_sqlite, worker_loop
+from . import events, session_async, session_sqlite_loop, turn_sql, worker_loop
+from .drain_paths import _done_args, _from_loop, _lease_times, _statements
 from .leases import Heartbeat, Lease, lease_acquire, lease_release
 from .models import Turn
 from .turn_exec import (
@@ -89,24 +85,6 @@ async def _drain(session_pk: int) -> int:
     if ran:  # however the drain was called (a Celery task's `session_turns_run`, a wake-up's drainer)
         gcpolicy.drain_ran()  # a worker's one freeze of what its first turn left (the drain's publishes are out)
     return ran
-
-
-def _vendor() -> str:
-    """From the settings, without a hop to the database thread (nor a connection object made for
-    the loop's thread, which the database thread's calls would then be refused). Asked three times
-    a turn: the backend's module is looked up once per ENGINE (`load_backend` is an import each call)."""
-    return _engine_vendor(connections.settings[DEFAULT_DB_ALIAS]["ENGINE"])
-
-
-@functools.cache
-def _engine_vendor(engine: str) -> str:
-    return str(load_backend(engine).DatabaseWrapper.vendor)
-
-
-def _statements() -> ModuleType | None:
-    """The drain's bookkeeping in plain SQL for this database (`start`, `done_next`): agents_app.turn_sql
-    on PostgreSQL, agents_app.turn_sqlite on SQLite; None elsewhere (the ORM path, `_drain_orm`)."""
-    return {"postgresql": turn_sql, "sqlite": turn_sqlite}.get(_vendor())
 
 
 async def _drain_orm(session_pk: int, owner: str) -> int:
@@ -227,18 +205,6 @@ async def _claim_next(session_pk: int) -> Turn | None:
     return await sync_to_async(turn_claim_next)(session_pk)
 
 
-def _lease_times() -> tuple[datetime, datetime]:
-    """Now, and when a lease taken or kept now runs out."""
-    now = timezone.now()
-    return now, now + timedelta(seconds=settings.ADKWEB_SESSION_LEASE_SECONDS)
-
-
-def _from_loop() -> bool:
-    """May the drain's statements go from the event loop (PostgreSQL, agents_app.session_async's
-    connections: no hop to the database thread and back, no checkout of its connection)?"""
-    return _statements() is turn_sql and session_async.usable()
-
-
 async def _astart(session_pk: int, owner: str) -> tuple[turn_sql.Started, bool]:
     """`start` from the loop where it can, else `_start` on the database thread; also whether that
     thread's connection went back to the pool in its hop (the thread path, nothing owed)."""
@@ -279,19 +245,6 @@ def _start(session_pk: int, owner: str) -> turn_sql.Started:
     if not started.leased:  # nothing owed (or another worker's): the drain ends, its connection goes back now
         close_old_connections()
     return started
-
-
-def _done_args(turn: Turn, lease: Lease) -> dict:
-    """`done_next`'s arguments, on either path: the turn done, the lease kept from now."""
-    now, until = _lease_times()
-    return {
-        "turn_id": turn.pk,
-        "session_pk": lease.session_pk,
-        "owner": lease.owner,
-        "until": until,
-        "now": now,
-        "config_version": turn.config_version_id,
-    }
 
 
 def _done_next(turn: Turn, lease: Lease) -> turn_sql.DoneNext:
