@@ -104,22 +104,28 @@ class Unread:
     """Wake-ups pushed whose replies are not read yet: the caller goes on (a decision's record, its
     commit) while Redis answers, and reads them later (`read`). A push that is never read (its
     transaction rolled back before the commit hook that reads it) is read at its request's end
-    (`left_read`) or, outside a request, by this thread's next push."""
+    (`left_read`) or, outside a request, by this thread's next push. The pushes go on the thread's own
+    connection (`_thread_connection`), packed here (`_packed`)."""
 
     def __init__(self) -> None:
-        self.pushed: list[tuple[Any, Any]] = []  # (connection, its pool)
+        self.pushed: list[Any] = []  # the connection of each push whose replies are owed
 
     def push(self, session_pk: int) -> None:
-        _left_read()
-        pool = client().connection_pool
-        conn = pool.get_connection()
-        name = key()
+        _left_read()  # nothing owed on the thread's connection from here on
+        conn = _thread_connection()
+        command = [_packed(key(), session_pk)]
         try:
-            conn.send_packed_command(conn.pack_commands([("RPUSH", name, session_pk), ("LTRIM", name, -KEEP, -1)]))
-        except BaseException:
-            pool.release(conn)
-            raise
-        self.pushed.append((conn, pool))
+            conn.send_packed_command(command)
+        except Exception as exc:
+            from redis.exceptions import ConnectionError as Lost
+            from redis.exceptions import TimeoutError as Late
+
+            if not isinstance(exc, (OSError, Lost, Late)):
+                raise
+            # A connection Redis closed (a restart) is found here, not by a check before each push:
+            # redis-py dropped it; this send connects again (an error there is the caller's).
+            conn.send_packed_command(command)
+        self.pushed.append(conn)
         _left.pending = self
 
     def read(self) -> None:
@@ -128,17 +134,44 @@ class Unread:
             _left.pending = None
         failed: BaseException | None = None
         pushed, self.pushed = self.pushed, []
-        for conn, pool in pushed:
+        for conn in pushed:
             try:
                 for _ in range(2):  # RPUSH's, LTRIM's
                     conn.read_response()
             except BaseException as exc:
                 failed = failed or exc
-                conn.disconnect()  # no reply left unread on it for its next user
-            finally:
-                pool.release(conn)
+                conn.disconnect()  # no reply left unread on it for its next push (which connects again)
         if failed is not None:
             raise failed
+
+
+_own = threading.local()  # .conn, .pool: this thread's connection for its pushes, made from that pool's settings
+
+
+def _thread_connection() -> Any:
+    """This thread's Redis connection for its wake-ups' pushes, outside the client's pool: what it owes
+    is read before its next push (`Unread`), so the pool's checkout, with its poll of the socket for data
+    left unread and its counters, ~0.1-0.17 ms after an idle gap on the wake-up's way, is not needed
+    (bench/README.md, phase 26 (queue)). Made again for another client (a forked child's, a test's);
+    closed when its thread ends."""
+    pool = client().connection_pool
+    conn = getattr(_own, "conn", None)
+    if conn is None or _own.pool is not pool:
+        conn = _own.conn = pool.connection_class(**pool.connection_kwargs)
+        _own.pool = pool
+    return conn
+
+
+def _packed(name: str, session_pk: int) -> bytes:
+    """RPUSH name session_pk and LTRIM name -KEEP -1 as Redis reads them (RESP arrays of bulk strings),
+    where redis-py's packer took ~50 us after an idle gap."""
+    out = []
+    for args in (("RPUSH", name, str(session_pk)), ("LTRIM", name, str(-KEEP), "-1")):
+        out.append(b"*%d\r\n" % len(args))
+        for arg in args:
+            data = arg.encode()
+            out.append(b"$%d\r\n%s\r\n" % (len(data), data))
+    return b"".join(out)
 
 
 _unread: contextvars.ContextVar[Unread | None] = contextvars.ContextVar("adkweb_wake_unread", default=None)
