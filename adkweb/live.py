@@ -5,12 +5,13 @@ Each app's `events.py` names its groups and typed payloads and calls these; cons
 Sends never raise: a live update is a courtesy and the database is the truth (pages catch up when
 they reconnect), while the caller has already committed what it announces (a decision answered
 500 after it was saved, or a run cut short by a lost streaming chunk, would be worse).
+A batch's state is adkweb.live_batch's, what a layer says of who watches adkweb.live_counts'
+(imported back here).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import functools
 import logging
 import time
@@ -23,17 +24,12 @@ from channels.layers import get_channel_layer
 
 from adkweb.watch_hints import note
 
+from .live_batch import _ahead, _also, _batch, _batch_end, _batch_start, _Started, ask_also
+from .live_counts import _awatched, _replied
+
+__all__ = ["ask_also"]  # adkweb.live_batch's, imported from here (agents_app.session_service)
+
 logger = logging.getLogger(__name__)
-
-
-_batch: contextvars.ContextVar[list[tuple[str, dict]] | None] = contextvars.ContextVar(
-    "adkweb_live_batch", default=None
-)
-# Inside a `batched()` block, groups whose watchers were asked ahead (`groups_watched_ahead`): the
-# answers, so that the publishers it calls do not each wait on the channel layer for their own.
-_ahead: contextvars.ContextVar[dict[str, bool] | None] = contextvars.ContextVar("adkweb_live_ahead", default=None)
-# Inside an `abatched()` block, groups to ask about with its next question (`ask_also`).
-_also: contextvars.ContextVar[list[str] | None] = contextvars.ContextVar("adkweb_live_also", default=None)
 
 
 def group_send(group: str, message: Mapping[str, object]) -> None:
@@ -50,37 +46,6 @@ def group_send_each(groups: list[str], message: Mapping[str, object]) -> None:
         batch += [(group, copy) for group in groups]
     else:
         _send_many([(group, copy) for group in groups])
-
-
-_Started = tuple[list[tuple[str, dict]], contextvars.Token, contextvars.Token, contextvars.Token]
-
-
-def _batch_start() -> _Started | None:
-    """Open a batch (`batched()`, `abatched()`): None inside another one, which sends what is made."""
-    if _batch.get() is not None:
-        return None
-    pairs: list[tuple[str, dict]] = []
-    return pairs, _batch.set(pairs), _ahead.set({}), _also.set([])
-
-
-def _batch_end(started: _Started) -> list[tuple[str, dict]]:
-    """Close the batch; its (group, message) pairs, for its opener to send."""
-    pairs, token, ahead, also = started
-    _batch.reset(token)
-    _ahead.reset(ahead)
-    _also.reset(also)
-    return pairs
-
-
-def ask_also(groups: list[str]) -> None:
-    """Inside `abatched()`: ask about these groups too with the batch's next question
-    (`agroups_watched`), and keep the answers for the rest of the batch, so that a publisher called
-    later in it that asks about them (a stored event's hooks' announcements, after the event's own
-    publish) pays no round trip of its own. Asked after what the batch announces was committed, as
-    every question must be. Nothing happens outside a batch, or if the batch asks nothing more."""
-    also = _also.get()
-    if also is not None:
-        also.extend(g for g in groups if g not in also)
 
 
 @contextmanager
@@ -165,14 +130,6 @@ async def _agroup_send_many(
 
     await asyncio.gather(*(in_order(group, messages) for group, messages in by_group.items()))
     return await _awatched(layer, ask) if ask else set()
-
-
-def _replied(reply: Mapping[str, int] | BaseException, sent_at: float | None = None) -> None:
-    """The reply of a batch sent without waiting (`_agroup_send_many(soon=True)`), sent at `sent_at`."""
-    if isinstance(reply, BaseException):
-        logger.warning("Could not publish live updates (%s); pages catch up when they reconnect.", type(reply).__name__)
-    else:
-        note(reply, sent_at)
 
 
 async def apublished() -> None:
@@ -313,24 +270,6 @@ async def agroups_watched(groups: list[str]) -> set[str]:
         return {g for g in groups if g in watched}
     except Exception:
         return set(groups)
-
-
-async def _awatched(layer: Any, groups: list[str]) -> set[str]:
-    send_many = getattr(layer, "group_send_many", None)
-    if send_many is not None:  # adkweb's Redis layer: one round trip for all the groups
-        sent_at = time.monotonic()
-        counts = await send_many([], groups)
-        note(counts, sent_at)
-        return {g for g in groups if counts.get(g)}
-    if hasattr(layer, "_group_key") and hasattr(layer, "consistent_hash"):  # channels_redis
-        counts = await asyncio.gather(
-            *(layer.connection(layer.consistent_hash(g)).zcard(layer._group_key(g)) for g in groups)
-        )
-        return {g for g, n in zip(groups, counts, strict=True) if n}
-    members = getattr(layer, "groups", None)  # Channels' in-memory layer
-    if isinstance(members, dict):
-        return {g for g in groups if members.get(g)}
-    return set(groups)
 
 
 async def agroup_send(group: str, message: Mapping[str, object]) -> None:
