@@ -69,8 +69,9 @@ def pairs_phase(n_sessions: int, per_session: int) -> Row:
             direct_turn(new_session())  # outside the timings: the direct path's first-call caches
             for session in worker_sessions:
                 direct_session = new_session()
-                for i in range(per_session):
-                    for side in ("direct", "worker") if (len(direct_ms) + i) % 2 == 0 else ("worker", "direct"):
+                for _ in range(per_session):
+                    # pair k: the direct turn first when k is even (k = the pairs done so far, every session's)
+                    for side in ("direct", "worker") if len(direct_ms) % 2 == 0 else ("worker", "direct"):
                         if side == "direct":
                             ms, cpu = direct_turn(direct_session)
                             direct_ms.append(ms)
