@@ -30,6 +30,11 @@ M = TypeVar("M", bound=BaseModel)
 SAFE_METHODS = {"GET", "HEAD", "OPTIONS"}
 
 
+def iso(value: Any) -> str | None:
+    """A datetime (or date) as the API's JSON writes it, ISO 8601; None for none."""
+    return value.isoformat() if value else None
+
+
 def refusal_response(exc: Refused) -> JsonResponse:
     """The one place a refusal becomes an API response."""
     response = JsonResponse({"detail": exc.detail}, status=exc.status)

@@ -7,12 +7,10 @@ from typing import Any
 
 from django.urls import reverse
 
+from adkweb.api import iso
+
 from . import selectors
 from .models import PendingCall, Response
-
-
-def _iso(value: Any) -> str | None:
-    return value.isoformat() if value else None
 
 
 def _username(user: Any) -> str | None:
@@ -41,10 +39,10 @@ def ticket_json(ticket: PendingCall, *, responses: list[Response] | None = None)
         "requester": ticket.requester,
         "invocation_id": ticket.invocation_id,
         "assigned_to": _username(ticket.assigned_to),
-        "due_at": _iso(ticket.due_at),
-        "created_at": _iso(ticket.created_at),
-        "updated_at": _iso(ticket.updated_at),
-        "closed_at": _iso(ticket.closed_at),
+        "due_at": iso(ticket.due_at),
+        "created_at": iso(ticket.created_at),
+        "updated_at": iso(ticket.updated_at),
+        "closed_at": iso(ticket.closed_at),
         "closed_by": _username(ticket.closed_by),
         **policy_fields(ticket),
     }
@@ -60,19 +58,19 @@ def policy_fields(ticket: PendingCall) -> dict[str, Any]:
         "policy": policy if ticket.policy_name else None,
         "requiredApprovals": ticket.required_approvals,
         "approvals": [
-            {"who": r.actor_username or None, "when": _iso(r.created_at), "source": r.source}
+            {"who": r.actor_username or None, "when": iso(r.created_at), "source": r.source}
             for r in selectors.ticket_approvals(ticket=ticket)
         ],
         "fourEyes": ticket.four_eyes,
         "approverGroups": selectors.ticket_approver_groups(ticket=ticket),
-        "dueAt": _iso(ticket.due_at),
-        "remindAt": _iso(ticket.remind_at),
-        "escalateAt": _iso(ticket.escalate_at),
-        "escalatedAt": _iso(ticket.escalated_at),
+        "dueAt": iso(ticket.due_at),
+        "remindAt": iso(ticket.remind_at),
+        "escalateAt": iso(ticket.escalate_at),
+        "escalatedAt": iso(ticket.escalated_at),
         "argsHash": ticket.args_hash,
         "editedArgs": ticket.edited_args,
         "editedBy": _username(ticket.edited_by),
-        "editedAt": _iso(ticket.edited_at),
+        "editedAt": iso(ticket.edited_at),
     }
 
 
@@ -87,7 +85,7 @@ def response_json(response: Response) -> dict[str, Any]:
         "actor": response.actor_username or None,
         "actorName": response.actor_name or None,
         "turn": response.turn_id,
-        "created_at": _iso(response.created_at),
+        "created_at": iso(response.created_at),
         "source": response.source,
         "grant": response.grant_id,
         "argsHash": response.args_hash or None,

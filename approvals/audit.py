@@ -15,6 +15,8 @@ from django.core.paginator import Page, Paginator
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
+from adkweb.api import iso
+
 from .models import Response
 
 PAGE_SIZE = 50
@@ -141,7 +143,7 @@ EXPORT_FIELDS = {  # column -> the ORM path it reads
 def _export_row(values: dict[str, Any]) -> dict[str, Any]:
     row = {column: values[path] for column, path in EXPORT_FIELDS.items()}
     for key in ("created_at", "conversation_archived_at"):
-        row[key] = row[key].isoformat() if row[key] else None
+        row[key] = iso(row[key])
     return row
 
 

@@ -6,11 +6,11 @@ each thing exactly once. No timer lives in memory."""
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 from django.db import transaction
 from django.utils import timezone
 
+from adkweb.api import iso
 from adkweb.log_context import log_ids
 from agents_app.services import session_locked
 
@@ -41,7 +41,7 @@ def ticket_remind(*, ticket_id: int) -> bool:
     TicketActivity.objects.create(
         ticket=ticket, kind=TicketActivity.Kind.REMINDED, message=f"Reminder: this ticket expires at {due}."
     )
-    events.deadline_reached(events.TICKET_REMINDED, ticket=ticket, data={"due_at": _iso(ticket.due_at)})
+    events.deadline_reached(events.TICKET_REMINDED, ticket=ticket, data={"due_at": iso(ticket.due_at)})
     return True
 
 
@@ -91,7 +91,7 @@ def _expire(ticket_id: int) -> bool:
     else:
         answers_submit(session=ticket.session, answers=[answer], actor=None, source=Response.Source.EXPIRY)
     TicketActivity.objects.create(ticket=ticket, kind=TicketActivity.Kind.EXPIRED, message=f"Expired. {reason}")
-    data = {"status": "expired", "by": None, "comment": reason, "due_at": _iso(ticket.due_at)}
+    data = {"status": "expired", "by": None, "comment": reason, "due_at": iso(ticket.due_at)}
     events.deadline_reached(events.TICKET_EXPIRED, ticket=ticket, data=data)
     return True
 
@@ -108,10 +108,6 @@ def _close_unsent(ticket: PendingCall, answer: Answer) -> None:
     )
     ticket.status, ticket.closed_at = PendingCall.Status.EXPIRED, timezone.now()
     ticket.save()
-
-
-def _iso(value: Any) -> str | None:
-    return value.isoformat() if value else None
 
 
 def deadlines_sweep() -> dict[str, int]:

@@ -11,7 +11,7 @@ from django.http import HttpRequest, JsonResponse
 from django.utils import timezone
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr
 
-from adkweb.api import api_view, int_param, json_body, parse
+from adkweb.api import api_view, int_param, iso, json_body, parse
 from adkweb.errors import Forbidden, Invalid, NotFound
 from adkweb.roles import is_policy_admin
 
@@ -161,10 +161,6 @@ class GrantBody(GrantSpecBody):
     ticket: StrictInt
 
 
-def _iso(value: Any) -> str | None:
-    return value.isoformat() if value else None
-
-
 def grant_json(grant: StandingGrant) -> dict[str, Any]:
     return {
         "id": grant.pk,
@@ -177,9 +173,9 @@ def grant_json(grant: StandingGrant) -> dict[str, Any]:
         "policy": grant.policy_id,
         "ticket": grant.ticket_id,
         "createdBy": grant.created_by.get_username(),
-        "createdAt": _iso(grant.created_at),
-        "expiresAt": _iso(grant.expires_at),
-        "revokedAt": _iso(grant.revoked_at),
+        "createdAt": iso(grant.created_at),
+        "expiresAt": iso(grant.expires_at),
+        "revokedAt": iso(grant.revoked_at),
         "revokedBy": grant.revoked_by.get_username() if grant.revoked_by else None,
         "revokedReason": grant.revoked_reason,
         "active": grant.revoked_at is None and grant.expires_at > timezone.now(),

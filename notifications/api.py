@@ -15,7 +15,7 @@ from django.http import HttpRequest, JsonResponse
 from django.urls import reverse
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr
 
-from adkweb.api import api_view, int_param, json_body, parse
+from adkweb.api import api_view, int_param, iso, json_body, parse
 from adkweb.errors import Forbidden, Invalid, NotFound
 
 from . import endpoints, webhook_urls
@@ -91,8 +91,8 @@ def delivery_json(d: Delivery) -> dict[str, Any]:
         "attempts": d.attempts,
         "last_status_code": d.last_status_code,
         "last_error": d.last_error,
-        "next_attempt_at": d.next_attempt_at.isoformat() if d.next_attempt_at else None,
-        "delivered_at": d.delivered_at.isoformat() if d.delivered_at else None,
+        "next_attempt_at": iso(d.next_attempt_at),
+        "delivered_at": iso(d.delivered_at),
         "created_at": d.created_at.isoformat(),
         "attempt_log": [
             {"number": a.number, "at": a.started_at.isoformat(), "ok": a.ok, "status_code": a.status_code}

@@ -11,6 +11,8 @@ from typing import Any
 from django.conf import settings
 from django.urls import reverse
 
+from adkweb.api import iso
+
 from . import webhook_urls
 from .models import Delivery, NotificationEvent, WebhookEndpoint
 from .outcome import Outcome
@@ -48,8 +50,8 @@ def ticket_data(ticket: Any) -> dict[str, Any]:
         "summary": args_summary(ticket),
         "args": ticket.args,
         "requester": ticket.requester,
-        "created_at": ticket.created_at.isoformat() if ticket.created_at else None,
-        "closed_at": ticket.closed_at.isoformat() if ticket.closed_at else None,
+        "created_at": iso(ticket.created_at),
+        "closed_at": iso(ticket.closed_at),
         "closed_by": ticket.closed_by.get_username() if ticket.closed_by_id and ticket.closed_by else None,
     }
 
