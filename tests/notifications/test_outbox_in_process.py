@@ -86,3 +86,24 @@ def test_the_handler_and_its_outbox_are_registered_together_at_startup():
 
     box = shared.outbox()
     assert shared._handler is services.notify and box is not None and box.committed is outbox.committed
+
+
+def test_a_handler_registered_without_its_outbox_still_records_the_event_and_never_raises(emails, embedded, caplog):
+    """notify never raises into the caller: were the handler ever registered without its outbox, the
+    event is still recorded in the caller's transaction, owed, an error says why, and the sweeper sends it."""
+    from adkweb import notify as shared
+
+    call = ticket()
+    box = shared.outbox()
+    shared.register(services.notify)
+    try:
+        with transaction.atomic():
+            notify(TICKET_OPENED, ticket=call)
+    finally:
+        shared.register(services.notify, box)
+    event = NotificationEvent.objects.get(ticket=call, name=TICKET_OPENED)
+    assert event.fanned_out_at is None and embedded == []
+    assert "no outbox is registered" in caplog.text
+    NotificationEvent.objects.filter(pk=event.pk).update(created_at=event.created_at.replace(year=2000))
+    assert services.notifications_sweep() >= 1
+    assert ("notifications.tasks.event_fan_out", (event.pk,)) in embedded
