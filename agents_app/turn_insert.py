@@ -66,20 +66,23 @@ def _positional(*, casts: bool) -> str:
 
 
 def _sql(name: str) -> str:
-    if not _SQL:
+    if not _SQL:  # built whole, then published in one step: another thread finds all of them or none
         turns, users = Turn._meta.db_table, get_user_model()._meta.db_table
         running = _running("%(session)s")
         insert = f"INSERT INTO {turns} ({_COLUMNS})"
-        _SQL["plain"] = f"WITH s AS ({running}) {insert} VALUES ({_VALUES}) RETURNING id"
         active = ", ".join(f"'{s}'" for s in (Turn.Status.QUEUED, Turn.Status.RUNNING))
-        _SQL["lock"] = f"SELECT 1 FROM {users} WHERE id = %(user)s FOR NO KEY UPDATE"
-        _SQL["capped"] = (
-            f"WITH n AS (SELECT count(*) AS n FROM (SELECT 1 FROM {turns} WHERE created_by_id = %(user)s "
-            f"AND status IN ({active}) LIMIT %(cap)s) a), "
-            f"t AS ({insert} SELECT {_VALUES} FROM n WHERE n.n < %(cap)s RETURNING id), "
-            f"s AS ({running} AND EXISTS (SELECT 1 FROM t)) "
-            "SELECT n.n, (SELECT id FROM t) FROM n"
-        )
+        built = {
+            "plain": f"WITH s AS ({running}) {insert} VALUES ({_VALUES}) RETURNING id",
+            "lock": f"SELECT 1 FROM {users} WHERE id = %(user)s FOR NO KEY UPDATE",
+            "capped": (
+                f"WITH n AS (SELECT count(*) AS n FROM (SELECT 1 FROM {turns} WHERE created_by_id = %(user)s "
+                f"AND status IN ({active}) LIMIT %(cap)s) a), "
+                f"t AS ({insert} SELECT {_VALUES} FROM n WHERE n.n < %(cap)s RETURNING id), "
+                f"s AS ({running} AND EXISTS (SELECT 1 FROM t)) "
+                "SELECT n.n, (SELECT id FROM t) FROM n"
+            ),
+        }
+        _SQL.update(built)
     return _SQL[name]
 
 
@@ -172,9 +175,10 @@ _PREPARED: dict[bool, tuple[Prepared, ...]] = {}
 def _prepared(capped: bool) -> tuple[Prepared, ...]:
     """The message's statements as prepared once per connection (the pipelined path's): the plain one, or
     the person's lock and the capped one."""
-    if not _PREPARED:
-        _PREPARED[False] = (prepared("adkweb_turn_insert_", _sql("plain")),)
-        _PREPARED[True] = tuple(prepared("adkweb_turn_insert_", _sql(name)) for name in ("lock", "capped"))
+    if not _PREPARED:  # published in one step, as _sql's
+        plain = (prepared("adkweb_turn_insert_", _sql("plain")),)
+        capped_ones = tuple(prepared("adkweb_turn_insert_", _sql(n)) for n in ("lock", "capped"))
+        _PREPARED.update({False: plain, True: capped_ones})
     return _PREPARED[capped]
 
 
@@ -226,8 +230,8 @@ def turn_insert_sqlite(**fields: Unpack[TurnFields]) -> Turn:
     The cap, if any, was checked before (turn_quota.turn_quota_check)."""
     if not _SQLITE:
         turns = Turn._meta.db_table
-        _SQLITE["running"] = _running("%s")
-        _SQLITE["insert"] = f"INSERT INTO {turns} ({_COLUMNS}) VALUES ({_positional(casts=False)}) RETURNING id"
+        insert = f"INSERT INTO {turns} ({_COLUMNS}) VALUES ({_positional(casts=False)}) RETURNING id"
+        _SQLITE.update({"running": _running("%s"), "insert": insert})  # in one step, as _sql's
     now = timezone.now()
     params = [*_row(fields), connection.ops.adapt_datetimefield_value(now)]
     with connection.cursor() as cursor:
