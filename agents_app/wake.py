@@ -114,13 +114,14 @@ class Unread:
         _left_read()  # nothing owed on the thread's connection from here on
         conn = _thread_connection()
         command = [_packed(key(), session_pk)]
+        was_open = conn.is_connected  # else this send connects: a failure there is not a stale connection's
         try:
             conn.send_packed_command(command)
         except Exception as exc:
             from redis.exceptions import ConnectionError as Lost
             from redis.exceptions import TimeoutError as Late
 
-            if not isinstance(exc, (OSError, Lost, Late)):
+            if not was_open or not isinstance(exc, (OSError, Lost, Late)):
                 raise
             # A connection Redis closed (a restart) is found here, not by a check before each push:
             # redis-py dropped it; this send connects again (an error there is the caller's).

@@ -6,9 +6,11 @@ wake-up, once. Redis only (a list of the test's own: no worker listens on it).""
 
 from __future__ import annotations
 
+import socket
 from typing import Any
 
 import pytest
+import redis
 from django.test import override_settings
 
 from agents_app import enqueue, wake
@@ -69,3 +71,30 @@ def test_a_connection_redis_closed_still_delivers_the_next_wake_up_once(wake_lis
         at.push()
         at.done()
     assert wake_list() == [1, 2, 3]
+
+
+def test_a_push_to_an_unreachable_redis_tries_to_connect_once(monkeypatch):
+    """Only a connection that was open may be stale (Redis closed it): its send failing is sent once more on
+    a new connection. A connection that could not be made is not tried again: where Redis does not answer,
+    each attempt waits its connect timeout (2 s), on a decision's way with its session row locked
+    (agents_app.enqueue.session_enqueue_before_commit) and on the web's thread; the pool's checkout before
+    1670f95 tried once."""
+    with socket.socket() as probe:  # a port nobody listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    down = redis.Redis.from_url(f"redis://127.0.0.1:{port}/0", socket_timeout=5, socket_connect_timeout=2)
+    attempts: list[int] = []
+    connect = down.connection_pool.connection_class._connect
+
+    def counted(self: Any) -> Any:
+        attempts.append(1)
+        return connect(self)
+
+    monkeypatch.setattr(down.connection_pool.connection_class, "_connect", counted)
+    before = wake._clients.swap(down)
+    try:
+        with pytest.raises(redis.exceptions.ConnectionError), wake.replies_later():
+            wake.wake(1)
+    finally:
+        wake._clients.swap(before)
+    assert len(attempts) == 1  # (red before: 2)
