@@ -34,11 +34,12 @@ def _watched(call: Any, at_each_line: Any) -> None:
             at_each_line()
         return trace
 
+    before = sys.gettrace()  # a debugger's or a coverage tool's, put back after
     sys.settrace(trace)
     try:
         call()
     finally:
-        sys.settrace(None)
+        sys.settrace(before)
 
 
 def _in_another_thread(call: Any) -> BaseException | None:
