@@ -1,5 +1,5 @@
 """The Celery app: configured from Django settings (CELERY_*), tasks discovered in the apps, and the
-workers' wake-up listener (agents_app.wake)."""
+workers' wake-up drainers (agents_app.wake)."""
 
 import os
 

@@ -49,7 +49,7 @@ ADKWEB_MAX_TURN_ATTEMPTS = 3
 # how often they re-read the database when the channel layer is silent.
 ADKWEB_API_RUN_TIMEOUT = float(os.environ.get("ADKWEB_API_RUN_TIMEOUT", "120"))
 ADKWEB_API_POLL_SECONDS = float(os.environ.get("ADKWEB_API_POLL_SECONDS", "1.0"))
-# After a turn's commit, wake a worker through a Redis list its listener blocks on (agents_app.wake)
+# After a turn's commit, wake a worker through a Redis list its drainers block on (agents_app.wake)
 # instead of Celery's message (services mode; the workers must run the threads pool). Off: Celery's task.
 ADKWEB_WAKE_LIST = env_bool("ADKWEB_WAKE_LIST", bool(REDIS_URL))
 # Eager runs (agents_app.eager): the web process that answers ADK's `/run` or `/run_sse` (and holds the

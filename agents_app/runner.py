@@ -38,6 +38,7 @@ from .turn_exec import (
 __all__ = [
     "app_and_config_version",
     "app_for_run",
+    "session_turns_drain",
     "session_turns_run",
     "turn_claim_next",
     "turn_finish",
@@ -56,6 +57,11 @@ def session_turns_run(session_pk: int) -> int:
     mode the in-process broker's background queues (notifications) wait meanwhile (adkweb.memory_broker)."""
     with memory_broker.foreground():
         return worker_loop.run(_drain(session_pk))
+
+
+async def session_turns_drain(session_pk: int) -> int:
+    """`session_turns_run` on the loop already running (a wake-up's drainer: agents_app.wake_drainers)."""
+    return await _drain(session_pk)
 
 
 async def _drain(session_pk: int) -> int:

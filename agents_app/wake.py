@@ -1,12 +1,12 @@
 """Waking a worker for a session at once, without Celery's message on the hot path.
 
 After a turn's commit the web pushes the session's id to a Redis list (`wake`: one RPUSH); in every
-`celery worker` process that takes the drain task's queue, a listener thread
-(agents_app.wake_worker, started and stopped with the worker by its bootstep) blocks on that list
-(BLPOP) and hands each id to a thread of the worker's pool at once, where the drain runs on that
-thread's loop (agents_app.worker_loop) as Celery's task would. Celery's publish, its consumer and
-its dispatch cost ~2 ms of wall time and ~1 ms of the web's and ~4 ms of the worker's CPU per turn;
-the push and the pop cost one round trip each (bench/README.md, phase "wake").
+`celery worker` process that takes the drain task's queue, one of its drainer threads
+(agents_app.wake_drainers, started and stopped with the worker by its bootstep in
+agents_app.wake_worker) blocks on that list (BLPOP) and runs the drain of each id it pops at once on
+its own loop (agents_app.worker_loop), as Celery's task would on a pool thread's. Celery's publish,
+its consumer and its dispatch cost ~2 ms of wall time and ~1 ms of the web's and ~4 ms of the
+worker's CPU per turn; the push and the pop cost one round trip each (bench/README.md, phase "wake").
 
 Durability is unchanged: the Turn row is the truth. A wake-up popped by a worker that dies before
 its drain claims the turn is lost, and so was Celery's message then (delivered again only after
@@ -15,16 +15,15 @@ Celery's task, which every worker takes, after ADKWEB_REQUEUE_AFTER_SECONDS. Two
 one session: the lease lets one run. A wake-up sent while no worker listens stays in the list for
 the next one, up to `KEEP` of them: a deployment whose workers do not listen (another pool than
 threads) would otherwise grow the list by one entry a turn for ever; past `KEEP` the oldest go, and
-their turns (if still owed) come back through the sweeper as a lost wake-up's do. A listener pops
-only while the process has a free drain slot (`wake_worker.Slots`: drains from wake-ups and from
+their turns (if still owed) come back through the sweeper as a lost wake-up's do. A drainer pops
+only while the process has a free drain slot (`wake_drainers.Slots`: drains from wake-ups and from
 Celery's task counted together, at most the pool's concurrency), so a wake-up is not taken by a busy
-worker while another is idle. At a warm shutdown the listener stops popping, a wake-up it popped
-meanwhile (or one whose drain had not started when the pool stopped) is pushed back to the list's
-head, and Celery's pool waits for the running drains.
+worker while another is idle. At a warm shutdown the drainers stop popping, a wake-up popped
+meanwhile is pushed back to the list's head, and the worker waits for the running drains.
 
-ADKWEB_WAKE_LIST (on in services mode) turns it on for the web's enqueue, the workers' listeners
+ADKWEB_WAKE_LIST (on in services mode) turns it on for the web's enqueue, the workers' drainers
 follow it; off, or in embedded mode (no Redis), every enqueue is Celery's task as before. The
-listener needs Celery's threads pool (production's); a worker on another pool says so in its log
+drainers need Celery's threads pool (production's); a worker on another pool says so in its log
 and takes Celery's tasks only.
 """
 

@@ -177,6 +177,32 @@ def run(coro: Coroutine[Any, Any, T]) -> T:
         asyncio.set_event_loop(None)
 
 
+async def run_here(coro: Coroutine[Any, Any, T], then: Callable[[], None] | None = None) -> T:
+    """Run `coro` as `run()` would, from a coroutine that runs its whole life on this thread's loop
+    (agents_app.wake_drainers): a task of its own in a copy of the context, counted as one of the
+    loop's runs, the tasks it leaves behind cancelled at its end (all but the caller's), so nothing of
+    one turn runs during the next. `then` is called once the task has run its first step."""
+    held = _owner()
+    loop = asyncio.get_running_loop()
+    task = loop.create_task(coro, context=contextvars.copy_context())
+    if then is not None:
+        loop.call_soon(then)  # after the task's first step, which call_soon'd before it
+    try:
+        return await task
+    finally:
+        held.turns += 1
+        await _cancel_leftovers_here({task, asyncio.current_task()})
+
+
+async def _cancel_leftovers_here(keep: set[asyncio.Task[Any] | None]) -> None:
+    left = [t for t in asyncio.all_tasks() if t not in keep and not t.done()]
+    for task in left:
+        task.cancel()
+    if left:
+        await asyncio.wait(left)
+    _log_failed(left)
+
+
 def _owner() -> _ThreadLoop:
     """The loop running in this context (also from its database thread), else this thread's."""
     held = _running.get()
@@ -190,6 +216,10 @@ def _cancel_leftovers(loop: asyncio.AbstractEventLoop) -> None:
     for task in left:
         task.cancel()
     loop.run_until_complete(asyncio.gather(*left, return_exceptions=True))
+    _log_failed(left)
+
+
+def _log_failed(left: list[asyncio.Task[Any]]) -> None:
     for task in left:
         if not task.cancelled() and task.exception() is not None:
             logger.warning("A task left by a turn failed: %r", task.exception())

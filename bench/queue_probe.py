@@ -9,8 +9,8 @@ the Turn row's creation (created_at), the end of its commit, the start and end o
 the commit, or before it where agents_app.enqueue.wake_before_commit says so), when its COMMIT
 left and when its reply came (Django's `_commit`), and when message_send returned (the web may
 answer); the worker (bench/queue_probe_app.py) stamps when Celery's consumer received the drain's
-message, when the wake-up listener popped it, when a pool thread started it, when the drain started,
-around the claim (runner._start / _astart) and its end; the Turn row's started_at (the claim's
+message, when its wake-up was popped (by the listener or a drainer), when a pool thread started it,
+when the drain started, around the claim (runner._start / _astart) and its end; the Turn row's started_at (the claim's
 UPDATE, the database's clock_timestamp()) splits the claim; the turn's statement (its BEGIN leading
 it) is stamped as it leaves and as its reply is in; with --claim-marks the claim's statement carries
 three SELECTs of the database's clock (when it started, its lock granted, its end: a probe only, the
@@ -186,8 +186,8 @@ STAGES = [  # label, from, to
     ("received -> pool thread starts the task", "received", "prerun"),
     ("task start -> drain starts", "prerun", "drain"),
     ("sent -> drain starts (whatever the path)", "sent", "drain"),
-    ("  sent -> listener popped the wake-up", "sent", "popped"),
-    ("  popped -> drain starts (pool thread)", "popped", "drain"),
+    ("  sent -> wake-up popped", "sent", "popped"),
+    ("  popped -> drain starts (pool thread; drainer)", "popped", "drain"),
     ("drain start -> claim statement sent", "drain", "claim_start"),
     ("claim statement (may wait for the commit)", "claim_start", "claimed"),
     ("QUEUE STAGE: row created -> claimed", "created", "claimed"),

@@ -1,5 +1,6 @@
 """The Celery app of bench/queue_probe.py's worker: adkweb's, with probes that stamp when a drain's
-message is received, handed to a pool thread, started and its turn claimed. Not used by the app."""
+message is received, its wake-up popped (by the listener, older trees; by a drainer), its drain
+started (on a pool thread; on the drainer's loop) and its turn claimed. Not used by the app."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ _client = redis.Redis.from_url(os.environ["REDIS_URL"])
 _local = threading.local()
 _received: dict[str, float] = {}  # task id -> when the consumer received it
 _by_session: dict[int, dict] = {}  # session pk -> the stamps of its drain in progress
-_popped: dict[int, float] = {}  # session pk -> when the wake-up listener popped its wake-up
+_popped: dict[int, float] = {}  # session pk -> when its wake-up was popped (the listener's, a drainer's)
 
 
 @signals.task_received.connect
@@ -39,31 +40,26 @@ def _patch(**_):
     if getattr(runner, "_probed", False):
         return
     runner._probed = True
-    hand_over = wake_worker.Listener._hand_over
+    listener = getattr(wake_worker, "Listener", None)  # a listener thread handing wake-ups to the pool (older)
+    if listener is not None:
+        hand_over = listener._hand_over
 
-    def probed_hand_over(self, list_key, session_pk):
-        _popped[session_pk] = time.time()
-        return hand_over(self, list_key, session_pk)
+        def probed_hand_over(self, list_key, session_pk):
+            _popped[session_pk] = time.time()
+            return hand_over(self, list_key, session_pk)
 
-    wake_worker.Listener._hand_over = probed_hand_over
+        listener._hand_over = probed_hand_over
+    if getattr(wake_worker, "Drainers", None) is not None:  # drainers popping and draining on their loops
+        _patch_drainers()
     drain, start = runner.session_turns_run, runner._start
 
     def probed_drain(session_pk):
-        stamps = dict(getattr(_local, "celery", None) or {})
-        _local.celery = None
-        stamps["drain"] = time.time()
-        popped = _popped.pop(session_pk, None)
-        if popped is not None:
-            stamps["popped"] = popped
-        _by_session[session_pk] = stamps  # _start runs on the loop's database thread
+        stamps = _drain_stamps(session_pk)
         cpu = time.thread_time()
         try:
             return drain(session_pk)
         finally:
-            stamps["end"] = time.time()
-            stamps["drain_cpu"] = (time.thread_time() - cpu) * 1000
-            stamps["pid"] = os.getpid()
-            _client.rpush("probe:done", json.dumps(stamps))
+            _drain_done(stamps, cpu)
 
     def probed_start(session_pk, owner):
         stamps = _by_session.get(session_pk)
@@ -92,6 +88,48 @@ def _patch(**_):
         runner._astart = probed_astart
     if os.environ.get("PROBE_CLAIM_MARKS"):
         _claim_marked()
+
+
+def _drain_stamps(session_pk: int) -> dict:
+    stamps = dict(getattr(_local, "celery", None) or {})
+    _local.celery = None
+    stamps["drain"] = time.time()
+    popped = _popped.pop(session_pk, None)
+    if popped is not None:
+        stamps["popped"] = popped
+    _by_session[session_pk] = stamps  # _start runs on the loop's database thread
+    return stamps
+
+
+def _drain_done(stamps: dict, cpu: float) -> None:
+    stamps["end"] = time.time()
+    stamps["drain_cpu"] = (time.thread_time() - cpu) * 1000
+    stamps["pid"] = os.getpid()
+    _client.rpush("probe:done", json.dumps(stamps))
+
+
+def _patch_drainers() -> None:
+    """agents_app.wake_drainers: "popped" when the drainer's pop returns, "drain" when its drain starts."""
+    from agents_app import wake_drainers
+
+    pop, woken = wake_drainers.Drainers._pop, wake_drainers._drain_woken
+
+    async def probed_pop(self):
+        got = await pop(self)
+        if got is not None:
+            _popped[got[1]] = time.time()
+        return got
+
+    async def probed_woken(session_pk):
+        stamps = _drain_stamps(session_pk)
+        cpu = time.thread_time()
+        try:
+            return await woken(session_pk)
+        finally:
+            _drain_done(stamps, cpu)
+
+    wake_drainers.Drainers._pop = probed_pop
+    wake_drainers._drain_woken = probed_woken
 
 
 def _claim_marked() -> None:

@@ -141,6 +141,9 @@ def _install() -> None:
             cls = getattr(ww, name)
             if isinstance(cls, type) and hasattr(cls, "_hand_over"):
                 _wrap(cls, "_hand_over", "pop")
+    drainers = mod("agents_app.wake_drainers")  # the drainers pop and drain on one loop: the drain's start
+    if drainers is not None and hasattr(drainers, "_drain_woken"):
+        _wrap(drainers, "_drain_woken", "pop")
     from django.db.backends.base.base import BaseDatabaseWrapper
 
     _wrap(BaseDatabaseWrapper, "commit", "commit")

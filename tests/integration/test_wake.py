@@ -1,12 +1,12 @@
 """Wake-ups (agents_app.wake, ADKWEB_WAKE_LIST, on in services mode): after a turn's commit the web
-pushes the session's id to a Redis list and a listener in each real `celery worker` process runs the
-drain at once on its pool. What a deployment relies on, with real processes on a Redis of the
-test's own and default engine settings: the turn runs without Celery's message; a wake-up waits for
+pushes the session's id to a Redis list and a drainer thread in each real `celery worker` process pops
+it and runs the drain at once on its own loop. What a deployment relies on, with real processes on a
+Redis of the test's own and default engine settings: the turn runs without Celery's message; a wake-up waits for
 a worker started later (a list nobody pops keeps only its newest wake-ups, and loses no turn); a
 worker killed after popping one loses no turn (the sweeper brings it back through Celery's task);
 several wake-ups for one session run its turn once; a busy worker leaves wake-ups to an idle one
 (never more drains than its concurrency); a warm shutdown waits for the running turn and leaves later
-wake-ups to the next worker; a worker's listener reconnects after Redis restarts. (Decisions during
+wake-ups to the next worker; a worker's drainers reconnect after Redis restarts. (Decisions during
 an outage: test_redis_outage.py, whose web server wakes workers this way.)"""
 
 from __future__ import annotations
@@ -63,13 +63,13 @@ def _ran_once(session: AdkSession, turn: Turn, tool: str, label: str) -> None:
 
 def test_a_turn_runs_on_its_wake_up_without_celerys_message(demo, stack):
     worker = stack("worker")
-    stack.redis.rpush(KEY, "not-a-session")  # not ours: dropped, the listener goes on
+    stack.redis.rpush(KEY, "not-a-session")  # not ours: dropped, the drainers go on
     session, turn = _send(demo, "work a")
     wait_for(lambda: _status(turn) == "done", timeout=20, what="the turn to run")
     _ran_once(session, turn, "side_effect", "a")
     assert stack.redis.llen(KEY) == 0
     assert "session_drain[" not in worker.text()  # Celery logs every task it receives: none was sent
-    assert f"Wake-up listener on {KEY}" in worker.text()
+    assert f"Wake-up drainers on {KEY}" in worker.text()
 
 
 def test_a_worker_started_after_the_wake_up_runs_the_turn(demo, stack):
@@ -179,12 +179,12 @@ def test_a_warm_shutdown_waits_for_the_running_turn_and_leaves_later_wake_ups(de
     _ran_once(later, later_turn, "side_effect", "after")
 
 
-def test_a_listener_reconnects_after_redis_restarts(demo, stack):
+def test_the_drainers_reconnect_after_redis_restarts(demo, stack):
     """Redis goes away under an idle worker and comes back: the next wake-up is heard (no beat here:
     nothing else would run the turn)."""
     worker = stack("worker")
     stack.server.stop()
-    wait_for(lambda: "Redis unreachable" in worker.text(), timeout=20, what="the listener to notice")
+    wait_for(lambda: "Redis unreachable" in worker.text(), timeout=20, what="the drainers to notice")
     time.sleep(1.5)
     stack.server.start()
     session, turn = _send(demo, "work back")

@@ -1,5 +1,5 @@
 """A decision wakes its worker before its commit (approvals.decisions, "Waking before the commit"), with a
-real `celery worker` (wake-up listener, threads pool) on PostgreSQL + Redis: the worker pops the wake-up
+real `celery worker` (wake-up drainers, threads pool) on PostgreSQL + Redis: the worker pops the wake-up
 while the decision's transaction is still open, its claim waits on the session row the decision holds,
 and the turn runs once the commit lands, woken once. A decision that rolls back after its wake-up leaves
 nothing for the worker to do: no turn, no lease taken, the ticket still open, and the next decision

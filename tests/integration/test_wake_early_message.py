@@ -1,5 +1,5 @@
 """A message wakes its worker as its transaction's COMMIT leaves (agents_app.enqueue.turn_enqueue,
-adkweb.postgresql.base.on_commit_sent), with a real `celery worker` (wake-up listener, threads pool) on
+adkweb.postgresql.base.on_commit_sent), with a real `celery worker` (wake-up drainers, threads pool) on
 PostgreSQL + Redis: the push is written once the COMMIT is on its way and before its reply is read (the
 worker's pop, drain and claim run during the commit's round trip, not before the COMMIT leaves); the
 claim waits on the session row until the commit lands, and the turn runs once, woken once. A message
