@@ -72,10 +72,6 @@ def record(session: Any, stored: Any, event: Any) -> bool:
             answered.append((fr.id or "", response))
     outbox = notify.outbox()
     if opened and (outbox is None or not _rule_free(session, opened)):
-        import os
-
-        if os.environ.get("TSQL_LOG"):
-            open(os.environ["TSQL_LOG"], "a").write("declined\n")
         return False
     now = timezone.now()
     at = connection.ops.adapt_datetimefield_value(now)
@@ -105,10 +101,6 @@ def record(session: Any, stored: Any, event: Any) -> bool:
     written = {"app_name": session.app_name, "requester": session.user_id, "created_at": now}
     as_written = {t["call_id"]: {**t, **written} for t in opened}
     _done(outbox, as_written, json.dumps([tickets, recorded, initial]), session.pk)
-    import os
-
-    if os.environ.get("TSQL_LOG"):
-        open(os.environ["TSQL_LOG"], "a").write(f"taken {len(tickets)} {len(initial)}\n")
     return True
 
 
