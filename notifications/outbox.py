@@ -10,7 +10,11 @@ that runs twice writes once (it locks the row and checks `fanned_out_at`)."""
 
 from __future__ import annotations
 
+import logging
+
 from django.conf import settings
+
+logger = logging.getLogger(__name__)
 
 
 def in_process() -> bool:
@@ -21,15 +25,20 @@ def in_process() -> bool:
 
 
 def committed(event_id: int) -> None:
-    """An outbox row just committed: its fan-out, here when the process is free or as a task."""
+    """An outbox row just committed: its fan-out, here when the process is free or as a task. Never
+    raises: it runs in the commit's callbacks of the caller's transaction (a decision, a turn's append),
+    whose answer and later callbacks must not depend on it; the row stays owed for the sweeper."""
     from .services import enqueue
 
-    if in_process():
-        from adkweb.quiet_work import when_quiet
+    if not in_process():
+        enqueue("event_fan_out", event_id)  # logs a broker failure itself
+        return
+    from adkweb.quiet_work import when_quiet
 
+    try:
         when_quiet(fan_out_now, event_id)
-    else:
-        enqueue("event_fan_out", event_id)
+    except Exception:  # e.g. the quiet thread could not start (the interpreter shutting down)
+        logger.warning("Could not start outbox row %s's fan-out; the sweeper will send it.", event_id, exc_info=True)
 
 
 def fan_out_now(event_id: int) -> int:

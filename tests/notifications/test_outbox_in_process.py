@@ -107,3 +107,22 @@ def test_a_handler_registered_without_its_outbox_still_records_the_event_and_nev
     NotificationEvent.objects.filter(pk=event.pk).update(created_at=event.created_at.replace(year=2000))
     assert services.notifications_sweep() >= 1
     assert ("notifications.tasks.event_fan_out", (event.pk,)) in embedded
+
+
+def test_a_fan_out_that_cannot_start_leaves_the_row_owed_and_the_caller_unharmed(emails, embedded, monkeypatch, caplog):
+    """The outbox's work runs in the caller's commit callbacks (a decision's, a turn's): if it cannot start
+    (the quiet thread refused), the caller's transaction still ends normally, its later callbacks still run,
+    and the row stays owed for the sweeper."""
+
+    def refused(fn, *args):
+        raise RuntimeError("can't start new thread")
+
+    monkeypatch.setattr(quiet_work, "when_quiet", refused)
+    call = ticket()
+    later: list[str] = []
+    with transaction.atomic():
+        notify(TICKET_OPENED, ticket=call)
+        transaction.on_commit(lambda: later.append("ran"))
+    event = NotificationEvent.objects.get(ticket=call, name=TICKET_OPENED)
+    assert event.fanned_out_at is None and later == ["ran"]
+    assert "the sweeper will send it" in caplog.text
