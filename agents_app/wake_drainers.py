@@ -12,8 +12,8 @@ The BLPOP is awaited on the drainer's loop over a bare RESP connection of its ow
 (adkweb.channel_layers.wire); where that cannot speak to the server (TLS), redis-py's blocking call
 holds the idle drainer's loop instead. A warm shutdown stops the popping at once (`halt`), a wake-up
 popped meanwhile goes back to its list's head, and `stop` waits for the drains running; a Redis outage
-is logged once and retried every second; a drain's exception is logged; a drainer whose loop raises is
-logged and goes on.
+is logged once and retried every second; a drain's exception (a CancelledError too) is logged; a
+drainer whose loop raises is logged and goes on.
 """
 
 from __future__ import annotations
@@ -206,7 +206,10 @@ async def _drain_woken(session_pk: int) -> int:
 
     try:
         return await runner.session_turns_drain(session_pk)
-    except Exception:  # as Celery's task would log it; the sweeper brings owed work back
+    # As Celery's task would log it; the sweeper brings owed work back. A CancelledError too: this is the
+    # drain's own task (worker_loop.run_here), which nothing cancels; one raised in it (a library's cancel
+    # scope, a future cancelled) went through the drainer's loop and ended its thread (`_live`).
+    except (Exception, asyncio.CancelledError):
         logger.exception("Drain of session %s (woken) failed", session_pk)
         return 0
 

@@ -1,9 +1,9 @@
 """The worker's wake-up drainers (agents_app.wake_drainers, started by the bootstep
 agents_app.wake_worker.WakeStep): a woken drain runs on the drainer thread that popped its wake-up,
 on that drainer's loop, with nothing handed to Celery's pool; a stop waits for the drain running and
-leaves a wake-up pushed meanwhile in the list; a drainer whose loop fails goes on popping. The
-bootstep runs here in-process, on a worker double with a threads pool (PostgreSQL, Redis: a list of
-the test's own). A real worker's: test_wake.py."""
+leaves a wake-up pushed meanwhile in the list; a drainer whose loop fails, or whose drain ends
+cancelled, goes on popping. The bootstep runs here in-process, on a worker double with a threads pool
+(PostgreSQL, Redis: a list of the test's own). A real worker's: test_wake.py."""
 
 from __future__ import annotations
 
@@ -85,6 +85,17 @@ def _status(turn: Turn) -> str:
     return Turn.objects.values_list("status", flat=True).get(pk=turn.pk)
 
 
+def _failed_then_next_runs(step: Any, failed: list[int]) -> Turn:
+    """A turn's wake-up pushed and popped, its drain failing (`failed` filled), then another turn's pushed,
+    which runs (the drainer went on); the first turn."""
+    first, turn = _queued(), _queued()
+    step.redis.rpush(KEY, first.session_id)
+    wait_for(lambda: failed and step.redis.llen(KEY) == 0, timeout=20, what="the failing pop")
+    step.redis.rpush(KEY, turn.session_id)
+    wait_for(lambda: _status(turn) == "done", timeout=20, what="the next wake-up's turn to run")
+    return first
+
+
 def test_a_woken_drain_runs_on_the_drainer_that_popped_it_not_on_celerys_pool(step):
     _, worker = step()
     turns = [_queued() for _ in range(3)]
@@ -137,11 +148,28 @@ def test_a_drainer_whose_loop_fails_goes_on(step, monkeypatch, caplog):
 
     monkeypatch.setattr(worker_loop, "run_here", failing_once)
     _, worker = step(limit=1)
-    lost, turn = _queued(), _queued()
-    step.redis.rpush(KEY, lost.session_id)
-    wait_for(lambda: failed and step.redis.llen(KEY) == 0, timeout=20, what="the failing pop")
-    step.redis.rpush(KEY, turn.session_id)
-    wait_for(lambda: _status(turn) == "done", timeout=20, what="the next wake-up's turn to run")
+    lost = _failed_then_next_runs(step, failed)
     assert "A wake-up drainer failed; it goes on." in caplog.text
     assert _status(lost) == "queued"  # its wake-up gone with the failure: the sweeper's
+    assert worker.pool.submitted == []
+
+
+def test_a_drain_that_ends_cancelled_is_logged_and_its_drainer_goes_on(step, monkeypatch, caplog):
+    """One drainer (limit 1): a drain whose task ends in asyncio.CancelledError (a BaseException: a
+    library's cancel scope, a future someone cancelled) is logged as a failed drain, as any other
+    exception of a drain is; the drainer pops the next wake-up. Red before: the CancelledError went
+    through the drainer's loop and ended its thread (`_live` catches Exception only): no drainer left."""
+    drain = runner._drain
+    cancelled: list[int] = []
+
+    async def cancelled_once(session_pk: int) -> int:
+        if not cancelled:
+            cancelled.append(session_pk)
+            raise asyncio.CancelledError
+        return await drain(session_pk)
+
+    monkeypatch.setattr(runner, "_drain", cancelled_once)
+    _, worker = step(limit=1)
+    first = _failed_then_next_runs(step, cancelled)
+    assert f"Drain of session {first.session_id} (woken) failed" in caplog.text
     assert worker.pool.submitted == []
