@@ -22,7 +22,9 @@ from django.conf import settings
 
 logger = logging.getLogger(__name__)
 _lock = threading.Lock()
-_owed: set[int] = set()
+# Sessions owed, each with the refusals recorded for it: a send clears it only if none came meanwhile (a
+# turn committed after that send's wake-up left may find the drain it woke done already: sent again).
+_owed: dict[int, int] = {}
 _relay: threading.Thread | None = None
 
 
@@ -33,7 +35,7 @@ def relay_owe(session_pk: int, send: Callable[[int], object]) -> None:
     if not every:
         return  # the sweeper alone delivers it
     with _lock:
-        _owed.add(session_pk)
+        _owed[session_pk] = _owed.get(session_pk, 0) + 1
         if _relay is None or not _relay.is_alive():
             _relay = threading.Thread(target=_deliver, args=(every, send), name="adkweb-enqueue-relay", daemon=True)
             _relay.start()
@@ -43,16 +45,17 @@ def _deliver(every: float, send: Callable[[int], object]) -> None:
     while True:
         time.sleep(every)
         with _lock:
-            pending = sorted(_owed)
+            pending = sorted(_owed.items())
             if not pending:
                 return
-        for session_pk in pending:
+        for session_pk, refused in pending:
             try:
                 send(session_pk)
             except Exception:
                 break  # still down: try again later
             with _lock:
-                _owed.discard(session_pk)
+                if _owed.get(session_pk) == refused:  # else refused again meanwhile: sent again
+                    del _owed[session_pk]
             logger.info("Enqueued session %s after a broker outage.", session_pk)
 
 
