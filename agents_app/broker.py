@@ -36,17 +36,22 @@ def relay_owe(session_pk: int, send: Callable[[int], object]) -> None:
         return  # the sweeper alone delivers it
     with _lock:
         _owed[session_pk] = _owed.get(session_pk, 0) + 1
-        if _relay is None or not _relay.is_alive():
+        if _relay is None or not _relay.is_alive():  # not alive: a forked child's copy of its parent's, one that died
             _relay = threading.Thread(target=_deliver, args=(every, send), name="adkweb-enqueue-relay", daemon=True)
             _relay.start()
 
 
 def _deliver(every: float, send: Callable[[int], object]) -> None:
+    global _relay
     while True:
         time.sleep(every)
         with _lock:
             pending = sorted(_owed.items())
             if not pending:
+                # Gone from now on, for relay_owe: its thread is still alive until this returns, and a
+                # refusal recorded meanwhile found it so and started none (owed, with nobody to send it).
+                if _relay is threading.current_thread():
+                    _relay = None
                 return
         for session_pk, refused in pending:
             try:

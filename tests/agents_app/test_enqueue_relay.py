@@ -1,7 +1,8 @@
 """agents_app.broker.relay_owe: an enqueue the broker refused is sent again by the relay thread until it
 goes through. A session stays owed until a send made after its last refusal went through: a refusal
 recorded while the relay sends its session (a turn committed after that send's wake-up left may find
-the drain it woke done already) is sent again."""
+the drain it woke done already) is sent again. A refusal recorded as the relay stops (nothing owed a
+moment ago) gets a relay."""
 
 from __future__ import annotations
 
@@ -39,3 +40,25 @@ def test_a_refusal_recorded_while_its_session_is_sent_is_sent_again(relay: list[
     broker.relay_owe(7, send)
     assert done.wait(2), f"sent {relay}: the later refusal was dropped with the earlier one's send"
     assert relay == [7, 7]
+
+
+def test_a_refusal_recorded_as_the_relay_stops_gets_a_relay(relay: list[int], monkeypatch: pytest.MonkeyPatch) -> None:
+    deliver = broker._deliver
+    done = threading.Event()
+    late: list[int] = []
+
+    def stopping(every: float, send: Any) -> None:
+        deliver(every, send)  # nothing owed: the relay stops...
+        if not late:  # ... and a refusal is recorded before its thread has ended
+            late.append(8)
+            broker.relay_owe(8, send)
+
+    def send(session_pk: int) -> None:
+        relay.append(session_pk)
+        if session_pk == 8:
+            done.set()
+
+    monkeypatch.setattr(broker, "_deliver", stopping)
+    broker.relay_owe(5, send)
+    assert done.wait(2), f"sent {relay}: the refusal recorded as the relay stopped had no relay"
+    assert relay == [5, 8]
