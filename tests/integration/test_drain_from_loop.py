@@ -7,6 +7,7 @@ database thread nothing to do; with no loop connection free, the thread path as 
 from __future__ import annotations
 
 import asyncio
+import time
 from datetime import timedelta
 from typing import Any
 
@@ -18,6 +19,7 @@ from agents_app import run_cache, runner, services, session_async, turn_sql, wor
 from agents_app.models import AdkSession, AgentConfigVersion, Turn
 from tests.agents_app.test_worker_loop import _turn, drained  # noqa: F401 - the fixture, used below
 from tests.integration.test_drain_sql import _consistent, _lease
+from tests.integration.test_session_store_loop import _terminate
 from tests.integration.test_worker_loop_postgres import _holds_a_connection
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("fresh_connections", "demo", "drained")]
@@ -193,3 +195,30 @@ def test_with_no_loop_connection_free_the_drain_takes_the_thread(monkeypatch):
     assert [(t.status, t.attempts) for t in Turn.objects.filter(pk__in=[t.pk for t in turns])] == [("done", 1)] * 2
     assert _lease(session) == "" and _consistent(session) == "idle"
     assert not _holds_a_connection()
+
+
+def _ended_by_the_server() -> None:
+    """The loop's connection ended by its server while idle (as a restart or idle_session_timeout would)."""
+    ((pid,),), _ = _on_the_loops_connection("SELECT pg_backend_pid()")
+    assert _terminate([pid]) == 1
+    time.sleep(0.1)  # its FATAL message and its end reach this side
+
+
+def test_a_claim_and_a_finish_on_loop_connections_the_server_ended_while_idle_go_through():
+    """A loop connection the server ended while it was idle is found so before the drain's statement is
+    sent on it, and the statement goes on a new one: the claim and the finish do not fail for it (they
+    are not sent again once sent, so one sent on a dead connection ended the drain, its turn left to the
+    sweeper, after every restart of PostgreSQL, once for each connection the worker's loops kept)."""
+    row = _session()
+    first, second = _queued(row), _queued(row)
+    started = _astart(row)
+    assert started.turn is not None and started.turn.pk == first.pk
+    _ended_by_the_server()
+    done = _adone_next(started.turn)
+    assert done.finished and done.turn is not None and done.turn.pk == second.pk
+    _ended_by_the_server()
+    assert _adone_next(done.turn).released and _lease(row) == ""
+    third = _queued(row)
+    _ended_by_the_server()
+    again = _astart(row)
+    assert again.leased and again.turn is not None and again.turn.pk == third.pk
