@@ -28,6 +28,7 @@ at the end); nothing in the answer depends on who ran the turn.
 
 from __future__ import annotations
 
+import asyncio
 import atexit
 import logging
 import os
@@ -174,7 +175,10 @@ def _drain(session_pk: int, wake: Callable[[int], object]) -> None:
         ran = _session_drain(session_pk)
         if not ran:
             logger.info("Session %s: lease held elsewhere; its holder or a worker runs the turn.", session_pk)
-    except Exception:  # as a worker's drain would log it; the wake-up below hands the rest on
+    # As a worker's drain would log it; the wake-up below hands the rest on. A CancelledError too (raised
+    # out of the thread's loop by worker_loop.run, as the drain's other errors are): it ended the slot's
+    # thread with its connection open, and what the drain left queued got no wake-up.
+    except (Exception, asyncio.CancelledError):
         logger.exception("Eager drain of session %s failed", session_pk)
     try:
         if Turn.owed(session_pk):
