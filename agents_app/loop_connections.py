@@ -3,7 +3,8 @@ its statements on them with `on_connection` and imports what is here back for it
 
 Connections: a few per event loop (`_MAX`), opened on first use, kept while the loop lives; more
 concurrent calls on one loop take the thread path rather than wait. A connection its server ended
-while it was idle is found so before a statement is sent on it (`_alive`), and another is used. A
+while it was idle is found so before a statement is sent on it (adkweb.postgresql.base.idle_ended: the
+drain's claim and finish, never sent twice, would otherwise end their drain), and another is used. A
 connection that breaks under a statement is dropped; its statement goes again by the thread path
 when that is safe (a get; an append, which the revision check stores at most once: if the lost one
 committed, the second finds its copy stale and stores nothing), otherwise the error is raised as
@@ -17,13 +18,14 @@ from __future__ import annotations
 import asyncio
 import atexit
 import logging
-import select
 from dataclasses import dataclass, field
 from typing import Any
 
 import psycopg
 from django.db import DEFAULT_DB_ALIAS, connections
 from django.db import utils as db_errors
+
+from adkweb.postgresql.base import idle_ended
 
 from . import pooler
 
@@ -86,7 +88,7 @@ async def _open() -> psycopg.AsyncConnection:
 async def _connection(state: _Loop) -> psycopg.AsyncConnection:
     while state.free:
         conn = state.free.pop()
-        if _alive(conn):
+        if not idle_ended(conn):  # its server's end found before a statement is sent on it
             return conn
         state.opened -= 1
         if not conn.closed:
@@ -101,23 +103,6 @@ async def _connection(state: _Loop) -> psycopg.AsyncConnection:
         state.opened -= 1
         logger.warning("Could not open the session store's loop connection; using the thread path.", exc_info=True)
         raise Busy(str(exc)) from exc
-
-
-def _alive(conn: psycopg.AsyncConnection) -> bool:
-    """Whether an idle connection of a loop's may take a statement: not closed, not known broken, and with
-    nothing to read. Its server sends an idle connection of ours nothing (autocommit, no LISTEN) but its
-    end: the FATAL message and the close of a backend terminated while idle (a restart, an operator,
-    idle_session_timeout). Found only by the next statement's read, that end failed it, and the drain's
-    claim and finish, not sent twice (agents_app.turn_sql), ended their drain: after a restart, once for
-    every connection the worker's loops kept. One poll of the socket, ~1 us."""
-    if conn.closed or conn.broken:
-        return False
-    try:
-        ready = select.poll()
-        ready.register(conn.pgconn.socket, select.POLLIN)
-        return not ready.poll(0)
-    except (OSError, psycopg.Error):  # no socket any more
-        return False
 
 
 def _as_django(exc: psycopg.Error) -> Exception:

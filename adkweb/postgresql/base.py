@@ -15,14 +15,21 @@ the web in the push -> COMMIT window; the claim still waits on the session row u
 
 Where psycopg would not send a plain COMMIT of its own (a pipeline, a `Transaction` block, two-phase
 commit) the commit is psycopg's as before and `sent()` runs after it.
+
+Also: a connection of Django's pool that its server ended while it sat idle in the pool (a restart of
+PostgreSQL, an operator's pg_terminate_backend, idle_session_timeout) is found so as it is taken
+(`idle_ended`), closed and given back (the pool discards it and opens another), rather than used: its
+first statement failed, a request's 500, once for each connection the pool kept, after every restart.
 """
 
 from __future__ import annotations
 
 import logging
+import select
 from collections.abc import Callable, Iterator
 from typing import Any, cast
 
+import psycopg
 from django.db import DEFAULT_DB_ALIAS, connections
 from django.db.backends.postgresql import base
 from django.db.backends.utils import debug_transaction
@@ -70,12 +77,45 @@ def _run(steps: list[Callable[[], object]]) -> None:
             logger.exception("A step run as a COMMIT left failed.")
 
 
+def idle_ended(conn: psycopg.Connection[Any] | psycopg.AsyncConnection[Any]) -> bool:
+    """Whether an idle connection can no longer take a statement: closed, known broken, or with something
+    to read. Its server sends an idle autocommit connection of ours nothing (no LISTEN here) but its end:
+    the FATAL message and the close of a backend terminated while idle. Otherwise that end is found only
+    by the next statement's read, which it fails. One poll of the socket (~1 us); for the pool's
+    connections (`DatabaseWrapper.get_new_connection`) and the event loops' (agents_app.loop_connections:
+    the drain's claim and finish are never sent twice, so one sent there ended its drain)."""
+    if conn.closed or conn.broken:
+        return True
+    try:
+        ready = select.poll()
+        ready.register(conn.pgconn.socket, select.POLLIN)
+        return bool(ready.poll(0))
+    except (OSError, psycopg.Error):  # no socket any more
+        return True
+
+
 _django_commit = cast(Any, base.DatabaseWrapper)._commit
 
 
 class DatabaseWrapper(base.DatabaseWrapper):
     commit_in_flight = False  # its transaction's COMMIT sent with its statements, not yet read (pipelined)
     committed_ahead = False  # ... and done: no statement until the atomic block's end (create_cursor)
+
+    def get_new_connection(self, conn_params: Any) -> Any:
+        """Django's; from the pool, one its server ended while idle there (`idle_ended`) is closed and given
+        back, and the next taken: at most the pool's size of them (after a restart, every one it kept). The
+        pool's own check (CONN_HEALTH_CHECKS) would cost a round trip a checkout, and back off a second
+        after the second dead one."""
+        connection = super().get_new_connection(conn_params)
+        pool = cast(Any, self).pool
+        for _ in range(pool.max_size if pool is not None else 0):
+            if not idle_ended(connection):
+                break
+            logger.info("A pooled connection its server ended while idle was discarded.")
+            connection.close()
+            pool.putconn(connection)  # closed: the pool drops it and opens another
+            connection = super().get_new_connection(conn_params)
+        return connection
 
     def create_cursor(self, name: Any = None) -> Any:
         if self.committed_ahead:  # it would run in a transaction of its own, after the commit
