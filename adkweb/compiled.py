@@ -58,13 +58,20 @@ def exists_by_pk(key: tuple, build: Callable[[int], QuerySet], pk: int) -> bool:
     """`build(pk).exists()`, compiled once per `key` (which must name everything `build` depends on
     but the pk). Falls back to the ORM if the pk is not exactly one parameter of the query."""
     sql, template, at = compiled("exists_by_pk", key, lambda: _exists_sql(build))
-    if at is None:
+    if at is None or unbindable((pk,)):
         return build(pk).exists()
     params: list[Any] = list(template)
     params[at] = pk
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         return cursor.fetchone() is not None
+
+
+def unbindable(args: tuple) -> bool:
+    """Whether an argument is an int past a 64-bit integer (an id from a URL: `<int:...>` takes any
+    digits). SQLite's driver refuses to bind it (OverflowError: a 500) where the ORM, which its compiled
+    query stands in for, answers it with no rows, as for any unknown id: such a call goes to the ORM."""
+    return any(type(a) is int and not -(2**63) <= a < 2**63 for a in args)
 
 
 def _sentinel(i: int, arg: Any) -> Any:
@@ -129,7 +136,7 @@ def rows_after(
     sentinels = stand_ins(args)
     sql, template, places, expressions = compiled(name, key, lambda: _rows_sql(build, sentinels))
     lead_rows: list[tuple] = []
-    if places is None:
+    if places is None or unbindable(args):
         if lead is not None:
             lead_rows = _execute(*lead)
         found = [list(row) for row in build(*args)]

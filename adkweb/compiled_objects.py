@@ -25,7 +25,7 @@ from django.db.models import Model, QuerySet
 from django.db.models import query as django_query
 from django.db.models.query import ModelIterable
 
-from .compiled import placed, stand_ins
+from .compiled import placed, stand_ins, unbindable
 
 M = TypeVar("M", bound=Model)
 MAX_PLANS = 512  # per connection; past it they start again
@@ -93,7 +93,7 @@ def objects(name: str, key: tuple, build: Callable[..., QuerySet[M]], *args: Any
             plans.clear()
         plans[full] = _plan(build, args)
     plan = plans[full]
-    if plan is None:
+    if plan is None or unbindable(args):  # an id past a 64-bit integer: the ORM's no rows, not SQLite's 500
         return list(build(*args))
     params = list(plan.template)
     for at, arg in plan.places:
