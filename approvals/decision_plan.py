@@ -105,6 +105,9 @@ def answer_plan(answer: Answer, actor: Any, source: str) -> Plan:
                 f"Ticket #{ticket.pk} needs {ticket.required_approvals} approvals: approve or reject it."
             )
         if outcome == PendingCall.Status.APPROVED:
+            # An approval sent as a custom response ({"status": "approved"}, a confirmation's
+            # {"confirmed": true}) is one of the approvals: recorded as one, the count reads it.
+            answer.action = Response.Action.APPROVE
             given = approvers(ticket, plan.hash)
             if actor is not None and actor.pk in given:
                 raise AlreadyCounted(

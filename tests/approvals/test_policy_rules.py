@@ -109,6 +109,21 @@ def test_a_custom_final_answer_on_a_quorum_ticket_must_approve_or_reject(demo):
     assert not held.final and held.turn is None  # counts as an approval, held for the second
 
 
+def test_a_custom_approval_on_a_quorum_ticket_counts_toward_it(demo):
+    """An approval sent as a custom response (`{"status": "approved"}`, the API's /responses or a /run
+    FunctionResponse) is one of the approvals: its sender's next approval is refused as already counted,
+    and the next approver's closes the ticket (it was recorded as a custom row no count read)."""
+    ticket = open_ticket(args=BIG)
+    held = services.response_submit(ticket=ticket, actor=demo["approver"], payload={"status": "approved"}, final=True)
+    assert (held.final, held.action) == (False, "approve")
+    assert [r.actor for r in selectors.ticket_approvals(ticket=ticket)] == [demo["approver"]]
+    with pytest.raises(services.AlreadyCounted, match=r"already counts \(1 of 2\)"):
+        services.ticket_approve(ticket=ticket, actor=demo["approver"])
+    second = services.ticket_approve(ticket=ticket, actor=demo["approver2"])
+    ticket.refresh_from_db()
+    assert second.final and second.turn is not None and ticket.status == "approved"
+
+
 def test_four_eyes_keeps_the_requester_off_their_own_ticket(demo, finance):
     session = services.PendingCall  # noqa: F841  (readability: the requester is a finance member here)
     from tests.approvals_factories import session_for
