@@ -75,7 +75,10 @@ def params(ticket: PendingCall) -> list[Param] | None:
 def _fits(param: Param, value: Any) -> bool:
     kind = _json_type(value)
     if param.type == "number":
-        ok = kind in ("number", "integer") and math.isfinite(float(value))
+        try:
+            ok = kind in ("number", "integer") and math.isfinite(float(value))
+        except OverflowError:  # an integer past a float's range (JSON bounds no digits): no number a tool takes
+            ok = False
     else:
         ok = kind == param.type
     return ok and (not param.enum or value in param.enum)

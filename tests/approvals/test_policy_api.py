@@ -232,3 +232,17 @@ def test_listing_tickets_with_rules_costs_the_same_queries_for_3_or_12(api, demo
         return len(queries)
 
     assert count(3) == count(9)  # 3 then 12 tickets: no query per row
+
+
+def test_an_edited_number_past_a_float_is_refused_400_and_changes_nothing(api, demo):
+    """An integer too large for a float (JSON has no bound on its digits) given for a number argument
+    is a 400 naming the argument, the ticket left open: the check's float() raised OverflowError, a 500."""
+    ticket = open_ticket()
+    r = _post(
+        api(demo["approver"]),
+        f"/api/pending-calls/{ticket.pk}/approve",
+        {"editedArgs": {"purpose": "meals", "amount": 10**400}},
+    )
+    assert r.status_code == 400 and "amount must be a number" in r.json()["detail"], r.content
+    ticket.refresh_from_db()
+    assert ticket.is_open and ticket.edited_args is None and not Response.objects.filter(pending_call=ticket).exists()
