@@ -31,7 +31,7 @@ from approvals import services as approvals
 
 from .. import eager, selectors, services, tokens
 from ..idempotency import Outcome, idempotent
-from ..models import AdkSession
+from ..models import AdkSession, Turn
 from .schemas import RunAgentRequest, parse_body
 from .sessions import check_app, check_user
 from .watch import Step, TurnWatch, follow
@@ -64,6 +64,7 @@ def _prepare(
         raise NotFound(f"Session not found: {body.session_id}")
     joined(row)
     if body.new_message is None:  # as in ADK: run again on the history, or continue invocationId
+        _check_resumed(body.invocation_id)
         return body, row, None
     content = services.content_parse(body.new_message.model_dump(mode="json", exclude_none=True))
     _check_invocation(row.pk, content, body.invocation_id)
@@ -90,6 +91,14 @@ def _session_get(app_name: str, user_id: str, session_id: str) -> AdkSession | N
 
 def _session_row(found: list[list[Any]]) -> AdkSession | None:
     return AdkSession.from_db(connection.alias, _session_fields(), found[0]) if found else None
+
+
+def _check_resumed(invocation_id: str | None) -> None:
+    """The invocation a run on the history continues is kept on its Turn, in a column of 128 characters
+    (ADK's ids are "e-" and a UUID): a longer one was PostgreSQL's DataError, a 500."""
+    limit = Turn._meta.get_field("invocation_id").max_length or 0
+    if invocation_id is not None and len(invocation_id) > limit:
+        raise Invalid(f"invocationId is at most {limit} characters, not {len(invocation_id)}.")
 
 
 def _check_invocation(session_pk: int, content: types.Content, invocation_id: str | None) -> None:

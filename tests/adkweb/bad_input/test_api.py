@@ -154,6 +154,8 @@ def api_json_cases(o: Objs) -> list[tuple[str, str, str, Any]]:
         ("run", "/api/adk/run", "stateDelta is a list", {**msg({"text": "hi"}), "stateDelta": [1]}),
         ("run", "/api/adk/run", "streaming is not a boolean", {**msg({"text": "hi"}), "streaming": "maybe"}),
         ("run", "/api/adk/run", "1 MB sessionId", {**msg({"text": "hi"}), "sessionId": MB}),
+        ("run", "/api/adk/run", "invocationId longer than the column (128)", {**run, "invocationId": "i" * 129}),
+        ("run_sse", "/api/adk/run_sse", "invocationId longer than the column", {**run, "invocationId": MB}),
         ("run_sse", "/api/adk/run_sse", "newMessage is a string", {**run, "newMessage": "hi"}),
         ("run_sse", "/api/adk/run_sse", "unknown function response id", msg({"functionResponse": {**fr, "id": "x"}})),
     ]
