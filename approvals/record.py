@@ -22,6 +22,7 @@ from . import chain
 from .models import Response
 
 logger = logging.getLogger(__name__)
+ACTOR_NAME_MAX = Response._meta.get_field("actor_name").max_length
 
 
 def person_snapshot(person: Any) -> tuple[str, str]:
@@ -29,7 +30,8 @@ def person_snapshot(person: Any) -> tuple[str, str]:
     if person is None or not getattr(person, "is_authenticated", False):
         return "", ""
     username = person.get_username()
-    return username, (person.get_full_name() or "").strip() or username
+    # Django's first and last names hold 150 characters each: "first last" can be one more than the column.
+    return username, ((person.get_full_name() or "").strip() or username)[:ACTOR_NAME_MAX]
 
 
 def response_append(*, actor: Any = None, link: bool = True, **fields: Any) -> Response:
