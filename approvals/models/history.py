@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.conf import settings
 from django.db import models
+from django.template.defaultfilters import truncatechars
 
 from .tickets import PendingCall, Response
+
+MESSAGE_MAX = 500  # TicketActivity.message's column
 
 
 class TicketActivity(models.Model):
@@ -26,7 +31,7 @@ class TicketActivity(models.Model):
     actor = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
-    message = models.CharField(max_length=500)
+    message = models.CharField(max_length=MESSAGE_MAX)
     detail = models.JSONField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
@@ -36,6 +41,12 @@ class TicketActivity(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind} on ticket {self.ticket_id}"
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        """The line is built from what people wrote (an approver's edited arguments, policy and group
+        names): cut to the column (PostgreSQL refused a longer one, a 500); `detail` keeps it whole."""
+        self.message = truncatechars(self.message, MESSAGE_MAX)
+        super().save(*args, **kwargs)
 
 
 class DecisionChain(models.Model):
