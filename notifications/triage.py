@@ -16,6 +16,8 @@ from . import choices
 from .forms import BulkForm, SavedViewForm, filters_query
 from .models import SavedView
 
+QUERY_MAX = SavedView._meta.get_field("query").max_length or 0
+
 
 def _bulk_render(request: HttpRequest, partial: str, ctx: dict, status: int = 200) -> HttpResponse:
     template = "notifications/bulk.html" + (f"#{partial}" if request.htmx else "")  # type: ignore[attr-defined]
@@ -59,6 +61,9 @@ def view_save(request: HttpRequest) -> HttpResponse:
         messages.error(request, "Give the view a name (up to 40 characters); nothing was saved.")
         return redirect("/?" + (request.POST.get("query") or "").lstrip("?")[:600])
     name, query = form.cleaned_data["name"].strip(), filters_query(form.filters())
+    if len(query) > QUERY_MAX:  # percent-encoded, a search can outgrow the column (PostgreSQL: a 500)
+        messages.error(request, f"These filters are too long to save as a view (over {QUERY_MAX} characters).")
+        return redirect("/?" + query)
     try:
         choices.saved_view_save(user=request.user, name=name, query=query)
     except choices.TooManyViews as exc:

@@ -122,3 +122,13 @@ def test_saved_views_need_a_name_and_are_for_approvers(demo, client):
     client.force_login(demo["requester"])
     assert client.post("/inbox/views/", {"name": "mine", "query": ""}).status_code == 403
     assert not SavedView.objects.exists()
+
+
+def test_filters_longer_than_a_saved_view_holds_are_refused_not_a_500(demo, client):
+    """The view keeps the filters' canonical query string (600 characters), percent-encoded: a search of
+    150 "é" posted as it is (300 bytes) is 1,800 characters once encoded, and PostgreSQL refused the row
+    (DataError, a 500; SQLite kept it whole). Now it is refused with a message, and nothing is saved."""
+    client.force_login(demo["approver"])
+    r = client.post("/inbox/views/", {"name": "Long", "query": "q=" + "é" * 150}, follow=True)
+    assert r.status_code == 200 and "too long to save" in r.content.decode()
+    assert not SavedView.objects.exists()
