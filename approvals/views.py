@@ -181,10 +181,10 @@ def ticket_act(request: HtmxHttpRequest, ticket_id: int, action: str) -> HttpRes
     except Refused as exc:
         return _ticket_reply(request, ticket, status=exc.status, error=str(exc))
     if not request.htmx:
-        messages.success(request, _done_notice(_decided(ticket, response), done))
+        messages.success(request, _done_notice(_decided(ticket, response), response, done))
         return redirect(reverse("approvals:ticket", args=[ticket.pk]))
     ticket = _decided(ticket, response)
-    return _ticket_reply(request, ticket, status=200, notice=_done_notice(ticket, done), fresh=True)
+    return _ticket_reply(request, ticket, status=200, notice=_done_notice(ticket, response, done), fresh=True)
 
 
 _RELATED = ("session", "closed_by", "assigned_to", "edited_by", "policy")  # selectors.ticket_get's
@@ -204,8 +204,8 @@ def _decided(seen: PendingCall, response: Response) -> PendingCall:
     return ticket
 
 
-def _done_notice(ticket: PendingCall, done: str) -> str:
-    if ticket.is_open and done == "Approved":
+def _done_notice(ticket: PendingCall, response: Response, done: str) -> str:
+    if ticket.is_open and response.action == Response.Action.APPROVE and not response.final:  # held: a custom one too
         count = len(selectors.ticket_approvals(ticket=ticket))
         return (
             f"Your approval is recorded: {count} of {ticket.required_approvals} approvals. "

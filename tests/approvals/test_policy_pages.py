@@ -53,6 +53,17 @@ def test_ticket_page_shows_the_rules_and_the_count_of_approvals(demo):
     assert "1 of 2 approvals" in row
 
 
+def test_a_custom_approval_held_for_a_quorum_says_so_not_that_the_agent_resumes(demo):
+    """A custom response that approves a ticket needing two approvals is held (nothing reaches the agent):
+    the page says the approval is recorded, 1 of 2, where it said "Response sent. The agent is resuming"."""
+    ticket = open_ticket(args=BIG)
+    body = {"custom-body": '{"status": "approved"}', "custom-final": "on"}
+    page = _client(demo["approver"]).post(f"/tickets/{ticket.pk}/custom/", body, HTTP_HX_REQUEST="true")
+    html = page.content.decode()
+    assert page.status_code == 200 and "Your approval is recorded: 1 of 2 approvals." in html, html
+    assert "The agent is resuming" not in html
+
+
 def test_four_eyes_is_said_on_the_page_and_refused_on_post(demo):
     own = open_ticket(session=session_for(user_id="approver"), args=BIG)
     c = _client(demo["approver"])
