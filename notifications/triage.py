@@ -59,7 +59,7 @@ def view_save(request: HttpRequest) -> HttpResponse:
     form = SavedViewForm(request.POST)
     if not form.is_valid():
         messages.error(request, "Give the view a name (up to 40 characters); nothing was saved.")
-        return redirect("/?" + (request.POST.get("query") or "").lstrip("?")[:600])
+        return redirect("/?" + (request.POST.get("query") or "").lstrip("?")[:QUERY_MAX])
     name, query = form.cleaned_data["name"].strip(), filters_query(form.filters())
     if len(query) > QUERY_MAX:  # percent-encoded, a search can outgrow the column (PostgreSQL: a 500)
         messages.error(request, f"These filters are too long to save as a view (over {QUERY_MAX} characters).")
