@@ -131,22 +131,31 @@ def tickets_record_event(session: AdkSession, stored: StoredEvent, event: Any) -
         return  # user-authored answers are recorded by answers_submit
     responses = event.get_function_responses()
     found = PendingCall.objects.filter(session=session, call_id__in=[fr.id for fr in responses])
+    if any(aborted_response(event, fr.response) for fr in responses):
+        # Locked (after the session row the append holds: the decisions' order), so the cancel sees
+        # a decision, an assignment or an escalation committed meanwhile and keeps them.
+        found = found.select_for_update(of=("self",))
     answered = {t.call_id: t for t in found}  # one query for all of the event's responses
     for fr in responses:
         answer_to = answered.get(fr.id or "")
         if answer_to is None:
             continue
         response = dict(fr.response or {})
-        aborted = event.error_code == ABORTED or ABORTED in str(response.get("error", ""))
+        aborted = aborted_response(event, response)
         if answer_to.is_open and aborted:
             answer_to.status = PendingCall.Status.CANCELLED
             answer_to.closed_at = timezone.now()
-            answer_to.save()
+            answer_to.save(update_fields=["status", "closed_at", "updated_at"])
             _announce(answer_to)
         elif answer_to.initial_response is None and not aborted:
             answer_to.initial_response = response  # also of a ticket a policy decided as it opened
             answer_to.save(update_fields=["initial_response", "updated_at"])
             _announce(answer_to, inbox=False)  # its page shows it; its inbox row and facts do not change
+
+
+def aborted_response(event: Any, response: dict | None) -> bool:
+    """Whether this function response of the event says its invocation was aborted."""
+    return event.error_code == ABORTED or ABORTED in str((response or {}).get("error", ""))
 
 
 def tickets_cancel_archived(*, session: AdkSession, by: str) -> int:

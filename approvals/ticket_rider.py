@@ -43,7 +43,7 @@ def _dumps(value: Any) -> str:
 
 def ticket_rider(event: Any, session: Any) -> Rider | None:
     """The Rider for this event, or None: the hook runs in a transaction as usual."""
-    from .services import ABORTED, interrupts_of
+    from .services import aborted_response, interrupts_of
 
     marker = parse_marker(session._storage_update_marker)
     cached = policy_cache.cached()
@@ -64,7 +64,7 @@ def ticket_rider(event: Any, session: Any) -> Rider | None:
     if event.author != "user":
         for fr in event.get_function_responses():
             response = dict(fr.response or {})
-            if event.error_code == ABORTED or ABORTED in str(response.get("error", "")):
+            if aborted_response(event, response):
                 return None  # an abort cancels an open ticket: the hook does it
             answered.append({"call_id": fr.id or "", "response": response})
     outbox = notify.outbox()

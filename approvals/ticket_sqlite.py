@@ -55,7 +55,7 @@ def _json(value: Any) -> str:
 def record(session: Any, stored: Any, event: Any) -> bool:
     """The hook's work for this event in plain SQL, in the caller's (the append's) transaction, its
     after-commit work registered as the ORM path registers it; False when declined (nothing written)."""
-    from .services import ABORTED, interrupts_of
+    from .services import aborted_response, interrupts_of
     from .ticket_rider import _done
 
     opened = []
@@ -67,7 +67,7 @@ def record(session: Any, stored: Any, event: Any) -> bool:
     if event.author != "user":  # user-authored answers are recorded by answers_submit
         for fr in event.get_function_responses():
             response = dict(fr.response or {})
-            if event.error_code == ABORTED or ABORTED in str(response.get("error", "")):
+            if aborted_response(event, response):
                 return False  # an abort cancels an open ticket: the ORM path does it
             answered.append((fr.id or "", response))
     outbox = notify.outbox()
