@@ -40,6 +40,8 @@ def refusal_response(exc: Refused) -> JsonResponse:
     response = JsonResponse({"detail": exc.detail}, status=exc.status)
     if exc.status == 401:
         response["WWW-Authenticate"] = 'Token realm="adkweb"'
+    if isinstance(exc, MethodNotAllowed):
+        response["Allow"] = ", ".join(exc.allow)
     return response
 
 
@@ -101,9 +103,32 @@ def _no_view(request: HttpRequest) -> HttpResponse:
     return HttpResponse()
 
 
+def _as_get(request: HttpRequest, methods: tuple[str, ...]) -> bool:
+    """A HEAD where GET is taken: answered as the GET (its status and headers, no body: `_headless`),
+    as ADK's server (Starlette) answers it. The view sees a GET, never its other branches'."""
+    if request.method == "HEAD" and "GET" in methods:
+        request.method = "GET"
+        return True
+    return False
+
+
 def _method_allowed(request: HttpRequest, methods: tuple[str, ...]) -> None:
     if request.method not in methods:
-        raise MethodNotAllowed(f'Method "{request.method}" not allowed here; use {", ".join(methods)}.')
+        allow = methods + ("HEAD",) if "GET" in methods else methods
+        raise MethodNotAllowed(f'Method "{request.method}" not allowed here; use {", ".join(allow)}.', allow)
+
+
+def _headless(response: HttpResponse) -> HttpResponse:
+    """The GET's answer to a HEAD: the same status and headers, with the GET body's length, no body."""
+    if response.streaming:
+        response.close()  # a stream is not started (nothing of it is sent)
+        bare = HttpResponse(status=response.status_code, headers=dict(response.items()))
+        del bare["Content-Length"]
+        return bare
+    length = len(response.content)
+    response.content = b""
+    response["Content-Length"] = str(length)
+    return response
 
 
 def _unexpected(exc: Exception) -> JsonResponse:
@@ -125,6 +150,8 @@ def api_view(*methods: str, public: bool = False, auth_in_view: bool = False) ->
 
             @functools.wraps(view)
             async def async_wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+                if _as_get(request, allowed):
+                    return _headless(await async_wrapper(request, *args, **kwargs))
                 try:
                     _method_allowed(request, allowed)
                     if not deferred:
@@ -146,6 +173,8 @@ def api_view(*methods: str, public: bool = False, auth_in_view: bool = False) ->
 
             @functools.wraps(view)
             def sync_wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+                if _as_get(request, allowed):
+                    return _headless(sync_wrapper(request, *args, **kwargs))
                 try:
                     _method_allowed(request, allowed)
                     authenticate_request(request)

@@ -44,7 +44,13 @@ class NotFound(Refused):
 
 
 class MethodNotAllowed(Refused):
+    """A method the endpoint does not take; `allow` lists those it does (the Allow header)."""
+
     status = 405
+
+    def __init__(self, detail: str, allow: tuple[str, ...] = ()) -> None:
+        super().__init__(detail)
+        self.allow = allow
 
 
 class Conflict(Refused):
