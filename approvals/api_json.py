@@ -44,23 +44,23 @@ def ticket_json(ticket: PendingCall, *, responses: list[Response] | None = None)
         "updated_at": iso(ticket.updated_at),
         "closed_at": iso(ticket.closed_at),
         "closed_by": _username(ticket.closed_by),
-        **policy_fields(ticket),
+        **policy_fields(ticket, responses),
     }
     if responses is not None:
         data["responses"] = [response_json(r) for r in responses]
     return data
 
 
-def policy_fields(ticket: PendingCall) -> dict[str, Any]:
-    """What a ticket's policy made of it (camelCase, as the policies API)."""
+def policy_fields(ticket: PendingCall, responses: list[Response] | None = None) -> dict[str, Any]:
+    """What a ticket's policy made of it (camelCase, as the policies API). `responses`: the ticket's,
+    already read (its approvals are among them)."""
     policy = {"id": ticket.policy_id, "name": ticket.policy_name, "version": ticket.policy_version}
+    counted, lapsed = selectors.approval_tally(ticket=ticket, responses=responses)
     return {
         "policy": policy if ticket.policy_name else None,
         "requiredApprovals": ticket.required_approvals,
-        "approvals": [
-            {"who": r.actor_username or None, "when": iso(r.created_at), "source": r.source}
-            for r in selectors.ticket_approvals(ticket=ticket)
-        ],
+        "approvals": [_approval(r) for r in counted],
+        "lapsedApprovals": [_approval(r) for r in lapsed],
         "fourEyes": ticket.four_eyes,
         "approverGroups": selectors.ticket_approver_groups(ticket=ticket),
         "dueAt": iso(ticket.due_at),
@@ -72,6 +72,10 @@ def policy_fields(ticket: PendingCall) -> dict[str, Any]:
         "editedBy": _username(ticket.edited_by),
         "editedAt": iso(ticket.edited_at),
     }
+
+
+def _approval(response: Response) -> dict[str, Any]:
+    return {"who": response.actor_username or None, "when": iso(response.created_at), "source": response.source}
 
 
 def response_json(response: Response) -> dict[str, Any]:

@@ -86,6 +86,10 @@ class Ticket(_Out):
     policy: TicketPolicy | None
     requiredApprovals: int  # the API's own camelCase, as the policies API
     approvals: list[TicketApproval]
+    lapsedApprovals: list[TicketApproval] = Field(
+        description="Approvals of the arguments as they are now that no longer count: their givers may no "
+        "longer decide the open ticket (left its groups, lost the approvers' permission, deactivated)."
+    )
     fourEyes: bool
     approverGroups: list[str]
     dueAt: str | None

@@ -16,7 +16,7 @@ from . import edits, grants, payloads
 from .hashing import args_hash
 from .models import PendingCall, Response
 from .payloads import InvalidResponse
-from .permissions import decide_refusal
+from .permissions import decide_refusal, decides_q
 
 
 class TicketClosed(Conflict):
@@ -71,11 +71,12 @@ class Plan:
 
 
 def approvers(ticket: PendingCall, hash_: str) -> set[int]:
-    """Who has approved these exact arguments so far (held approvals of a quorum ticket)."""
+    """Who has approved these exact arguments so far (held approvals of a quorum ticket) and may still
+    decide it: an approval counts while its giver may (approvals.permissions.decides_q; one query)."""
     rows = Response.objects.filter(
         pending_call=ticket, action=Response.Action.APPROVE, final=False, args_hash=hash_, actor__isnull=False
     )
-    return set(rows.values_list("actor_id", flat=True))
+    return set(rows.filter(decides_q()).values_list("actor_id", flat=True))
 
 
 def answer_plan(answer: Answer, actor: Any, source: str) -> Plan:

@@ -14,9 +14,9 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib.auth.models import Group
-from django.db.models import Exists, OuterRef, Q
+from django.db.models import Exists, F, OuterRef, Q
 
-from adkweb.roles import can_audit, is_agent_admin, is_approver, is_observer
+from adkweb.roles import DECIDE_TICKETS, can_audit, is_agent_admin, is_approver, is_observer
 
 QUESTION_KINDS = ("input", "choice")
 
@@ -73,6 +73,36 @@ def decide_refusal(user: Any, ticket: Any) -> str | None:
         names = ", ".join(ticket.approver_groups.order_by("name").values_list("name", flat=True))
         return f"only members of {names or 'its approver groups'} decide this ticket."
     return "only approvers answer this kind of ticket."
+
+
+def decides_q() -> Q:
+    """`decide_refusal(response.actor, response.pending_call) is None` as a filter on Response rows: every
+    giver of a quorum's held approvals asked at once, in the query that reads them (approvals.selectors.
+    ticket_approvals, approvals.decision_plan.approvers). The same rules in the same order; held to
+    decide_refusal by tests/approvals/test_quorum_rights.py."""
+    from django.contrib.auth import get_user_model
+
+    from .models import PendingCall
+
+    User = get_user_model()
+    own = Q(**{f"actor__{User.USERNAME_FIELD}": F("pending_call__requester")})
+    app_label, codename = DECIDE_TICKETS.split(".")
+    perm = {"permission__codename": codename, "permission__content_type__app_label": app_label}
+    approver = Exists(User.user_permissions.through.objects.filter(user=OuterRef("actor"), **perm)) | Exists(
+        Group.permissions.through.objects.filter(group__user=OuterRef("actor"), **perm)
+    )
+    member = {"pendingcall": OuterRef("pending_call"), "group__user": OuterRef("actor")}
+    routed = (
+        Q(actor__is_superuser=True)
+        | Q(approver, pending_call__routed=False)
+        | Q(Exists(PendingCall.approver_groups.through.objects.filter(**member)))
+        | Q(
+            Exists(PendingCall.escalation_groups.through.objects.filter(**member)),
+            pending_call__escalated_at__isnull=False,
+        )
+    )
+    question = Q(own, pending_call__kind__in=QUESTION_KINDS)
+    return Q(actor__is_active=True) & ~Q(own, pending_call__four_eyes=True) & (question | routed)
 
 
 def can_decide_ticket(user: Any, ticket: Any) -> bool:

@@ -23,12 +23,13 @@ def ticket_context(
     answerable = ticket.is_open and refusal is None
     confirmation = ticket.kind == PendingCall.Kind.CONFIRMATION
     responses = selectors.ticket_responses(ticket=ticket)
-    approvals = selectors.ticket_approvals(ticket=ticket, responses=responses)
+    approvals, lapsed = selectors.approval_tally(ticket=ticket, responses=responses)
     ctx: dict[str, Any] = {
         "ticket": ticket,
         "responses": responses,
         "activities": selectors.ticket_activities(ticket=ticket),
         "approvals": approvals,
+        "lapsed_approvals": lapsed,  # in its history, no longer counted: their givers may no longer decide it
         "approved_by_me": any(r.actor_id == getattr(user, "pk", None) for r in approvals),
         "args_diff": edits.diff(ticket.tool_args, ticket.edited_args),
         "refusal": refusal,

@@ -25,6 +25,7 @@ from .inbox import (
 from .tickets import (
     approval_progress,
     approval_refusal,
+    approval_tally,
     can_decide,
     grants_visible,
     ticket_activities,
@@ -43,6 +44,7 @@ __all__ = [
     "API_TICKET_RELATED",
     "approval_progress",
     "approval_refusal",
+    "approval_tally",
     "approvals_attach",
     "args_hash",
     "can_decide",

@@ -28,7 +28,7 @@ from adkweb.roles import is_approver, is_observer
 
 from ..models import PendingCall, Response, TicketParticipant
 from ..permissions import visible_q
-from .tickets import LOADED
+from .tickets import LOADED, deciding
 
 INBOX_PAGE_SIZE = 25
 SORTS = ("newest", "oldest")  # an inbox's orders (InboxFilters.sort), the first its default
@@ -120,14 +120,15 @@ def _ticket_queryset(filters: InboxFilters, user: Any, search_pk: int | None) ->
 
 
 def approvals_attach(tickets: list[PendingCall]) -> list[PendingCall]:
-    """Load the approvals of the quorum tickets among `tickets` in one query ("1 of 2 approvals"),
-    none when there are none: `ticket_approvals` then reads them from the ticket."""
+    """Load the approvals of the quorum tickets among `tickets` in one query ("1 of 2 approvals"), each
+    saying whether its giver may still decide its ticket (`deciding`), none when there are none:
+    `ticket_approvals` then reads them from the ticket."""
     quorum = {t.pk: t for t in tickets if t.required_approvals > 1}
     for t in tickets:
         t.approve_rows = []  # type: ignore[attr-defined]
     if quorum:
         rows = Response.objects.filter(pending_call_id__in=quorum, action=Response.Action.APPROVE)
-        for r in rows.select_related("actor").order_by("created_at", "id"):
+        for r in deciding(rows.select_related("actor").order_by("created_at", "id")):
             quorum[r.pending_call_id].approve_rows.append(r)  # type: ignore[attr-defined]
     return tickets
 

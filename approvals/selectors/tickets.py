@@ -13,7 +13,7 @@ from adkweb.compiled_objects import objects
 from adkweb.roles import APPROVERS, DECIDE_TICKETS, is_policy_admin
 
 from ..models import PendingCall, Response, StandingGrant, TicketActivity
-from ..permissions import can_view_ticket, decide_refusal, visible_q
+from ..permissions import can_view_ticket, decide_refusal, decides_q, visible_q
 
 _TICKET_RELATED = ("session", "closed_by", "assigned_to", "edited_by", "policy")
 
@@ -45,6 +45,10 @@ def _responses(pk: int) -> QuerySet[Response]:
 
 
 def ticket_responses(*, ticket: PendingCall) -> list[Response]:
+    """The ticket's responses, oldest first; an open quorum ticket's say whether their giver may still
+    decide it (`DECIDES`, read by `approval_tally`), in the same query."""
+    if ticket.is_open and ticket.required_approvals > 1:
+        return objects("ticket_responses", ("decides",), lambda pk: deciding(_responses(pk)), ticket.pk)
     return objects("ticket_responses", (), _responses, ticket.pk)
 
 
@@ -56,17 +60,36 @@ def ticket_activities(*, ticket: PendingCall) -> list[TicketActivity]:
     return objects("ticket_activities", (), _activities, ticket.pk)
 
 
+DECIDES = "giver_decides"  # on a response read by `deciding`: its giver may still decide its ticket
+
+
+def deciding(rows: QuerySet[Response]) -> QuerySet[Response]:
+    """Responses, each with `DECIDES`: whether its giver may decide its ticket now (approvals.permissions.
+    decides_q), every giver asked in the query that reads the rows."""
+    return rows.annotate(**{DECIDES: decides_q()})
+
+
 def ticket_approvals(*, ticket: PendingCall, responses: list[Response] | None = None) -> list[Response]:
-    """The approvals that count now toward the ticket's quorum: one per person, for the arguments
-    as they are now (an edit starts the count again), oldest first. `responses`: the ticket's
-    `ticket_responses`, already read (the approvals are among them: no second query)."""
+    """The approvals that count now toward the ticket's quorum (`approval_tally`'s first list)."""
+    return approval_tally(ticket=ticket, responses=responses)[0]
+
+
+def approval_tally(
+    *, ticket: PendingCall, responses: list[Response] | None = None
+) -> tuple[list[Response], list[Response]]:
+    """The approvals of the arguments as they are now (an edit starts the count again), one per person,
+    oldest first: those that count toward the ticket's quorum, and those that no longer do while it is
+    open because their giver may no longer decide it (left its groups, lost the approvers' permission,
+    deactivated or deleted: the check a new answer meets). They stay in its history; a closed ticket
+    keeps those it closed with. `responses`: the ticket's `ticket_responses`, already read (the approvals
+    are among them: no second query)."""
     current = ticket.args_hash
-    rows: Any = getattr(ticket, "approve_rows", None)  # prefetched by with_rules
+    rows: Any = getattr(ticket, "approve_rows", None)  # prefetched by approvals_attach
     if responses is not None:
         rows = [r for r in responses if r.action == Response.Action.APPROVE]
     if rows is None:
         rows = Response.objects.filter(pending_call=ticket, action=Response.Action.APPROVE).select_related("actor")
-        rows = rows.order_by("created_at", "id")
+        rows = deciding(rows.order_by("created_at", "id"))
     seen: set[Any] = set()
     out = []
     for r in (r for r in rows if r.args_hash == current):
@@ -74,7 +97,14 @@ def ticket_approvals(*, ticket: PendingCall, responses: list[Response] | None = 
         if key not in seen:
             seen.add(key)
             out.append(r)
-    return out
+    if not ticket.is_open or not out:
+        return out, []
+    if all(hasattr(r, DECIDES) for r in out):
+        decides = {r.pk for r in out if getattr(r, DECIDES)}
+    else:  # rows read without it: ask for them all at once
+        found = Response.objects.filter(decides_q(), pk__in=[r.pk for r in out])
+        decides = set(found.values_list("pk", flat=True))
+    return [r for r in out if r.pk in decides], [r for r in out if r.pk not in decides]
 
 
 def ticket_visible_get(*, user: Any, ticket_id: int) -> PendingCall | None:
