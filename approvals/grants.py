@@ -1,5 +1,5 @@
 """Standing grants: "also allow this tool for this conversation (or this user) for the next N
-minutes", given by an approver with a decision (or afterwards from its ticket), revoked on the
+minutes", given by an approver with an approval (or afterwards from the approved ticket), revoked on the
 grants page or over the API. While a grant lasts, a matching ticket is approved as it opens."""
 
 from __future__ import annotations
@@ -51,6 +51,12 @@ def _check(ticket: PendingCall, actor: Any, spec: GrantSpec) -> None:
     who = decide_refusal(actor, ticket)
     if who:
         raise Forbidden(f"You may not give a standing grant for ticket #{ticket.pk}: {who}")
+    if ticket.status != PendingCall.Status.APPROVED:  # a decision's grant: its ticket is approved by now
+        state = "is still open" if ticket.is_open else f"was {ticket.get_status_display()}, not approved"
+        raise Conflict(
+            f"Ticket #{ticket.pk} {state}: a standing grant comes only from an approved ticket"
+            + (" (approve it with a grant)." if ticket.is_open else ".")
+        )
 
 
 def _like(ticket: PendingCall, scope: str) -> Q:
@@ -123,7 +129,7 @@ def _insert(ticket: PendingCall, actor: Any, spec: GrantSpec) -> StandingGrant:
 
 @transaction.atomic
 def grant_create(*, ticket: PendingCall, actor: Any, spec: GrantSpec) -> StandingGrant:
-    """A grant from an already decided ticket (the grants API)."""
+    """A grant from an approved ticket (the grants API); any other is refused (409)."""
     ticket = PendingCall.objects.select_for_update(of=("self",)).get(pk=ticket.pk)
     return grant_give(ticket=ticket, actor=actor, spec=spec)
 

@@ -19,6 +19,7 @@ from django.test import Client
 from approvals.models import Policy
 from notifications.models import SavedView, WebhookEndpoint
 from tests.adkweb.security.sweep import World, state_counts, world_create
+from tests.approvals_factories import ticket
 
 MARK = "@@value@@"
 # A JSON body's field (the raw JSON text put in its place).
@@ -257,6 +258,7 @@ def duplicates(w: World, other_endpoint: int) -> list[tuple[Case, int, str]]:
     """Each request that would make a second of something there is to be one of (per what it does): its
     status, and the one there that its refusal names."""
     grant, call, endpoint = w.extras["grant"], w.call, w.extras["endpoint"]
+    approved = ticket(session=w.session, status="approved")  # a grant comes only from an approved ticket
     approve = {"approve-comment": "ok", "approve-grant_scope": "session", "approve-grant_for": "1"}
     approve |= {"approve-grant_unit": "hours", "approve-args_hash": call.args_hash}
     hook = WebhookEndpoint.objects.get(pk=endpoint).url
@@ -265,7 +267,13 @@ def duplicates(w: World, other_endpoint: int) -> list[tuple[Case, int, str]]:
     as_json = json.dumps
     return [
         (
-            ("approver", "POST", "/api/grants", JSON, as_json({"ticket": call.pk, "scope": "session", "minutes": 30})),
+            (
+                "approver",
+                "POST",
+                "/api/grants",
+                JSON,
+                as_json({"ticket": approved.pk, "scope": "session", "minutes": 30}),
+            ),
             409,
             granted,
         ),
