@@ -87,6 +87,9 @@ def test_live_frames_over_tls_reach_every_socket_once_in_order(demo, worker, tmp
             frames = _socket_frames(ws, stored)
             assert _final_ids(frames) == stored, f"socket {i}: {_final_ids(frames)} != {stored}"
             assert "waiting for a human" in "".join(frames), i
+    except BaseException:
+        print("daphne's log (last 5,000 characters):\n" + web.text()[-5000:])  # shown with the failure
+        raise
     finally:
         for ws in sockets:
             ws.close()
