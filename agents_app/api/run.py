@@ -33,7 +33,7 @@ from .. import eager, selectors, services, tokens
 from ..idempotency import Outcome, idempotent
 from ..models import AdkSession, Turn
 from .schemas import RunAgentRequest, parse_body
-from .sessions import check_app, check_user
+from .sessions import check_app, check_state, check_user
 from .watch import Step, TurnWatch, follow
 
 R = TypeVar("R", bound=HttpResponseBase)
@@ -58,6 +58,7 @@ def _prepare(
     if body is None:
         raise cast(Exception, unreadable)
     check_user(request, body.user_id, write=True)
+    check_state(request, body.app_name, body.state_delta)
     check_app(body.app_name)
     row = _session_row(ride.rows) if ride is not None and ride.rows is not None else _session_get(*_session_key(body))
     if row is None:

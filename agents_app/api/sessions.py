@@ -8,10 +8,11 @@ from typing import Any
 from asgiref.sync import async_to_sync
 from django.http import HttpRequest, JsonResponse
 from google.adk.errors.already_exists_error import AlreadyExistsError
+from google.adk.sessions.state import State
 
 from adkweb.api import api_view
 from adkweb.errors import Conflict, Forbidden, Invalid, NotFound
-from adkweb.roles import is_observer
+from adkweb.roles import is_agent_admin, is_observer
 
 from .. import agents, selectors, services
 from ..models import AgentConfig, RemoteApp, Turn
@@ -37,6 +38,20 @@ def check_user(request: HttpRequest, user_id: str, *, write: bool) -> None:
     if user_id == me or user.is_staff or (not write and is_observer(user)):
         return
     raise Forbidden(f"You may only use your own sessions: the user in the path must be {me!r}, not {user_id!r}.")
+
+
+def check_state(request: HttpRequest, app_name: str, state: dict[str, Any] | None) -> None:
+    """`app:` keys are read by every user's sessions of the app: a person sets them only with the
+    permission to configure agents (ADK's server lets anyone). The agent's own writes are not checked."""
+    shared = sorted(key for key in state or () if key.startswith(State.APP_PREFIX))
+    if not shared or is_agent_admin(request.user):
+        return
+    named = ", ".join(key[:80] for key in shared[:5]) + (f" and {len(shared) - 5} more" if len(shared) > 5 else "")
+    raise Forbidden(
+        f"Only agent admins (people who may configure agents) and superusers may set app-wide state: "
+        f"'{State.APP_PREFIX}' keys are read by every user's sessions of {app_name!r}. Refused: {named}. "
+        "Nothing was changed: send the other keys without these ('user:' and plain keys are yours)."
+    )
 
 
 def check_app(app_name: str) -> None:
@@ -66,6 +81,7 @@ def sessions(request: HttpRequest, app_name: str, user_id: str) -> JsonResponse:
         listed = DjangoSessionService().list_sessions_sync(app_name=app_name, user_id=user_id).sessions
         return JsonResponse([session_json(s) for s in listed if not s.id.startswith(EVAL_PREFIXES)], safe=False)
     body = parse_optional_body(CreateSessionRequest, request) or CreateSessionRequest()  # no body: defaults
+    check_state(request, app_name, body.state)
     return _create(app_name, user_id, body.session_id, body.state, body.events)
 
 
@@ -76,12 +92,14 @@ def session(request: HttpRequest, app_name: str, user_id: str, session_id: str) 
         return JsonResponse(session_json(session_or_404(app_name, user_id, session_id)))
     if request.method == "PATCH":
         body = parse_body(UpdateSessionRequest, request)
+        check_state(request, app_name, body.state_delta)
         return JsonResponse(session_json(_update(app_name, user_id, session_id, body.state_delta)))
     if request.method == "POST":  # ADK's deprecated create-with-id: the body is the initial state
         check_app(app_name)
         state = body_json(request, allow_empty=True)  # the body is the initial state
         if state is not None and not isinstance(state, dict):
             raise not_an_object(state)
+        check_state(request, app_name, state)
         return _create(app_name, user_id, session_id, state, None)
     _idle_session(app_name, user_id, session_id, "delete it")
     DjangoSessionService().delete_session_sync(

@@ -115,7 +115,7 @@ def sessions_listed_and_patched(api: Api) -> list:
     app, base = "cmp_stock", f"/apps/cmp_stock/users/{USER}/sessions"
     first = api.http.post(base, json={"state": {"topic": "prices", "temp:gone": 1, "user:lang": "en"}}).json()
     second = api.session(app)
-    patched = api.http.patch(f"{base}/{second}", json={"stateDelta": {"watch": ["GOOG"], "temp:x": 1, "app:tier": 2}})
+    patched = api.http.patch(f"{base}/{second}", json={"stateDelta": {"watch": ["GOOG"], "temp:x": 1, "user:tier": 2}})
     mine = {first["id"], second}
     listed = [s for s in api.http.get(base).json() if s["id"] in mine]
     listed.sort(

@@ -54,6 +54,16 @@ def test_adkweb_differs_text_mixed_with_answers_is_a_400_not_a_500(adkweb, adk):
     assert outcomes["adkweb"] == (400, {"detail": "Message cannot contain both function responses and text."})
 
 
+def test_adkweb_differs_app_state_is_set_only_by_agent_admins(adkweb, adk):
+    outcomes = {}
+    for api in (adk, adkweb):  # USER approves tickets; configuring agents is not theirs
+        sid = api.session("cmp_stock")
+        r = api.http.patch(f"/apps/cmp_stock/users/{USER}/sessions/{sid}", json={"stateDelta": {"app:tier": 2}})
+        outcomes[api.name] = (r.status_code, api.get_session("cmp_stock", sid)["state"].get("app:tier"))
+    assert outcomes["adk"] == (200, 2)  # ADK's server has no roles: every user's sessions read it
+    assert outcomes["adkweb"] == (403, None)
+
+
 def test_adkweb_differs_a_missing_session_is_named_in_the_404(adkweb, adk):
     missing = f"/apps/cmp_stock/users/{USER}/sessions/no-such-session"
     assert adk.http.get(missing).json() == {"detail": "Session not found"}
