@@ -3,8 +3,9 @@
 Same rules as the inbox pages: the views parse and call `approvals.services`, whose refusals
 (`adkweb.errors`) `api_view` answers as `{"detail": ...}`: 400 (bad body for the ticket's kind),
 403 (may see it but not answer it: not in its groups' decision, the requester under four-eyes, an
-approval that already counts), 404 (missing, or not in the caller's sight), 409 (already closed, or
-a stale `argsHash`).
+approval that already counts), 404 (missing, or not in the caller's sight), 409 (already closed, a
+stale `argsHash`, or an approval of arguments an approver edited that says neither `argsHash` nor
+`editedArgs`).
 """
 
 from __future__ import annotations

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from django.template.defaultfilters import truncatechars
 from google.genai import types
 
 from adkweb.errors import Conflict, Forbidden
@@ -41,6 +42,26 @@ class StaleArguments(Conflict):
         super().__init__(
             f"The arguments of ticket #{ticket.pk} changed since you saw them (edited{by}); "
             "reload it and decide on what it says now. Nothing was sent."
+        )
+
+
+class ArgumentsUnsaid(Conflict):
+    """An approval of a ticket whose arguments an approver edited that does not say which arguments it
+    approves (no argsHash, no editedArgs): it would count toward arguments its sender may never have
+    seen (HTTP 409)."""
+
+    def __init__(self, ticket: PendingCall, via_run: bool) -> None:
+        by = f" by {ticket.edited_by.get_username()}" if ticket.edited_by else ""
+        changed = truncatechars(edits.changes_text(ticket.tool_args, ticket.current_args), 300)
+        approve = f"/api/pending-calls/{ticket.pk}/approve"
+        how = (
+            f"a function response on /run cannot say it: approve through {approve} with argsHash"
+            if via_run
+            else "send argsHash (the ticket's JSON has it) or editedArgs with it, or approve on the ticket's page"
+        )
+        super().__init__(
+            f"The arguments of ticket #{ticket.pk} were edited{by} since the agent asked ({changed}): an approval "
+            f"must say which arguments it approves; {how}. Nothing was recorded."
         )
 
 
@@ -91,6 +112,9 @@ def answer_plan(answer: Answer, actor: Any, source: str) -> Plan:
     if answer.seen_hash is not None and answer.seen_hash != ticket.args_hash:
         raise StaleArguments(ticket)
     outcome = payloads.decision_of(answer.action, ticket, answer.payload) if answer.final else "update"
+    unsaid = answer.seen_hash is None and answer.edited_args is None
+    if outcome == PendingCall.Status.APPROVED and unsaid and edits.edited(ticket):
+        raise ArgumentsUnsaid(ticket, via_run=answer.sent is not None)
     if answer.edited_args is not None:
         if outcome != PendingCall.Status.APPROVED:
             raise InvalidResponse("Edited arguments go with an approval only.")

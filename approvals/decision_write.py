@@ -12,7 +12,6 @@ from django.utils import timezone
 from adkweb.notify import TICKET_DECIDED, notify
 from agents_app.models import Turn
 from agents_app.services import TurnRiding
-from agents_app.timeline import readable
 
 from . import edits, events, grants
 from .decision_plan import Plan
@@ -24,13 +23,11 @@ def apply_edit(ticket: PendingCall, edited: dict[str, Any], actor: Any) -> None:
     """An approver's edit of the arguments, on the ticket (saved with the decision) and in its activity."""
     before = ticket.current_args
     ticket.edited_args, ticket.edited_by, ticket.edited_at = edited, actor, timezone.now()
-    changed = {k: {"from": a, "to": b} for k, a, b in edits.diff(before, edited)}
     TicketActivity.objects.create(
         ticket=ticket,
         kind=TicketActivity.Kind.EDITED,
         actor=actor,
-        message="Arguments edited: "
-        + ", ".join(f"{k} {readable(v['from'], k)} → {readable(v['to'], k)}" for k, v in changed.items()),
+        message="Arguments edited: " + edits.changes_text(before, edited),
         detail={"before": before, "after": edited},
     )
 

@@ -115,3 +115,15 @@ def diff(original: dict[str, Any], edited: dict[str, Any] | None) -> list[tuple[
         return []
     names = list(original) + [k for k in edited if k not in original]
     return [(k, original.get(k), edited.get(k)) for k in names if original.get(k) != edited.get(k)]
+
+
+def edited(ticket: PendingCall) -> bool:
+    """Whether an approver's edit left the ticket's arguments other than those the agent asked for."""
+    return ticket.edited_args is not None and ticket.edited_args != ticket.tool_args
+
+
+def changes_text(before: dict[str, Any], after: dict[str, Any]) -> str:
+    """What an edit changed, for people: "amount $200.00 → $150.00, purpose meals → lunch"."""
+    from agents_app.timeline import readable
+
+    return ", ".join(f"{k} {readable(a, k)} → {readable(b, k)}" for k, a, b in diff(before, after))

@@ -221,9 +221,10 @@ class SchemaResponseForm(_Decision):
 def response_form_for(ticket: PendingCall, data: Any = None) -> forms.Form:
     """The custom-response form of a ticket: built from its schema where it declares one."""
     schema = ticket.response_schema
+    seen = {"args_hash": ticket.args_hash}  # what the decider saw, as the other forms carry it
     if schema is not None and schema_supported(schema):
-        return SchemaResponseForm(data, schema=schema, prefix="custom")
-    initial = {"body": json.dumps(example_body(ticket), indent=2)}
+        return SchemaResponseForm(data, schema=schema, prefix="custom", initial=seen)
+    initial = {"body": json.dumps(example_body(ticket), indent=2), **seen}
     return CustomResponseForm(data, initial=initial, prefix="custom")
 
 
