@@ -6,18 +6,20 @@ forwards a fragment rendered once per audience without a thread hop or a task pe
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, ClassVar
 
 from channels.consumer import get_handler_name
+from channels.db import database_sync_to_async
 from channels.exceptions import StopConsumer
 from channels.generic.websocket import AsyncWebsocketConsumer
 from channels.layers import get_channel_layer
 from channels.utils import await_many_dispatch
 
-from adkweb import wsframes
+from adkweb import live_rights, wsframes
 
 logger = logging.getLogger(__name__)
 
@@ -42,7 +44,28 @@ class LiveConsumer(AsyncWebsocketConsumer):
     (two tasks and an `asyncio.wait` per message, then the handler) was most of what a web process
     spent per socket per message once the frames were shared. What `frames_now` declines (None:
     it needs the database, or a frame must go through ASGI) is queued and goes through the
-    consumer's async handler as before, and everything after it waits behind it: one order."""
+    consumer's async handler as before, and everything after it waits behind it: one order.
+
+    Rights: what `rights(person)` answers when the socket connects (`granted`) is asked again on a
+    timer while it is open (adkweb.live_rights): none left, the socket closes with `refused`; another
+    answer, with RIGHTS_CHANGED (the page reconnects under the new rights); after either, nothing more
+    is forwarded."""
+
+    refused: ClassVar[int] = 4403  # the consumer's refusal code (not one the htmx ws extension reconnects on)
+    user: Any = None  # the person, as read at connect or at the last re-check
+    granted: Any = True
+    revoked = False
+    _recheck_timer: asyncio.TimerHandle | None = None
+    _recheck_task: asyncio.Future | None = None
+
+    def rights(self, user: Any) -> Any:
+        """What this person may see on this socket, as a comparable value; None: nothing (sync: it may
+        read the database). Asked when the socket connects and on the re-check timer."""
+        return True
+
+    def rights_key(self) -> tuple:
+        """What `rights` depends on besides the person (the conversation, the ticket)."""
+        return ()
 
     async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
         """Channels' AsyncConsumer.__call__, with each message counted from the moment it is received
@@ -70,6 +93,9 @@ class LiveConsumer(AsyncWebsocketConsumer):
         finally:
             if direct:
                 self.channel_layer.stop_delivering_directly(self.channel_name)
+            for pending in (self._recheck_timer, self._recheck_task):
+                if pending is not None:
+                    pending.cancel()
 
     def _counted(self, receive: Callable[[], Awaitable[dict]]) -> Callable[[], Awaitable[dict]]:
         async def counted() -> dict:
@@ -83,6 +109,8 @@ class LiveConsumer(AsyncWebsocketConsumer):
         try:
             if self._failed is not None:
                 raise self._failed  # `frames_now` failed: the consumer ends as a failed handler ends it
+            if self.revoked and not message["type"].startswith("websocket."):
+                return  # closed for lost rights: nothing more is forwarded
             handler = getattr(self, get_handler_name(message), None)
             if handler is None:
                 raise ValueError(f"No handler for message type {message['type']}")
@@ -93,6 +121,8 @@ class LiveConsumer(AsyncWebsocketConsumer):
 
     def _take(self, message: dict) -> bool:
         """The channel layer's direct delivery: True if the message was handled here and now."""
+        if self.revoked:
+            return True  # closed for lost rights: dropped
         if self._handling or self._failed is not None:
             return False  # something before it is queued or being handled
         writer = self.scope.get(wsframes.SCOPE_KEY)
@@ -118,9 +148,48 @@ class LiveConsumer(AsyncWebsocketConsumer):
     async def send_frame(self, text: str) -> None:
         """Send a text frame: under daphne, framed once per process for every socket that sends the
         same text (adkweb.wsframes); elsewhere through ASGI."""
+        if self.revoked:
+            return
         writer = self.scope.get(wsframes.SCOPE_KEY)
         if writer is None or not writer.write(text):
             await self.send(text_data=text)
+
+    async def send(self, text_data: str | None = None, bytes_data: bytes | None = None, close: bool = False) -> None:
+        if not self.revoked:  # a handler that was reading when the rights went sends nothing
+            await super().send(text_data=text_data, bytes_data=bytes_data, close=close)
+
+    def _recheck_later(self) -> None:
+        delay = live_rights.next_check()
+        if delay is not None:
+            self._recheck_timer = asyncio.get_running_loop().call_later(delay, self._recheck_due)
+
+    def _recheck_due(self) -> None:
+        self._recheck_timer = None
+        self._recheck_task = asyncio.ensure_future(self._recheck())
+
+    async def _recheck(self) -> None:
+        """The person's rights again (adkweb.live_rights): the same, go on with the person as read now;
+        else close. A check that fails (the database is down) closes with LAYER_DOWN: the page retries."""
+        key = (type(self).__qualname__, *self.rights_key())
+        try:
+            person, rights = await database_sync_to_async(live_rights.rights_now)(self.scope, key, self.rights)
+        except Exception:
+            logger.warning("Could not re-check the rights of a websocket's person; it is closed, to retry.")
+            await self._revoke(LAYER_DOWN)
+            return
+        if rights is None:
+            await self._revoke(self.refused)
+        elif rights != self.granted:
+            await self._revoke(live_rights.RIGHTS_CHANGED)
+        else:
+            self.user = person
+            self._recheck_later()
+
+    async def _revoke(self, code: int) -> None:
+        self.revoked = True
+        for group in getattr(self, "_joined", ()):
+            await leave(self, group)
+        await self.close(code=code)
 
 
 LAYER_DOWN = 1011  # websocket close code "server error": clients (htmx's ws extension) reconnect later
@@ -137,6 +206,8 @@ async def join(consumer: Any, group: str) -> bool:
         await consumer.close(code=LAYER_DOWN)
         return False
     await consumer.accept()
+    consumer._joined = [*getattr(consumer, "_joined", ()), group]
+    consumer._recheck_later()
     return True
 
 

@@ -19,3 +19,8 @@ ADKWEB_METRICS_TURN_WINDOW_SECONDS = float(os.environ.get("ADKWEB_METRICS_TURN_W
 # the frozen cycles of closed sockets bounded. 0: off (the startup freeze stays).
 ADKWEB_GC_SETTLE_SECONDS = float(os.environ.get("ADKWEB_GC_SETTLE_SECONDS", "1.0"))
 ADKWEB_GC_THAW_CLOSES = int(os.environ.get("ADKWEB_GC_THAW_CLOSES", "1000"))
+
+# Open websockets ask again whether their person may still see what they carry (adkweb.live_rights):
+# every this many seconds (+-20%), never per message. A lost right (a role, a team, a deactivated
+# account, a logout, a password changed) stops reaching a page within 1.3 times this. 0: off.
+ADKWEB_LIVE_RECHECK_SECONDS = float(os.environ.get("ADKWEB_LIVE_RECHECK_SECONDS", "60"))

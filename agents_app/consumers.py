@@ -121,9 +121,18 @@ class SessionConsumer(live_socket.LiveConsumer):
         audience = None if session is None else fanout.audience_of(self.user, session)
         if session is None or audience is None:
             return False
-        self.session, self.audience = session, audience
+        self.session, self.audience, self.granted = session, audience, audience
         self.can_retry = fanout.AUDIENCES[audience]["can_retry"]
         return True
+
+    def rights(self, user: Any) -> str | None:
+        """The audience this person watches as now (None: the conversation is no longer theirs to see,
+        or was deleted); re-checked while the socket is open (adkweb.live_socket)."""
+        session = selectors.session_get(session_pk=self.session_pk)
+        return None if session is None else fanout.audience_of(user, session)
+
+    def rights_key(self) -> tuple:
+        return (self.session_pk,)
 
     async def _still_visible(self) -> bool:
         """Asked when an event brings a ticket this page has not seen (no query otherwise): a ticket

@@ -4,8 +4,9 @@ without touching the database, so a new event reaches 1,000 watchers as fast as 
 websockets carry it (issue 12; before, every socket re-read and re-rendered every message).
 
 Audiences. Who may watch a conversation at all is `agents_app.visibility.session_visible`, checked
-when the socket connects and again when an event brings a ticket the page has not seen (a ticket
-routed to groups the viewer is not in hides the conversation: the socket closes). What a
+when the socket connects, again when an event brings a ticket the page has not seen (a ticket
+routed to groups the viewer is not in hides the conversation: the socket closes), and on the socket's
+re-check timer (adkweb.live_rights: a lost right closes it, another audience reconnects it). What a
 fragment shows may differ by who watches, so each audience has a group of its own,
 `session-<pk>.<audience>`, and a page's socket joins its viewer's audience group only: a
 fragment rendered for one audience never reaches another, and a rule that narrows what someone

@@ -53,13 +53,15 @@ class InboxConsumer(live_socket.LiveConsumer):
     the database is read when it connects, and for a search or a change whose previous facts are
     unknown."""
 
+    refused = REFUSED
+
     async def connect(self) -> None:
         user = self.scope.get("user")
         query = socket_query(self.scope)
-        if query is None or not await database_sync_to_async(works_inbox)(user):
+        if query is None or (granted := await database_sync_to_async(self.rights)(user)) is None:
             await self.close(code=REFUSED)
             return
-        self.user = user
+        self.user, self.granted = user, granted
         self.nav_only = query.get("nav") == "1"
         self.filters = InboxFilterForm(query).filters()
         # Joined first, counted next: a change published meanwhile is not lost.
@@ -70,11 +72,15 @@ class InboxConsumer(live_socket.LiveConsumer):
     async def disconnect(self, code: int) -> None:
         await live_socket.leave(self, APPROVALS_GROUP)
 
+    def rights(self, user: Any) -> fanout.Viewer | None:
+        """Whose tickets this person sees, if they work the inbox (re-checked while the socket is open)."""
+        return fanout.Viewer.of(user) if works_inbox(user) else None
+
     @database_sync_to_async
     def _read_state(self) -> None:
         """Who the viewer is, the ids on the client's page, where a new matching ticket goes (or
         None: not this page), and the counts."""
-        self.viewer = fanout.Viewer.of(self.user)
+        self.viewer = self.granted
         self.shown: set[int] = set()
         self.at_edge: str | None = None
         self._recount()
@@ -170,6 +176,8 @@ class InboxConsumer(live_socket.LiveConsumer):
 class TicketConsumer(live_socket.LiveConsumer):
     """`/ws/tickets/<id>/`: joins the ticket's conversation group (`session-<pk>`)."""
 
+    refused = REFUSED
+
     async def connect(self) -> None:
         self.user = self.scope.get("user")
         query = socket_query(self.scope)
@@ -194,6 +202,14 @@ class TicketConsumer(live_socket.LiveConsumer):
     async def disconnect(self, code: int) -> None:
         if hasattr(self, "group"):
             await live_socket.leave(self, self.group)
+
+    def rights(self, user: Any) -> bool | None:
+        """Whether this person may still see the ticket (re-checked while the socket is open)."""
+        ticket = selectors.ticket_get(ticket_id=self.ticket_id)
+        return True if ticket is not None and can_view_ticket(user, ticket) else None
+
+    def rights_key(self) -> tuple:
+        return (self.ticket_id,)
 
     @database_sync_to_async
     def _conversation_visible(self) -> bool:

@@ -15,8 +15,8 @@ committed just before it and published just after. A search (`q`) is still match
 (it searches PostgreSQL's text of the arguments).
 
 Visibility mirrors `approvals.permissions.visible_q`, with the viewer's roles and groups read when
-the socket connects (authorisation at connect, as for every socket: a changed role applies on the
-next connection, e.g. the next page).
+the socket connects and again on its re-check timer (adkweb.live_rights: a changed role or team closes
+the socket, which reconnects under the new one; none left, it stays closed).
 """
 
 from __future__ import annotations
