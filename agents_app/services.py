@@ -21,7 +21,7 @@ from . import enqueue as queueing
 from .models import AdkSession, Turn
 from .session_service import DjangoSessionService, SessionBusy, session_archive
 from .session_status import row_lock_held
-from .turn_insert import TurnFields, TurnRiding, turn_insert, turn_insert_riding, turn_insert_sqlite
+from .turn_insert import TurnFields, TurnRiding, session_gone, turn_insert, turn_insert_riding, turn_insert_sqlite
 from .turn_quota import TooManyTurns, _too_many, turn_quota_check
 
 logger = logging.getLogger(__name__)
@@ -171,8 +171,12 @@ def turn_add(
         return cast(Turn, found)
     if capped:
         turn_quota_check(person)  # new agent work a person asks for
-    sqlite = transaction.get_connection().vendor == "sqlite"
-    turn = turn_insert_sqlite(**fields) if sqlite else Turn.objects.create(**fields)
+    if transaction.get_connection().vendor == "sqlite":
+        turn = turn_insert_sqlite(**fields)
+    elif session_lock(session.pk):  # the live row, as turn_insert's status write takes it
+        turn = Turn.objects.create(**fields)
+    else:
+        raise session_gone(session)
     _turn_written(session.pk, enqueue)
     return turn
 
@@ -266,16 +270,22 @@ def turn_retry(*, turn: Turn) -> Turn:
     or answer (e.g. the agent was misconfigured), and running it again loses and repeats nothing."""
     from .events import notify_session_status, notify_turn_retried
 
-    turn = Turn.objects.select_for_update().get(pk=turn.pk)
-    if turn.status != Turn.Status.FAILED:
-        raise TurnNotRetryable(f"Turn {turn.pk} is {turn.status}; only a failed turn can be retried.")
-    if turn.events.exists():
-        raise TurnNotRetryable(
-            "This turn reached the agent (its events are stored), so running it again would repeat it; "
-            "send a new message instead."
-        )
-    turn.status, turn.error, turn.attempts, turn.started_at, turn.finished_at = Turn.Status.QUEUED, "", 0, None, None
-    turn.save(update_fields=["status", "error", "attempts", "started_at", "finished_at"])
+    # The session's row first, as every writer of its turns takes it; archived since the page read it
+    # (its delete committed meanwhile): refused, where the turn was queued in it, never to run.
+    if not session_lock(turn.session_id):
+        raise session_gone(turn.session)
+    with row_lock_held(turn.session_id):
+        turn = Turn.objects.select_for_update().get(pk=turn.pk)
+        if turn.status != Turn.Status.FAILED:
+            raise TurnNotRetryable(f"Turn {turn.pk} is {turn.status}; only a failed turn can be retried.")
+        if turn.events.exists():
+            raise TurnNotRetryable(
+                "This turn reached the agent (its events are stored), so running it again would repeat it; "
+                "send a new message instead."
+            )
+        turn.status, turn.error, turn.attempts = Turn.Status.QUEUED, "", 0
+        turn.started_at = turn.finished_at = None
+        turn.save(update_fields=["status", "error", "attempts", "started_at", "finished_at"])
     session_pk, turn_id = turn.session_id, turn.pk
     transaction.on_commit(lambda: queueing.session_enqueue(session_pk=session_pk), robust=True)
     transaction.on_commit(lambda: notify_turn_retried(session_pk=session_pk, turn_id=turn_id), robust=True)

@@ -4,13 +4,20 @@ What the ORM did in three or four round trips, each compiled per call: the perso
 their active turns counted (the cap, `turn_quota.turn_quota_check`), the Turn's INSERT, and its
 post_save signal's `UPDATE session SET status = 'running'` (`session_status._now_running`). Here:
 
-- without a cap to check: one statement, the UPDATE in a WITH beside the INSERT;
+- without a cap to check: one statement, the UPDATE in a WITH, the INSERT reading its RETURNING;
 - with one: the person's row lock, then one statement that counts their active turns (up to the
   cap: its snapshot is taken after the lock is granted, as before, so it sees a turn that a
-  concurrent request committed meanwhile), and inserts the turn and writes the status only if the
+  concurrent request committed meanwhile), and writes the status and inserts the turn only if the
   count is below the cap; two statements in one query string (`compiled.rows_after`'s way).
 - when they are their transaction's first statements (a message's), its BEGIN leads that query
   string (`adkweb.compiled.begun_with`), where psycopg sends it as a round trip of its own.
+
+Either way, the turn is inserted only if the status write matched the live session row, under its lock:
+the UPDATE waits for the row's lock and checks the row again once it is granted, so a "delete" that
+committed meanwhile (agents_app.session_archive; the sender read the session before) leaves it nothing
+to match, and the INSERT, reading its RETURNING, nothing to write. The message is then refused as for
+any deleted session (404: `session_gone`), where its turn was queued in the archived session, never to
+run; the other way round, the archive, waiting for the row, finds the turn and refuses (409).
 
 Every guarantee is the ORM path's: the same rows, the same locks in the same order (the person's
 row, then the session row; the turn's foreign keys are checked at commit, as Django declares them
@@ -33,6 +40,7 @@ from django.db import connection
 from django.utils import timezone
 
 from adkweb.compiled import begins, begun_with
+from adkweb.errors import NotFound
 from adkweb.postgresql.pipelined import Prepared, committed_with, prepared, rows
 
 from . import pooler
@@ -72,13 +80,13 @@ def _sql(name: str) -> str:
         insert = f"INSERT INTO {turns} ({_COLUMNS})"
         active = ", ".join(f"'{s}'" for s in (Turn.Status.QUEUED, Turn.Status.RUNNING))
         built = {
-            "plain": f"WITH s AS ({running}) {insert} VALUES ({_VALUES}) RETURNING id",
+            "plain": f"WITH s AS ({running} RETURNING id) {insert} SELECT {_VALUES} FROM s RETURNING id",
             "lock": f"SELECT 1 FROM {users} WHERE id = %(user)s FOR NO KEY UPDATE",
             "capped": (
                 f"WITH n AS (SELECT count(*) AS n FROM (SELECT 1 FROM {turns} WHERE created_by_id = %(user)s "
                 f"AND status IN ({active}) LIMIT %(cap)s) a), "
-                f"t AS ({insert} SELECT {_VALUES} FROM n WHERE n.n < %(cap)s RETURNING id), "
-                f"s AS ({running} AND EXISTS (SELECT 1 FROM t)) "
+                f"s AS ({running} AND (SELECT n FROM n) < %(cap)s RETURNING id), "
+                f"t AS ({insert} SELECT {_VALUES} FROM s RETURNING id) "
                 "SELECT n.n, (SELECT id FROM t) FROM n"
             ),
         }
@@ -121,11 +129,12 @@ def turn_insert(
 ) -> Turn | None:
     """The new queued Turn, inside the caller's transaction (PostgreSQL only). `cap` > 0 (and a
     person): refuse it when they have `cap` turns queued or running already (None: nothing was
-    written; the caller says why). `written()` is called once the row is written, before the Turn
-    is built (a message's wake-up leaves from there: agents_app.services.turn_add). `ends`: the
-    transaction is these statements and nothing else (the caller's outermost atomic block ends with
-    them, `written()` writes nothing): where they are its first, its BEGIN, they and its COMMIT go in
-    one write (adkweb.postgresql.pipelined), `written()` called with the COMMIT in flight."""
+    written; the caller says why); NotFound, nothing written, when the session is not live
+    (`session_gone`). `written()` is called once the row is written, before the Turn is built (a
+    message's wake-up leaves from there: agents_app.services.turn_add). `ends`: the transaction is
+    these statements and nothing else (the caller's outermost atomic block ends with them,
+    `written()` writes nothing): where they are its first, its BEGIN, they and its COMMIT go in one
+    write (adkweb.postgresql.pipelined), `written()` called with the COMMIT in flight."""
     now, created_by = timezone.now(), fields["created_by"]
     params: dict[str, Any] = dict(zip(_ROW_NAMES, _row(fields), strict=True))
     params.update(now=now, cap=cap)
@@ -140,8 +149,7 @@ def turn_insert(
             cursor.execute(sql, params)
         if capped:
             cursor.nextset()  # past the person's lock
-        row = cursor.fetchone()
-    turn_id = row[1] if capped else row[0]
+        turn_id = _inserted(cursor.fetchone(), cap if capped else 0, fields["session"])
     if turn_id is None:
         return None
     if written is not None:
@@ -156,17 +164,34 @@ def _committed(
     found: list[Any] = []
 
     def inserted(results: list[Any]) -> None:
-        turn_id = rows(results[-1])[0][-1]  # RETURNING id; the capped statement's (n, id)
-        found.append(turn_id)
-        if turn_id is not None and written is not None:
+        found.extend(rows(results[-1]))  # RETURNING id; the capped statement's (n, id)
+        if found and found[0][-1] is not None and written is not None:
             written()
 
     with connection.cursor() as cursor:
         committed_with(cursor, sql, params, inserted, () if pooler.text_only else _prepared(capped))
-    if not found or found[0] is None:  # refused by the cap, nothing written: the caller counts, in a new transaction
+    if not found or found[0][-1] is None:  # nothing written: the caller counts or refuses, in a new transaction
         cast(Any, connection).committed_ahead = False  # adkweb.postgresql.base
+    turn_id = _inserted(found[0] if found else None, params["cap"] if capped else 0, fields["session"])
+    return None if turn_id is None else _queued(turn_id, created_at=now, **fields)
+
+
+def _inserted(row: tuple[Any, ...] | None, cap: int, session: AdkSession) -> int | None:
+    """The new turn's id from the statement's row (the plain one's (id,), none when it inserted nothing;
+    the capped one's (n, id)); None: refused by the cap, `cap` of the person's turns counted. Raises
+    NotFound when the session is not live: archived (or gone) since its sender read it, whose archive
+    committed before the session row's lock was granted to the status write (which then matched no row,
+    and the INSERT, reading its RETURNING, wrote nothing)."""
+    if row is not None and row[-1] is not None:
+        return row[-1]
+    if row is not None and cap > 0 and row[0] >= cap:
         return None
-    return _queued(found[0], created_at=now, **fields)
+    raise session_gone(session)
+
+
+def session_gone(session: AdkSession) -> NotFound:
+    """The refusal of a turn for a session that is no longer live, as for any deleted session (404)."""
+    return NotFound(f"Session not found: {session.session_id}")
 
 
 _PREPARED: dict[bool, tuple[Prepared, ...]] = {}
@@ -209,7 +234,7 @@ def turn_insert_riding(*, wait: Callable[[], object] | None, **fields: Unpack[Tu
     PostgreSQL (e.g. a decision's record, approvals.record): `ts`, the session's status, as the plain
     statement writes it, and `tn`, the turn's INSERT (`SELECT id FROM tn`: its id), with their parameters
     in their order (positional). The same rows, locks and deferred foreign keys as `turn_insert`'s;
-    inside the caller's transaction."""
+    inside the caller's transaction, which holds the live session's row already (so `ts` matches it)."""
     if not _RIDING:
         insert = f"INSERT INTO {Turn._meta.db_table} ({_COLUMNS}) VALUES ({_positional(casts=True)}) RETURNING id"
         _RIDING.append(f"ts AS ({_running('%s')}), tn AS ({insert})")
@@ -227,7 +252,9 @@ def turn_insert_sqlite(**fields: Unpack[TurnFields]) -> Turn:
     receiver's UPDATE per call (~0.5 ms of a turn's CPU). The same rows as the ORM path's; no post_save
     signal is sent (its one receiver's work, session_status._now_running, is the first statement), as on
     PostgreSQL. No lock to take: SQLite's write transaction holds the file from its BEGIN (IMMEDIATE).
-    The cap, if any, was checked before (turn_quota.turn_quota_check)."""
+    The cap, if any, was checked before (turn_quota.turn_quota_check). NotFound, nothing written, when
+    the status write matched no live session (archived since the sender read it, before this
+    transaction began)."""
     if not _SQLITE:
         turns = Turn._meta.db_table
         insert = f"INSERT INTO {turns} ({_COLUMNS}) VALUES ({_positional(casts=False)}) RETURNING id"
@@ -236,6 +263,8 @@ def turn_insert_sqlite(**fields: Unpack[TurnFields]) -> Turn:
     params = [*_row(fields), connection.ops.adapt_datetimefield_value(now)]
     with connection.cursor() as cursor:
         cursor.execute(_SQLITE["running"], [fields["session"].pk])
+        if cursor.rowcount == 0:  # archived (or gone) since its sender read it: nothing written
+            raise session_gone(fields["session"])
         cursor.execute(_SQLITE["insert"], params)
         turn_id = cursor.fetchone()[0]
     return _queued(turn_id, created_at=now, **fields)

@@ -10,6 +10,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 from google.genai import types
 
+from adkweb.errors import NotFound
 from agents_app import services
 from agents_app.models import AdkSession, Turn
 
@@ -66,12 +67,28 @@ def test_a_turns_row_and_status_are_the_orm_paths(demo, answer):
     assert stored.created_at <= timezone.now()
 
 
-def test_an_archived_sessions_status_is_left_alone_and_a_turn_without_person_has_none(demo):
-    session = _session("gone")
-    AdkSession.objects.filter(pk=session.pk).update(archived_at=timezone.now(), status="idle")
+def test_a_turn_for_a_session_deleted_since_it_was_read_is_refused_and_writes_nothing(demo):
+    """SQLite runs one writer at a time, but the sender read the session before its write transaction
+    began: a delete (archive) that committed in between leaves the status write no live row to match,
+    and the message is refused as for any deleted session (404), where its turn was queued in the
+    archived session, never to run. So is the retry of a failed turn there."""
+    session = _session("gone")  # as the conversation page, /run or an approval read it
+    failed = Turn.objects.create(session=session, kind=Turn.Kind.MESSAGE, content={}, status=Turn.Status.FAILED)
+    services.session_archive(session=AdkSession.objects.get(pk=session.pk))
+    with pytest.raises(NotFound, match="^Session not found: gone$"):
+        services.message_send(session=session, text="hi", actor=demo["requester"])
+    with pytest.raises(NotFound), transaction.atomic():
+        services.turn_add(session=session, content=None, invocation_id="inv-1", enqueue=False)
+    with pytest.raises(NotFound, match="^Session not found: gone$"):
+        services.turn_retry(turn=failed)
+    assert list(Turn.objects.filter(session_id=session.pk).values_list("pk", "status")) == [(failed.pk, "failed")]
+    assert AdkSession.all_objects.get(pk=session.pk).status == "failed"
+
+
+def test_a_turn_without_person_has_none(demo):
+    session = _session("nobody")
     with transaction.atomic():
         turn = services.turn_add(session=session, content=None, invocation_id="inv-1", enqueue=False)
-    assert AdkSession.all_objects.get(pk=session.pk).status == "idle"
     row = Turn.objects.get(pk=turn.pk)
     assert (row.created_by_id, row.content, row.state_delta, row.invocation_id) == (None, {}, None, "inv-1")
     assert row.status == Turn.Status.QUEUED and row.kind == Turn.Kind.MESSAGE

@@ -7,6 +7,7 @@ import threading
 from typing import Any
 
 import httpx
+from django.db import connection
 from django.test import Client
 
 
@@ -40,3 +41,13 @@ def post_at_once(base_url: str, requests: list[dict]) -> list[tuple[str, int, st
     for t in threads:
         t.join()
     return results
+
+
+def waiting_on_a_lock() -> bool:
+    """Whether another connection to the test database waits on a lock (a row's, for a race's interleaving)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND pid <> pg_backend_pid() "
+            "AND datname = current_database()"
+        )
+        return cursor.fetchone()[0] > 0

@@ -14,17 +14,9 @@ from django.db import connection, transaction
 from agents_app import services
 from agents_app.models import Turn
 from agents_app.services import TooManyTurns
+from tests.integration.races import waiting_on_a_lock
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-def _waiting_on_a_lock() -> bool:
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND pid <> pg_backend_pid() "
-            "AND datname = current_database()"
-        )
-        return cursor.fetchone()[0] > 0
 
 
 def test_two_messages_racing_for_the_last_slot_one_is_refused(demo, settings):
@@ -61,9 +53,9 @@ def test_two_messages_racing_for_the_last_slot_one_is_refused(demo, settings):
     b = threading.Thread(target=race_for_it)
     b.start()
     deadline = time.monotonic() + 10
-    while not _waiting_on_a_lock() and time.monotonic() < deadline and b.is_alive():
+    while not waiting_on_a_lock() and time.monotonic() < deadline and b.is_alive():
         time.sleep(0.02)
-    assert _waiting_on_a_lock(), outcome  # the second waits on the person's row, not counting yet
+    assert waiting_on_a_lock(), outcome  # the second waits on the person's row, not counting yet
     release.set()
     a.join(20)
     b.join(20)
