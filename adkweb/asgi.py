@@ -14,7 +14,9 @@ daphne_bodies_unparsed()  # Twisted parses no POST body into args nobody reads (
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
+from channels.security.websocket import WebsocketDenier  # noqa: E402
 from django.conf import settings  # noqa: E402
+from django.urls import re_path  # noqa: E402
 
 from adkweb import gcpolicy  # noqa: E402
 from adkweb.metrics import websocket_counter  # noqa: E402
@@ -22,11 +24,13 @@ from adkweb.routing import websocket_urlpatterns  # noqa: E402
 from adkweb.ws_origin import same_origin_only  # noqa: E402
 from adkweb.wsframes import frame_writer  # noqa: E402
 
+# Every other path's handshake is refused (403, as an unknown page is a 404), where Channels' router raised.
+_routes = [*websocket_urlpatterns, re_path(r"", WebsocketDenier.as_asgi())]
 router = ProtocolTypeRouter(
     {
         "http": django_asgi_app,
         # A handshake from another origin (another site, port or subdomain) is refused (adkweb.ws_origin).
-        "websocket": websocket_counter(same_origin_only(AuthMiddlewareStack(URLRouter(websocket_urlpatterns)))),
+        "websocket": websocket_counter(same_origin_only(AuthMiddlewareStack(URLRouter(_routes)))),
     }
 )
 # Outermost: it reads daphne's own `send` to write prebuilt frames (adkweb.wsframes). Inside it, the
