@@ -89,7 +89,8 @@ def approval_tally(
         rows = [r for r in responses if r.action == Response.Action.APPROVE]
     if rows is None:
         rows = Response.objects.filter(pending_call=ticket, action=Response.Action.APPROVE).select_related("actor")
-        rows = deciding(rows.order_by("created_at", "id"))
+        rows = rows.order_by("created_at", "id")
+        rows = deciding(rows) if ticket.is_open else rows  # a closed ticket keeps those it closed with
     seen: set[Any] = set()
     out = []
     for r in (r for r in rows if r.args_hash == current):
