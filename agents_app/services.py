@@ -18,6 +18,7 @@ from adkweb.errors import Conflict, Invalid
 
 from . import agents
 from . import enqueue as queueing
+from .app_state import refused_keys
 from .models import AdkSession, Turn
 from .session_service import DjangoSessionService, SessionBusy, session_archive
 from .session_status import row_lock_held
@@ -282,6 +283,10 @@ def turn_retry(*, turn: Turn) -> Turn:
             raise TurnNotRetryable(
                 "This turn reached the agent (its events are stored), so running it again would repeat it; "
                 "send a new message instead."
+            )
+        if named := refused_keys(turn.created_by, turn.state_delta):  # stored before ad99096 checked it
+            raise TurnNotRetryable(
+                f"This turn carries app-wide state its sender may not set ({named}); send a new message instead."
             )
         turn.status, turn.error, turn.attempts = Turn.Status.QUEUED, "", 0
         turn.started_at = turn.finished_at = None

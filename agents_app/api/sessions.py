@@ -12,9 +12,10 @@ from google.adk.sessions.state import State
 
 from adkweb.api import api_view
 from adkweb.errors import Conflict, Forbidden, Invalid, NotFound
-from adkweb.roles import is_agent_admin, is_observer
+from adkweb.roles import is_observer
 
 from .. import agents, selectors, services
+from ..app_state import refused_keys
 from ..models import AgentConfig, RemoteApp, Turn
 from ..session_service import DjangoSessionService
 from .render import session_json
@@ -41,12 +42,10 @@ def check_user(request: HttpRequest, user_id: str, *, write: bool) -> None:
 
 
 def check_state(request: HttpRequest, app_name: str, state: dict[str, Any] | None) -> None:
-    """`app:` keys are read by every user's sessions of the app: a person sets them only with the
-    permission to configure agents (ADK's server lets anyone). The agent's own writes are not checked."""
-    shared = sorted(key for key in state or () if key.startswith(State.APP_PREFIX))
-    if not shared or is_agent_admin(request.user):
+    """403 when the state has `app:` keys the caller may not set (agents_app.app_state)."""
+    named = refused_keys(request.user, state)
+    if not named:
         return
-    named = ", ".join(key[:80] for key in shared[:5]) + (f" and {len(shared) - 5} more" if len(shared) > 5 else "")
     raise Forbidden(
         f"Only agent admins (people who may configure agents) and superusers may set app-wide state: "
         f"'{State.APP_PREFIX}' keys are read by every user's sessions of {app_name!r}. Refused: {named}. "
