@@ -7,15 +7,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from google.adk.sessions.state import State
-
 from adkweb.roles import is_agent_admin
+
+APP_PREFIX = "app:"  # google.adk.sessions.state.State.APP_PREFIX (google.adk is the ADK glue's to import)
 
 
 def refused_keys(user: Any, state: dict[str, Any] | None) -> str:
     """The `app:` keys of `state` that `user` (None: nobody, e.g. a deleted sender) may not set, named for
     a message ("" when there are none or the user may)."""
-    shared = sorted(key for key in state or () if key.startswith(State.APP_PREFIX))
+    shared = sorted(key for key in state or () if key.startswith(APP_PREFIX))
     if not shared or (user is not None and is_agent_admin(user)):
         return ""
     return ", ".join(key[:80] for key in shared[:5]) + (f" and {len(shared) - 5} more" if len(shared) > 5 else "")

@@ -60,3 +60,11 @@ def test_a_sender_since_deleted_counts_as_one_without_the_right(demo):
     session, turn = _old_failed_turn(None, {"app:policy_limit": 1})
     assert _retry(demo["admin"], session, turn).status_code == 409
     assert Turn.objects.get(pk=turn.pk).status == Turn.Status.FAILED
+
+
+def test_the_prefix_is_adks():
+    from google.adk.sessions.state import State
+
+    from agents_app.app_state import APP_PREFIX
+
+    assert APP_PREFIX == State.APP_PREFIX
