@@ -55,12 +55,13 @@ def policy_fields(ticket: PendingCall, responses: list[Response] | None = None) 
     """What a ticket's policy made of it (camelCase, as the policies API). `responses`: the ticket's,
     already read (its approvals are among them)."""
     policy = {"id": ticket.policy_id, "name": ticket.policy_name, "version": ticket.policy_version}
-    counted, lapsed = selectors.approval_tally(ticket=ticket, responses=responses)
+    tally = selectors.approval_record(ticket=ticket, responses=responses)
     return {
         "policy": policy if ticket.policy_name else None,
         "requiredApprovals": ticket.required_approvals,
-        "approvals": [_approval(r) for r in counted],
-        "lapsedApprovals": [_approval(r) for r in lapsed],
+        "approvals": [_approval(r) for r in tally.counted],
+        "lapsedApprovals": [_approval(r) for r in tally.lapsed],
+        "approvalsRecorded": tally.recorded,
         "fourEyes": ticket.four_eyes,
         "approverGroups": selectors.ticket_approver_groups(ticket=ticket),
         "dueAt": iso(ticket.due_at),

@@ -85,10 +85,18 @@ class Ticket(_Out):
     closed_by: str | None
     policy: TicketPolicy | None
     requiredApprovals: int  # the API's own camelCase, as the policies API
-    approvals: list[TicketApproval]
+    approvals: list[TicketApproval] = Field(
+        description="The approvals that count: while open, those whose givers may still decide it; closed, "
+        "those its closing decision recorded as counting then (every approval if it recorded none)."
+    )
     lapsedApprovals: list[TicketApproval] = Field(
-        description="Approvals of the arguments as they are now that no longer count: their givers may no "
-        "longer decide the open ticket (left its groups, lost the approvers' permission, deactivated)."
+        description="Approvals of the arguments as they are now that do not count: their givers may no longer "
+        "decide the open ticket (left its groups, lost the approvers' permission, deactivated), or could not "
+        "when it closed."
+    )
+    approvalsRecorded: bool | None = Field(
+        description="Closed: true when `approvals` and `lapsedApprovals` are those recorded when it closed, "
+        "false when its close recorded none (closed before the record was kept, or cancelled); null while open."
     )
     fourEyes: bool
     approverGroups: list[str]

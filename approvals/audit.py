@@ -12,7 +12,7 @@ from typing import Any
 
 from django import forms
 from django.core.paginator import Page, Paginator
-from django.db.models import Q, QuerySet
+from django.db.models import JSONField, OuterRef, Q, QuerySet, Subquery
 from django.utils import timezone
 
 from adkweb.api import iso
@@ -97,9 +97,25 @@ def decisions(filters: AuditFilters, scope: Q) -> QuerySet[Response]:
     return qs.order_by("-id")
 
 
+CLOSED_WITH = "closed_with"  # on an audit page's decision: its ticket's closing record (Response.counted)
+
+
 def audit_page(filters: AuditFilters, scope: Q) -> Page:
+    """A page of decisions, each with its ticket's closing record, read in the same query: a held approval
+    says whether it counted when its ticket closed (`approval_counted`)."""
+    closing = Response.objects.filter(pending_call=OuterRef("pending_call"), final=True).order_by()
     qs = decisions(filters, scope).select_related("pending_call__session", "grant__created_by")
+    qs = qs.annotate(**{CLOSED_WITH: Subquery(closing.values("counted")[:1], output_field=JSONField())})
     return Paginator(qs, PAGE_SIZE).get_page(filters.page)
+
+
+def approval_counted(response: Response) -> bool | None:
+    """Whether a held approval on an audit page counted when its ticket closed: None while the ticket is
+    open, and where its close recorded nothing (before the record was kept; cancelled)."""
+    record = getattr(response, CLOSED_WITH, None)
+    if not response.is_pending_approval or response.pending_call.is_open or record is None:
+        return None
+    return response.pk in record
 
 
 def filter_choices(filters: AuditFilters) -> dict[str, list[str]]:
@@ -137,6 +153,7 @@ EXPORT_FIELDS = {  # column -> the ORM path it reads
     "args_hash": "args_hash",
     "payload": "payload",
     "edited_args": "edited_args",
+    "counted": "counted",  # the decision that closed a quorum ticket: its held approvals that counted then
 }
 
 

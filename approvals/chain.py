@@ -4,7 +4,8 @@ row on, and `manage.py audit_verify` names the first broken row.
 
 Each link hashes: the previous link's hash, the row's place and id, its ticket, who decided (the
 username and display name snapshot, the source, the grant), when, what the decider was shown
-(the arguments hash) and what was sent (action, final, payload, comment, edited arguments).
+(the arguments hash), what was sent (action, final, payload, comment, edited arguments) and, for
+the decision that closed a quorum ticket, the held approvals that counted then.
 """
 
 from __future__ import annotations
@@ -21,8 +22,9 @@ GENESIS = "0" * 64
 
 
 def decision_fields(row: Any) -> dict[str, Any]:
-    """What a link covers, from a Response row (or a migration's historical one)."""
-    return {
+    """What a link covers, from a Response row (or a migration's historical one). `counted` (the held
+    approvals a quorum ticket closed with) only where the row has it: a row without it hashes as before."""
+    fields = {
         "seq": row.chain_seq,
         "id": row.pk,
         "ticket": row.pending_call_id,
@@ -42,6 +44,10 @@ def decision_fields(row: Any) -> dict[str, Any]:
             "edited_args": row.edited_args,
         },
     }
+    counted = getattr(row, "counted", None)
+    if counted is not None:
+        fields["counted"] = counted
+    return fields
 
 
 def link_hash(previous: str, fields: dict[str, Any]) -> str:
@@ -95,6 +101,7 @@ class _Stored:
     payload: Any
     comment: str
     edited_args: Any
+    counted: Any
     chain_seq: int | None = None
 
 
@@ -193,7 +200,8 @@ def link_returned(row: Any, head: Any, stored: Any) -> bool:
         return False
     length, last_hash = head
     found = _Stored(*stored)
-    found.payload, found.edited_args = _json(found.payload), _json(found.edited_args)
+    for name in ("payload", "edited_args", "counted"):
+        setattr(found, name, _json(getattr(found, name)))
     seq = length + 1
     fields = decision_fields(found)
     fields["seq"] = seq

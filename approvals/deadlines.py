@@ -15,6 +15,7 @@ from adkweb.log_context import log_ids
 from agents_app.services import session_locked
 
 from . import events
+from .decision_plan import approvers
 from .decisions import Answer, answers_submit
 from .models import PendingCall, Response, TicketActivity
 from .payloads import expire_payload, schema_problem
@@ -105,6 +106,7 @@ def _close_unsent(ticket: PendingCall, answer: Answer) -> None:
         comment=answer.comment + " Not sent: the agent's question has no answer meaning expired.",
         source=Response.Source.EXPIRY,
         args_hash=ticket.args_hash,
+        counted=sorted(approvers(ticket, ticket.args_hash).values()) if ticket.required_approvals > 1 else None,
     )
     ticket.status, ticket.closed_at = PendingCall.Status.EXPIRED, timezone.now()
     ticket.save()

@@ -89,15 +89,20 @@ class Plan:
     outcome: str  # the ticket status a final answer gives, or "update"
     held: bool = False  # an approval that waits for more
     hash: str = ""
+    counted: list[int] | None = None  # closing a quorum ticket: its held approvals that count (Response.counted)
 
 
-def approvers(ticket: PendingCall, hash_: str) -> set[int]:
+def approvers(ticket: PendingCall, hash_: str) -> dict[int, int]:
     """Who has approved these exact arguments so far (held approvals of a quorum ticket) and may still
-    decide it: an approval counts while its giver may (approvals.permissions.decides_q; one query)."""
+    decide it, each with the approval that counts (their first): an approval counts while its giver may
+    (approvals.permissions.decides_q; one query)."""
     rows = Response.objects.filter(
         pending_call=ticket, action=Response.Action.APPROVE, final=False, args_hash=hash_, actor__isnull=False
     )
-    return set(rows.filter(decides_q()).values_list("actor_id", flat=True))
+    found: dict[int, int] = {}
+    for actor_id, pk in rows.filter(decides_q()).order_by("created_at", "id").values_list("actor_id", "id"):
+        found.setdefault(actor_id, pk)
+    return found
 
 
 def answer_plan(answer: Answer, actor: Any, source: str) -> Plan:
@@ -140,6 +145,10 @@ def answer_plan(answer: Answer, actor: Any, source: str) -> Plan:
                     f"{ticket.required_approvals}); another approver must give the next one."
                 )
             plan.held = len(given) + 1 < ticket.required_approvals
+            if not plan.held:
+                plan.counted = sorted(given.values())
+        else:  # a rejection (or an expiry) closes it: with the approvals that count now, recorded
+            plan.counted = sorted(approvers(ticket, plan.hash).values())
     if answer.grant is not None:
         if outcome != PendingCall.Status.APPROVED:
             raise InvalidResponse("A standing grant goes with an approval only.")

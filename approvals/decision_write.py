@@ -61,6 +61,7 @@ def record(
         "grant": grant,
         "args_hash": plan.hash,
         "edited_args": answer.edited_args,
+        "counted": plan.counted if final else None,  # closing a quorum ticket: who closed it with whom
     }
     if final:
         ticket.status, ticket.closed_at, ticket.closed_by = plan.outcome, timezone.now(), person

@@ -23,14 +23,16 @@ def ticket_context(
     answerable = ticket.is_open and refusal is None
     confirmation = ticket.kind == PendingCall.Kind.CONFIRMATION
     responses = selectors.ticket_responses(ticket=ticket)
-    approvals, lapsed = selectors.approval_tally(ticket=ticket, responses=responses)
+    tally = selectors.approval_record(ticket=ticket, responses=responses)
     ctx: dict[str, Any] = {
         "ticket": ticket,
         "responses": responses,
         "activities": selectors.ticket_activities(ticket=ticket),
-        "approvals": approvals,
-        "lapsed_approvals": lapsed,  # in its history, no longer counted: their givers may no longer decide it
-        "approved_by_me": any(r.actor_id == getattr(user, "pk", None) for r in approvals),
+        "approvals": tally.counted,
+        # in its history, not counted: their givers may no longer decide it (open), could not when it closed
+        "lapsed_approvals": tally.lapsed,
+        "approvals_recorded": tally.recorded,  # closed: whether its close recorded which counted
+        "approved_by_me": any(r.actor_id == getattr(user, "pk", None) for r in tally.counted),
         "args_diff": edits.diff(ticket.tool_args, ticket.edited_args),
         "refusal": refusal,
         "grantable": grants.grant_refusal(ticket) is None,

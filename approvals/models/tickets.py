@@ -197,6 +197,12 @@ class Response(models.Model):
         max_length=64, blank=True, db_default="", help_text="Hash of the arguments the decider saw."
     )
     edited_args = models.JSONField(null=True, blank=True, help_text="The arguments this approval changed them to.")
+    # The decision that closed a quorum ticket: the ids of its held approvals that counted then (their
+    # givers could still decide it; a closing approval counts itself too). Null on every other row and
+    # on those closed before it was kept. Chained with the row: who closed it with whom stays as it was.
+    counted = models.JSONField(
+        null=True, blank=True, help_text="The held approvals that counted when this decision closed its ticket."
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     # Tamper evidence (approvals.chain): the decision's place in the one chain of every decision, and
     # SHA-256 over the previous decision's hash and this one (who, when, what was shown, what was sent).

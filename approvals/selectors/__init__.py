@@ -24,6 +24,7 @@ from .inbox import (
 )
 from .tickets import (
     approval_progress,
+    approval_record,
     approval_refusal,
     approval_tally,
     can_decide,
@@ -43,6 +44,7 @@ __all__ = [
     "API_STATUS_FILTERS",
     "API_TICKET_RELATED",
     "approval_progress",
+    "approval_record",
     "approval_refusal",
     "approval_tally",
     "approvals_attach",

@@ -28,7 +28,7 @@ from adkweb.roles import is_approver, is_observer
 
 from ..models import PendingCall, Response, TicketParticipant
 from ..permissions import visible_q
-from .tickets import LOADED, deciding
+from .tickets import LOADED, TALLY_ROWS, deciding
 
 INBOX_PAGE_SIZE = 25
 SORTS = ("newest", "oldest")  # an inbox's orders (InboxFilters.sort), the first its default
@@ -121,15 +121,16 @@ def _ticket_queryset(filters: InboxFilters, user: Any, search_pk: int | None) ->
 
 def approvals_attach(tickets: list[PendingCall]) -> list[PendingCall]:
     """Load the approvals of the quorum tickets among `tickets` in one query ("1 of 2 approvals"), each
-    saying whether its giver may still decide its ticket (`deciding`), none when there are none:
-    `ticket_approvals` then reads them from the ticket."""
+    saying whether its giver may still decide its ticket (`deciding`), with a closed one's closing
+    decision (its record of which counted), none when there are none: `ticket_approvals` then reads
+    them from the ticket."""
     quorum = {t.pk: t for t in tickets if t.required_approvals > 1}
     for t in tickets:
-        t.approve_rows = []  # type: ignore[attr-defined]
+        setattr(t, TALLY_ROWS, [])
     if quorum:
-        rows = Response.objects.filter(pending_call_id__in=quorum, action=Response.Action.APPROVE)
+        rows = Response.objects.filter(Q(action=Response.Action.APPROVE) | Q(final=True), pending_call_id__in=quorum)
         for r in deciding(rows.select_related("actor").order_by("created_at", "id")):
-            quorum[r.pending_call_id].approve_rows.append(r)  # type: ignore[attr-defined]
+            getattr(quorum[r.pending_call_id], TALLY_ROWS).append(r)
     return tickets
 
 

@@ -3,7 +3,7 @@ standing grants."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 from django.db import connection
 from django.db.models import Q, QuerySet
@@ -70,42 +70,82 @@ def deciding(rows: QuerySet[Response]) -> QuerySet[Response]:
 
 
 def ticket_approvals(*, ticket: PendingCall, responses: list[Response] | None = None) -> list[Response]:
-    """The approvals that count now toward the ticket's quorum (`approval_tally`'s first list)."""
-    return approval_tally(ticket=ticket, responses=responses)[0]
+    """The approvals that count toward the ticket's quorum (`approval_tally`'s first list)."""
+    return approval_record(ticket=ticket, responses=responses).counted
 
 
 def approval_tally(
     *, ticket: PendingCall, responses: list[Response] | None = None
 ) -> tuple[list[Response], list[Response]]:
+    """`approval_record`'s approvals that count and those that do not."""
+    record = approval_record(ticket=ticket, responses=responses)
+    return record.counted, record.lapsed
+
+
+class Tally(NamedTuple):
+    counted: list[Response]
+    lapsed: list[Response]
+    recorded: bool | None  # closed: whether its close recorded which approvals counted; None while open
+
+
+TALLY_ROWS = "tally_rows"  # a ticket's approvals and closing decision, prefetched by approvals_attach
+
+
+def approval_record(*, ticket: PendingCall, responses: list[Response] | None = None) -> Tally:
     """The approvals of the arguments as they are now (an edit starts the count again), one per person,
-    oldest first: those that count toward the ticket's quorum, and those that no longer do while it is
-    open because their giver may no longer decide it (left its groups, lost the approvers' permission,
-    deactivated or deleted: the check a new answer meets). They stay in its history; a closed ticket
-    keeps those it closed with. `responses`: the ticket's `ticket_responses`, already read (the approvals
-    are among them: no second query)."""
-    current = ticket.args_hash
-    rows: Any = getattr(ticket, "approve_rows", None)  # prefetched by approvals_attach
+    oldest first: those that count toward the ticket's quorum and those that do not. Open: an approval
+    counts while its giver may decide the ticket (left its groups, lost the approvers' permission,
+    deactivated or deleted: it no longer does; the check a new answer meets). Closed: those its closing
+    decision recorded as counting then (Response.counted, with itself when it is an approval), whoever
+    may decide now; closed with no record (before it was kept; cancelled), every approval, none apart
+    (who could decide then is not known), `recorded` False. They all stay in its history. `responses`:
+    the ticket's `ticket_responses`, already read (the approvals are among them: no second query)."""
+    rows: Any = getattr(ticket, TALLY_ROWS, None)
     if responses is not None:
-        rows = [r for r in responses if r.action == Response.Action.APPROVE]
+        rows = responses
     if rows is None:
-        rows = Response.objects.filter(pending_call=ticket, action=Response.Action.APPROVE).select_related("actor")
-        rows = rows.order_by("created_at", "id")
-        rows = deciding(rows) if ticket.is_open else rows  # a closed ticket keeps those it closed with
+        found = Response.objects.filter(Q(action=Response.Action.APPROVE) | Q(final=True), pending_call=ticket)
+        found = found.select_related("actor").order_by("created_at", "id")
+        rows = deciding(found) if ticket.is_open else found  # a closed ticket's record is on its closing row
+    rows = list(rows)
+    current = ticket.args_hash
+    approvals = [r for r in rows if r.action == Response.Action.APPROVE and r.args_hash == current]
+    if ticket.is_open:
+        return _open_tally(_one_each(approvals))
+    closing = next((r for r in rows if r.final), None)
+    if closing is None or closing.counted is None:
+        return Tally(_one_each(approvals), [], False)
+    ids = {*closing.counted, *([closing.pk] if closing.action == Response.Action.APPROVE else [])}
+    counted = _one_each([r for r in approvals if r.pk in ids])
+    people = {_giver(r) for r in counted}
+    lapsed = _one_each([r for r in approvals if r.pk not in ids and _giver(r) not in people])
+    return Tally(counted, lapsed, True)
+
+
+def _giver(response: Response) -> Any:
+    return response.actor_id if response.actor_id is not None else ("row", response.pk)
+
+
+def _one_each(rows: list[Response]) -> list[Response]:
+    """The first of each giver's responses, in order."""
     seen: set[Any] = set()
     out = []
-    for r in (r for r in rows if r.args_hash == current):
-        key = r.actor_id if r.actor_id is not None else ("row", r.pk)
-        if key not in seen:
-            seen.add(key)
+    for r in rows:
+        if _giver(r) not in seen:
+            seen.add(_giver(r))
             out.append(r)
-    if not ticket.is_open or not out:
-        return out, []
+    return out
+
+
+def _open_tally(out: list[Response]) -> Tally:
+    if not out:
+        return Tally(out, [], None)
     if all(hasattr(r, DECIDES) for r in out):
         decides = {r.pk for r in out if getattr(r, DECIDES)}
     else:  # rows read without it: ask for them all at once
         found = Response.objects.filter(decides_q(), pk__in=[r.pk for r in out])
         decides = set(found.values_list("pk", flat=True))
-    return [r for r in out if r.pk in decides], [r for r in out if r.pk not in decides]
+    return Tally([r for r in out if r.pk in decides], [r for r in out if r.pk not in decides], None)
 
 
 def ticket_visible_get(*, user: Any, ticket_id: int) -> PendingCall | None:

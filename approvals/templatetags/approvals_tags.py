@@ -103,6 +103,14 @@ def approval_count(ticket: Any) -> int:
     return len(ticket_approvals(ticket=ticket))
 
 
+@register.filter
+def approval_counted(response: Any) -> bool | None:
+    """On the audit page: whether a held approval counted when its ticket closed (approvals.audit)."""
+    from approvals.audit import approval_counted as counted
+
+    return counted(response)
+
+
 @register.simple_tag
 def inbox_row(ticket: Any, oob: Any = "") -> str:
     """An inbox row (adkweb.markup: written in Python, as the template wrote it)."""

@@ -78,6 +78,7 @@ async def test_jsonl_export(exported):
         "args_hash": approve.args_hash,
         "payload": approve.payload,
         "edited_args": None,
+        "counted": None,  # it closed no quorum ticket
     }
     filtered = await _get(exported["demo"]["observer"], "/audit/export.jsonl?outcome=reject&tool=transfer_money")
     assert [json.loads(line)["id"] for line in (await _body(filtered)).splitlines()] == [reject.pk]
