@@ -18,7 +18,9 @@ together do not ask together), on a timer, never per message (adkweb.live_socket
 
 Sockets of one login that show the same thing (a page's tabs, a bench's 1,000 sockets on one cookie)
 share a check made within the last REUSE of the interval. A lost right stops reaching a page within
-1.3 intervals: 78 s at the default 60.
+1.3 intervals: 78 s at the default 60. A login that ends by a logout, a password change or the account's
+deactivation does not wait for this: its sockets close at once (adkweb.live_logins); the check still
+catches a session that expired or was flushed otherwise.
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 from channels.layers import get_channel_layer
 from channels.utils import await_many_dispatch
 
-from adkweb import live_rights, wsframes
+from adkweb import live_logins, live_rights, wsframes
 
 logger = logging.getLogger(__name__)
 
@@ -49,12 +49,15 @@ class LiveConsumer(AsyncWebsocketConsumer):
     Rights: what `rights(person)` answers when the socket connects (`granted`) is asked again on a
     timer while it is open (adkweb.live_rights): none left, the socket closes with `refused`; another
     answer, with RIGHTS_CHANGED (the page reconnects under the new rights); after either, nothing more
-    is forwarded."""
+    is forwarded. A login that ends (a logout, a password changed, an account deactivated) closes the
+    sockets it ended at once, with `refused` (adkweb.live_logins)."""
 
     refused: ClassVar[int] = 4403  # the consumer's refusal code (not one the htmx ws extension reconnects on)
     user: Any = None  # the person, as read at connect or at the last re-check
     granted: Any = True
     revoked = False
+    login: str | None = None  # the tag of the login (session) it was opened under (adkweb.live_logins)
+    _logins: str | None = None  # the group of its person's logins, once joined
     _recheck_timer: asyncio.TimerHandle | None = None
     _recheck_task: asyncio.Future | None = None
 
@@ -185,7 +188,19 @@ class LiveConsumer(AsyncWebsocketConsumer):
             self.user = person
             self._recheck_later()
 
+    async def login_ended(self, message: dict) -> None:
+        """adkweb.live_logins: a login of this socket's person ended, this socket's or all of them."""
+        if message.get("login") in (None, self.login):
+            await self._revoke(self.refused)
+
+    async def websocket_disconnect(self, message: dict) -> None:
+        if self._logins is not None:
+            await leave(self, self._logins)
+        await super().websocket_disconnect(message)
+
     async def _revoke(self, code: int) -> None:
+        if self.revoked:
+            return  # closed already (a re-check and a logout both ended it)
         self.revoked = True
         for group in getattr(self, "_joined", ()):
             await leave(self, group)
@@ -196,17 +211,23 @@ LAYER_DOWN = 1011  # websocket close code "server error": clients (htmx's ws ext
 
 
 async def join(consumer: Any, group: str) -> bool:
-    """Join a group and accept the socket. If the channel layer is down, accept and close with
-    1011 (try again later) instead of failing the handshake with a 500; False then."""
+    """Join a group, and the group of the socket's person's logins (adkweb.live_logins) with it, and
+    accept the socket. If the channel layer is down, accept and close with 1011 (try again later)
+    instead of failing the handshake with a 500; False then."""
+    logins, consumer.login = live_logins.of_socket(consumer.scope)
+    groups = [group]
+    if logins is not None and consumer._logins is None:
+        consumer._logins = logins  # left when the socket disconnects, whether the join below fails or not
+        groups.append(logins)
     try:
-        await consumer.channel_layer.group_add(group, consumer.channel_name)
+        await asyncio.gather(*(consumer.channel_layer.group_add(g, consumer.channel_name) for g in groups))
     except Exception:
         logger.warning("Could not join %s: the channel layer is down; the socket is closed, to retry.", group)
         await consumer.accept()
         await consumer.close(code=LAYER_DOWN)
         return False
     await consumer.accept()
-    consumer._joined = [*getattr(consumer, "_joined", ()), group]
+    consumer._joined = [*getattr(consumer, "_joined", ()), *groups]
     consumer._recheck_later()
     return True
 

@@ -21,6 +21,7 @@ ADKWEB_GC_SETTLE_SECONDS = float(os.environ.get("ADKWEB_GC_SETTLE_SECONDS", "1.0
 ADKWEB_GC_THAW_CLOSES = int(os.environ.get("ADKWEB_GC_THAW_CLOSES", "1000"))
 
 # Open websockets ask again whether their person may still see what they carry (adkweb.live_rights):
-# every this many seconds (+-20%), never per message. A lost right (a role, a team, a deactivated
-# account, a logout, a password changed) stops reaching a page within 1.3 times this. 0: off.
+# every this many seconds (+-20%), never per message. A lost right (a role, a team) stops reaching a
+# page within 1.3 times this; a login that ends (a logout, a password changed, a deactivated account)
+# closes its sockets at once (adkweb.live_logins). 0: off.
 ADKWEB_LIVE_RECHECK_SECONDS = float(os.environ.get("ADKWEB_LIVE_RECHECK_SECONDS", "60"))
