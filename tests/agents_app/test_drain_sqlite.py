@@ -20,6 +20,7 @@ from agents_app.session_orm import loaded_session
 from agents_app.session_service import DjangoSessionService
 from agents_app.session_status import status_expression
 from approvals.models import PendingCall
+from tests.agents_app.drains import drains_at_once
 from tests.approvals_factories import ticket
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -260,23 +261,7 @@ def test_concurrent_drains_claim_each_turn_once(monkeypatch):
     monkeypatch.setattr(runner, "turn_execute", ran)
     row = _session()
     turns = [_turn(row) for _ in range(5)]
-    barrier = threading.Barrier(6)
-    errors: list[BaseException] = []
-
-    def drain() -> None:
-        try:
-            barrier.wait()
-            runner.session_turns_run(row.pk)
-        except BaseException as exc:  # reported below
-            errors.append(exc)
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=drain) for _ in range(6)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(60)
+    errors = drains_at_once(row.pk, 6)
     assert errors == []
     assert sorted(runs) == [t.pk for t in turns]  # each once
     assert set(Turn.objects.values_list("status", "attempts")) == {("done", 1)}
