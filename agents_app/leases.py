@@ -50,6 +50,11 @@ class Lease:
 
 
 # The lease of the run that is storing events in this context (set by the runner).
+#
+# A lease is taken, renewed and released on the session row whether or not the session was deleted
+# (archived: `all_objects`): the drain that closes a deleted session's owed turns
+# (turn_close.turn_claim_next) takes it and gives it back. Read through `objects`, an archived row's
+# lease was nobody's: its release did nothing (the lease ran out) and a close found it lost (LeaseLost).
 current_lease: contextvars.ContextVar[Lease | None] = contextvars.ContextVar("current_lease", default=None)
 
 
@@ -57,17 +62,17 @@ def lease_acquire(session_pk: int, owner: str) -> bool:
     now = timezone.now()
     free = Q(lease_owner="") | Q(lease_expires_at__lt=now) | Q(lease_owner=owner)
     until = now + timedelta(seconds=settings.ADKWEB_SESSION_LEASE_SECONDS)
-    return AdkSession.objects.filter(free, pk=session_pk).update(lease_owner=owner, lease_expires_at=until) == 1
+    return AdkSession.all_objects.filter(free, pk=session_pk).update(lease_owner=owner, lease_expires_at=until) == 1
 
 
 def lease_renew(lease: Lease) -> bool:
     """Extend a lease we still own; False if another worker owns it now."""
-    rows = AdkSession.objects.filter(pk=lease.session_pk, lease_owner=lease.owner)
+    rows = AdkSession.all_objects.filter(pk=lease.session_pk, lease_owner=lease.owner)
     return rows.update(lease_expires_at=lease.expiry()) == 1
 
 
 def lease_release(session_pk: int, owner: str) -> None:
-    AdkSession.objects.filter(pk=session_pk, lease_owner=owner).update(lease_owner="", lease_expires_at=None)
+    AdkSession.all_objects.filter(pk=session_pk, lease_owner=owner).update(lease_owner="", lease_expires_at=None)
 
 
 class Heartbeat:

@@ -19,6 +19,10 @@ from . import events
 from .leases import Lease, LeaseLost
 from .models import AdkSession, StoredEvent, Turn
 
+# Why a turn of a deleted (archived) conversation was closed, as the person reads it (`turn_claim_next`).
+DELETED_BEFORE_IT_RAN = "The conversation was deleted before this turn ran."
+DELETED_BEFORE_IT_FINISHED = "The conversation was deleted before this turn finished."
+
 
 @dataclass(frozen=True)
 class Plan:
@@ -31,7 +35,11 @@ class Plan:
 @transaction.atomic
 def turn_claim_next(session_pk: int) -> Turn | None:
     """The oldest owed turn, marked running. A turn still marked running belongs to a worker that
-    died or lost its lease (we hold the lease now): it is claimed again, to be resumed."""
+    died or lost its lease (we hold the lease now): it is claimed again, to be resumed. None once
+    the session was deleted: its owed turns are closed failed (`_turns_close_deleted`)."""
+    if _deleted(session_pk):
+        _turns_close_deleted(session_pk)
+        return None
     max_attempts = settings.ADKWEB_MAX_TURN_ATTEMPTS
     for orphan in Turn.objects.select_for_update().filter(session_id=session_pk, status=Turn.Status.RUNNING):
         if orphan.attempts >= max_attempts:
@@ -51,6 +59,24 @@ def turn_claim_next(session_pk: int) -> Turn | None:
     return turn
 
 
+def _deleted(session_pk: int) -> bool:
+    """Is the session archived ("deleted")? Its row locked first (as the drain's statements lock it
+    before its turns: agents_app.turn_sql), held until this transaction ends."""
+    rows = AdkSession.all_objects.select_for_update(no_key=True).filter(pk=session_pk)
+    return any(archived is not None for archived in rows.values_list("archived_at", flat=True))
+
+
+def _turns_close_deleted(session_pk: int) -> None:
+    """Every owed turn of a deleted session closed failed, saying why, each once (its row locked and
+    still owed), nothing of the agent run: ADK's get_session finds no archived session, and nothing
+    may be stored in it. A turn queued behind it was written before the delete refused one (f7fcb7e)."""
+    owed = Turn.objects.select_for_update().filter(session_id=session_pk, status__in=_OWED).order_by("id")
+    for turn in owed:
+        running = turn.status == Turn.Status.RUNNING
+        _turn_finish(turn, Turn.Status.FAILED, DELETED_BEFORE_IT_FINISHED if running else DELETED_BEFORE_IT_RAN)
+
+
+_OWED = (Turn.Status.QUEUED, Turn.Status.RUNNING)
 _KEEP: Any = object()  # turn_finish: the turn's configuration version stays as stored
 
 

@@ -33,7 +33,9 @@ class Claim:
 @dataclass(frozen=True)
 class Started:
     leased: bool  # the lease is ours now (the session owes work)
-    orphan: bool  # a turn is still marked running (its worker died): claim through the ORM path
+    # A turn is still marked running (its worker died), or the session was deleted (archived, its turns
+    # closed there): claim through the ORM path (turn_close.turn_claim_next)
+    orphan: bool
     turn: Turn | None  # the turn claimed, marked running
     claim: Claim | None = None  # read with it
 
@@ -42,7 +44,8 @@ class Started:
 class DoneNext:
     leased: bool  # False: another worker owns the session now; nothing was changed
     finished: bool  # False: the turn was not running (nothing changed): let the ORM path say why
-    orphan: bool  # another turn is marked running: the lease is kept, claim through the ORM path
+    # Another turn is marked running, or the session was deleted: the lease is kept, claim through the ORM path
+    orphan: bool
     status: str  # the session's stored status now
     released: bool  # nothing owed: the lease was released in the same transaction
     turn: Turn | None  # the next turn, claimed

@@ -45,8 +45,8 @@ lose one, and what it leaves is a state a dead worker leaves too:
   with a real worker.) A wall-clock WAL flush per turn (2.5-3 ms on this VM's disk) for that.
 
 What these do not handle (a turn still marked running by a worker that died, a turn to fail or to
-requeue) goes through the ORM path in agents_app.runner as before: `start` and `done_next` say so
-(`orphan`, `finished`) rather than decide it.
+requeue, the owed turns of a conversation deleted meanwhile) goes through the ORM path in
+agents_app.runner as before: `start` and `done_next` say so (`orphan`, `finished`) rather than decide it.
 
 The drain sends both from its event loop (`astart`, `adone_next`: the same text on one of the loop's
 connections, agents_app.session_async, which the session store's appends use too), not by a hop to

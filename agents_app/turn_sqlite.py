@@ -23,7 +23,9 @@ changes: there the status is written with the finished turn's new status put in 
 A turn's started_at and finished_at are stamped once the file is held (the ORM path stamped them
 after its locking reads): the queue and run stages mean the same on both databases. What these do
 not handle (a turn still marked running by a worker that died, a turn to fail or to requeue) goes
-through the ORM path as on PostgreSQL: `start` and `done_next` say so (`orphan`, `finished`).
+through the ORM path as on PostgreSQL: `start` and `done_next` say so (`orphan`, `finished`); so do the
+owed turns of a deleted (archived) conversation, claimed by neither (`orphan`: turn_close.turn_claim_next
+closes them failed, saying why).
 
 Both commit without waiting for the disk (`PRAGMA synchronous = NORMAL` for their own transaction
 only, then FULL again), as turn_sql's commit asynchronously on PostgreSQL, and for the same reasons
@@ -68,11 +70,13 @@ _LEASE = (
     f"UPDATE {SESSIONS} SET lease_owner = %s, lease_expires_at = %s WHERE id = %s "
     "AND (lease_owner = '' OR lease_expires_at < %s OR lease_owner = %s) "
     f"AND EXISTS (SELECT 1 FROM {TURNS} WHERE session_id = %s AND status IN ({_ACTIVE})) "
-    "RETURNING app_name, user_id, session_id"
+    "RETURNING app_name, user_id, session_id, archived_at"
 )
 # The session under our lease, with its revision: read after the turn's last append (nothing else
 # writes while this transaction holds the file), `turn.finished` carries it (agents_app.api.watch).
-_HELD = f"SELECT app_name, user_id, session_id, revision FROM {SESSIONS} WHERE id = %s AND lease_owner = %s"
+_HELD = (
+    f"SELECT app_name, user_id, session_id, revision, archived_at FROM {SESSIONS} WHERE id = %s AND lease_owner = %s"
+)
 _ORPHAN = f"SELECT EXISTS (SELECT 1 FROM {TURNS} WHERE session_id = %s AND status = 'running' AND id <> %s)"
 # The oldest queued turn, marked running (its attempt counted).
 _CLAIM = (
@@ -144,10 +148,11 @@ def start(*, session_pk: int, owner: str, until: datetime, now: datetime) -> Sta
     oldest queued turn claimed unless one is still marked running."""
     adapt = connection.ops.adapt_datetimefield_value
     with _unsynced():
-        ids = _one(_LEASE, [owner, adapt(until), session_pk, adapt(now), owner, session_pk])
-        if ids is None:
+        leased = _one(_LEASE, [owner, adapt(until), session_pk, adapt(now), owner, session_pk])
+        if leased is None:
             return Started(leased=False, orphan=False, turn=None)
-        orphan = bool(_one(_ORPHAN, [session_pk, 0])[0])  # type: ignore[index]
+        ids, gone = (leased[0], leased[1], leased[2]), leased[3] is not None
+        orphan = gone or bool(_one(_ORPHAN, [session_pk, 0])[0])  # type: ignore[index]
         turn, claim = (None, None) if orphan else _claim(session_pk, ids)
         return Started(leased=True, orphan=orphan, turn=turn, claim=claim)
 
@@ -164,7 +169,8 @@ def done_next(
         finished = False
         if ids is not None:
             finished = _one(_DONE, [adapt(timezone.now()), config_version, turn_id, session_pk]) is not None
-        orphan = bool(_one(_ORPHAN, [session_pk, turn_id])[0])  # type: ignore[index]
+        gone = held is not None and held[4] is not None
+        orphan = gone or bool(_one(_ORPHAN, [session_pk, turn_id])[0])  # type: ignore[index]
         turn, claim = (None, None)
         if finished and not orphan:
             assert ids is not None

@@ -29,7 +29,8 @@ _CLAIMED = "LEFT JOIN s ss ON c.id IS NOT NULL LEFT JOIN LATERAL (" + stamp_sele
 # And the session as the Runner's first get_session reads it (session_sql.loaded_columns: its state,
 # every event; from the statement's session row `s`, which also returns _READ), answered from here
 # (session_service.read_ahead): one round trip less a turn. A copy that turns stale before the turn's
-# first append is caught there as any stale copy is. None for an archived session (get finds none).
+# first append is caught there as any stale copy is. None for an archived session (get finds none;
+# none is claimed: `_GONE`).
 _READ = "update_time, state, archived_at"
 _LOADED = session_sql.loaded_columns("ss", pk="CASE WHEN ss.archived_at IS NULL THEN ss.id END")
 _CLAIMED_COLUMNS = f"c.*, ss.app_name, ss.user_id, ss.session_id, k.*, {_LOADED}"
@@ -47,6 +48,13 @@ _CLAIM = (
     "AND (t.status = 'queued') IS TRUE AND {gate} RETURNING " + _COLUMNS + ")"
 )
 
+# The session was deleted (archived; `s` is the session row, read or leased under its lock): nothing
+# is claimed, and `orphan` sends the drain to the checked path (turn_close.turn_claim_next), which
+# closes its owed turns failed, saying why, where a claimed turn met ADK's SessionNotFoundError, its
+# close no lease (LeaseLost), and the sweeper queued it again, three times. One row of the statement's
+# own, no read of its own: nothing more a claim.
+_GONE = "EXISTS (SELECT 1 FROM s WHERE archived_at IS NOT NULL)"
+
 # `start`'s and `done_next`'s transactions do not wait for their WAL to reach the disk (2-4 ms each
 # on this VM's disk: of the queue stage, of every turn's end): see the module's docstring, "Both
 # commit asynchronously".
@@ -60,7 +68,8 @@ _START = (
         "WHERE id = %(pk)s AND (lease_owner = '' OR lease_expires_at < %(now)s OR lease_owner = %(owner)s) "
         f"AND EXISTS (SELECT 1 FROM {TURNS} WHERE session_id = %(pk)s AND status IN ({_ACTIVE})) "
         f"RETURNING id, {_SESSION_COLUMNS}, revision, {_READ}), "
-        f"o AS (SELECT EXISTS (SELECT 1 FROM {TURNS} WHERE session_id = %(pk)s AND status = 'running') AS orphan), "
+        f"o AS (SELECT EXISTS (SELECT 1 FROM {TURNS} WHERE session_id = %(pk)s AND status = 'running') "
+        f"OR {_GONE} AS orphan), "
         + _CLAIM.format(gate="EXISTS (SELECT 1 FROM s) AND NOT (SELECT orphan FROM o)")
         + f" SELECT (SELECT count(*) FROM s), (SELECT orphan FROM o), {_CLAIMED_COLUMNS} "
         "FROM (SELECT 1) one LEFT JOIN c ON true " + _CLAIMED
@@ -87,7 +96,7 @@ _DONE_NEXT = (
         "config_version_id = %(version)s WHERE id = %(tid)s "
         "AND session_id = %(pk)s AND status = 'running' AND EXISTS (SELECT 1 FROM s) RETURNING id), "
         f"o AS (SELECT EXISTS (SELECT 1 FROM {TURNS} WHERE session_id = %(pk)s AND status = 'running' "
-        "AND id <> %(tid)s) AS orphan), "
+        f"AND id <> %(tid)s) OR {_GONE} AS orphan), "
         + _CLAIM.format(gate="EXISTS (SELECT 1 FROM f) AND NOT (SELECT orphan FROM o)")
         + f", st AS (SELECT {_STATUS} AS now), "
         f"u AS (UPDATE {SESSIONS} SET status = st.now, "

@@ -82,11 +82,12 @@ def _loaded(row: AdkSession) -> Any:
 
 
 def test_the_claim_reads_no_archived_session():
+    """Nor claims its turn: the checked path closes it (tests/integration/test_turn_archived_claim.py)."""
     row = _session()
     _queued(row)
     AdkSession.objects.filter(pk=row.pk).update(archived_at=timezone.now())
     started = _astart(row)
-    assert started.turn is not None and started.claim is not None and started.claim.session is None
+    assert started.leased and started.orphan and started.turn is None and started.claim is None
 
 
 def test_a_drain_reads_its_session_once_in_its_claim(monkeypatch):
