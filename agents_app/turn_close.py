@@ -101,10 +101,11 @@ def _turn_finish(turn: Turn, status: str, error: str = "", config_version: Any =
 
 
 def _hold(lease: Lease | None) -> None:
-    """Inside a transaction: lock the session row and make sure the lease is still ours."""
+    """Inside a transaction: lock the session row and make sure the lease is still ours (archived or not:
+    a run that met the delete is closed by the drain that holds it, not left running as LeaseLost)."""
     if (
         lease is not None
-        and not AdkSession.objects.select_for_update().filter(pk=lease.session_pk, lease_owner=lease.owner).exists()
+        and not AdkSession.all_objects.select_for_update().filter(pk=lease.session_pk, lease_owner=lease.owner).exists()
     ):
         lease.lost = True
         raise LeaseLost(f"Session {lease.session_pk}: another worker owns this run now.")

@@ -6,12 +6,16 @@ tests/integration/test_turn_archived_claim.py."""
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 from django.db import connection
+from django.utils import timezone
 
 from agents_app import runner, turn_sqlite
-from agents_app.models import Turn
-from agents_app.turn_close import DELETED_BEFORE_IT_FINISHED, DELETED_BEFORE_IT_RAN
+from agents_app.leases import Lease
+from agents_app.models import AdkSession, Turn
+from agents_app.turn_close import DELETED_BEFORE_IT_FINISHED, DELETED_BEFORE_IT_RAN, turn_finish
 from tests.agents_app.drains import agent_given, claims_nothing, closed, deleted
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("demo")]
@@ -49,3 +53,16 @@ def test_the_orm_path_closes_them_too(monkeypatch):
     assert runner.session_turns_run(session.pk) == 0
     assert given == []
     closed(session, turns, [DELETED_BEFORE_IT_RAN], [0])
+
+
+def test_a_turn_closed_under_the_lease_of_a_deleted_conversation_is_closed_not_lease_lost():
+    """A run that met the delete some other way (ADK's SessionNotFoundError) is failed by its own drain,
+    which holds the lease, with its error, at once: not LeaseLost, left running for the sweeper."""
+    session, (turn,) = deleted("held", Turn.Status.QUEUED)
+    until = timezone.now() + timedelta(seconds=30)
+    AdkSession.all_objects.filter(pk=session.pk).update(lease_owner="me", lease_expires_at=until)
+    turn_finish(turn.pk, Turn.Status.FAILED, "SessionNotFoundError: Session not found: held", Lease(session.pk, "me"))
+    assert Turn.objects.values_list("status", "error").get(pk=turn.pk) == (
+        "failed",
+        "SessionNotFoundError: Session not found: held",
+    )
