@@ -41,7 +41,7 @@ def tickets_by_call_id(session_pk: int, call_ids: Iterable[str] | None = None) -
     ids = None if call_ids is None else list(call_ids)
 
     def build(pk: int, *wanted: str) -> QuerySet:
-        qs = PendingCall.objects.filter(session_id=pk).select_related("closed_by")
+        qs = PendingCall.objects.filter(session_id=pk).select_related("closed_by", "edited_by")
         return qs if ids is None else qs.filter(call_id__in=list(wanted))
 
     # Compiled once per connection and number of ids asked (objects keys on how many arguments it gets).
@@ -170,7 +170,9 @@ def session_ticket_get(*, session_pk: int, ticket_id: int) -> Any | None:
     """One ticket of this session (for its card in the conversation), else None."""
     from approvals.models import PendingCall
 
-    return PendingCall.objects.select_related("closed_by").filter(pk=ticket_id, session_id=session_pk).first()
+    return (
+        PendingCall.objects.select_related("closed_by", "edited_by").filter(pk=ticket_id, session_id=session_pk).first()
+    )
 
 
 # -- the HTTP API (agents_app.api) -----------------------------------------------------------------

@@ -285,14 +285,15 @@ def summarize_values(args: Any, tool_name: str = "") -> str:
 
 
 def ticket_summary(ticket: Any) -> str:
-    """e.g. "meals · $200.00"; for a confirmation, what will run; for input, the question."""
+    """e.g. "meals · $200.00"; for a confirmation, what will run; for input, the question. The arguments
+    an approval approves now (`current_args`: an approver's edit, else the agent's): mark an edit beside
+    it (approvals.edits.edit_note)."""
     args = ticket.args or {}
     if ticket.kind == "confirmation":
-        original = ticket.original_call
-        name = original.get("name", ticket.tool_name)
-        return _shorten(f"{name}: {summarize_values(original.get('args'), name)}")
+        name = ticket.original_call.get("name", ticket.tool_name)
+        return _shorten(f"{name}: {summarize_values(ticket.current_args, name)}")
     if ticket.kind == "input":
         return _shorten(str(args.get("message", "")))
     if ticket.kind == "choice":
         return _shorten("options: " + " / ".join(str(o) for o in args.get("options") or []))
-    return summarize_values(args, ticket.tool_name)
+    return summarize_values(ticket.current_args, ticket.tool_name)

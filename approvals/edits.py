@@ -127,3 +127,14 @@ def changes_text(before: dict[str, Any], after: dict[str, Any]) -> str:
     from agents_app.timeline import readable
 
     return ", ".join(f"{k} {readable(a, k)} → {readable(b, k)}" for k, a, b in diff(before, after))
+
+
+def edit_note(ticket: PendingCall, limit: int = 200) -> str:
+    """An edit as the ticket's summaries mark it, beside the edited arguments they show: "edited by ann:
+    amount $200.00 → $150.00" (at most `limit` characters); "" when nobody edited them. `edited_by` is
+    read from the ticket: select_related it where many are shown."""
+    if not edited(ticket):
+        return ""
+    by = f" by {ticket.edited_by.get_username()}" if ticket.edited_by_id and ticket.edited_by else ""
+    note = f"edited{by}: {changes_text(ticket.tool_args, ticket.current_args)}"
+    return note if len(note) <= limit else note[: limit - 1] + "…"

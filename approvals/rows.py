@@ -12,10 +12,12 @@ from adkweb.markup import date, oob_attr, timesince, timeuntil, url_for_pk, valu
 
 
 def inbox_row(ticket: Any, oob: Any = "") -> SafeString:
-    """One inbox row: `ticket` an approvals.PendingCall with closed_by and assigned_to selected;
-    `oob` an hx-swap-oob value for the sockets' rows."""
+    """One inbox row: `ticket` an approvals.PendingCall with closed_by, assigned_to and edited_by selected;
+    `oob` an hx-swap-oob value for the sockets' rows. Its arguments are those an approval approves now,
+    an approver's edit marked (who, what it changed)."""
     from agents_app.timeline import ticket_summary
 
+    from .edits import edit_note
     from .selectors import ticket_approvals
 
     pk, is_open = value(ticket.pk), ticket.is_open
@@ -43,13 +45,17 @@ def inbox_row(ticket: Any, oob: Any = "") -> SafeString:
         f'  <td data-label="Agent">{value(ticket.app_name)}</td>\n'
         f'  <td data-label="Tool"><code>{value(tool_label(ticket))}</code></td>\n'
         f'  <td data-label="Arguments"><a class="summary" href="{url}">'
-        f"{value(ticket_summary(ticket) or '(no arguments)')}</a></td>\n"
+        f"{value(ticket_summary(ticket) or '(no arguments)')}</a>{_edited(edit_note(ticket, 120))}</td>\n"
         f'  <td data-label="Requester">{value(ticket.requester)}</td>\n'
         f'  <td data-label="Age"><time datetime="{date(created, "c")}" title="{value(created)}">'
         f"{timesince(created)}</time></td>\n"
         f'  <td data-label="Status">{status}</td>\n'
         "</tr>"
     )
+
+
+def _edited(note: str) -> str:
+    return f' <small class="edited">{value(note)}</small>' if note else ""
 
 
 @functools.cache

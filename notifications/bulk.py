@@ -10,6 +10,7 @@ from adkweb.errors import Refused
 from approvals import services as approvals
 from approvals.models import PendingCall
 from approvals.selectors import approval_progress, approval_refusal, ticket_visible_get
+from approvals.templatetags.approvals_tags import edit_note
 
 
 @dataclass(frozen=True)
@@ -23,13 +24,25 @@ class BulkResult:
 
 def tickets_for_bulk(*, ticket_ids: list[int], user: Any, action: str = "approve") -> list[PendingCall]:
     """The selected tickets the user may see, in the order selected, each with `bulk_refusal`: why
-    this person may not decide it (shown on the confirmation), or ""."""
+    this person may not decide it, or may not approve it here (shown on the confirmation), or ""."""
     found = [ticket_visible_get(user=user, ticket_id=pk) for pk in ticket_ids]
     tickets = [ticket for ticket in found if ticket is not None]
     for ticket in tickets:
         refusal = approval_refusal(user, ticket, action) if ticket.is_open else None
-        ticket.bulk_refusal = f"you may not decide it: {refusal}" if refusal else ""  # type: ignore[attr-defined]
+        why = f"you may not decide it: {refusal}" if refusal else ""
+        if not why and action == "approve" and ticket.is_open:
+            why = _edited_refusal(ticket)
+        ticket.bulk_refusal = why  # type: ignore[attr-defined]
     return tickets
+
+
+def _edited_refusal(ticket: PendingCall) -> str:
+    """An approver edited the arguments: a bulk approval, which cannot say which arguments it approves,
+    is refused (approvals.decision_plan.ArgumentsUnsaid); the ticket's page sends those it shows."""
+    if not edit_note(ticket):
+        return ""
+    by = f" by {ticket.edited_by.get_username()}" if ticket.edited_by else ""
+    return f"its arguments were edited{by}: approve them on its page"
 
 
 def tickets_decide(*, ticket_ids: list[int], actor: Any, action: str, reason: str = "") -> list[BulkResult]:

@@ -36,6 +36,9 @@ SEARCH_MAX = 200  # characters of an inbox's search (the page's box, the API's `
 # Tickets of these kinds are named after ADK's own call (approvals.services.KIND_BY_CALL_NAME).
 QUESTION_CALL_NAMES = ("adk_request_input", "get_user_choice", "adk_request_credential")
 CLOSED_STATUSES = tuple(s for s in PendingCall.Status.values if s not in PendingCall.OPEN_STATUSES)
+# What an inbox row shows of each ticket besides its own columns (approvals.rows.inbox_row): who closed it,
+# who is assigned it, who edited its arguments; joined to the rows' query.
+ROW_RELATED = ("closed_by", "assigned_to", "edited_by")
 
 
 def open_ticket_count(*, user: Any) -> int:
@@ -116,7 +119,7 @@ def _ticket_queryset(filters: InboxFilters, user: Any, search_pk: int | None) ->
             match |= Q(pk=search_pk)
         qs = qs.filter(match)
     order = ("created_at", "id") if filters.sort == "oldest" else ("-created_at", "-id")
-    return qs.select_related("closed_by", "assigned_to").order_by(*order)
+    return qs.select_related(*ROW_RELATED).order_by(*order)
 
 
 def approvals_attach(tickets: list[PendingCall]) -> list[PendingCall]:
@@ -184,7 +187,7 @@ def _mine_narrow(user: Any, status: str) -> Narrow:
             way = " DESC" if order[0].startswith("-") else ""
             sql += f" ORDER BY p.created_at{way}, p.ticket_id{way}"
         sql += f" LIMIT {int(n)}"
-        return PendingCall.objects.filter(pk__in=RawSQL(sql, args)).select_related("closed_by", "assigned_to")
+        return PendingCall.objects.filter(pk__in=RawSQL(sql, args)).select_related(*ROW_RELATED)
 
     return narrow
 

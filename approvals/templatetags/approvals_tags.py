@@ -34,8 +34,28 @@ def readable(value: Any, key: str = "") -> str:
 
 @register.filter
 def args_summary(ticket: Any) -> str:
-    """e.g. "meals · $200.00"; for a confirmation, what will run; for input, the question."""
+    """e.g. "meals · $200.00"; for a confirmation, what will run; for input, the question. The arguments
+    an approval approves now: an approver's edit, marked by `edit_note`."""
     return timeline.ticket_summary(ticket)
+
+
+@register.filter
+def edit_note(ticket: Any, limit: int = 200) -> str:
+    """ "edited by ann: amount $200.00 → $150.00" when an approver edited the arguments, else ""."""
+    from approvals.edits import edit_note as note
+
+    return note(ticket, limit)
+
+
+@register.filter
+def decision_edit(response: Any, ticket: Any = None) -> str:
+    """What a decision's edit of the arguments changed against the agent's ("amount $200.00 → $150.00"),
+    or "" for a decision that edited nothing. `ticket`: the response's, when it is not loaded with it."""
+    if response.edited_args is None:
+        return ""
+    from approvals.edits import changes_text
+
+    return changes_text((ticket or response.pending_call).tool_args, response.edited_args)
 
 
 @register.filter

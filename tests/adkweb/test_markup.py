@@ -1,7 +1,7 @@
 """The inbox's and the conversation list's rows, written in Python (adkweb.markup), are the markup
 their templates wrote, byte for byte: every branch of the row, hostile text escaped, in two time
 zones. The templates below are the rows as they were before issue 12's target 4 (kept here as the
-reference)."""
+reference), with the inbox row's mark of an approver's edit since."""
 
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ INBOX_ROW = Template(
   {% url 'approvals:ticket' ticket.pk as ticket_url %}<td data-label="#"><a href="{{ ticket_url }}">#{{ ticket.pk }}</a></td>
   <td data-label="Agent">{{ ticket.app_name }}</td>
   <td data-label="Tool"><code>{{ ticket|tool_label }}</code></td>
-  <td data-label="Arguments"><a class="summary" href="{{ ticket_url }}">{{ ticket|args_summary|default:"(no arguments)" }}</a></td>
+  <td data-label="Arguments"><a class="summary" href="{{ ticket_url }}">{{ ticket|args_summary|default:"(no arguments)" }}</a>{% with note=ticket|edit_note:120 %}{% if note %} <small class="edited">{{ note }}</small>{% endif %}{% endwith %}</td>
   <td data-label="Requester">{{ ticket.requester }}</td>
   <td data-label="Age"><time datetime="{{ ticket.created_at|date:'c' }}" title="{{ ticket.created_at }}">{{ ticket.created_at|timesince }}</time></td>
   <td data-label="Status"><span class="chip st-{{ ticket.status }}">{{ ticket.get_status_display }}</span>{% if ticket.required_approvals > 1 and ticket.is_open %} <span class="quorum">{{ ticket|approval_count }} of {{ ticket.required_approvals }} approvals</span>{% endif %}{% if ticket.due_at and ticket.is_open %} <span class="muted due">due in {{ ticket.due_at|timeuntil }}</span>{% endif %}{% if ticket.closed_by %} <span class="muted">by {{ ticket.closed_by.get_username }}</span>{% elif ticket.assigned_to %} <span class="muted">· {{ ticket.assigned_to.get_username }}</span>{% endif %}</td>
@@ -60,7 +60,7 @@ def _template_row(t: PendingCall, oob: str = "") -> str:
 
 
 def _reloaded(t: PendingCall) -> PendingCall:
-    return PendingCall.objects.select_related("closed_by", "assigned_to").get(pk=t.pk)
+    return PendingCall.objects.select_related("closed_by", "assigned_to", "edited_by").get(pk=t.pk)
 
 
 @pytest.fixture
@@ -75,6 +75,9 @@ def tickets(demo) -> list[PendingCall]:
         ticket(session=s, kind="confirmation"),
         ticket(session=s, kind="input"),
         ticket(session=s, status="rejected", closed_by=demo["approver"], assigned_to=demo["admin"]),
+        # Edited by an approver: the edited arguments, marked (who, what changed), a long edit cut.
+        ticket(session=s, edited_args={"purpose": HOSTILE * 9, "amount": 150.0}, edited_by=demo["approver2"]),
+        ticket(session=s, kind="confirmation", edited_args={"amount": 5.0, "recipient": HOSTILE}),
     ]
     Response.objects.create(
         pending_call=out[4], action="approve", payload={}, final=False, actor=demo["admin"], args_hash=out[4].args_hash

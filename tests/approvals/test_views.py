@@ -9,7 +9,7 @@ from django.test import Client
 from django.urls import reverse
 
 from agents_app.models import Turn
-from approvals.models import Response
+from approvals.models import PendingCall, Response
 from tests.approvals_factories import session_for, ticket
 
 
@@ -276,11 +276,7 @@ def test_unknown_action_and_get_are_refused(client, demo):
 
 def test_inbox_summary_follows_the_tools_parameter_order_not_the_json_key_order():
     """PostgreSQL's jsonb reorders keys (amount before purpose); the summary reads as declared."""
-    from types import SimpleNamespace
-
     from approvals.templatetags.approvals_tags import args_summary
 
-    call = SimpleNamespace(
-        kind="long_running", tool_name="ask_for_approval", args={"amount": 200.0, "purpose": "meals"}
-    )
+    call = PendingCall(kind="long_running", tool_name="ask_for_approval", args={"amount": 200.0, "purpose": "meals"})
     assert args_summary(call) == "meals · $200.00"
