@@ -16,7 +16,7 @@ from agents_app.timeline import ticket_summary as args_summary
 from approvals.forms import fits_schema
 from approvals.selectors import approval_refusal
 from approvals.services import approve_payload, reject_payload
-from approvals.templatetags.approvals_tags import items_readable, tool_label
+from approvals.templatetags.approvals_tags import edit_note, items_readable, tool_label
 
 from . import links
 from .models import ApprovalLink, Delivery
@@ -40,8 +40,9 @@ INTROS = {
 
 
 def ticket_summary(ticket: Any) -> dict[str, Any]:
-    """What the ticket page's first card shows, as data for the email templates."""
-    rows = items_readable(ticket.original_call.get("args") if ticket.kind == "confirmation" else ticket.args)
+    """What the ticket page's first card shows, as data for the email templates: the arguments an
+    approval approves now (or approved), an approver's edit of them said (`edited`)."""
+    rows = items_readable(ticket.current_args)
     question = ticket.hint if ticket.kind == "confirmation" else (ticket.args or {}).get("message", "")
     return {
         "id": ticket.pk,
@@ -51,6 +52,7 @@ def ticket_summary(ticket: Any) -> dict[str, Any]:
         "requester": ticket.requester,
         "summary": args_summary(ticket),
         "rows": rows,
+        "edited": edit_note(ticket, 300),  # "edited by ann: amount $200.00 → $150.00", or ""
         "question": question if ticket.kind in ("confirmation", "input") else "",
         "options": (ticket.args or {}).get("options") or [] if ticket.kind == "choice" else [],
         "status": ticket.get_status_display(),
@@ -82,7 +84,8 @@ def _bodies(delivery: Delivery, link: Any, rendered: Rendered | None) -> tuple[s
     template = "notifications/email/ticket" if delivery.role == "decider" else "notifications/email/outcome"
     # Everything the templates show: the link's expiry only to the minute ("Y-m-d H:i T").
     expires = link.expires_at.replace(second=0, microsecond=0) if link else None
-    key = (event.pk, event.name, ticket.pk, ticket.status, ticket.args_hash, ticket.closed_by_id, template, expires)
+    shown = (ticket.status, ticket.args_hash, ticket.edited_by_id, ticket.closed_by_id)  # its arguments' editor too
+    key = (event.pk, event.name, ticket.pk, *shown, template, expires)
     found = rendered.get(key) if rendered is not None else None
     if found is not None:
         return found
@@ -101,7 +104,7 @@ def _bodies(delivery: Delivery, link: Any, rendered: Rendered | None) -> tuple[s
     }
     subject = f"{SUBJECTS.get(event.name, event.name).format(status=status)}: #{ticket.pk} {ctx['ticket']['tool']}"
     if ctx["ticket"]["summary"]:
-        subject += f" — {ctx['ticket']['summary']}"
+        subject += f" — {ctx['ticket']['summary']}" + (" (edited)" if ctx["ticket"]["edited"] else "")
     found = (subject[:200], render_to_string(f"{template}.txt", ctx), render_to_string(f"{template}.html", ctx))
     if rendered is not None:
         rendered[key] = found

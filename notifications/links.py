@@ -98,7 +98,7 @@ def link_check(*, token: str, viewer: Any) -> CheckedLink:
     except signing.BadSignature as exc:
         raise LinkRefused("tampered") from exc
     link = (
-        ApprovalLink.objects.select_related("ticket__closed_by", "user", "response__actor")
+        ApprovalLink.objects.select_related("ticket__closed_by", "ticket__edited_by", "user", "response__actor")
         .filter(key=str(data.get("k", "")) if isinstance(data, dict) else "")
         .first()
     )

@@ -79,7 +79,7 @@ def _claimed_rows(delivery_ids: list[int], now: datetime, known: Known | None) -
     endpoint), by pk."""
     if known is None:
         pks = _owed_marked_sending(delivery_ids, now)
-        related = ("event", "ticket__closed_by", "recipient", "endpoint")
+        related = ("event", "ticket__closed_by", "ticket__edited_by", "recipient", "endpoint")
         return list(Delivery.objects.select_related(*related).filter(pk__in=pks).order_by("pk")) if pks else []
     rows = sorted(_owed_marked_sending(delivery_ids, now, returning=Delivery), key=lambda d: d.pk)
     if any(d.event_id != known.event.pk or d.recipient_id not in known.people for d in rows):
@@ -99,7 +99,7 @@ _TICKET_SQL = f"SELECT * FROM {PendingCall._meta.db_table} WHERE id = %s"
 
 
 def _attached(rows: list[Delivery]) -> list[Delivery]:
-    related = ("event", "ticket__closed_by", "recipient", "endpoint")
+    related = ("event", "ticket__closed_by", "ticket__edited_by", "recipient", "endpoint")
     return list(Delivery.objects.select_related(*related).filter(pk__in=[d.pk for d in rows]).order_by("pk"))
 
 

@@ -37,7 +37,7 @@ def body_bytes(payload: Any) -> bytes:
 def ticket_data(ticket: Any) -> dict[str, Any]:
     """The ticket as the payload shows it: enough to act on without calling back."""
     from agents_app.timeline import ticket_summary as args_summary
-    from approvals.templatetags.approvals_tags import tool_label
+    from approvals.templatetags.approvals_tags import edit_note, tool_label
 
     return {
         "id": ticket.pk,
@@ -47,8 +47,11 @@ def ticket_data(ticket: Any) -> dict[str, Any]:
         "status": ticket.status,
         "agent": ticket.app_name,
         "tool": tool_label(ticket),
-        "summary": args_summary(ticket),
-        "args": ticket.args,
+        "summary": args_summary(ticket),  # the arguments an approval approves now: an approver's edit
+        "edited": edit_note(ticket, 300) or None,  # "edited by ann: amount $200.00 → $150.00"
+        "args": ticket.args,  # as the agent sent them
+        "edited_args": ticket.edited_args,
+        "edited_by": ticket.edited_by.get_username() if ticket.edited_by_id and ticket.edited_by else None,
         "requester": ticket.requester,
         "created_at": iso(ticket.created_at),
         "closed_at": iso(ticket.closed_at),
@@ -107,7 +110,10 @@ def slack_payload(body: dict[str, Any]) -> dict[str, Any]:
     ticket, turn = body.get("ticket"), body.get("turn")
     if ticket:
         title = f"{headline}: #{ticket['id']} {ticket['tool']} ({ticket['agent']})"
-        detail = f"{ticket['summary'] or '(no arguments)'} · requested by {ticket['requester']} · {ticket['status']}"
+        edited = f" ({ticket['edited']})" if ticket["edited"] else ""
+        detail = (
+            f"{ticket['summary'] or '(no arguments)'}{edited} · requested by {ticket['requester']} · {ticket['status']}"
+        )
         url = ticket["url"]
     else:
         title = f"{headline}: {turn['agent']} for {turn['user_id']}" if turn else headline
