@@ -6,24 +6,20 @@ from collections.abc import Callable
 from typing import Any
 
 from django.db import connection, transaction
-from django.db.models import QuerySet
 from django.utils import timezone
 from google.genai import types
 
-from adkweb import roles
-from adkweb.compiled import rows_after
 from adkweb.log_context import log_ids
 from adkweb.notify import TICKET_OPENED, notify
 from agents_app.models import AdkSession, StoredEvent, Turn
-from agents_app.services import InvalidMessage, turn_create
+from agents_app.services import turn_create
 
-from . import events, rules
+from . import events, rules, run_answers
 from .decisions import AlreadyCounted, Answer, NotAllowed, StaleArguments, TicketClosed, answers_submit
 from .grants import GrantSpec
 from .models import PendingCall, Response, TicketActivity
 from .payloads import InvalidResponse, approve_payload, reject_payload, update_payload
 from .permissions import decide_refusal
-from .ticket_locks import ticket_fields
 
 __all__ = [  # what other modules and apps use from here
     "AlreadyCounted",
@@ -255,25 +251,6 @@ def ticket_assign(*, ticket: PendingCall, actor: Any, assignee: Any | None) -> P
     return ticket
 
 
-def _ticket_by_call(session_pk: int, call_id: str) -> QuerySet:
-    return PendingCall.objects.filter(session_id=session_pk, call_id=call_id).order_by().values_list(*ticket_fields())
-
-
-def _answered_tickets(session: AdkSession, actor: Any, call_ids: list[str | None]) -> dict[str, PendingCall]:
-    """The session's tickets that these function responses answer, by call id. One response (every
-    `/run` approval): a statement compiled once per process, in the round trip that reads the
-    person's permissions, which the decision's check asks next (inside its transaction, after the
-    locks: a round trip of its own there), as a click's ticket read does (approvals.views._acted_on)."""
-    if len(call_ids) != 1 or not isinstance(call_ids[0], str):
-        return {c.call_id: c for c in PendingCall.objects.filter(session=session, call_id__in=call_ids)}
-    permissions = roles.permissions_read(actor)
-    perms, found = rows_after(permissions, "message_submit_ticket", (), _ticket_by_call, session.pk, call_ids[0])
-    if permissions is not None:
-        roles.permissions_loaded(actor, perms)
-    tickets = [PendingCall.from_db(connection.alias, ticket_fields(), row) for row in found]
-    return {t.call_id: t for t in tickets}
-
-
 def message_submit(
     *, session: AdkSession, content: types.Content, actor: Any, state_delta: dict | None = None, streaming: bool = False
 ) -> Turn | None:
@@ -282,21 +259,7 @@ def message_submit(
     responses = [p.function_response for p in content.parts or [] if p.function_response]
     if not responses:
         return turn_create(session=session, content=content, actor=actor, state_delta=state_delta, streaming=streaming)
-    tickets = _answered_tickets(session, actor, [fr.id for fr in responses])
-    missing = sorted({fr.id or "" for fr in responses} - set(tickets))
-    if missing:
-        raise InvalidMessage(f"Function call not found for function response ids: {', '.join(missing)}.")
-    if len(responses) != len({fr.id for fr in responses}):
-        raise InvalidMessage("A message answers each function call at most once.")
-    if len({tickets[fr.id or ""].invocation_id for fr in responses}) > 1:
-        # ADK refuses these at run time (after the answers would be recorded): refuse them here.
-        raise InvalidMessage(
-            "Function responses in one message must answer calls of one invocation; send them separately."
-        )
-    answers = []
-    for fr in responses:
-        final = fr.will_continue is not True
-        answers.append(Answer(ticket=tickets[fr.id or ""], payload=dict(fr.response or {}), final=final, sent=fr))
+    answers = run_answers.answers_of(session, actor, responses)
     turn, _ = answers_submit(
         session=session, answers=answers, actor=actor, streaming=streaming, state_delta=state_delta
     )
