@@ -46,6 +46,11 @@ def answers_of(session: AdkSession, actor: Any, responses: list[types.FunctionRe
     missing = sorted({fr.id or "" for fr in responses} - set(tickets))
     if missing:
         raise InvalidMessage(f"Function call not found for function response ids: {', '.join(missing)}.")
+    misnamed = [_misnamed(fr, tickets[fr.id or ""]) for fr in responses if fr.name != tickets[fr.id or ""].call_name]
+    if misnamed:  # ADK would not take it for that call's answer, after the ticket was closed by it
+        raise InvalidMessage(
+            f"A function response carries the name of the call it answers: {'; '.join(misnamed)}. Nothing was sent."
+        )
     if len(responses) != len({fr.id for fr in responses}):
         raise InvalidMessage("A message answers each function call at most once.")
     if len({tickets[fr.id or ""].invocation_id for fr in responses}) > 1:
@@ -58,3 +63,8 @@ def answers_of(session: AdkSession, actor: Any, responses: list[types.FunctionRe
         final = fr.will_continue is not True
         answers.append(Answer(ticket=tickets[fr.id or ""], payload=dict(fr.response or {}), final=final, sent=fr))
     return answers
+
+
+def _misnamed(fr: types.FunctionResponse, ticket: PendingCall) -> str:
+    sent = f"not {fr.name!r}" if fr.name else "and the response has no name"
+    return f"{fr.id} is a call of {ticket.call_name!r}, {sent}"

@@ -103,6 +103,18 @@ def api_json_cases(o: Objs) -> list[tuple[str, str, str, Any]]:
             msg({"functionResponse": {"name": "x", "response": {}}}),
         ),
         ("run", "/api/adk/run", "response is a list", msg({"functionResponse": {**fr, "response": [1]}})),
+        (
+            "run",
+            "/api/adk/run",
+            "function response under another call's name",
+            msg({"functionResponse": {"id": o.input_call.call_id, "name": t.call_name, "response": {"model": "x"}}}),
+        ),
+        (
+            "run",
+            "/api/adk/run",
+            "function response without a name",
+            msg({"functionResponse": {"id": o.input_call.call_id, "response": {"model": "x"}}}),
+        ),
         ("run", "/api/adk/run", "not an approver", msg({"functionResponse": fr})),
         ("run", "/api/adk/run", "same call answered twice", msg({"functionResponse": fr}, {"functionResponse": fr})),
         (
