@@ -128,6 +128,9 @@ def answer_plan(answer: Answer, actor: Any, source: str) -> Plan:
             raise InvalidResponse("Edited arguments go with an approval only.")
         edited = edits.check(ticket, answer.edited_args)
         answer.edited_args = None if edited == ticket.current_args else edited
+        moved = edits.rules_refusal(ticket, edited) if answer.edited_args is not None else None
+        if moved:
+            raise moved
     if answer.action == Response.Action.APPROVE:
         answer.payload = payloads.approve_payload(ticket, answer.comment, answer.approve_extra, answer.edited_args)
     payloads.validate(ticket, answer.payload, answer.final)

@@ -1,5 +1,6 @@
 """Edit before approve: which arguments of a ticket an approver may change, and checking an edit
-against the tool's declaration (types checked, required arguments kept, nothing unknown added)."""
+against the tool's declaration (types checked, required arguments kept, nothing unknown added) and
+against the policies (an edit keeps the ticket under the rules of the arguments the agent asked with)."""
 
 from __future__ import annotations
 
@@ -7,9 +8,11 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from adkweb.errors import Invalid
+from adkweb.errors import Conflict, Invalid
 
-from .models import PendingCall
+from . import conditions
+from .models import PendingCall, Policy
+from .policy_cache import candidates
 
 EDITABLE_KINDS = (PendingCall.Kind.LONG_RUNNING, PendingCall.Kind.CONFIRMATION)
 SIMPLE_TYPES = ("string", "number", "integer", "boolean")
@@ -17,6 +20,10 @@ SIMPLE_TYPES = ("string", "number", "integer", "boolean")
 
 class InvalidEdit(Invalid):
     """Edited arguments that do not fit the tool's declaration (HTTP 400)."""
+
+
+class EditChangesRules(Conflict):
+    """Edited arguments another policy would govern than the arguments the agent asked with (HTTP 409)."""
 
 
 @dataclass(frozen=True)
@@ -107,6 +114,30 @@ def check(ticket: PendingCall, edited: Any) -> dict[str, Any]:
     if problems:
         raise InvalidEdit("Edited arguments refused: " + "; ".join(problems) + ". Nothing was sent.")
     return {k: v for k, v in edited.items() if v is not None}
+
+
+def rules_refusal(ticket: PendingCall, edited: dict[str, Any]) -> EditChangesRules | None:
+    """An edit may not move a ticket under other rules (raise an amount past a stricter policy's
+    condition, change a recipient its policy names): the policy the edited arguments fall under must be
+    the one the arguments the agent asked with fall under, both matched as a new ticket's are, against
+    the policies now (a policy changed since the ticket opened moves neither). The ticket keeps the rules
+    it opened with: its quorum, groups and deadlines were drawn for the arguments the agent asked with."""
+    fitting = candidates(app_name=ticket.app_name, tool_name=ticket.tool_name, kind=ticket.kind)
+    asked, as_edited = (
+        next((p for p in fitting if conditions.evaluate(p.condition, a)), None) for a in (ticket.tool_args, edited)
+    )
+    if asked == as_edited:
+        return None
+    return EditChangesRules(
+        f"The arguments of ticket #{ticket.pk} as edited ({changes_text(ticket.tool_args, edited)}) fall under "
+        f"{_rules(as_edited)}, the arguments the agent asked with under {_rules(asked)}: an edit may not move a "
+        "ticket to other rules. Approve the arguments as asked, or reject it (the agent may ask again with "
+        "these). Nothing was sent."
+    )
+
+
+def _rules(policy: Policy | None) -> str:
+    return f"the policy {policy.name!r}" if policy is not None else "the default rule (any approver, one decision)"
 
 
 def diff(original: dict[str, Any], edited: dict[str, Any] | None) -> list[tuple[str, Any, Any]]:
