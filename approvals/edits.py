@@ -10,9 +10,8 @@ from typing import Any
 
 from adkweb.errors import Conflict, Invalid
 
-from . import conditions
 from .models import PendingCall, Policy
-from .policy_cache import candidates
+from .policy_cache import candidates, first_matching
 
 EDITABLE_KINDS = (PendingCall.Kind.LONG_RUNNING, PendingCall.Kind.CONFIRMATION)
 SIMPLE_TYPES = ("string", "number", "integer", "boolean")
@@ -123,9 +122,7 @@ def rules_refusal(ticket: PendingCall, edited: dict[str, Any]) -> EditChangesRul
     the policies now (a policy changed since the ticket opened moves neither). The ticket keeps the rules
     it opened with: its quorum, groups and deadlines were drawn for the arguments the agent asked with."""
     fitting = candidates(app_name=ticket.app_name, tool_name=ticket.tool_name, kind=ticket.kind)
-    asked, as_edited = (
-        next((p for p in fitting if conditions.evaluate(p.condition, a)), None) for a in (ticket.tool_args, edited)
-    )
+    asked, as_edited = first_matching(fitting, ticket.tool_args), first_matching(fitting, edited)
     if asked == as_edited:
         return None
     return EditChangesRules(

@@ -17,7 +17,7 @@ from . import conditions, grants
 from .decisions import Answer, answers_submit
 from .models import PendingCall, Policy, Response, TicketActivity
 from .payloads import approve_payload, reject_payload, schema_problem
-from .policy_cache import candidates, fits, policies_and_grant, specificity  # noqa: F401  (dry_run, tests)
+from .policy_cache import candidates, first_matching, fits, policies_and_grant, specificity  # noqa: F401  (dry_run, tests)
 
 
 def matches(policy: Policy, *, app_name: str, tool_name: str, kind: str, args: dict[str, Any]) -> bool:
@@ -28,10 +28,8 @@ def matches(policy: Policy, *, app_name: str, tool_name: str, kind: str, args: d
 
 def policy_for(ticket: PendingCall) -> Policy | None:
     """The policy that decides this ticket's rules, or None (the default rule)."""
-    for policy in candidates(app_name=ticket.app_name, tool_name=ticket.tool_name, kind=ticket.kind):
-        if conditions.evaluate(policy.condition, ticket.tool_args):
-            return policy
-    return None
+    fitting = candidates(app_name=ticket.app_name, tool_name=ticket.tool_name, kind=ticket.kind)
+    return first_matching(fitting, ticket.tool_args)
 
 
 def policy_json(policy: Policy) -> dict[str, Any]:
@@ -127,7 +125,7 @@ def ticket_open_rules(ticket: PendingCall) -> None:
     it at once where they may (the agent resumes with no person involved). The policies and whether
     a grant may apply: one query (approvals.policy_cache)."""
     fitting, grant_possible = policies_and_grant(ticket)
-    policy = next((p for p in fitting if conditions.evaluate(p.condition, ticket.tool_args)), None)
+    policy = first_matching(fitting, ticket.tool_args)
     if policy is not None:
         apply(ticket, policy)
     decision = auto_decision(policy, ticket.kind) if policy is not None else None
