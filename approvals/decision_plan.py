@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.template.defaultfilters import truncatechars
+from django.utils import timezone
 from google.genai import types
 
 from adkweb.errors import Conflict, Forbidden
@@ -65,6 +66,18 @@ class ArgumentsUnsaid(Conflict):
         )
 
 
+class PastDue(Conflict):
+    """A person's answer to a ticket whose due time has passed: it expires (the deadline sweep closes it
+    and tells the agent), whether or not the sweep has reached it yet (HTTP 409)."""
+
+    def __init__(self, ticket: PendingCall) -> None:
+        due = timezone.localtime(ticket.due_at).strftime("%Y-%m-%d %H:%M:%S %Z")
+        super().__init__(
+            f"Ticket #{ticket.pk} was due at {due} and nobody decided it by then: it expires (the agent is "
+            "told so). Nothing was sent."
+        )
+
+
 class AlreadyCounted(Forbidden):
     """A person's approval counts once toward a ticket's required approvals (HTTP 403)."""
 
@@ -117,6 +130,8 @@ def answer_plan(answer: Answer, actor: Any, source: str) -> Plan:
             raise NotAllowed(f"You may not answer ticket #{ticket.pk}: {refusal}")
     if ticket.is_closed:
         raise TicketClosed(ticket)
+    if source == Response.Source.PERSON and ticket.due_at is not None and ticket.due_at <= timezone.now():
+        raise PastDue(ticket)  # the sweep's clock (approvals.deadlines), not its timing, ends a ticket
     if answer.seen_hash is not None and answer.seen_hash != ticket.args_hash:
         raise StaleArguments(ticket)
     outcome = payloads.decision_of(answer.action, ticket, answer.payload) if answer.final else "update"
