@@ -146,6 +146,11 @@ def answer_plan(answer: Answer, actor: Any, source: str) -> Plan:
         moved = edits.rules_refusal(ticket, edited) if answer.edited_args is not None else None
         if moved:
             raise moved
+    if outcome == PendingCall.Status.APPROVED and ticket.kind in edits.EDITABLE_KINDS:
+        approved = answer.edited_args if answer.edited_args is not None else ticket.current_args
+        said = edits.answer_refusal(ticket, _said(answer), approved, via_run=answer.sent is not None)
+        if said:  # the payload or answer says other arguments: an edit's to say (400)
+            raise said
     if answer.action == Response.Action.APPROVE:
         answer.payload = payloads.approve_payload(ticket, answer.comment, answer.approve_extra, answer.edited_args)
     payloads.validate(ticket, answer.payload, answer.final)
@@ -180,6 +185,17 @@ def answer_plan(answer: Answer, actor: Any, source: str) -> Plan:
         if duplicate:
             raise duplicate
     return plan
+
+
+def _said(answer: Answer) -> dict[str, Any]:
+    """The values an approver wrote into an approval (what `edits.answer_refusal` reads): a confirmation's
+    payload (given with "approve", or in the response it wrote), a long-running tool's answer but its status."""
+    if answer.action == Response.Action.APPROVE:
+        return answer.approve_extra or {}
+    if answer.ticket.kind == PendingCall.Kind.CONFIRMATION:
+        said = answer.payload.get("payload")
+        return said if isinstance(said, dict) else {}
+    return {k: v for k, v in answer.payload.items() if k != "status"}
 
 
 def function_response(plan: Plan) -> types.FunctionResponse:

@@ -11,6 +11,7 @@ from typing import Any
 from adkweb.errors import Conflict, Invalid
 
 from .models import PendingCall, Policy
+from .payloads import InvalidResponse
 from .policy_cache import candidates, first_matching
 
 EDITABLE_KINDS = (PendingCall.Kind.LONG_RUNNING, PendingCall.Kind.CONFIRMATION)
@@ -130,6 +131,31 @@ def rules_refusal(ticket: PendingCall, edited: dict[str, Any]) -> EditChangesRul
         f"{_rules(as_edited)}, the arguments the agent asked with under {_rules(asked)}: an edit may not move a "
         "ticket to other rules. Approve the arguments as asked, or reject it (the agent may ask again with "
         "these). Nothing was sent."
+    )
+
+
+def answer_refusal(ticket: PendingCall, said: Any, approved: dict[str, Any], via_run: bool) -> InvalidResponse | None:
+    """An approval's own values (a confirmation's payload, which its tool reads for the values to use; a
+    long-running tool's answer, which the agent reads) may not say other values for the call's arguments
+    than those it approves: that would change what the tool does with no edit recorded, the policies
+    unmatched and every summary saying otherwise. A value equal to the argument's (a client echoing the
+    call back) and any other key (a note) go. `said`: the keys the approver wrote."""
+    if not isinstance(said, dict):
+        return None
+    names = set(ticket.tool_args) | {p.name for p in params(ticket) or ()}
+    changed = {k: v for k, v in said.items() if k in names and v != approved.get(k)}
+    if not changed:
+        return None
+    approve = f"POST /api/pending-calls/{ticket.pk}/approve"
+    how = (
+        f"{approve} with them: a function response on /run cannot carry an edit"
+        if via_run
+        else f"{approve} with them, or the argument fields of the ticket page's Approve"
+    )
+    return InvalidResponse(
+        f"This approval of ticket #{ticket.pk} says other values for {ticket.tool_name}'s arguments than those it "
+        f"approves ({changes_text(approved, {**approved, **changed})}): to change the arguments, edit them "
+        f"(editedArgs: {how}), so that the edit is recorded and checked against the policies. Nothing was sent."
     )
 
 
