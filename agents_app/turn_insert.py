@@ -160,7 +160,8 @@ def turn_insert(
 def _committed(
     sql: str, params: dict[str, Any], capped: bool, written: Callable[[], object] | None, now: Any, fields: TurnFields
 ) -> Turn | None:
-    """turn_insert's statements with their transaction's BEGIN and COMMIT in one write."""
+    """turn_insert's statements with their transaction's BEGIN and COMMIT in one write (the COMMIT not
+    waiting for its flush, which rides after it: returned once the turn is on disk, adkweb.postgresql.pipelined)."""
     found: list[Any] = []
 
     def inserted(results: list[Any]) -> None:

@@ -16,7 +16,10 @@ it) is stamped as it leaves and as its reply is in; with --claim-marks the claim
 three SELECTs of the database's clock (when it started, its lock granted, its end: a probe only, the
 statement a little longer). The queue stage is row created (the
 Turn's created_at, taken before the transaction's BEGIN) -> the claim returned to the drain. With
---base the same is run on another tree (e.g. a worktree of main), alternating.
+--base the same is run on another tree (e.g. a worktree of main), alternating. With --alternate-commit
+the message's COMMIT alternates turn by turn, in one process, between its two ways (adkweb.postgresql.pipelined:
+asynchronous with the flush riding after it, and waiting for its own flush as where the role may not call
+the flush function), each printed apart.
 """
 
 from __future__ import annotations
@@ -96,8 +99,13 @@ def _probe(tree: Path, turns: int) -> dict:
     worker = subprocess.Popen(args, cwd=tree, env=env, stdout=log, stderr=subprocess.STDOUT)
     rows: list[dict] = []
     cpu_before = 0.0
+    alternate = os.environ.get("PROBE_ALTERNATE_COMMIT") == "1"
     try:
         for i in range(turns + 3):  # 3 warm-up turns
+            if alternate:
+                from adkweb.postgresql import pipelined
+
+                pipelined._flushing[:] = [i % 2 == 0]
             session = services.session_create(app_name="stock_agent", user_id="requester")
             time.sleep(0.05)  # an idle worker
             web[session.pk] = {"t0": time.time()}
@@ -115,6 +123,7 @@ def _probe(tree: Path, turns: int) -> dict:
             row = Turn.objects.get(pk=turn.pk)
             stamps["created"] = row.created_at.timestamp()
             stamps["started_db"] = row.started_at.timestamp()  # the claim's UPDATE (clock_timestamp())
+            stamps["flush_rides"] = alternate and i % 2 == 0
             if i >= 3:
                 rows.append(stamps)
             if i == 2:
@@ -236,6 +245,11 @@ def main() -> None:
         action="store_true",
         help="stamp the claim's statement by the database's clock (three SELECTs added to it: a probe only)",
     )
+    parser.add_argument(
+        "--alternate-commit",
+        action="store_true",
+        help="alternate the message's COMMIT turn by turn: asynchronous with its flush after it / waiting for it",
+    )
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -250,6 +264,7 @@ def main() -> None:
         + "_probe",
         "LOG_LEVEL": "WARNING",
         "PROBE_CLAIM_MARKS": "1" if args.claim_marks else "",
+        "PROBE_ALTERNATE_COMMIT": "1" if args.alternate_commit else "",
     }
     trees = [("this tree", HERE.parent)] + ([("base", Path(args.base).resolve())] if args.base else [])
     results: dict[str, list[dict]] = {label: [] for label, _ in trees}
@@ -263,10 +278,17 @@ def main() -> None:
                 sys.exit(f"{label}: probe failed\n{out.stdout[-2000:]}\n{out.stderr[-3000:]}")
             res = json.loads(line[6:])
             res["load"] = load
-            results[label].append(res)
+            if not args.alternate_commit:
+                results[label].append(res)
+                continue
+            for rides, way in ((True, "COMMIT asynchronous, flush after it"), (False, "COMMIT waits for its flush")):
+                part = {**res, "rows": [x for x in res["rows"] if x["flush_rides"] is rides]}
+                results.setdefault(f"{label}, {way}", []).append(part)
     print(f"{args.turns} turns per run, one in flight, worker concurrency 2 (threads); p50 / p95 ms")
     for label, runs in results.items():
         for i, res in enumerate(runs):
+            if not res["rows"]:
+                continue
             print(f"\n{label}, run {i + 1} (load {res['load']:.2f}):")
             for name, value in summary(label, res).items():
                 print(f"  {name:48s} {value}")

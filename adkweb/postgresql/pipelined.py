@@ -30,6 +30,22 @@ message (bench/README.md, phase 26 (queue)). Django's execute wrappers still see
 lost what the connection prepared (DISCARD ALL, a pooler), the EXECUTE fails before anything is written: the
 transaction (its BEGIN and nothing else) is rolled back, sent again as text, and from then on this process
 sends text; a PREPARE the server refuses leaves that statement as text.
+
+The COMMIT releases the transaction's locks, and shows its rows, without waiting for its WAL to reach
+the disk (`synchronous_commit` off for it alone): the worker's claim, already waiting on the session row
+the turn's statements lock, runs while the WAL is flushed rather than after (the flush was 1.6-1.8 ms of
+a 3-4 ms queue stage on a slow disk: bench/README.md, phase 30 (lead)). The caller is still answered
+only once the transaction is on disk: the same write carries, after the COMMIT, `FLUSH`, a transaction of
+its own that commits synchronously. It writes one WAL record (a transactional logical message, which
+gives it an xid: a commit without WAL does not wait) and its commit waits until the WAL is flushed up to
+that record, after the transaction's COMMIT record (one backend, one WAL: everything before it is on disk
+too). `committed_with` returns, and the web answers, after that reply; a failed flush raises after the
+COMMIT (what a COMMIT whose reply was lost leaves: the turn is the sweeper's and the retry's). Nothing a
+turn does is done before that either: the worker's first step is an event append, a synchronous commit,
+which flushes the turn's commit with it, before the model's answer or any tool. What another session sees
+in the window is what an asynchronous commit shows: only PostgreSQL's own crash within it loses the turn,
+and then the caller was not answered. Where this process's role may not call pg_logical_emit_message (read
+once per process, `_flush_allowed`) the COMMIT waits for its flush as before.
 """
 
 from __future__ import annotations
@@ -77,6 +93,14 @@ def prepared(prefix: str, text: str) -> Prepared:
 _ready: weakref.WeakKeyDictionary[Any, set[str]] = weakref.WeakKeyDictionary()  # connection -> names prepared
 _refused: set[str] = set()  # names whose PREPARE the server refused: sent as text
 _lost: list[bool] = []  # a connection lost what it prepared: this process sends text
+_flushing: list[bool] = []  # whether this process's role may call pg_logical_emit_message (read once)
+
+ASYNC = b"SET LOCAL synchronous_commit TO off"
+FLUSH = b"SELECT pg_catalog.pg_logical_emit_message(true, 'adkweb.flush', '')"
+_MAY_FLUSH = (
+    b"SELECT coalesce(bool_or(has_function_privilege(oid, 'EXECUTE')), false) FROM pg_catalog.pg_proc "
+    b"WHERE proname = 'pg_logical_emit_message' AND pronamespace = 'pg_catalog'::regnamespace"
+)
 
 
 def committed_with(
@@ -123,15 +147,16 @@ class _Executor:
         db.validate_no_broken_transaction()
         with db.wrap_database_errors, raw.lock:
             use = _usable(raw, self.statements)
+            flush = _flush_allowed(raw)
             db.commit_in_flight = True
             try:
                 try:
-                    results = raw.wait(_pipeline(raw.pgconn, queries(use), self.written, encoding))
+                    results = raw.wait(_pipeline(raw.pgconn, queries(use), self.written, encoding, flush))
                 except psycopg.Error as exc:
                     if not use or exc.sqlstate != NO_SUCH_STATEMENT:
                         raise
                     _lost_here(raw)  # nothing ran but the BEGIN: rolled back, sent again as text
-                    results = raw.wait(_pipeline(raw.pgconn, queries({}), self.written, encoding))
+                    results = raw.wait(_pipeline(raw.pgconn, queries({}), self.written, encoding, flush))
             finally:
                 db.commit_in_flight = False
         db.committed_ahead = True  # until the atomic block's end (its commit finds nothing to do)
@@ -161,6 +186,19 @@ def _usable(raw: Any, statements: dict[str, Prepared]) -> dict[str, Prepared]:
     return use
 
 
+def _flush_allowed(raw: Any) -> bool:
+    """Whether this process's role may call pg_logical_emit_message (the `FLUSH` statement): read once,
+    on an idle connection, the first time; where it may not, COMMITs wait for their flush as before."""
+    if not _flushing:
+        raw.pgconn.send_query(_MAY_FLUSH)
+        (result,) = raw.wait(generators.execute(raw.pgconn))
+        allowed = result.status == pq.ExecStatus.TUPLES_OK and result.get_value(0, 0) == b"t"
+        if not allowed:
+            logger.info("committed_with: pg_logical_emit_message is not allowed; COMMITs wait for their flush.")
+        _flushing.append(allowed)
+    return _flushing[0]
+
+
 def _lost_here(raw: Any) -> None:
     _lost.append(True)
     logger.warning("committed_with: the connection's prepared statements were dropped by the server; using text.")
@@ -169,7 +207,7 @@ def _lost_here(raw: Any) -> None:
 
 
 def _pipeline(
-    pgconn: Any, queries: list[bytes], written: Callable[[list[Any]], object], encoding: str
+    pgconn: Any, queries: list[bytes], written: Callable[[list[Any]], object], encoding: str, flush: bool
 ) -> Generator[Any, Any, list[Any]]:
     pgconn.enter_pipeline_mode()
     synced = False
@@ -177,7 +215,9 @@ def _pipeline(
         for query in queries:
             pgconn.send_query_params(query, None)
         pgconn.send_flush_request()  # the statements' results flushed before the COMMIT runs
-        pgconn.send_query_params(b"COMMIT", None)
+        tail = [ASYNC, b"COMMIT", FLUSH] if flush else [b"COMMIT"]  # the module's docstring: the COMMIT's flush
+        for query in tail:
+            pgconn.send_query_params(query, None)
         pgconn.pipeline_sync()
         yield from generators.send(pgconn)
         results = []
@@ -186,10 +226,13 @@ def _pipeline(
         failed = next((r for r in results if r.status not in (pq.ExecStatus.COMMAND_OK, pq.ExecStatus.TUPLES_OK)), None)
         if failed is None:
             written(results[1:])  # the BEGIN's left out
-        commit = yield from _result(pgconn)  # PIPELINE_ABORTED after a failed statement
+        tails = []
+        for _ in tail:
+            tails.append((yield from _result(pgconn)))  # PIPELINE_ABORTED after a failed statement
         sync = yield from generators.fetch(pgconn)
         synced = sync is not None and sync.status == pq.ExecStatus.PIPELINE_SYNC
-        for result in (failed, commit):
+        commit = tails[tail.index(b"COMMIT")]
+        for result in (failed, *tails):
             if result is not None and result.status == pq.ExecStatus.FATAL_ERROR:
                 raise errors.error_from_result(result, encoding=encoding)
         if commit.status != pq.ExecStatus.COMMAND_OK:
@@ -198,7 +241,7 @@ def _pipeline(
     finally:
         if not synced:  # an error on the way: read to the Sync, so that the connection leaves pipeline mode usable
             try:
-                for _ in range(2 * len(queries) + 4):
+                for _ in range(2 * (len(queries) + len(tail)) + 4):
                     res = yield from generators.fetch(pgconn)
                     if res is not None and res.status == pq.ExecStatus.PIPELINE_SYNC:
                         break
