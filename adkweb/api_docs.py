@@ -10,7 +10,7 @@ from typing import Any
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
-from django.views.decorators.http import require_GET
+from django.views.decorators.http import require_safe
 
 from .api import api_view
 from .routes import openapi
@@ -77,7 +77,7 @@ def _entries(doc: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 @login_required
-@require_GET
+@require_safe
 def docs(request: HttpRequest) -> HttpResponse:
     """Every endpoint of both APIs, from the same document as /api/openapi.json."""
     return render(request, "adkweb/api_docs.html", {"entries": _entries(document())})

@@ -28,7 +28,7 @@ from urllib.parse import urlparse
 
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse
-from django.views.decorators.http import require_GET
+from django.views.decorators.http import require_safe
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Gauge, ProcessCollector, generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric
 
@@ -126,7 +126,7 @@ def _allowed(request: HttpRequest) -> HttpResponse | None:
     )
 
 
-@require_GET
+@require_safe
 def metrics_view(request: HttpRequest) -> HttpResponse:
     refusal = _allowed(request)
     if refusal is not None:

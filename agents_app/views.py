@@ -6,7 +6,7 @@ from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseForbidden
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.http import content_disposition_header
-from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from django.views.decorators.http import require_http_methods, require_POST, require_safe
 
 from adkweb.errors import Refused
 from adkweb.http import HtmxHttpRequest, number
@@ -29,7 +29,7 @@ def _is_owner(request: HttpRequest, session: AdkSession) -> bool:
 
 
 @login_required
-@require_GET
+@require_safe
 def session_list(request: HtmxHttpRequest) -> HttpResponse:
     agents = selectors.session_list_agents(user=request.user, chosen=request.GET.get("agent", ""))
     form = SessionFilterForm(request.GET, agents=agents)
@@ -59,14 +59,14 @@ def _detail_context(request: HttpRequest, session: AdkSession, form: MessageForm
 
 
 @login_required
-@require_GET
+@require_safe
 def session_detail(request: HttpRequest, pk: int) -> HttpResponse:
     session = _visible_session(request, pk)
     return render(request, "agents_app/session_detail.html", _detail_context(request, session, MessageForm()))
 
 
 @login_required
-@require_GET
+@require_safe
 def session_events(request: HttpRequest, pk: int) -> HttpResponse:
     """ "Load earlier events": the events before `before` (an event pk), in place of the button."""
     session = _visible_session(request, pk)
@@ -122,10 +122,10 @@ def turn_retry(request: HtmxHttpRequest, pk: int, turn_id: int) -> HttpResponse:
 
 
 @login_required
-@require_http_methods(["GET", "POST"])
+@require_http_methods(["GET", "HEAD", "POST"])
 def session_new(request: HttpRequest) -> HttpResponse:
     names = agents.app_names()
-    if request.method == "GET":
+    if request.method != "POST":  # GET, HEAD
         form = NewConversationForm(initial={"agent": request.GET.get("agent", "")}, agents=names)
         return render(request, "agents_app/session_new.html", {"form": form})
     form = NewConversationForm(request.POST, agents=names)
@@ -143,14 +143,14 @@ def session_new(request: HttpRequest) -> HttpResponse:
 
 
 @login_required
-@require_GET
+@require_safe
 def agent_list(request: HttpRequest) -> HttpResponse:
     ctx = {"cards": agent_cards.agent_cards(), "can_edit": is_agent_admin(request.user)}
     return render(request, "agents_app/agent_list.html", ctx)
 
 
 @login_required
-@require_GET
+@require_safe
 def artifact_download(request: HttpRequest, pk: int, name: str) -> HttpResponse:
     """An artifact's bytes, for whoever may see the conversation: an attachment, or (`?inline=1`)
     an image shown in the page; never rendered as a page of ours (sandboxed, no sniffing)."""

@@ -9,7 +9,7 @@ from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse, QueryDict, StreamingHttpResponse
 from django.shortcuts import render
 from django.utils import timezone
-from django.views.decorators.http import require_GET
+from django.views.decorators.http import require_safe
 
 from adkweb.errors import Forbidden, Invalid
 
@@ -30,7 +30,7 @@ def _filters(user: Any, params: QueryDict) -> tuple[audit.AuditFilterForm, audit
 
 
 @login_required
-@require_GET
+@require_safe
 def audit_list(request: HttpRequest) -> HttpResponse:
     form, filters = _filters(request.user, request.GET)
     page = audit.audit_page(filters, audit_scope_q(request.user))
@@ -48,7 +48,7 @@ def audit_list(request: HttpRequest) -> HttpResponse:
 
 
 @login_required
-@require_GET
+@require_safe
 def audit_export(request: HttpRequest, fmt: str) -> StreamingHttpResponse:
     return export_response(request.user, request.GET, fmt)
 

@@ -8,7 +8,7 @@ from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.utils import timezone
-from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from django.views.decorators.http import require_http_methods, require_POST, require_safe
 
 from adkweb.api import int_param
 from adkweb.errors import Forbidden, Refused
@@ -34,7 +34,7 @@ def _policy(request: HttpRequest, policy_id: int) -> Policy:
 
 
 @login_required
-@require_GET
+@require_safe
 def policy_list(request: HttpRequest) -> HttpResponse:
     """Every policy, highest priority first, with its rules in a sentence."""
     _admin(request)
@@ -63,14 +63,14 @@ def _save(request: HttpRequest, policy: Policy | None) -> HttpResponse:
 
 
 @login_required
-@require_http_methods(["GET", "POST"])
+@require_http_methods(["GET", "HEAD", "POST"])
 def policy_new(request: HttpRequest) -> HttpResponse:
     _admin(request)
     return _save(request, None)
 
 
 @login_required
-@require_http_methods(["GET", "POST"])
+@require_http_methods(["GET", "HEAD", "POST"])
 def policy_edit(request: HttpRequest, policy_id: int) -> HttpResponse:
     return _save(request, _policy(request, policy_id))
 
@@ -85,7 +85,7 @@ def policy_delete(request: HttpRequest, policy_id: int) -> HttpResponse:
 
 
 @login_required
-@require_GET
+@require_safe
 def policy_dry_run(request: HtmxHttpRequest, policy_id: int) -> HttpResponse:
     """What the policy would have done to the last N closed tickets (a fragment of the policy page)."""
     policy = _policy(request, policy_id)
@@ -95,7 +95,7 @@ def policy_dry_run(request: HtmxHttpRequest, policy_id: int) -> HttpResponse:
 
 
 @login_required
-@require_GET
+@require_safe
 def grant_list(request: HttpRequest) -> HttpResponse:
     """Standing grants of the tickets this person may see, newest first."""
     rows = list(selectors.grants_visible(user=request.user)[:200])

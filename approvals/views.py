@@ -15,7 +15,7 @@ from django.middleware.csrf import get_token
 from django.shortcuts import redirect, render
 from django.template.loader import render_to_string
 from django.urls import reverse
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import require_POST, require_safe
 
 from adkweb import compiled, roles
 from adkweb.errors import Invalid, Refused
@@ -31,7 +31,7 @@ from .ticket_page import _approve_form, ticket_context
 
 # -- inbox --------------------------------------------------------------------------------------
 @login_required
-@require_GET
+@require_safe
 def inbox(request: HtmxHttpRequest) -> HttpResponse:
     """Open tickets for approvers; one view serves the page and its results fragment."""
     if not works_inbox(request.user):
@@ -65,7 +65,7 @@ def _visible_call(request: HttpRequest, ticket_id: int) -> PendingCall:
 
 
 @login_required
-@require_GET
+@require_safe
 def ticket_detail(request: HtmxHttpRequest, ticket_id: int) -> HttpResponse:
     ticket = _visible_call(request, ticket_id)
     # The socket catches up from this pk: read it before the timeline (a duplicate beats a gap).

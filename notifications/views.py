@@ -24,7 +24,7 @@ from .models import Delivery
 
 
 @login_required
-@require_http_methods(["GET", "POST"])
+@require_http_methods(["GET", "HEAD", "POST"])
 def preferences(request: HttpRequest) -> HttpResponse:
     """Email on/off and "only my groups", plus the saved inbox views."""
     prefs = selectors.preferences_for(request.user)
@@ -56,7 +56,7 @@ def _refused(request: HttpRequest, exc: links.LinkRefused, detail: str = "") -> 
     return render(request, "notifications/approval_link_refused.html", ctx, status=exc.status)
 
 
-@require_http_methods(["GET", "POST"])
+@require_http_methods(["GET", "HEAD", "POST"])
 def approval_link(request: HttpRequest, token: str) -> HttpResponse:
     """A one-tap link: GET shows the ticket and one big button (it never decides); POST decides, once."""
     try:
