@@ -6,7 +6,9 @@ notifications (`approvals.selectors.ticket_deciders`) all ask here.
   (and, once escalated, of its escalation groups); other tickets by approvers (`decide_tickets`).
 - Superusers decide everything; staff observers see every ticket (read-only); the requester sees
   their own, and answers their own questions (request for input, user choice).
-- Four-eyes: the requester never decides their own ticket, whatever else they are.
+- Four-eyes: the requester never decides their own ticket, whatever else they are; nor does anyone who
+  wrote to the agent in its conversation (Django staff write in other people's conversations: one who
+  asked the agent for a transfer in a requester's conversation asked for it).
 """
 
 from __future__ import annotations
@@ -58,6 +60,20 @@ def can_view_ticket(user: Any, ticket: Any) -> bool:
     return is_requester(user, ticket) or is_observer(user) or routed_to(user, ticket)
 
 
+def askers(ticket: Any) -> set[int]:
+    """Who sent a message (a turn of their own, not an answer to a ticket) in the ticket's conversation:
+    who asked the agent there, whoever's conversation it is. Read once per ticket object (a page asks
+    for several people, a fan-out for every decider)."""
+    from agents_app.models import Turn
+
+    found = getattr(ticket, "_adkweb_askers", None)
+    if found is None:
+        turns = Turn.objects.filter(session_id=ticket.session_id, kind=Turn.Kind.MESSAGE, created_by__isnull=False)
+        found = set(turns.values_list("created_by", flat=True).distinct())
+        ticket._adkweb_askers = found
+    return found
+
+
 def decide_refusal(user: Any, ticket: Any) -> str | None:
     """Why this person may not decide (answer) this ticket, or None if they may."""
     if not _authenticated(user) or not user.is_active:
@@ -65,6 +81,11 @@ def decide_refusal(user: Any, ticket: Any) -> str | None:
     own = is_requester(user, ticket)
     if own and ticket.four_eyes:
         return "four-eyes: you requested this, so someone else must decide it."
+    if ticket.four_eyes and user.pk in askers(ticket):
+        return (
+            f"four-eyes: you asked the agent in this conversation (for {ticket.requester}), so someone else must "
+            "decide it."
+        )
     if own and ticket.kind in QUESTION_KINDS:
         return None  # the agent asks its own user
     if routed_to(user, ticket):
@@ -81,6 +102,8 @@ def decides_q() -> Q:
     ticket_approvals, approvals.decision_plan.approvers). The same rules in the same order; held to
     decide_refusal by tests/approvals/test_quorum_rights.py."""
     from django.contrib.auth import get_user_model
+
+    from agents_app.models import Turn
 
     from .models import PendingCall
 
@@ -102,7 +125,13 @@ def decides_q() -> Q:
         )
     )
     question = Q(own, pending_call__kind__in=QUESTION_KINDS)
-    return Q(actor__is_active=True) & ~Q(own, pending_call__four_eyes=True) & (question | routed)
+    asked = Exists(
+        Turn.objects.filter(
+            session=OuterRef("pending_call__session"), kind=Turn.Kind.MESSAGE, created_by=OuterRef("actor")
+        )
+    )
+    four_eyes = ~Q(own, pending_call__four_eyes=True) & ~Q(asked, pending_call__four_eyes=True)
+    return Q(actor__is_active=True) & four_eyes & (question | routed)
 
 
 def can_decide_ticket(user: Any, ticket: Any) -> bool:
