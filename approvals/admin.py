@@ -1,6 +1,7 @@
 from typing import Any
 
 from django.contrib import admin, messages
+from django.db import transaction
 
 from adkweb.errors import Conflict, Forbidden
 
@@ -130,6 +131,19 @@ class PolicyAdmin(admin.ModelAdmin):
     def save_related(self, request: Any, form: Any, formsets: Any, change: bool) -> None:
         super().save_related(request, form, formsets, change)
         policy_bump_version(policy=form.instance, before=getattr(self, "_before", None))
+
+    # A policy deleted here (its page or "delete selected") ends its standing grants, as the Policies page
+    # and /api/policies do (approvals.policies.policy_delete); the admin's own permission check applies.
+    def delete_model(self, request: Any, obj: Policy) -> None:
+        with transaction.atomic():
+            grants.grants_revoke_for_policy(policy=obj, actor=request.user)
+            super().delete_model(request, obj)
+
+    def delete_queryset(self, request: Any, queryset: Any) -> None:
+        with transaction.atomic():
+            for policy in queryset:
+                grants.grants_revoke_for_policy(policy=policy, actor=request.user)
+            super().delete_queryset(request, queryset)
 
 
 @admin.register(StandingGrant)

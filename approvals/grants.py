@@ -155,10 +155,14 @@ def grant_revoke(*, grant: StandingGrant, actor: Any) -> StandingGrant:
 
 
 def grants_revoke_for_policy(*, policy: Any, actor: Any) -> int:
-    """A deleted policy's grants end with it (they were given under its rules)."""
+    """A deleted policy's grants end with it (they were given under its rules). Every one of them gives up
+    its place among like grants too, the ended ones included: the delete sets their policy to NULL, where
+    a policy-less like grant holding its place would collide with them (the constraints' Coalesce)."""
     active = StandingGrant.objects.filter(policy=policy, revoked_at__isnull=True, expires_at__gt=timezone.now())
     reason = f"Ended with its policy {policy.name!r}, deleted by {actor.get_username()}."[:200]
-    return active.update(revoked_at=timezone.now(), revoked_by=actor, current=False, revoked_reason=reason)
+    ended = active.update(revoked_at=timezone.now(), revoked_by=actor, current=False, revoked_reason=reason)
+    StandingGrant.objects.filter(policy=policy, current=True).update(current=False)
+    return ended
 
 
 def grant_matching(ticket: PendingCall) -> StandingGrant | None:
