@@ -11,6 +11,13 @@ from .models import PendingCall, Response
 APPROVED_WORDS = {"approved", "approve", "accepted", "ok", "yes"}
 REJECTED_WORDS = {"rejected", "reject", "denied", "declined", "no"}
 EXPIRED = "expired"
+# Statuses that say a request was decided or is over (ours, and those agents read so: the demo agent's
+# approval and rejection words, held to these by tests/approvals/test_updates_do_not_decide.py). An
+# intermediate answer (an update: the ticket stays open) carrying one told the agent its request was
+# decided, past the ticket's rules: a single update {"status": "approved"} on a ticket needing two
+# approvals had the agent reimburse.
+OVER_WORDS = {EXPIRED, "done", "completed", "resolved", "closed", "cancelled", "canceled"}
+DECIDING_WORDS = APPROVED_WORDS | REJECTED_WORDS | OVER_WORDS
 
 
 class InvalidResponse(Invalid):
@@ -74,6 +81,13 @@ def validate(ticket: PendingCall, payload: Any, final: bool) -> None:
     """Refuse a body that does not fit the ticket's kind, before anything is stored or sent."""
     if not isinstance(payload, dict):
         raise InvalidResponse("The response must be a JSON object.")
+    status = str(payload.get("status", "")).strip().lower()
+    if not final and status in DECIDING_WORDS:
+        raise InvalidResponse(
+            f"An update (final: false) reports progress and leaves the ticket open: its status may not be "
+            f"{payload['status']!r}, which tells the agent the request was decided. Approve or reject it "
+            "(a final answer) instead, or send another status such as 'in_progress'."
+        )
     if ticket.kind == PendingCall.Kind.CONFIRMATION:
         if not final:
             raise InvalidResponse("A confirmation takes one final answer (confirmed true or false), not updates.")
