@@ -54,7 +54,12 @@ def ticket_json(ticket: PendingCall, *, responses: list[Response] | None = None)
 def policy_fields(ticket: PendingCall, responses: list[Response] | None = None) -> dict[str, Any]:
     """What a ticket's policy made of it (camelCase, as the policies API). `responses`: the ticket's,
     already read (its approvals are among them)."""
-    policy = {"id": ticket.policy_id, "name": ticket.policy_name, "version": ticket.policy_version}
+    policy = {
+        "id": ticket.policy_id,
+        "name": ticket.policy_name,
+        "version": ticket.policy_version,
+        "undecided": (ticket.policy_rules or {}).get("undecided") or None,
+    }
     tally = selectors.approval_record(ticket=ticket, responses=responses)
     return {
         "policy": policy if ticket.policy_name else None,

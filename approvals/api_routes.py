@@ -49,6 +49,8 @@ class TicketPolicy(_Out):
     id: int | None
     name: str
     version: int | None
+    # Why its condition could not be decided on the arguments, so that it applied (fail closed); else null.
+    undecided: str | None
 
 
 class TicketApproval(_Out):

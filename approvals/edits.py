@@ -10,9 +10,10 @@ from typing import Any
 
 from adkweb.errors import Conflict, Invalid
 
-from .models import PendingCall, Policy
+from .models import PendingCall
 from .payloads import InvalidResponse
-from .policy_cache import candidates, first_matching
+from .policy_cache import candidates
+from .policy_match import Choice, choose
 
 EDITABLE_KINDS = (PendingCall.Kind.LONG_RUNNING, PendingCall.Kind.CONFIRMATION)
 SIMPLE_TYPES = ("string", "number", "integer", "boolean")
@@ -123,8 +124,8 @@ def rules_refusal(ticket: PendingCall, edited: dict[str, Any]) -> EditChangesRul
     the policies now (a policy changed since the ticket opened moves neither). The ticket keeps the rules
     it opened with: its quorum, groups and deadlines were drawn for the arguments the agent asked with."""
     fitting = candidates(app_name=ticket.app_name, tool_name=ticket.tool_name, kind=ticket.kind)
-    asked, as_edited = first_matching(fitting, ticket.tool_args), first_matching(fitting, edited)
-    if asked == as_edited:
+    asked, as_edited = choose(fitting, ticket.tool_args, ticket.kind), choose(fitting, edited, ticket.kind)
+    if asked.policy == as_edited.policy:
         return None
     return EditChangesRules(
         f"The arguments of ticket #{ticket.pk} as edited ({changes_text(ticket.tool_args, edited)}) fall under "
@@ -159,8 +160,10 @@ def answer_refusal(ticket: PendingCall, said: Any, approved: dict[str, Any], via
     )
 
 
-def _rules(policy: Policy | None) -> str:
-    return f"the policy {policy.name!r}" if policy is not None else "the default rule (any approver, one decision)"
+def _rules(choice: Choice) -> str:
+    policy = choice.policy
+    rules = f"the policy {policy.name!r}" if policy is not None else "the default rule (any approver, one decision)"
+    return rules + (f" ({choice.undecided})" if choice.undecided else "")
 
 
 def diff(original: dict[str, Any], edited: dict[str, Any] | None) -> list[tuple[str, Any, Any]]:

@@ -21,7 +21,6 @@ from django.db import connection
 from django.db.models import Q
 from django.utils import timezone
 
-from . import conditions
 from .models import PendingCall, Policy, StandingGrant
 
 
@@ -36,12 +35,6 @@ def candidates(*, app_name: str, tool_name: str, kind: str) -> list[Policy]:
         Q(agent="") | Q(agent=app_name), Q(tool="") | Q(tool=tool_name), Q(kind="") | Q(kind=kind), enabled=True
     ).prefetch_related("approver_groups", "escalation_groups")
     return sorted(qs, key=specificity, reverse=True)
-
-
-def first_matching(policies: list[Policy], args: dict[str, Any]) -> Policy | None:
-    """The first of `policies` (best first: `candidates`) whose condition these arguments meet, or None
-    (the default rule): how a ticket's policy is chosen, for the arguments it opened with or an edit's."""
-    return next((p for p in policies if conditions.evaluate(p.condition, args)), None)
 
 
 def fits(policy: Policy, *, app_name: str, tool_name: str, kind: str) -> bool:

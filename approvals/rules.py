@@ -5,7 +5,8 @@ the policy says so or a standing grant covers it.
 The policy that applies is the first enabled match by (priority, specificity): a higher priority
 wins; among equals a policy with a condition beats one without, then one naming the tool, the kind
 of pause, the agent; the oldest breaks a tie. A ticket no policy matches keeps the default rule
-(any approver, one decision).
+(any approver, one decision). A condition that cannot be decided on the arguments (an amount that
+does not read as a number, an argument missing) fails closed: approvals.policy_match.
 """
 
 from __future__ import annotations
@@ -13,23 +14,25 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from . import conditions, grants
+from . import grants
 from .decisions import Answer, answers_submit
 from .models import PendingCall, Policy, Response, TicketActivity
 from .payloads import approve_payload, reject_payload, schema_problem
-from .policy_cache import candidates, first_matching, fits, policies_and_grant, specificity  # noqa: F401  (dry_run, tests)
+from .policy_cache import candidates, fits, policies_and_grant, specificity  # noqa: F401  (dry_run, tests)
+from .policy_match import auto_decision, choose, first_matching, verdict
 
 
 def matches(policy: Policy, *, app_name: str, tool_name: str, kind: str, args: dict[str, Any]) -> bool:
+    """Whether the policy applies to such a ticket (as `choose` has it: also where its condition is undecided)."""
     if not fits(policy, app_name=app_name, tool_name=tool_name, kind=kind):
         return False
-    return conditions.evaluate(policy.condition, args)
+    return verdict(policy, args, kind)[0]
 
 
 def policy_for(ticket: PendingCall) -> Policy | None:
     """The policy that decides this ticket's rules, or None (the default rule)."""
     fitting = candidates(app_name=ticket.app_name, tool_name=ticket.tool_name, kind=ticket.kind)
-    return first_matching(fitting, ticket.tool_args)
+    return first_matching(fitting, ticket.tool_args, ticket.kind)
 
 
 def policy_json(policy: Policy) -> dict[str, Any]:
@@ -58,18 +61,6 @@ def policy_json(policy: Policy) -> dict[str, Any]:
     }
 
 
-def auto_decision(policy: Policy, kind: str) -> str | None:
-    """ "approve"/"reject" when the policy decides such a ticket itself; never a tool confirmation
-    unless the policy allows it, never a question to the user or a credential."""
-    if not policy.auto_decision:
-        return None
-    if kind == PendingCall.Kind.CONFIRMATION and not policy.auto_confirmations:
-        return None
-    if kind not in (PendingCall.Kind.LONG_RUNNING, PendingCall.Kind.CONFIRMATION):
-        return None
-    return policy.auto_decision
-
-
 def describe(policy: Policy) -> str:
     """The rules in a sentence, for the ticket's history."""
     groups = ", ".join(sorted(g.name for g in policy.approver_groups.all())) or "approvers"
@@ -94,11 +85,12 @@ def humanize_seconds(seconds: int) -> str:
     return f"{seconds} second{'s' if seconds != 1 else ''}"
 
 
-def apply(ticket: PendingCall, policy: Policy) -> None:
-    """Copy the policy's rules onto a ticket that just opened (same transaction)."""
+def apply(ticket: PendingCall, policy: Policy, undecided: str = "") -> None:
+    """Copy the policy's rules onto a ticket that just opened (same transaction); `undecided`: why a
+    condition could not be decided on its arguments (policy_match.Choice), recorded with the rules."""
     opened = ticket.created_at
     ticket.policy, ticket.policy_name, ticket.policy_version = policy, policy.name, policy.version
-    ticket.policy_rules = policy_json(policy)
+    ticket.policy_rules = policy_json(policy) | ({"undecided": undecided} if undecided else {})
     groups, escalation = list(policy.approver_groups.all()), list(policy.escalation_groups.all())
     ticket.routed = bool(groups)
     ticket.required_approvals, ticket.four_eyes = policy.required_approvals, policy.four_eyes
@@ -115,9 +107,13 @@ def apply(ticket: PendingCall, policy: Policy) -> None:
     TicketActivity.objects.create(
         ticket=ticket,
         kind=TicketActivity.Kind.POLICY,
-        message=describe(policy),
-        detail={"policy": policy.pk, "version": policy.version},
+        message=describe(policy) + _undecided_note(undecided),
+        detail={"policy": policy.pk, "version": policy.version} | ({"undecided": undecided} if undecided else {}),
     )
+
+
+def _undecided_note(undecided: str) -> str:
+    return f" Conditions not decided on the arguments: {undecided}." if undecided else ""
 
 
 def ticket_open_rules(ticket: PendingCall) -> None:
@@ -125,15 +121,24 @@ def ticket_open_rules(ticket: PendingCall) -> None:
     it at once where they may (the agent resumes with no person involved). The policies and whether
     a grant may apply: one query (approvals.policy_cache)."""
     fitting, grant_possible = policies_and_grant(ticket)
-    policy = first_matching(fitting, ticket.tool_args)
+    choice = choose(fitting, ticket.tool_args, ticket.kind)
+    policy = choice.policy
     if policy is not None:
-        apply(ticket, policy)
+        apply(ticket, policy, choice.undecided)
+    elif choice.undecided:  # an automatic approval passed over: the history says why a person decides
+        TicketActivity.objects.create(
+            ticket=ticket,
+            kind=TicketActivity.Kind.POLICY,
+            message="The default rule (any approver, one decision)." + _undecided_note(choice.undecided),
+            detail={"policy": None, "undecided": choice.undecided},
+        )
     decision = auto_decision(policy, ticket.kind) if policy is not None else None
-    grant = None if decision or not grant_possible else grants.grant_matching(ticket)
+    # No grant approves at once what a person should read: a ticket whose rules a condition undecided chose.
+    grant = None if decision or not grant_possible or choice.undecided else grants.grant_matching(ticket)
     if decision is None and grant is None:
         return
     if decision == "reject":
-        reason = policy.auto_reason if policy is not None else ""
+        reason = (policy.auto_reason if policy is not None else "") + _undecided_note(choice.undecided)
         answer = Answer(ticket, reject_payload(ticket, reason), True, reason, Response.Action.REJECT)
         source = Response.Source.POLICY
     else:

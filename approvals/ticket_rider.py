@@ -10,8 +10,9 @@ itself, as its guard, after the session row's lock: the policy tables are at the
 policies (approvals.policy_cache) the tickets were matched against here, no live standing grant may
 approve them, none of their calls has a ticket yet. When the guard fails nothing is stored and the
 store takes its checked path, where the hook runs in a transaction as before. Declined here (the hook
-runs): SQLite, no policies read yet in this process, a policy that matches, an aborted call, a
-notifications handler without an outbox (adkweb.notify.Outbox).
+runs): SQLite, no policies read yet in this process, a policy that applies or a condition not decided
+on the arguments (approvals.policy_match), an aborted call, a notifications handler without an outbox
+(adkweb.notify.Outbox).
 
 The session's stored status with a new open ticket: running if it was running (a queued or running
 turn, which whoever queues or finishes a turn keeps stored under this row's lock), otherwise waiting;
@@ -30,7 +31,7 @@ from django.utils import timezone
 from adkweb import notify
 from agents_app.session_service import Rider, parse_marker
 
-from . import conditions, events, policy_cache
+from . import events, policy_cache, policy_match
 from .fanout import APPROVALS_GROUP
 from .models import PendingCall
 
@@ -53,10 +54,12 @@ def ticket_rider(event: Any, session: Any) -> Rider | None:
     opened = []
     for fc, args, kind, tool_name in interrupts_of(event):
         ticket = PendingCall(app_name=session.app_name, tool_name=tool_name or "", kind=kind, args=args)
-        for policy in policies:
-            if policy_cache.fits(policy, app_name=session.app_name, tool_name=ticket.tool_name, kind=kind):
-                if conditions.evaluate(policy.condition, ticket.tool_args):
-                    return None  # a policy applies: the hook applies it
+        fitting = [
+            p for p in policies if policy_cache.fits(p, app_name=session.app_name, tool_name=tool_name or "", kind=kind)
+        ]
+        choice = policy_match.choose(fitting, ticket.tool_args, kind)
+        if choice.policy is not None or choice.undecided:
+            return None  # a policy applies (or a condition was not decided): the hook applies it, saying why
         opened.append(
             {"call_id": fc.id, "call_name": fc.name, "kind": kind, "tool_name": ticket.tool_name, "args": args}
         )

@@ -24,7 +24,7 @@ from django.utils import timezone
 from adkweb import notify
 from agents_app.models import AdkSession
 
-from . import conditions, policy_cache
+from . import policy_cache, policy_match
 from .models import PendingCall, Policy
 
 TICKETS = PendingCall._meta.db_table
@@ -105,15 +105,18 @@ def record(session: Any, stored: Any, event: Any) -> bool:
 
 
 def _rule_free(session: Any, opened: list[dict[str, Any]]) -> bool:
-    """No enabled policy fits these new tickets (agent, tool, kind and condition: policy_cache.candidates'
-    filter) and no live standing grant may approve them: what ticket_open_rules would find, read in
-    this transaction, in plain statements."""
+    """No enabled policy fits these new tickets (agent, tool, kind: policy_cache.candidates' filter) and
+    applies to their arguments or leaves its condition undecided on them (policy_match.choose), and no
+    live standing grant may approve them: what ticket_open_rules would find, read in this transaction,
+    in plain statements."""
     now = connection.ops.adapt_datetimefield_value(timezone.now())
     with connection.cursor() as cursor:
         for t in opened:
             ticket = PendingCall(app_name=session.app_name, tool_name=t["tool_name"], kind=t["kind"], args=t["args"])
             cursor.execute(_CONDITIONS, [session.app_name, t["tool_name"], t["kind"]])
-            if any(conditions.evaluate(condition, ticket.tool_args) for (condition,) in cursor.fetchall()):
+            fitting = [Policy(**dict(zip(_FIELDS, row, strict=True))) for row in cursor.fetchall()]
+            choice = policy_match.choose(fitting, ticket.tool_args, t["kind"])
+            if choice.policy is not None or choice.undecided:  # the hook applies it, saying why
                 return False
             cursor.execute(_GRANT, [session.app_name, t["tool_name"], t["kind"], now, session.pk, session.user_id])
             if cursor.fetchone()[0]:
@@ -121,8 +124,9 @@ def _rule_free(session: Any, opened: list[dict[str, Any]]) -> bool:
     return True
 
 
+_FIELDS = ("id", "name", "tool", "condition", "auto_decision", "auto_confirmations")
 _CONDITIONS = (
-    f"SELECT condition FROM {Policy._meta.db_table} WHERE enabled AND (agent = '' OR agent = %s) "
+    f"SELECT {', '.join(_FIELDS)} FROM {Policy._meta.db_table} WHERE enabled AND (agent = '' OR agent = %s) "
     "AND (tool = '' OR tool = %s) AND (kind = '' OR kind = %s)"
 )
 _GRANT = f"SELECT {policy_cache.GRANT_POSSIBLE}"

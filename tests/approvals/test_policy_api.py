@@ -120,7 +120,7 @@ def test_ticket_json_carries_the_rules_and_the_approvals(api, demo):
     services.ticket_approve(ticket=ticket, actor=demo["approver"])
     body = api(demo["approver2"]).get(f"/api/pending-calls/{ticket.pk}").json()
     Ticket.model_validate(body)
-    assert body["policy"] == {"id": ticket.policy_id, "name": "Large reimbursements", "version": 1}
+    assert body["policy"] == {"id": ticket.policy_id, "name": "Large reimbursements", "version": 1, "undecided": None}
     assert body["requiredApprovals"] == 2 and [a["who"] for a in body["approvals"]] == ["approver"]
     assert body["dueAt"] and body["escalatedAt"] is None and body["editedArgs"] is None
     assert body["argsHash"] == ticket.args_hash and body["fourEyes"] and body["approverGroups"] == ["finance"]

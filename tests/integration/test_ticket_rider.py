@@ -45,7 +45,7 @@ def _no_inbox_open(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(fanout, "groups_watched", lambda groups: set())
 
 
-def _call(call_id: str, amount: float = 200.0) -> Event:
+def _call(call_id: str, amount: float | str = 200.0) -> Event:
     call = types.FunctionCall(id=call_id, name="ask_for_approval", args={"purpose": "meals", "amount": amount})
     return Event(
         author=APP,
@@ -140,6 +140,24 @@ def test_a_policy_added_since_the_policies_were_read_applies_to_the_next_ticket(
     assert (ticket.policy_name, ticket.required_approvals) == ("two", 2)
     assert StoredEvent.objects.filter(session__session_id=session.id).count() == 1
     assert NotificationEvent.objects.filter(ticket=ticket).count() == 1
+    connection.close()
+
+
+def test_an_amount_written_as_money_or_unreadable_goes_to_the_hook_under_its_policy(demo):
+    """Matched in three values as the hook does (approvals.policy_match): "$2,500" is over the demo's
+    1000; "2.500,00" cannot be read, so "Large reimbursements" applies, saying why. The rider took both
+    for tickets no policy concerns (one approval from anyone)."""
+    service = DjangoSessionService()
+    _warm(service)
+    session = service.create_session_sync(app_name=APP, user_id=USER)
+    for call_id, amount in (("m1", "$2,500"), ("m2", "2.500,00")):
+        with sent() as statements:
+            service._store_event(session, _call(call_id, amount), None)
+        assert "BEGIN" in statements and not statements[0].startswith("WITH u AS (UPDATE"), statements  # the hook
+    big, unread = PendingCall.objects.get(call_id="m1"), PendingCall.objects.get(call_id="m2")
+    assert (big.policy_name, big.required_approvals, big.four_eyes) == ("Large reimbursements", 2, True)
+    assert (unread.policy_name, unread.required_approvals) == ("Large reimbursements", 2)
+    assert "amount '2.500,00' could not be read as a number" in unread.policy_rules["undecided"]
     connection.close()
 
 
