@@ -13,29 +13,34 @@ with its refusal code, on which the page does not reconnect):
   every socket of theirs. Django ends every login of theirs but the changer's own, whose session key it
   replaces (update_session_auth_hash): the sockets opened under the old key are as ended (the re-check
   closed them too);
-- the account deactivated: every socket of theirs.
+- the account deactivated or deleted: every socket of theirs.
 
 One group per person, not per login: a password change or a deactivation must reach every login of
 theirs, and nothing finds a person's sessions by person; a logout's message names its login and goes
 only to the processes holding that person's sockets. Joining costs a socket one more group at connect
-(sent with its page's, at once); nothing is read or sent per pushed message. A login that ends
-otherwise (a session expired, another person logging in on the same browser) is the re-check's.
+before its consumer decides anything; nothing is read or sent per pushed message. A session that
+expires closes its sockets when it does (adkweb.live_socket reads its expiry when they connect); a
+login that ends otherwise (another person logging in on the same browser) is the re-check's. The same
+group carries a change of the person's roles (adkweb.live_roles), which asks their sockets' rights again.
 """
 
 from __future__ import annotations
 
 import hashlib
+import uuid
+from collections.abc import Iterable
 from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.signals import user_logged_out
 from django.db import transaction
-from django.db.models.signals import post_save, pre_save
+from django.db.models.signals import post_delete, post_save, pre_save
 
 from adkweb import live
 
 LOGIN_ENDED = "login.ended"  # {"type", "login": a login_tag, or absent: every login of the person}
-_ENDS = frozenset({"password", "is_active"})
+RIGHTS_CHANGED = "rights.changed"  # {"type", "change": a token naming the change} (adkweb.live_roles)
+_ROLES = ("is_staff", "is_superuser")  # and the username: a conversation is its owner's by name
 
 
 def group(person_pk: Any) -> str:
@@ -59,33 +64,64 @@ def of_socket(scope: dict) -> tuple[str | None, str | None]:
 
 
 def logged_out(sender: Any, request: Any, user: Any, **kwargs: Any) -> None:
-    """Sent before Django flushes the session: its key is still the request's."""
-    key = getattr(getattr(request, "session", None), "session_key", None)
-    if user is not None and key:
+    """Sent before Django flushes the session: its key is still the request's. The session is deleted
+    here, before the message leaves, not after: a socket that joins the group too late to hear it finds
+    the session gone when it reads its login (adkweb.live_socket); Django's flush then deletes nothing."""
+    session = getattr(request, "session", None)
+    key = getattr(session, "session_key", None)
+    if user is not None and session is not None and key:
+        session.delete()
         live.group_send(group(user.pk), {"type": LOGIN_ENDED, "login": login_tag(key)})
 
 
+def _watched(sender: Any) -> tuple[str, ...]:
+    return ("password", "is_active", *_ROLES, sender.USERNAME_FIELD)
+
+
 def _user_saving(sender: Any, instance: Any, raw: bool = False, update_fields: Any = None, **kwargs: Any) -> None:
-    """Note the stored password and activity a save may change (one read, only for a save that may)."""
-    if raw or instance._state.adding or (update_fields is not None and not _ENDS & set(update_fields)):
+    """Note the stored password, activity and roles a save may change (one read, only for a save that
+    may: not last_login's)."""
+    fields = _watched(sender)
+    if raw or instance._state.adding or (update_fields is not None and not set(fields) & set(update_fields)):
         return
-    before = sender._default_manager.filter(pk=instance.pk).values_list("password", "is_active").first()
+    before = sender._default_manager.filter(pk=instance.pk).values_list(*fields).first()
     instance.__dict__["_logins_before"] = before
 
 
 def _user_saved(sender: Any, instance: Any, **kwargs: Any) -> None:
     """A password changed or an account deactivated ends every login of the person: their sockets close
-    once the change is committed (one rolled back ends nothing)."""
+    once the change is committed (one rolled back ends nothing). Staff or superuser status or the
+    username changed: their sockets' rights are asked again (`persons_changed`)."""
     before = instance.__dict__.pop("_logins_before", None)
     if before is None:
         return
-    password, active = before
+    password, active, *roles = before
     if password != instance.password or (active and not instance.is_active):
-        to = group(instance.pk)
-        transaction.on_commit(lambda: live.group_send(to, {"type": LOGIN_ENDED}))
+        _all_ended(instance.pk)
+    elif roles != [getattr(instance, f) for f in _watched(sender)[2:]]:
+        persons_changed([instance.pk])
+
+
+def _user_deleted(sender: Any, instance: Any, **kwargs: Any) -> None:
+    _all_ended(instance.pk)
+
+
+def persons_changed(pks: Iterable[Any]) -> None:
+    """Once the transaction commits (at once outside one), have these people's sockets ask their rights
+    again (adkweb.live_roles)."""
+    groups = [group(pk) for pk in sorted(set(pks))]
+    if groups:
+        message = {"type": RIGHTS_CHANGED, "change": uuid.uuid4().hex}
+        transaction.on_commit(lambda: live.group_send_each(groups, message))
+
+
+def _all_ended(pk: Any) -> None:
+    to = group(pk)
+    transaction.on_commit(lambda: live.group_send(to, {"type": LOGIN_ENDED}))
 
 
 def connect() -> None:
     user_logged_out.connect(logged_out, dispatch_uid="adkweb_live_logins_logged_out")
     pre_save.connect(_user_saving, sender=settings.AUTH_USER_MODEL, dispatch_uid="adkweb_live_logins_saving")
     post_save.connect(_user_saved, sender=settings.AUTH_USER_MODEL, dispatch_uid="adkweb_live_logins_saved")
+    post_delete.connect(_user_deleted, sender=settings.AUTH_USER_MODEL, dispatch_uid="adkweb_live_logins_deleted")

@@ -15,16 +15,15 @@ from typing import Any, ClassVar
 from channels.consumer import get_handler_name
 from channels.db import database_sync_to_async
 from channels.exceptions import StopConsumer
-from channels.generic.websocket import AsyncWebsocketConsumer
 from channels.layers import get_channel_layer
 from channels.utils import await_many_dispatch
 
-from adkweb import live_logins, live_rights, wsframes
+from adkweb import live_logins, live_rights, live_socket_login, wsframes
 
 logger = logging.getLogger(__name__)
 
 
-class LiveConsumer(AsyncWebsocketConsumer):
+class LiveConsumer(live_socket_login.LoginBound):
     """The base of adkweb's websocket consumers.
 
     No thread hop per message. Channels (4.2+) hops to the one thread Django's sync code shares
@@ -49,15 +48,14 @@ class LiveConsumer(AsyncWebsocketConsumer):
     Rights: what `rights(person)` answers when the socket connects (`granted`) is asked again on a
     timer while it is open (adkweb.live_rights): none left, the socket closes with `refused`; another
     answer, with RIGHTS_CHANGED (the page reconnects under the new rights); after either, nothing more
-    is forwarded. A login that ends (a logout, a password changed, an account deactivated) closes the
-    sockets it ended at once, with `refused` (adkweb.live_logins)."""
+    is forwarded. Not waiting for the timer: a login that ends closes its sockets (adkweb.live_logins),
+    a change of roles has them asked again (adkweb.live_roles), at once; a session closes its sockets
+    when it expires (adkweb.live_socket_login)."""
 
     refused: ClassVar[int] = 4403  # the consumer's refusal code (not one the htmx ws extension reconnects on)
     user: Any = None  # the person, as read at connect or at the last re-check
     granted: Any = True
     revoked = False
-    login: str | None = None  # the tag of the login (session) it was opened under (adkweb.live_logins)
-    _logins: str | None = None  # the group of its person's logins, once joined
     _recheck_timer: asyncio.TimerHandle | None = None
     _recheck_task: asyncio.Future | None = None
 
@@ -96,7 +94,7 @@ class LiveConsumer(AsyncWebsocketConsumer):
         finally:
             if direct:
                 self.channel_layer.stop_delivering_directly(self.channel_name)
-            for pending in (self._recheck_timer, self._recheck_task):
+            for pending in (self._recheck_timer, self._recheck_task, self._expiry_timer, self._expiry_task):
                 if pending is not None:
                     pending.cancel()
 
@@ -161,7 +159,25 @@ class LiveConsumer(AsyncWebsocketConsumer):
         if not self.revoked:  # a handler that was reading when the rights went sends nothing
             await super().send(text_data=text_data, bytes_data=bytes_data, close=close)
 
+    async def _read(self, read: Callable, *args: Any) -> Any:
+        """`read(*args)` on the database's thread; None if it failed (the database is down): the socket is
+        then closed with LAYER_DOWN, and the page retries."""
+        try:
+            return await database_sync_to_async(read)(*args)
+        except Exception:
+            logger.warning("Could not re-check the rights of a websocket's person; it is closed, to retry.")
+            await self._revoke(LAYER_DOWN)
+            return None
+
+    async def close(self, code: int | bool | None = None, reason: str | None = None) -> None:
+        """Under daphne, 1011 and 1012 directly (adkweb.wsframes.FrameWriter.close: autobahn refuses them)."""
+        writer = self.scope.get(wsframes.SCOPE_KEY)
+        if code not in (LAYER_DOWN, live_rights.RIGHTS_CHANGED) or writer is None or not writer.close(code):
+            await super().close(code=code, reason=reason)
+
     def _recheck_later(self) -> None:
+        if self._recheck_timer is not None:
+            self._recheck_timer.cancel()  # a check made now (adkweb.live_roles) starts the interval again
         delay = live_rights.next_check()
         if delay is not None:
             self._recheck_timer = asyncio.get_running_loop().call_later(delay, self._recheck_due)
@@ -170,16 +186,14 @@ class LiveConsumer(AsyncWebsocketConsumer):
         self._recheck_timer = None
         self._recheck_task = asyncio.ensure_future(self._recheck())
 
-    async def _recheck(self) -> None:
+    async def _recheck(self, since: float | None = None) -> None:
         """The person's rights again (adkweb.live_rights): the same, go on with the person as read now;
         else close. A check that fails (the database is down) closes with LAYER_DOWN: the page retries."""
         key = (type(self).__qualname__, *self.rights_key())
-        try:
-            person, rights = await database_sync_to_async(live_rights.rights_now)(self.scope, key, self.rights)
-        except Exception:
-            logger.warning("Could not re-check the rights of a websocket's person; it is closed, to retry.")
-            await self._revoke(LAYER_DOWN)
+        found = await self._read(live_rights.rights_now, self.scope, key, self.rights, since)
+        if found is None:
             return
+        person, rights = found
         if rights is None:
             await self._revoke(self.refused)
         elif rights != self.granted:
@@ -187,11 +201,6 @@ class LiveConsumer(AsyncWebsocketConsumer):
         else:
             self.user = person
             self._recheck_later()
-
-    async def login_ended(self, message: dict) -> None:
-        """adkweb.live_logins: a login of this socket's person ended, this socket's or all of them."""
-        if message.get("login") in (None, self.login):
-            await self._revoke(self.refused)
 
     async def websocket_disconnect(self, message: dict) -> None:
         if self._logins is not None:
@@ -229,6 +238,7 @@ async def join(consumer: Any, group: str) -> bool:
     await consumer.accept()
     consumer._joined = [*getattr(consumer, "_joined", ()), *groups]
     consumer._recheck_later()
+    consumer._expiry_later()
     return True
 
 

@@ -22,6 +22,7 @@ ADKWEB_GC_THAW_CLOSES = int(os.environ.get("ADKWEB_GC_THAW_CLOSES", "1000"))
 
 # Open websockets ask again whether their person may still see what they carry (adkweb.live_rights):
 # every this many seconds (+-20%), never per message. A lost right (a role, a team) stops reaching a
-# page within 1.3 times this; a login that ends (a logout, a password changed, a deactivated account)
-# closes its sockets at once (adkweb.live_logins). 0: off.
+# page within 1.3 times this where nothing announces it; a login that ends (a logout, a password changed,
+# a deactivated account, its session expired) closes its sockets at once (adkweb.live_logins), a change
+# of roles (groups, permissions, staff, a policy's groups) has them asked at once (adkweb.live_roles). 0: off.
 ADKWEB_LIVE_RECHECK_SECONDS = float(os.environ.get("ADKWEB_LIVE_RECHECK_SECONDS", "60"))

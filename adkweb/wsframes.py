@@ -65,6 +65,20 @@ class FrameWriter:
             _write_now(protocol.transport, b"".join(frame.payloadHybi for frame in frames))
         return True
 
+    def close(self, code: int) -> bool:
+        """Close the socket with `code` where autobahn's `sendClose` (daphne's way) refuses a server any
+        code but 1000 and 3000-4999: 1011 and 1012, the codes the htmx ws extension reconnects on, had
+        the application fail ("invalid close code") and daphne close with 1011 and log a traceback.
+        The close frame daphne sends for a failed application, sent here; False: through ASGI."""
+        protocol = self.protocol
+        details = self.connections.get(protocol)
+        if details is None or details.get("disconnected"):
+            return True
+        if protocol.state != protocol.STATE_OPEN:
+            return False
+        protocol.sendCloseFrame(code=code)
+        return True
+
 
 def _write_now(transport: Any, data: bytes) -> None:
     """Send at once when nothing waits in Twisted's buffer of this connection: one `send`, where

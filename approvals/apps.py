@@ -8,7 +8,7 @@ class ApprovalsConfig(AppConfig):
     def ready(self) -> None:
         from agents_app.session_service import register_event_hook
 
-        from . import services, ticket_sqlite
+        from . import live_policy, services, ticket_sqlite
         from .services import tickets_event_wanted, tickets_record_event
         from .ticket_rider import ticket_rider
 
@@ -20,3 +20,4 @@ class ApprovalsConfig(AppConfig):
         from .metrics import ticket_metrics
 
         register_source("tickets", ticket_metrics)
+        live_policy.connect()  # a policy's groups changed: their members' sockets asked again at once
