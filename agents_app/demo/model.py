@@ -23,8 +23,9 @@ from google.genai import types
 DEMO_MODEL = "demo-offline"
 DEMO_LABEL = "Offline demo model (no LLM)"
 CALL_RE = re.compile(r"^\s*/call\s+([A-Za-z_][A-Za-z0-9_]*)\s*(.*)$", re.DOTALL)
-AMOUNT_RE = re.compile(r"\$\s*(\d+(?:[.,]\d+)?)|(\d+(?:[.,]\d+)?)\s*(?:\$|dollars?|usd)", re.IGNORECASE)
-NUMBER_RE = re.compile(r"(\d+(?:\.\d+)?)")
+_FIGURE = r"\d{1,3}(?:[.,]\d{3})+(?:[.,]\d+)?|\d+(?:[.,]\d+)?"  # 1,500,000.25; 1.500,00; 12,50 (no group)
+AMOUNT_RE = re.compile(rf"\$\s*({_FIGURE})|({_FIGURE})\s*(?:\$|dollars?|usd)", re.IGNORECASE)
+NUMBER_RE = re.compile(rf"({_FIGURE})")
 APPROVED = {"approved", "approve", "ok", "accepted", "done", "completed", "resolved", "closed"}
 REJECTED = {"rejected", "reject", "denied", "declined", "cancelled", "canceled"}
 
@@ -62,7 +63,22 @@ def _parse_amount(text: str) -> float | None:
     if not match:
         return None
     raw = next(g for g in match.groups() if g)
-    return float(raw.replace(",", "."))
+    return _figure(raw)
+
+
+def _figure(raw: str) -> float:
+    """A written amount: "1,500", "1.500" and "1,500,000" group thousands, "12,50" and "2.5" have decimals,
+    and in "1,500.75" / "1.500,75" the last separator is the decimal one. A lone separator before three
+    digits groups thousands either way: read as the larger amount, an ambiguous one is asked for, never
+    paid at once as a small one (a reimbursement under 100 needs no approval)."""
+    marks = [c for c in raw if c in ",."]
+    if not marks:
+        return float(raw)
+    decimal = marks[-1]
+    head, _, tail = raw.rpartition(decimal)
+    if len(set(marks)) == 1 and (len(marks) > 1 or len(tail) == 3):
+        return float(raw.replace(decimal, ""))  # thousands only: 1,500 / 1,500,000 / 1.500.000
+    return float(head.replace(",", "").replace(".", "") + "." + tail)
 
 
 def _parse_purpose(text: str) -> str:
