@@ -121,6 +121,11 @@ def approvers(ticket: PendingCall, hash_: str) -> dict[int, int]:
     return found
 
 
+# The final answers an agent may act on with the values they carry: an approval, and an answer whose
+# status no word of payloads reads ("closed", a tool's own result), which an agent may take for one.
+_ACTED_ON = (PendingCall.Status.APPROVED, PendingCall.Status.ANSWERED)
+
+
 def answer_plan(answer: Answer, actor: Any, source: str) -> Plan:
     """What an answer will do, checked before anything is written (refused: an exception to say why)."""
     ticket = answer.ticket
@@ -146,7 +151,7 @@ def answer_plan(answer: Answer, actor: Any, source: str) -> Plan:
         moved = edits.rules_refusal(ticket, edited) if answer.edited_args is not None else None
         if moved:
             raise moved
-    if outcome == PendingCall.Status.APPROVED and ticket.kind in edits.EDITABLE_KINDS:
+    if outcome in _ACTED_ON and ticket.kind in edits.EDITABLE_KINDS:
         approved = answer.edited_args if answer.edited_args is not None else ticket.current_args
         said = edits.answer_refusal(ticket, _said(answer), approved, via_run=answer.sent is not None)
         if said:  # the payload or answer says other arguments: an edit's to say (400)

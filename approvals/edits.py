@@ -154,7 +154,7 @@ def answer_refusal(ticket: PendingCall, said: Any, approved: dict[str, Any], via
         else f"{approve} with them, or the argument fields of the ticket page's Approve"
     )
     return InvalidResponse(
-        f"This approval of ticket #{ticket.pk} says other values for {ticket.tool_name}'s arguments than those it "
+        f"This answer to ticket #{ticket.pk} says other values for {ticket.tool_name}'s arguments than those it "
         f"approves ({changes_text(approved, {**approved, **changed})}): to change the arguments, edit them "
         f"(editedArgs: {how}), so that the edit is recorded and checked against the policies. Nothing was sent."
     )

@@ -8,15 +8,19 @@ from adkweb.errors import Invalid
 
 from .models import PendingCall, Response
 
-APPROVED_WORDS = {"approved", "approve", "accepted", "ok", "yes"}
-REJECTED_WORDS = {"rejected", "reject", "denied", "declined", "no"}
+# A final answer's status as agents read it: "done" / "completed" / "resolved" say the request was carried
+# out (the demo agent pays on them, as on "approved"), so they are approvals, with an approval's rules
+# (its arguments, the quorum's count); "cancelled" is a rejection. It was recorded "answered", no rule of
+# an approval applied: {"status": "done", "amount": 99999} on a $200 ticket had the agent pay $99,999.
+APPROVED_WORDS = {"approved", "approve", "accepted", "ok", "yes", "done", "completed", "resolved"}
+REJECTED_WORDS = {"rejected", "reject", "denied", "declined", "no", "cancelled", "canceled"}
 EXPIRED = "expired"
 # Statuses that say a request was decided or is over (ours, and those agents read so: the demo agent's
 # approval and rejection words, held to these by tests/approvals/test_updates_do_not_decide.py). An
 # intermediate answer (an update: the ticket stays open) carrying one told the agent its request was
 # decided, past the ticket's rules: a single update {"status": "approved"} on a ticket needing two
 # approvals had the agent reimburse.
-OVER_WORDS = {EXPIRED, "done", "completed", "resolved", "closed", "cancelled", "canceled"}
+OVER_WORDS = {EXPIRED, "closed"}
 DECIDING_WORDS = APPROVED_WORDS | REJECTED_WORDS | OVER_WORDS
 
 

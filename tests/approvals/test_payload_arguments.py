@@ -107,9 +107,9 @@ def test_an_approving_response_echoing_the_arguments_goes_as_before(demo):
     assert call.status == "approved"
 
 
-def test_a_rejection_or_a_result_may_carry_what_it_likes(demo):
-    """Not approvals: nothing runs on the arguments they name (a confirmation rejected does not run
-    its tool), and a long-running tool's result may share a name with an argument."""
+def test_a_rejection_may_carry_what_it_likes(demo):
+    """Not an approval: nothing runs on the arguments it names (a confirmation rejected does not run
+    its tool; an agent told "rejected" does not act)."""
     rejected = ticket(kind="confirmation")
     r = _post(
         demo["approver"],
@@ -117,13 +117,38 @@ def test_a_rejection_or_a_result_may_carry_what_it_likes(demo):
         {"response": {"confirmed": False, "payload": {"amount": 1}}, "final": True},
     )
     assert r.status_code == 201, r.content
-    answered = ticket()
+    rejected = ticket()
     r = _post(
         demo["approver"],
-        f"/api/pending-calls/{answered.pk}/responses",
-        {"response": {"status": "done", "amount": 180}, "final": True},
+        f"/api/pending-calls/{rejected.pk}/responses",
+        {"response": {"status": "rejected", "amount": 180}, "final": True},
     )
     assert r.status_code == 201, r.content
+
+
+@pytest.mark.parametrize("status", ["done", "completed", "resolved", "closed", "filed as EXP-1"])
+def test_a_final_answer_an_agent_may_act_on_may_not_carry_other_arguments(demo, status):
+    """{"status": "done", "amount": 99999} on a $200 reimbursement (one approver, the default rule) was
+    recorded "answered", no approval's rule applied, and the demo agent, which reads "done" as approved and
+    the amount from the answer, reimbursed $99,999. An answer no word reads ("closed", a tool's own result)
+    may be taken for an approval by an agent too: the same refusal."""
+    call = ticket()
+    body = {"status": status, "amount": 99999}
+    _refused(_post(demo["approver"], f"/api/pending-calls/{call.pk}/responses", {"response": body, "final": True}))
+    _untouched(call)
+
+
+@pytest.mark.parametrize(
+    ("status", "outcome"), [("done", "approved"), ("Completed", "approved"), ("cancelled", "rejected")]
+)
+def test_a_final_answer_saying_done_is_recorded_as_the_approval_it_is(demo, status, outcome):
+    call = ticket()
+    r = _post(
+        demo["approver"], f"/api/pending-calls/{call.pk}/responses", {"response": {"status": status}, "final": True}
+    )
+    assert r.status_code == 201, r.content
+    call.refresh_from_db()
+    assert call.status == outcome
 
 
 def test_the_service_refuses_it_too(demo):

@@ -104,7 +104,7 @@ def test_one_rejection_closes_a_quorum_ticket_rejected(demo):
 def test_a_custom_final_answer_on_a_quorum_ticket_must_approve_or_reject(demo):
     ticket = open_ticket(args=BIG)
     with pytest.raises(services.InvalidResponse, match="needs 2 approvals"):
-        services.response_submit(ticket=ticket, actor=demo["approver"], payload={"status": "done"}, final=True)
+        services.response_submit(ticket=ticket, actor=demo["approver"], payload={"status": "filed"}, final=True)
     held = services.response_submit(ticket=ticket, actor=demo["approver"], payload={"status": "approved"}, final=True)
     assert not held.final and held.turn is None  # counts as an approval, held for the second
 
