@@ -158,6 +158,8 @@ def answer_plan(answer: Answer, actor: Any, source: str) -> Plan:
             raise said
     if answer.action == Response.Action.APPROVE:
         answer.payload = payloads.approve_payload(ticket, answer.comment, answer.approve_extra, answer.edited_args)
+    elif outcome == PendingCall.Status.APPROVED and answer.sent is None:  # a /run answer's: function_response
+        answer.payload = payloads.with_edits(ticket, answer.payload, answer.edited_args)
     payloads.validate(ticket, answer.payload, answer.final)
     plan = Plan(answer, outcome, hash=args_hash(answer.edited_args or ticket.current_args))
     if ticket.required_approvals > 1 and answer.final:

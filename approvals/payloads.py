@@ -56,6 +56,19 @@ def approve_payload(
     return body
 
 
+def with_edits(ticket: PendingCall, body: dict[str, Any], edited: dict | None = None) -> dict[str, Any]:
+    """An approving answer a client wrote (`{"status": "approved"}`, `{"confirmed": true}`), with the
+    edited arguments' values merged in where an approver edited them, as `approve_payload` merges them:
+    the agent acts on the arguments the approval approves, not the call's."""
+    changed = changes(ticket, edited)
+    if not changed:
+        return body
+    if ticket.kind == PendingCall.Kind.CONFIRMATION:
+        said = body.get("payload")
+        return {**body, "payload": {**(said if isinstance(said, dict) else {}), **changed}}
+    return {**body, **changed}
+
+
 def reject_payload(ticket: PendingCall, reason: str = "") -> dict[str, Any]:
     if ticket.kind == PendingCall.Kind.CONFIRMATION:
         return {"confirmed": False, "payload": {"reason": reason}} if reason else {"confirmed": False}

@@ -133,3 +133,37 @@ def test_a_run_function_response_approving_an_unedited_ticket_works_as_before(ap
     r = _run(api(demo["admin"]), ticket, {"status": "approved"})
     assert r.status_code == 200 and r.json() == []  # held: 1 of 2, no run
     assert Response.objects.get(pending_call=ticket).action == "approve"
+
+
+def test_a_custom_approval_closing_an_edited_ticket_sends_the_edited_arguments(api, edited, fay):
+    """approver2's approval edited $2,500 to $1,800 and counts; fay closes the ticket with a custom
+    approval (`{"status": "approved"}` and the hash of the $1,800 arguments). The agent was sent that body
+    as written, no amount in it, and the demo agent, which falls back to the call's amount, would reimburse
+    $2,500 where the record says $1,800 was approved. Now the edit is merged in, as an approve's is."""
+    url = f"/api/pending-calls/{edited.pk}/responses"
+    ok = _post(api(fay), url, {"response": {"status": "approved", "note": "fine"}, "argsHash": edited.args_hash})
+    assert ok.status_code == 201 and ok.json()["final"] is True, ok.content
+    assert ok.json()["response"] == {"status": "approved", "note": "fine", "amount": 1800.0}
+    turn = Turn.objects.get(session=edited.session)
+    sent = turn.content["parts"][0]["function_response"]["response"]
+    assert sent == {"status": "approved", "note": "fine", "amount": 1800.0}
+
+
+def test_a_custom_approval_of_an_unedited_ticket_is_sent_as_written(api, demo, fay):
+    ticket = open_ticket(args=BIG)
+    url = f"/api/pending-calls/{ticket.pk}"
+    assert _post(api(demo["approver2"]), url + "/approve").status_code == 201
+    ok = _post(api(fay), url + "/responses", {"response": {"status": "approved", "note": "fine"}})
+    assert ok.status_code == 201 and ok.json()["response"] == {"status": "approved", "note": "fine"}, ok.content
+
+
+def test_a_confirmations_custom_approval_carries_the_edit_in_its_payload(demo):
+    """The confirmation's tool reads the values to use from tool_confirmation.payload."""
+    from approvals import payloads
+    from tests.approvals_factories import ticket
+
+    call = ticket(kind="confirmation")
+    call.edited_args = {**call.current_args, "amount": 300.0}
+    body = payloads.with_edits(call, {"confirmed": True, "payload": {"note": "ok"}})
+    assert body == {"confirmed": True, "payload": {"note": "ok", "amount": 300.0}}
+    assert payloads.with_edits(call, {"confirmed": True}) == {"confirmed": True, "payload": {"amount": 300.0}}
