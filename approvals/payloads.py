@@ -151,7 +151,7 @@ def decision_of(action: str, ticket: PendingCall, payload: dict[str, Any]) -> st
         return PendingCall.Status.EXPIRED
     if ticket.kind == PendingCall.Kind.CONFIRMATION:
         return PendingCall.Status.APPROVED if payload.get("confirmed") else PendingCall.Status.REJECTED
-    word = str(payload.get("status", "")).lower()
+    word = str(payload.get("status", "")).strip().lower()
     if word in APPROVED_WORDS:
         return PendingCall.Status.APPROVED
     if word in REJECTED_WORDS:

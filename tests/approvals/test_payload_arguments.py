@@ -139,7 +139,8 @@ def test_a_final_answer_an_agent_may_act_on_may_not_carry_other_arguments(demo, 
 
 
 @pytest.mark.parametrize(
-    ("status", "outcome"), [("done", "approved"), ("Completed", "approved"), ("cancelled", "rejected")]
+    ("status", "outcome"),
+    [("done", "approved"), ("Completed", "approved"), (" Approved ", "approved"), ("cancelled", "rejected")],
 )
 def test_a_final_answer_saying_done_is_recorded_as_the_approval_it_is(demo, status, outcome):
     call = ticket()
