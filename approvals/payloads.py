@@ -42,24 +42,19 @@ def changes(ticket: PendingCall, edited: dict[str, Any] | None = None) -> dict[s
 def approve_payload(
     ticket: PendingCall, comment: str = "", payload: dict | None = None, edited: dict | None = None
 ) -> dict[str, Any]:
-    """Approved; with the edited values when an approver edited the arguments."""
-    changed = changes(ticket, edited)
-    if ticket.kind == PendingCall.Kind.CONFIRMATION:
-        body: dict[str, Any] = {"confirmed": True}
-        merged = {**(payload or {}), **changed}
-        if merged:
-            body["payload"] = merged  # the tool reads it as tool_context.tool_confirmation.payload
-        return body
-    body = {"status": "approved", **changed}
+    """Approved; with the edited values when an approver edited the arguments (`with_edits`)."""
+    if ticket.kind == PendingCall.Kind.CONFIRMATION:  # the tool reads the payload as tool_confirmation.payload
+        return with_edits(ticket, {"confirmed": True, **({"payload": payload} if payload else {})}, edited)
+    body = with_edits(ticket, {"status": "approved"}, edited)
     if comment:
         body["comment"] = comment
     return body
 
 
 def with_edits(ticket: PendingCall, body: dict[str, Any], edited: dict | None = None) -> dict[str, Any]:
-    """An approving answer a client wrote (`{"status": "approved"}`, `{"confirmed": true}`), with the
-    edited arguments' values merged in where an approver edited them, as `approve_payload` merges them:
-    the agent acts on the arguments the approval approves, not the call's."""
+    """An approving answer (`{"status": "approved"}`, `{"confirmed": true}`: ours, or one a client wrote),
+    with the edited arguments' values merged in where an approver edited them (a confirmation's into its
+    payload): the agent acts on the arguments the approval approves, not the call's."""
     changed = changes(ticket, edited)
     if not changed:
         return body
@@ -98,7 +93,7 @@ def validate(ticket: PendingCall, payload: Any, final: bool) -> None:
     """Refuse a body that does not fit the ticket's kind, before anything is stored or sent."""
     if not isinstance(payload, dict):
         raise InvalidResponse("The response must be a JSON object.")
-    status = str(payload.get("status", "")).strip().lower()
+    status = status_word(payload)
     if not final and status in DECIDING_WORDS:
         raise InvalidResponse(
             f"An update (final: false) reports progress and leaves the ticket open: its status may not be "
@@ -141,6 +136,11 @@ def schema_problem(ticket: PendingCall, payload: dict[str, Any]) -> str | None:
     return None
 
 
+def status_word(payload: dict[str, Any]) -> str:
+    """An answer's status as both readings of it take it (an update's check, a final answer's decision)."""
+    return str(payload.get("status", "")).strip().lower()
+
+
 def decision_of(action: str, ticket: PendingCall, payload: dict[str, Any]) -> str:
     """What a final answer decides: approved, rejected, or just answered."""
     if action == Response.Action.APPROVE:
@@ -151,7 +151,7 @@ def decision_of(action: str, ticket: PendingCall, payload: dict[str, Any]) -> st
         return PendingCall.Status.EXPIRED
     if ticket.kind == PendingCall.Kind.CONFIRMATION:
         return PendingCall.Status.APPROVED if payload.get("confirmed") else PendingCall.Status.REJECTED
-    word = str(payload.get("status", "")).strip().lower()
+    word = status_word(payload)
     if word in APPROVED_WORDS:
         return PendingCall.Status.APPROVED
     if word in REJECTED_WORDS:
