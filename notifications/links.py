@@ -18,12 +18,24 @@ from django.utils import timezone
 from adkweb.errors import Refused
 from approvals import services as approvals
 from approvals.models import PendingCall, Response
-from approvals.selectors import can_decide
+from approvals.selectors import can_decide, ticket_approvals
 
 from .models import ApprovalLink
 
 SALT = "adkweb.notifications.approval-link"
 ACTIONS = ("approve", "reject")
+
+
+@dataclass(frozen=True)
+class Tally:
+    """A quorum ticket's approvals that count so far, of those it needs."""
+
+    counted: int
+    required: int
+
+    @property
+    def more(self) -> int:
+        return self.required - self.counted
 
 
 class LinkRefused(Refused):
@@ -37,13 +49,15 @@ class LinkRefused(Refused):
         "closed": 409,
         "changed": 409,
         "not_eligible": 403,
+        "counted": 409,
     }
 
-    def __init__(self, reason: str, link: ApprovalLink | None = None) -> None:
+    def __init__(self, reason: str, link: ApprovalLink | None = None, tally: Tally | None = None) -> None:
         super().__init__(f"This approval link cannot be used ({reason.replace('_', ' ')}); nothing was decided.")
         self.reason = reason
         self.link = link
         self.status = self.STATUS[reason]
+        self.tally = tally  # "counted", and "used" by an approval still waiting: how far the quorum is
 
 
 @dataclass(frozen=True)
@@ -108,7 +122,8 @@ def link_check(*, token: str, viewer: Any) -> CheckedLink:
     if viewer is not None and viewer.is_authenticated and viewer.pk != link.user_id:
         raise LinkRefused("wrong_person", link)
     if link.used_at is not None:
-        raise LinkRefused("used", link)
+        held = link.response is not None and not link.response.final and link.ticket.is_open
+        raise LinkRefused("used", link, _tally(link.ticket) if held else None)
     if link.expires_at <= timezone.now():
         raise LinkRefused("expired", link)
     if link.ticket.is_closed:
@@ -117,7 +132,15 @@ def link_check(*, token: str, viewer: Any) -> CheckedLink:
         raise LinkRefused("changed", link)
     if not can_decide(link.user, link.ticket):
         raise LinkRefused("not_eligible", link)
+    if data["a"] == "approve" and link.ticket.required_approvals > 1:
+        counted = ticket_approvals(ticket=link.ticket)
+        if any(r.actor_id == link.user_id for r in counted):  # theirs counts: no second one (AlreadyCounted)
+            raise LinkRefused("counted", link, Tally(len(counted), link.ticket.required_approvals))
     return CheckedLink(link=link, action=data["a"], ticket=link.ticket)
+
+
+def _tally(ticket: PendingCall) -> Tally:
+    return Tally(len(ticket_approvals(ticket=ticket)), ticket.required_approvals)
 
 
 @transaction.atomic
@@ -126,7 +149,8 @@ def link_use(*, token: str, viewer: Any, reason: str = "") -> Response:
     checked = link_check(token=token, viewer=viewer)
     link = ApprovalLink.objects.select_for_update().get(pk=checked.link.pk)
     if link.used_at is not None:
-        raise LinkRefused("used", link)
+        held = link.response is not None and not link.response.final and link.ticket.is_open
+        raise LinkRefused("used", link, _tally(link.ticket) if held else None)
     if checked.action == "approve":
         response = approvals.ticket_approve(ticket=checked.ticket, actor=link.user, args_hash=link.args_hash)
     else:

@@ -50,7 +50,7 @@ def _link_page(
 
 
 def _refused(request: HttpRequest, exc: links.LinkRefused, detail: str = "") -> HttpResponse:
-    ctx: dict[str, Any] = {"reason": exc.reason, "link": exc.link, "detail": detail}
+    ctx: dict[str, Any] = {"reason": exc.reason, "link": exc.link, "detail": detail, "tally": exc.tally}
     if exc.link is not None and exc.reason not in ("tampered", "wrong_person"):
         ctx["ticket"] = exc.link.ticket
     return render(request, "notifications/approval_link_refused.html", ctx, status=exc.status)

@@ -56,3 +56,41 @@ def test_one_tap_says_1_of_2_recorded_then_approved_when_the_second_approver_clo
         ("approver", False),
         ("approver2", True),
     ]
+
+
+def _text(html: str) -> str:
+    import re
+
+    return re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", html))
+
+
+def test_a_link_whose_approval_already_counts_says_it_is_recorded_and_how_many_more(demo):
+    """The approver approved a 2-of-N ticket on its page, then opens the email's one-tap link: not an
+    "Approve?" button that ends in a refusal, but their approval recorded, 1 of 2, one more needed."""
+    from approvals import services as approvals
+
+    big = open_ticket(args=BIG)
+    link = links.link_create(ticket=big, user=demo["approver"])
+    approvals.ticket_approve(ticket=big, actor=demo["approver"], args_hash=big.args_hash)
+    before = Response.objects.count()
+    for method in (Client().get, Client().post):
+        r = method(f"/a/{links.link_token(link, 'approve')}/")
+        text = _text(r.content.decode())
+        assert r.status_code == 409, text
+        assert f"Your approval of ticket #{big.pk} is recorded" in text
+        assert "1 of the 2 approvals it needs" in text and "1 more" in text
+        assert "Approve this request" not in text and "closed" not in text and "already used" not in text
+    assert Response.objects.count() == before and PendingCall.objects.get(pk=big.pk).is_open
+    r = Client().get(f"/a/{links.link_token(link, 'reject')}/")
+    assert r.status_code == 200 and "Reject this request" in r.content.decode(), "they may still reject it"
+
+
+def test_a_used_link_whose_approval_waits_says_recorded_not_approved(demo):
+    big = open_ticket(args=BIG)
+    link = links.link_create(ticket=big, user=demo["approver"])
+    assert Client().post(f"/a/{links.link_token(link, 'approve')}/").status_code == 200
+    r = Client().get(f"/a/{links.link_token(link, 'approve')}/")
+    text = _text(r.content.decode())
+    assert r.status_code == 410 and "This link was already used." in text
+    assert f"It recorded your approval of ticket #{big.pk}" in text and "approved ticket" not in text
+    assert "1 of the 2 approvals it needs" in text and "1 more" in text
