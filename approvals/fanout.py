@@ -25,6 +25,7 @@ import asyncio
 import json
 import logging
 import threading
+import time
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -38,6 +39,7 @@ from adkweb.raw_rows import raw
 from adkweb.roles import is_approver, is_observer
 
 from .models import PendingCall
+from .permissions import escalation_time
 
 logger = logging.getLogger(__name__)
 
@@ -64,11 +66,18 @@ def ticket_facts(
         "routed": ticket.routed,
         "groups": approver_groups,
         "escalated": ticket.escalated_at is not None,
+        "escalates_at": escalates_at.timestamp() if (escalates_at := escalation_time(ticket)) else None,
         "escalation_groups": escalation_groups,
         "assigned_to": ticket.assigned_to_id,
         "closed_by": ticket.closed_by_id,
         "responders": responders,
     }
+
+
+def _escalated(facts: dict) -> bool:
+    """Open to its escalation groups (approvals.permissions.escalated): by the clock, when a socket asks."""
+    at = facts.get("escalates_at")
+    return bool(facts["escalated"] or (at is not None and at <= time.time()))
 
 
 @dataclass(frozen=True)
@@ -100,7 +109,7 @@ class Viewer:
             return True
         if self.groups.intersection(facts["groups"]):
             return True
-        return bool(facts["escalated"] and self.groups.intersection(facts["escalation_groups"]))
+        return bool(_escalated(facts) and self.groups.intersection(facts["escalation_groups"]))
 
 
 def matches(facts: dict, filters: Any, viewer: Viewer) -> bool | None:
@@ -181,8 +190,8 @@ def _tables() -> tuple[str, str, str, str]:
 TICKETS, APPROVER_GROUPS, ESCALATION_GROUPS, RESPONSES = _tables()
 # What ticket_facts reads of the ticket row, when no row is rendered (plain SQL: no ORM compiling).
 FACTS_ROW = (
-    "SELECT id, status, app_name, tool_name, kind, requester, routed, escalated_at, assigned_to_id, closed_by_id, "
-    f"created_at FROM {TICKETS} WHERE id = %s"
+    "SELECT id, status, app_name, tool_name, kind, requester, routed, escalate_at, escalated_at, assigned_to_id, "
+    f"closed_at, closed_by_id, created_at FROM {TICKETS} WHERE id = %s"
 )
 # Its approver and escalation groups and the people who answered it, tagged 1, 2, 3.
 FACTS_IDS = (

@@ -3,7 +3,8 @@ project-wide: `adkweb.roles`). Pages, websockets, the API, the decision services
 notifications (`approvals.selectors.ticket_deciders`) all ask here.
 
 - A ticket routed by a policy to approver groups is seen and decided by members of those groups
-  (and, once escalated, of its escalation groups); other tickets by approvers (`decide_tickets`).
+  (and, from its escalation time on, of its escalation groups: `escalated`, by the clock, whether or
+  not the deadline sweep has recorded the escalation yet); other tickets by approvers (`decide_tickets`).
 - Superusers decide everything; staff observers see every ticket (read-only); the requester sees
   their own, and answers their own questions (request for input, user choice).
 - Four-eyes: the requester never decides their own ticket, whatever else they are; nor does anyone who
@@ -17,6 +18,8 @@ from typing import Any
 
 from django.contrib.auth.models import Group
 from django.db.models import Exists, F, OuterRef, Q
+from django.db.models.functions import Now
+from django.utils import timezone
 
 from adkweb.roles import DECIDE_TICKETS, can_audit, is_agent_admin, is_approver, is_observer
 
@@ -31,12 +34,45 @@ def is_requester(user: Any, ticket: Any) -> bool:
     return _authenticated(user) and ticket.requester == user.get_username()
 
 
+def escalation_time(ticket: Any) -> Any:
+    """When the ticket is (or was) open to its escalation groups too: when the sweep recorded its
+    escalation, else its escalation time unless it was decided before then (it never escalates), else
+    None."""
+    if ticket.escalated_at is not None:
+        return ticket.escalated_at
+    at = ticket.escalate_at
+    if at is None or not (ticket.is_open or (ticket.closed_at is not None and ticket.closed_at >= at)):
+        return None
+    return at
+
+
+def escalated(ticket: Any) -> bool:
+    """Whether the ticket is open to its escalation groups now: from its escalation time on, whether or
+    not the deadline sweep has recorded the escalation yet (the clock decides, as it does a ticket's
+    expiry: approvals.decision_plan.PastDue; the sweep records it and tells the people). `escalated_q`
+    is the same as a filter."""
+    at = escalation_time(ticket)
+    return at is not None and at <= timezone.now()
+
+
+def escalated_q(prefix: str = "") -> Q:
+    """`escalated(ticket)` as a filter on tickets (`prefix`: the path to them, "pending_call__"), read with
+    the database's clock when the query runs (a compiled query's SQL holds no time)."""
+    from .models import PendingCall
+
+    def f(name: str) -> str:
+        return prefix + name
+
+    still_open = Q(**{f("status__in"): PendingCall.OPEN_STATUSES}) | Q(**{f("closed_at__gte"): F(f("escalate_at"))})
+    return Q(**{f("escalated_at__isnull"): False}) | Q(Q(**{f("escalate_at__lte"): Now()}), still_open)
+
+
 def in_ticket_groups(user: Any, ticket: Any) -> bool:
     """A member of the ticket's approver groups, or of its escalation groups once it escalated."""
     if not _authenticated(user):
         return False
     through = Q(pk__in=ticket.approver_groups.all())
-    if ticket.escalated_at is not None:
+    if escalated(ticket):
         through |= Q(pk__in=ticket.escalation_groups.all())
     return Group.objects.filter(through, user=user).exists()
 
@@ -119,10 +155,7 @@ def decides_q() -> Q:
         Q(actor__is_superuser=True)
         | Q(approver, pending_call__routed=False)
         | Q(Exists(PendingCall.approver_groups.through.objects.filter(**member)))
-        | Q(
-            Exists(PendingCall.escalation_groups.through.objects.filter(**member)),
-            pending_call__escalated_at__isnull=False,
-        )
+        | Q(Exists(PendingCall.escalation_groups.through.objects.filter(**member)), escalated_q("pending_call__"))
     )
     question = Q(own, pending_call__kind__in=QUESTION_KINDS)
     asked = Exists(
@@ -185,11 +218,7 @@ def ticket_scope_q(user: Any) -> Q:
     groups = Group.objects.filter(user=user).values("pk")
     approver_of = PendingCall.approver_groups.through.objects.filter(pendingcall=OuterRef("pk"), group__in=groups)
     escalated_to = PendingCall.escalation_groups.through.objects.filter(pendingcall=OuterRef("pk"), group__in=groups)
-    q = (
-        Q(requester=user.get_username())
-        | Q(Exists(approver_of))
-        | (Q(escalated_at__isnull=False) & Q(Exists(escalated_to)))
-    )
+    q = Q(requester=user.get_username()) | Q(Exists(approver_of)) | (escalated_q() & Q(Exists(escalated_to)))
     if is_approver(user):
         q |= Q(routed=False)
     return q

@@ -97,7 +97,7 @@ class PendingCall(models.Model):
             # number's first key (adkweb.paging) is sought by an index-only scan, not a heap row each.
             models.Index(
                 fields=["-created_at", "-id"],
-                include=["session", "requester", "routed", "escalated_at"],
+                include=["session", "requester", "routed", "escalated_at", "escalate_at", "status", "closed_at"],
                 name="ticket_newest",
             ),
             models.Index(

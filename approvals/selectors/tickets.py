@@ -13,7 +13,7 @@ from adkweb.compiled_objects import objects
 from adkweb.roles import APPROVERS, DECIDE_TICKETS, is_policy_admin
 
 from ..models import PendingCall, Response, StandingGrant, TicketActivity
-from ..permissions import can_view_ticket, decide_refusal, decides_q, visible_q
+from ..permissions import can_view_ticket, decide_refusal, decides_q, escalated, visible_q
 
 _TICKET_RELATED = ("session", "closed_by", "assigned_to", "edited_by", "policy")
 
@@ -170,7 +170,7 @@ def ticket_approver_groups(*, ticket: PendingCall) -> list[str]:
     """The groups a ticket is routed to now: its approver groups (and escalation groups once it
     escalated), or the approvers role for a ticket no policy routes."""
     names = [g.name for g in loaded_groups(ticket, "approver_groups")] if ticket.routed else [APPROVERS]
-    if ticket.escalated_at is not None:
+    if escalated(ticket):
         names += [g.name for g in loaded_groups(ticket, "escalation_groups")]
     return sorted(set(names))
 
@@ -224,7 +224,7 @@ def ticket_deciders(*, ticket: PendingCall) -> list[Any]:
 
     User = get_user_model()
     groups = [g.pk for g in loaded_groups(ticket, "approver_groups")] if ticket.routed else []
-    if ticket.escalated_at is not None:
+    if escalated(ticket):
         groups += [g.pk for g in loaded_groups(ticket, "escalation_groups")]
     counted: list[int] = []  # approvals that count only matter (and are read) with a quorum above one
     if ticket.required_approvals > 1:
