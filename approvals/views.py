@@ -177,7 +177,7 @@ def ticket_act(request: HtmxHttpRequest, ticket_id: int, action: str) -> HttpRes
     try:
         response = perform(ticket, request.user, _form_data(form))
     except Invalid as exc:  # the form stays as it was sent, to fix
-        return _ticket_reply(request, ticket, status=exc.status, error=f"{exc} Nothing was sent.", bound={action: form})
+        return _ticket_reply(request, ticket, status=exc.status, error=_nothing_sent(str(exc)), bound={action: form})
     except Refused as exc:
         return _ticket_reply(request, ticket, status=exc.status, error=str(exc))
     if not request.htmx:
@@ -185,6 +185,11 @@ def ticket_act(request: HtmxHttpRequest, ticket_id: int, action: str) -> HttpRes
         return redirect(reverse("approvals:ticket", args=[ticket.pk]))
     ticket = _decided(ticket, response)
     return _ticket_reply(request, ticket, status=200, notice=_done_notice(ticket, response, done), fresh=True)
+
+
+def _nothing_sent(refusal: str) -> str:
+    """A refusal as the page shows it: saying once that nothing was sent (many say it themselves)."""
+    return refusal if "nothing was sent" in refusal.lower() else f"{refusal} Nothing was sent."
 
 
 _RELATED = ("session", "closed_by", "assigned_to", "edited_by", "policy")  # selectors.ticket_get's
