@@ -39,16 +39,40 @@ def changes(ticket: PendingCall, edited: dict[str, Any] | None = None) -> dict[s
     return out
 
 
+# Where an approval's body carries the approver's comment: the first key that names none of the call's
+# arguments (a tool with a `comment` argument reads its value there, as an agent reads an edited amount).
+COMMENT_KEYS = ("comment", "approver_comment", "approval_comment")
+
+
 def approve_payload(
     ticket: PendingCall, comment: str = "", payload: dict | None = None, edited: dict | None = None
 ) -> dict[str, Any]:
-    """Approved; with the edited values when an approver edited the arguments (`with_edits`)."""
+    """Approved; with the edited values when an approver edited the arguments (`with_edits`), and the
+    approver's comment under a key that is not an argument's (`comment_key`): never in an approved value's
+    place, nor read as the call's own value of an argument it left unsaid."""
     if ticket.kind == PendingCall.Kind.CONFIRMATION:  # the tool reads the payload as tool_confirmation.payload
         return with_edits(ticket, {"confirmed": True, **({"payload": payload} if payload else {})}, edited)
     body = with_edits(ticket, {"status": "approved"}, edited)
-    if comment:
-        body["comment"] = comment
+    key = comment_key(ticket, edited) if comment else None
+    if key:
+        body[key] = comment
     return body
+
+
+def comment_key(ticket: PendingCall, edited: dict | None = None) -> str | None:
+    """The first of COMMENT_KEYS that names no argument of the call (as called, declared or edited), or
+    None: the comment then stays in the record only (Response.comment), out of the agent's answer."""
+    names = argument_names(ticket) | set(edited or ()) | set(ticket.edited_args or ())
+    return next((key for key in COMMENT_KEYS if key not in names), None)
+
+
+def argument_names(ticket: PendingCall) -> set[str]:
+    """The call's arguments' names: as called, and as its tool declares them."""
+    from agents_app.agents import tool_parameters
+
+    schema = tool_parameters(ticket.app_name, ticket.tool_name)
+    declared = schema.get("properties") if isinstance(schema, dict) else None
+    return set(ticket.tool_args) | set(declared if isinstance(declared, dict) else ())
 
 
 def with_edits(ticket: PendingCall, body: dict[str, Any], edited: dict | None = None) -> dict[str, Any]:
