@@ -73,6 +73,7 @@ def policy_fields(ticket: PendingCall, responses: list[Response] | None = None) 
         "remindAt": iso(ticket.remind_at),
         "escalateAt": iso(ticket.escalate_at),
         "escalatedAt": iso(ticket.escalated_at),
+        "passedOver": (ticket.policy_rules or {}).get("passed_over") or [],
         "argsHash": ticket.args_hash,
         "editedArgs": ticket.edited_args,
         "editedBy": _username(ticket.edited_by),

@@ -53,6 +53,15 @@ class TicketPolicy(_Out):
     undecided: str | None
 
 
+class PassedOverPolicy(_Out):
+    """A policy that would have approved the ticket at once, passed over: its condition could not be
+    decided on the arguments (a person decides instead)."""
+
+    name: str
+    version: int | None
+    why: str
+
+
 class TicketApproval(_Out):
     """One approval that counts toward the ticket's required approvals."""
 
@@ -106,6 +115,10 @@ class Ticket(_Out):
     remindAt: str | None
     escalateAt: str | None
     escalatedAt: str | None
+    passedOver: list[PassedOverPolicy] = Field(
+        description="The policies that would have approved it at once but whose condition could not be decided "
+        "on its arguments, so they were passed over (the next policy or the default rule applies); else empty."
+    )
     argsHash: str
     editedArgs: dict[str, Any] | None
     editedBy: str | None

@@ -44,28 +44,40 @@ class Choice:
 
     policy: Policy | None
     undecided: str = ""
+    # The policies that would have approved it at once, passed over as their condition could not be
+    # decided on its arguments: {"name", "version", "why"} each (the ticket's JSON `passedOver`).
+    passed_over: tuple[dict[str, Any], ...] = ()
 
 
 def verdict(policy: Policy, args: dict[str, Any], kind: str) -> tuple[bool, str]:
     """Whether the policy applies to a ticket of this kind with these arguments (its agent, tool and kind
     aside), and, when its condition could not be decided on them, what was made of it."""
+    applies, note, _ = _verdict(policy, args, kind)
+    return applies, note
+
+
+def _verdict(policy: Policy, args: dict[str, Any], kind: str) -> tuple[bool, str, str]:
+    """`verdict`, and why its condition was not decided where that passes the policy over ("" else)."""
     decided = conditions.decide(policy.condition, args, missing_is_unknown=bool(policy.tool))
     if decided.holds is not None:
-        return decided.holds, ""
+        return decided.holds, "", ""
     if auto_decision(policy, kind) == "approve":
-        return False, f"the policy {policy.name!r} does not approve it at once: {decided.why}"
-    return True, f"{decided.why}; the policy {policy.name!r} applies"
+        return False, f"the policy {policy.name!r} does not approve it at once: {decided.why}", decided.why
+    return True, f"{decided.why}; the policy {policy.name!r} applies", ""
 
 
 def choose(policies: list[Policy], args: dict[str, Any], kind: str) -> Choice:
     """The first of `policies` (best first) that applies to these arguments, and why where undecided."""
     notes: list[str] = []
+    passed: list[dict[str, Any]] = []
     for policy in policies:
-        applies, note = verdict(policy, args, kind)
+        applies, note, passed_why = _verdict(policy, args, kind)
         notes += [note] if note else []
+        if passed_why:
+            passed.append({"name": policy.name, "version": policy.version, "why": passed_why})
         if applies:
-            return Choice(policy, "; ".join(notes))
-    return Choice(None, "; ".join(notes))
+            return Choice(policy, "; ".join(notes), tuple(passed))
+    return Choice(None, "; ".join(notes), tuple(passed))
 
 
 def first_matching(policies: list[Policy], args: dict[str, Any], kind: str) -> Policy | None:

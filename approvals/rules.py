@@ -85,12 +85,13 @@ def humanize_seconds(seconds: int) -> str:
     return f"{seconds} second{'s' if seconds != 1 else ''}"
 
 
-def apply(ticket: PendingCall, policy: Policy, undecided: str = "") -> None:
+def apply(ticket: PendingCall, policy: Policy, undecided: str = "", passed_over: tuple[dict, ...] = ()) -> None:
     """Copy the policy's rules onto a ticket that just opened (same transaction); `undecided`: why a
-    condition could not be decided on its arguments (policy_match.Choice), recorded with the rules."""
+    condition could not be decided on its arguments (policy_match.Choice), recorded with the rules, as
+    the policies that would have approved it at once and were passed over for it (`passed_over`)."""
     opened = ticket.created_at
     ticket.policy, ticket.policy_name, ticket.policy_version = policy, policy.name, policy.version
-    ticket.policy_rules = policy_json(policy) | ({"undecided": undecided} if undecided else {})
+    ticket.policy_rules = policy_json(policy) | _undecided_rules(undecided, passed_over)
     groups, escalation = list(policy.approver_groups.all()), list(policy.escalation_groups.all())
     ticket.routed = bool(groups)
     ticket.required_approvals, ticket.four_eyes = policy.required_approvals, policy.four_eyes
@@ -112,6 +113,11 @@ def apply(ticket: PendingCall, policy: Policy, undecided: str = "") -> None:
     )
 
 
+def _undecided_rules(undecided: str, passed_over: tuple[dict, ...]) -> dict[str, Any]:
+    """What `policy_rules` keeps of an undecided condition: why, and the policies passed over for it."""
+    return ({"undecided": undecided} if undecided else {}) | ({"passed_over": list(passed_over)} if passed_over else {})
+
+
 def _undecided_note(undecided: str) -> str:
     return f" Conditions not decided on the arguments: {undecided}." if undecided else ""
 
@@ -124,8 +130,10 @@ def ticket_open_rules(ticket: PendingCall) -> None:
     choice = choose(fitting, ticket.tool_args, ticket.kind)
     policy = choice.policy
     if policy is not None:
-        apply(ticket, policy, choice.undecided)
-    elif choice.undecided:  # an automatic approval passed over: the history says why a person decides
+        apply(ticket, policy, choice.undecided, choice.passed_over)
+    elif choice.undecided:  # an automatic approval passed over: the history and the API say why a person decides
+        ticket.policy_rules = _undecided_rules("", choice.passed_over)  # no policy's rules: the default rule
+        ticket.save(update_fields=["policy_rules", "updated_at"])
         TicketActivity.objects.create(
             ticket=ticket,
             kind=TicketActivity.Kind.POLICY,
