@@ -3,10 +3,12 @@ they opened. Computed from the stored tickets and their responses; nothing is ch
 
 from __future__ import annotations
 
-from collections import Counter
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
+
+from django.contrib.auth import get_user_model
 
 from .models import PendingCall, Policy, Response
 from .rules import auto_decision, candidates, matches, specificity
@@ -25,7 +27,7 @@ class DryRun:
     auto: Counter = field(default_factory=Counter)
     routed: Counter = field(default_factory=Counter)
     expired: int = 0
-    four_eyes: int = 0  # decided by their own requester: refused under four-eyes
+    four_eyes: int = 0  # decided by their requester or one who asked in the conversation: refused under four-eyes
     short: int = 0  # approved with fewer approvers than the policy requires
     tickets: list[dict[str, Any]] = field(default_factory=list)
 
@@ -58,15 +60,46 @@ def _wins(policy: Policy, ticket: PendingCall) -> bool:
     return True
 
 
-def _outcome(policy: Policy, ticket: PendingCall, approvers: int, groups: list[str]) -> str:
+def _askers(rows: list[PendingCall]) -> dict[int, set[int]]:
+    """Per ticket, who had sent a message in its conversation by the time it closed: the people four-eyes
+    kept off it then (approvals.permissions.askers, as a decision at that moment read them). One query."""
+    from agents_app.models import Turn
+
+    turns = Turn.objects.filter(
+        session_id__in={t.session_id for t in rows}, kind=Turn.Kind.MESSAGE, created_by__isnull=False
+    )
+    by_session: dict[int, list[tuple[int, Any]]] = defaultdict(list)
+    for session_id, who, at in turns.values_list("session_id", "created_by", "created_at"):
+        by_session[session_id].append((who, at))
+    return {
+        t.pk: {who for who, at in by_session[t.session_id] if t.closed_at is None or at <= t.closed_at} for t in rows
+    }
+
+
+def _approvers(rows: list[PendingCall], askers: dict[int, set[int]] | None) -> Counter:
+    """Per ticket, the distinct people whose approvals would count: under four-eyes (`askers` given) not
+    its requester's nor an asker's (approvals.permissions.decides_q)."""
+    found = (
+        Response.objects.filter(pending_call__in=rows, action=Response.Action.APPROVE, actor__isnull=False)
+        .values_list("pending_call_id", "actor_id", f"actor__{get_user_model().USERNAME_FIELD}")
+        .distinct()
+    )
+    requester = {t.pk: t.requester for t in rows}
+    return Counter(
+        pk for pk, who, name in found if askers is None or (name != requester[pk] and who not in askers.get(pk, ()))
+    )
+
+
+def _outcome(policy: Policy, ticket: PendingCall, approvers: int, groups: list[str], askers: set[int]) -> str:
     auto = auto_decision(policy, ticket.kind)
     if auto:
         return f"auto-{auto}d"
     due = timedelta(seconds=policy.due_in_seconds) if policy.due_in_seconds else None
     if due is not None and ticket.closed_at and ticket.closed_at - ticket.created_at > due:
         return "expired"
-    if policy.four_eyes and ticket.closed_by and ticket.closed_by.get_username() == ticket.requester:
-        return "refused: four-eyes"
+    closer = ticket.closed_by
+    if policy.four_eyes and closer and (closer.get_username() == ticket.requester or closer.pk in askers):
+        return "refused: four-eyes"  # as approvals.permissions.decide_refusal: the requester, or who asked
     if ticket.status == "approved" and approvers < policy.required_approvals:
         return f"waiting: {approvers} of {policy.required_approvals} approvals"
     return f"routed to {', '.join(groups)}"
@@ -77,12 +110,8 @@ def policy_dry_run(*, policy: Policy, last: int = DEFAULT_LAST) -> DryRun:
     closed = PendingCall.objects.exclude(status__in=PendingCall.OPEN_STATUSES).select_related("closed_by")
     rows = list(closed.order_by("-closed_at", "-id")[:last])
     groups = sorted(g.name for g in policy.approver_groups.all()) or ["approvers"]
-    approvals = Counter(
-        Response.objects.filter(pending_call__in=rows, action=Response.Action.APPROVE, actor__isnull=False)
-        .values_list("pending_call_id", "actor_id")
-        .distinct()
-        .values_list("pending_call_id", flat=True)
-    )
+    askers = _askers(rows) if policy.four_eyes else None
+    approvals = _approvers(rows, askers)
     result = DryRun(policy=policy, considered=len(rows))
     for ticket in rows:
         if not matches(
@@ -93,7 +122,7 @@ def policy_dry_run(*, policy: Policy, last: int = DEFAULT_LAST) -> DryRun:
         if not _wins(policy, ticket):
             continue
         result.applied += 1
-        outcome = _outcome(policy, ticket, approvals[ticket.pk], groups)
+        outcome = _outcome(policy, ticket, approvals[ticket.pk], groups, (askers or {}).get(ticket.pk, set()))
         if outcome.startswith("auto-"):
             result.auto[outcome[5:-1]] += 1
         else:
