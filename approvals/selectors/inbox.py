@@ -114,7 +114,9 @@ def _ticket_queryset(filters: InboxFilters, user: Any, search_pk: int | None) ->
         qs = qs.filter(Q(*_mine_arms(user), _connector=Q.OR))
     if filters.q:
         term = filters.q.strip()
-        match = Q(args__icontains=term) | Q(tool_name__icontains=term) | Q(requester__icontains=term)
+        # The arguments as asked and as edited (shown), tool, requester: trigram indexes (migrations 0005, 0015).
+        match = Q(args__icontains=term) | Q(edited_args__icontains=term)
+        match |= Q(tool_name__icontains=term) | Q(requester__icontains=term)
         if search_pk is not None:
             match |= Q(pk=search_pk)
         qs = qs.filter(match)
