@@ -11,7 +11,7 @@ from typing import Any
 from adkweb.errors import Conflict, Invalid
 
 from .models import PendingCall
-from .payloads import InvalidResponse
+from .payloads import InvalidResponse, changes
 from .policy_cache import candidates
 from .policy_match import Choice, choose
 
@@ -114,7 +114,15 @@ def check(ticket: PendingCall, edited: Any) -> dict[str, Any]:
             problems.append(f"{p.name} must be {allowed}")
     if problems:
         raise InvalidEdit("Edited arguments refused: " + "; ".join(problems) + ". Nothing was sent.")
-    return {k: v for k, v in edited.items() if v is not None}
+    cleaned = {k: v for k, v in edited.items() if v is not None}
+    if ticket.kind == PendingCall.Kind.LONG_RUNNING and "status" in changes(ticket, cleaned):
+        # The answer's own "status" says the decision: an edited value there would replace "approved".
+        raise InvalidEdit(
+            f"{ticket.tool_name}'s argument 'status' cannot be edited: the agent reads the approval's answer "
+            'as {"status": "approved", ...}, and an edited status would take the decision\'s place. Reject the '
+            "ticket with the reason, so that the agent asks again with the value meant. Nothing was sent."
+        )
+    return cleaned
 
 
 def rules_refusal(ticket: PendingCall, edited: dict[str, Any]) -> EditChangesRules | None:
