@@ -185,3 +185,19 @@ def test_a_real_turn_opens_the_ticket_under_the_policy(demo, worker, wait, amoun
     assert ticket.tool_args["amount"] == amount
     assert ticket.policy_name == LARGE and ticket.required_approvals == 2 and ticket.four_eyes
     assert (ticket.policy_rules or {}).get("undecided", "") == why
+
+
+def test_the_ticket_page_does_not_say_the_applied_policys_condition_was_undecided_when_it_was_read(demo):
+    """A policy that would approve at once passed over on an unreadable amount, then a policy whose own
+    condition was read applies: the page says what was undecided and what came of it, not that the
+    applied policy's condition could not be decided."""
+    policy("petty cash", tool="ask_for_approval", condition="amount < 50", auto_decision="approve", priority=5)
+    coffee = policy("coffee runs", tool="ask_for_approval", condition="purpose == 'coffee'", priority=4)
+    ticket = open_ticket(args={"purpose": "coffee", "amount": "12,00"})
+    assert ticket.policy == coffee
+    client = Client()
+    client.force_login(demo["approver"])
+    page = client.get(f"/tickets/{ticket.pk}/").content.decode()
+    assert 'id="policy-undecided"' in page, page
+    assert "so it applies" not in page
+    assert escape("the policy 'petty cash' does not approve it at once: amount '12,00' could not be read") in page
