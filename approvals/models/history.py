@@ -24,7 +24,7 @@ class TicketActivity(models.Model):
         EDITED = "edited", "arguments edited"
         GRANTED = "granted", "standing grant given"
         EXPIRED = "expired", "expired"
-        CANCELLED = "cancelled", "cancelled (conversation deleted)"
+        CANCELLED = "cancelled", "cancelled"
 
     ticket = models.ForeignKey(PendingCall, on_delete=models.PROTECT, related_name="activities")
     kind = models.CharField(max_length=16, choices=Kind.choices)

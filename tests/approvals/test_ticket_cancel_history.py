@@ -1,0 +1,81 @@
+"""A ticket closed without an answer says why in its history, and on a quorum ticket which held
+approvals it had: an agent's aborted run (a function response with INVOCATION_ABORTED) cancelled its
+ticket with no history entry at all, so its page said only "Cancelled", and approvals held on a quorum
+ticket that ended that way (or by its conversation's deletion) were recorded nowhere as having been
+held when it closed."""
+
+from __future__ import annotations
+
+import pytest
+from django.test import Client
+from google.adk.events.event import Event
+from google.genai import types
+
+from agents_app.session_service import DjangoSessionService
+from approvals import services
+from approvals.models import PendingCall, Response, TicketActivity
+
+pytestmark = pytest.mark.django_db(transaction=True)
+APP, USER = "reimbursement_agent", "requester"
+BIG = {"purpose": "conference", "amount": 2500.0}  # the demo's "Large reimbursements": 2 approvals
+
+
+def _event(part: types.Part, **fields: object) -> Event:
+    return Event(author=APP, invocation_id="inv", content=types.Content(role="model", parts=[part]), **fields)
+
+
+def _opened(args: dict) -> tuple[DjangoSessionService, object, PendingCall]:
+    """A ticket as an agent's pause opens it, through the session store."""
+    service = DjangoSessionService()
+    session = service.create_session_sync(app_name=APP, user_id=USER)
+    call = types.FunctionCall(id="lr-1", name="ask_for_approval", args=args)
+    service._store_event(session, _event(types.Part(function_call=call), long_running_tool_ids={"lr-1"}), None)
+    return service, session, PendingCall.objects.get(call_id="lr-1")
+
+
+def _abort(service: DjangoSessionService, session: object) -> PendingCall:
+    answer = types.FunctionResponse(id="lr-1", name="ask_for_approval", response={"error": "INVOCATION_ABORTED"})
+    service._store_event(session, _event(types.Part(function_response=answer)), None)
+    return PendingCall.objects.get(call_id="lr-1")
+
+
+def _page(user, ticket: PendingCall) -> str:
+    client = Client()
+    client.force_login(user)
+    r = client.get(f"/tickets/{ticket.pk}/")
+    assert r.status_code == 200
+    return r.content.decode()
+
+
+def test_an_aborted_run_cancels_its_ticket_saying_why(demo):
+    service, session, ticket = _opened({"purpose": "meals", "amount": 20.0})
+    ticket = _abort(service, session)
+    assert ticket.status == PendingCall.Status.CANCELLED
+    [entry] = TicketActivity.objects.filter(ticket=ticket)
+    assert entry.kind == "cancelled" and "its run was aborted" in entry.message and entry.detail is None
+    html = _page(demo["approver"], ticket)
+    assert "the agent stopped waiting for this answer (its run was aborted)" in html
+    assert "conversation deleted" not in html  # the kind's label no longer names one cause
+
+
+def test_an_aborted_quorum_ticket_records_the_approvals_it_held(demo):
+    service, session, ticket = _opened(BIG)
+    assert ticket.required_approvals == 2
+    services.ticket_approve(ticket=ticket, actor=demo["approver"], args_hash=ticket.args_hash)
+    held = Response.objects.get(pending_call=ticket, action="approve")
+    ticket = _abort(service, session)
+    assert ticket.status == PendingCall.Status.CANCELLED
+    [entry] = TicketActivity.objects.filter(ticket=ticket, kind="cancelled")
+    assert entry.detail == {"counted": [held.pk]}
+    assert "It had 1 of the 2 approvals it needed; they decided nothing." in entry.message
+    assert "It had 1 of the 2 approvals it needed" in _page(demo["approver2"], ticket)
+
+
+def test_a_deleted_conversations_quorum_ticket_records_the_approvals_it_held(demo):
+    _, session, ticket = _opened(BIG)
+    services.ticket_approve(ticket=ticket, actor=demo["approver"], args_hash=ticket.args_hash)
+    held = Response.objects.get(pending_call=ticket, action="approve")
+    assert services.tickets_cancel_archived(session=ticket.session, by="admin") == 1
+    [entry] = TicketActivity.objects.filter(ticket=ticket, kind="cancelled")
+    assert entry.message.startswith("Cancelled: its conversation was deleted by admin")
+    assert entry.detail == {"counted": [held.pk]} and "1 of the 2 approvals" in entry.message
