@@ -132,11 +132,20 @@ def link_check(*, token: str, viewer: Any) -> CheckedLink:
         raise LinkRefused("changed", link)
     if not can_decide(link.user, link.ticket):
         raise LinkRefused("not_eligible", link)
-    if data["a"] == "approve" and link.ticket.required_approvals > 1:
-        counted = ticket_approvals(ticket=link.ticket)
-        if any(r.actor_id == link.user_id for r in counted):  # theirs counts: no second one (AlreadyCounted)
-            raise LinkRefused("counted", link, Tally(len(counted), link.ticket.required_approvals))
+    if data["a"] == "approve" and (tally := counted_tally(link.ticket, link.user)) is not None:
+        raise LinkRefused("counted", link, tally)
     return CheckedLink(link=link, action=data["a"], ticket=link.ticket)
+
+
+def counted_tally(ticket: PendingCall, user: Any) -> Tally | None:
+    """How far a quorum ticket is, if this person's approval already counts on it (no second one:
+    AlreadyCounted), else None: an approve link of theirs could only refuse."""
+    if ticket.required_approvals <= 1:
+        return None
+    counted = ticket_approvals(ticket=ticket)
+    if not any(r.actor_id == user.pk for r in counted):
+        return None
+    return Tally(len(counted), ticket.required_approvals)
 
 
 def _tally(ticket: PendingCall) -> Tally:

@@ -99,6 +99,12 @@ def ticket_link(request: HttpRequest, ticket_id: int) -> HttpResponse:
         error, status = "Only someone who may decide this ticket can get an approval link for it.", 403
     elif ticket.is_closed:
         error, status = f"Ticket #{ticket.pk} is already {ticket.get_status_display()}: no link needed.", 409
+    elif (tally := links.counted_tally(ticket, request.user)) is not None:
+        error = (
+            f"Your approval of ticket #{ticket.pk} is recorded: {tally.counted} of {tally.required}, "
+            f"{tally.more} more needed from another approver. No link needed; you may still reject it here."
+        )
+        status = 409
     elif not fits_schema(ticket, approvals.approve_payload(ticket)):
         error, status = "This ticket needs an answer that fits its form; a one-tap link cannot give one.", 400
     else:

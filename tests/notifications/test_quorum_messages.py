@@ -94,3 +94,26 @@ def test_a_used_link_whose_approval_waits_says_recorded_not_approved(demo):
     assert r.status_code == 410 and "This link was already used." in text
     assert f"It recorded your approval of ticket #{big.pk}" in text and "approved ticket" not in text
     assert "1 of the 2 approvals it needs" in text and "1 more" in text
+
+
+def test_the_ticket_page_offers_no_link_to_an_approver_whose_approval_counts(demo):
+    """Approved on the page, 1 of 2: "Copy approval link" would make a link whose approve half can only
+    refuse (409, recorded). The page says what is true instead; another approver still gets the link."""
+    from approvals import services as approvals
+    from notifications.models import ApprovalLink
+
+    big = open_ticket(args=BIG)
+    approvals.ticket_approve(ticket=big, actor=demo["approver"], args_hash=big.args_hash)
+    c = Client()
+    c.force_login(demo["approver"])
+    text = _text(c.get(f"/tickets/{big.pk}/").content.decode())
+    assert "Copy approval link" not in text
+    assert "Your approval counts ( 1 of 2 ); another approver gives the next one. You may still reject it." in text
+    r = c.post(f"/notifications/tickets/{big.pk}/link/", HTTP_HX_REQUEST="true")  # a page loaded before
+    text = _text(r.content.decode())
+    assert r.status_code == 409 and f"Your approval of ticket #{big.pk} is recorded: 1 of 2" in text, text
+    assert not ApprovalLink.objects.exists()
+    c.force_login(demo["approver2"])
+    assert "Copy approval link" in c.get(f"/tickets/{big.pk}/").content.decode()
+    assert c.post(f"/notifications/tickets/{big.pk}/link/").status_code == 200
+    assert ApprovalLink.objects.get().user == demo["approver2"]
