@@ -17,6 +17,7 @@ from agents_app.services import session_locked
 from . import events
 from .decision_plan import approvers
 from .decisions import Answer, answers_submit
+from .escalations import escalation_record
 from .models import PendingCall, Response, TicketActivity
 from .payloads import expire_payload, schema_problem
 from .record import response_append
@@ -48,23 +49,10 @@ def ticket_remind(*, ticket_id: int) -> bool:
 
 @transaction.atomic
 def ticket_escalate(*, ticket_id: int) -> bool:
-    """Open an undecided ticket to its escalation groups too, and say so in its history (once)."""
+    """Open an undecided ticket to its escalation groups too, and say so in its history (once: a decision
+    after its escalation time may have recorded it already, approvals.escalations)."""
     ticket = _locked_open(ticket_id)
-    if ticket is None or ticket.escalated_at is not None or not ticket.escalate_at:
-        return False
-    if ticket.escalate_at > timezone.now():
-        return False
-    names = sorted(ticket.escalation_groups.values_list("name", flat=True))
-    ticket.escalated_at = timezone.now()
-    ticket.save(update_fields=["escalated_at", "updated_at"])
-    TicketActivity.objects.create(
-        ticket=ticket,
-        kind=TicketActivity.Kind.ESCALATED,
-        message=f"Escalated to {', '.join(names)}: no decision yet.",
-        detail={"groups": names},
-    )
-    events.deadline_reached(events.TICKET_ESCALATED, ticket=ticket, data={"groups": names})
-    return True
+    return ticket is not None and escalation_record(ticket, tell=True)
 
 
 @transaction.atomic
@@ -84,6 +72,7 @@ def _expire(ticket_id: int) -> bool:
     ticket = _locked_open(ticket_id)
     if ticket is None or not ticket.due_at or ticket.due_at > timezone.now():
         return False
+    escalation_record(ticket, tell=False)  # its escalation came before its due time: recorded first, if not yet
     reason = f"Nobody decided by {timezone.localtime(ticket.due_at).strftime('%Y-%m-%d %H:%M %Z')}."
     answer = Answer(ticket, expire_payload(ticket, reason), True, reason, Response.Action.EXPIRE)
     if schema_problem(ticket, answer.payload):

@@ -20,6 +20,7 @@ from agents_app.services import row_lock_held, session_locked, turn_add
 
 from . import chain, decision_plan, decision_write, ticket_locks
 from .decision_plan import AlreadyCounted, Answer, NotAllowed, StaleArguments, TicketClosed
+from .escalations import escalation_record
 from .models import PendingCall, Response, StandingGrant
 from .payloads import InvalidResponse
 
@@ -114,6 +115,9 @@ def _submit(  # noqa: PLR0913
             raise InvalidResponse(f"Ticket #{answer.ticket.pk} belongs to another conversation.")
         plans.append(decision_plan.answer_plan(answer, actor, source))
     for plan in plans:
+        # Its escalation, if its time came and the sweep has not recorded it: in this transaction, before
+        # the decision (its decider may be one the escalation let in). Told only if it stays open.
+        escalation_record(plan.answer.ticket, tell=not plan.answer.final or plan.held)
         if plan.answer.edited_args is not None:
             decision_write.apply_edit(plan.answer.ticket, plan.answer.edited_args, actor)
     parts = [types.Part(function_response=decision_plan.function_response(p)) for p in plans if not p.held]

@@ -46,13 +46,19 @@ def escalation_time(ticket: Any) -> Any:
     return at
 
 
-def escalated(ticket: Any) -> bool:
-    """Whether the ticket is open to its escalation groups now: from its escalation time on, whether or
-    not the deadline sweep has recorded the escalation yet (the clock decides, as it does a ticket's
-    expiry: approvals.decision_plan.PastDue; the sweep records it and tells the people). `escalated_q`
-    is the same as a filter."""
+def escalated_since(ticket: Any) -> Any:
+    """When the ticket was opened to its escalation groups, if it has been by now (else None): from its
+    escalation time on, whether or not the deadline sweep has recorded the escalation yet (the clock
+    decides, as it does a ticket's expiry: approvals.decision_plan.PastDue; the sweep, or a decision
+    before it, records it: approvals.escalations)."""
     at = escalation_time(ticket)
-    return at is not None and at <= timezone.now()
+    return at if at is not None and at <= timezone.now() else None
+
+
+def escalated(ticket: Any) -> bool:
+    """Whether the ticket is open to its escalation groups now (`escalated_since`). `escalated_q` is the
+    same as a filter."""
+    return escalated_since(ticket) is not None
 
 
 def escalated_q(prefix: str = "") -> Q:

@@ -12,7 +12,7 @@ from agents_app import visibility
 
 from . import edits, forms, grants, selectors, services
 from .models import PendingCall
-from .permissions import decide_refusal
+from .permissions import decide_refusal, escalated_since
 
 
 def ticket_context(
@@ -28,6 +28,7 @@ def ticket_context(
         "ticket": ticket,
         "responses": responses,
         "activities": selectors.ticket_activities(ticket=ticket),
+        "escalated_since": escalated_since(ticket),  # by the clock, recorded or not
         "approvals": tally.counted,
         # in its history, not counted: their givers may no longer decide it (open), could not when it closed
         "lapsed_approvals": tally.lapsed,
