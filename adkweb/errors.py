@@ -13,10 +13,21 @@ class Refused(Exception):
     """A request that is not carried out (and changed nothing), and why, for the person or caller."""
 
     status = 400
+    endings: tuple[str, ...] = ()  # the sentences `ending` added
 
     def __init__(self, detail: str) -> None:
         super().__init__(detail)
         self.detail = detail
+
+    def ending(self, sentence: str) -> Refused:
+        """This refusal with `sentence` closing its detail (what the API's JSON and the pages show), once
+        however often it is asked: what came of a whole kind of request, said where that kind is handled
+        rather than by each refusal (approvals.decisions: "Nothing was sent.")."""
+        if sentence not in self.endings and isinstance(self.detail, str):
+            self.endings = (*self.endings, sentence)
+            self.detail = f"{self.detail} {sentence}"
+            self.args = (self.detail,)
+        return self
 
 
 class Invalid(Refused):

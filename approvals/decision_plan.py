@@ -11,7 +11,7 @@ from django.template.defaultfilters import truncatechars
 from django.utils import timezone
 from google.genai import types
 
-from adkweb.errors import Conflict, Forbidden
+from adkweb.errors import Conflict, Forbidden, Refused
 from agents_app.agents import remote_app
 
 from . import edits, grants, payloads
@@ -20,6 +20,15 @@ from .models import PendingCall, Response
 from .payloads import InvalidResponse
 from .permissions import decide_refusal, decides_q
 
+NOTHING_SENT = "Nothing was sent."
+
+
+def unsent(refusal: Refused) -> Refused:
+    """A refused decision as every caller shows it (the API's detail, the pages' alert): saying, once and
+    last, that nothing was sent. Given to every refusal met while deciding (approvals.decisions.
+    answers_submit), not written into each refusal's own text."""
+    return refusal.ending(NOTHING_SENT)
+
 
 class TicketClosed(Conflict):
     """The ticket already has its final response (HTTP 409)."""
@@ -27,12 +36,17 @@ class TicketClosed(Conflict):
     def __init__(self, ticket: PendingCall) -> None:
         who = f" by {ticket.closed_by.get_username()}" if ticket.closed_by_id and ticket.closed_by else ""
         status = ticket.get_status_display()
-        super().__init__(f"Ticket #{ticket.pk} is already closed ({status}{who}); nothing was sent.")
+        super().__init__(f"Ticket #{ticket.pk} is already closed ({status}{who}).")
         self.ticket = ticket
 
 
 class NotAllowed(Forbidden):
     """The actor may not answer this ticket (HTTP 403)."""
+
+    @classmethod
+    def answering(cls, ticket: PendingCall, refusal: str) -> NotAllowed:
+        """`refusal` (approvals.permissions.decide_refusal) as a decision's refusal says it."""
+        return cls(f"You may not answer ticket #{ticket.pk}: {refusal}")
 
 
 class StaleArguments(Conflict):
@@ -42,7 +56,7 @@ class StaleArguments(Conflict):
         by = f" by {ticket.edited_by.get_username()}" if ticket.edited_by else ""
         super().__init__(
             f"The arguments of ticket #{ticket.pk} changed since you saw them (edited{by}); "
-            "reload it and decide on what it says now. Nothing was sent."
+            "reload it and decide on what it says now."
         )
 
 
@@ -62,7 +76,7 @@ class ArgumentsUnsaid(Conflict):
         )
         super().__init__(
             f"The arguments of ticket #{ticket.pk} were edited{by} since the agent asked ({changed}): an approval "
-            f"must say which arguments it approves; {how}. Nothing was recorded."
+            f"must say which arguments it approves; {how}."
         )
 
 
@@ -73,8 +87,7 @@ class PastDue(Conflict):
     def __init__(self, ticket: PendingCall) -> None:
         due = timezone.localtime(ticket.due_at).strftime("%Y-%m-%d %H:%M:%S %Z")
         super().__init__(
-            f"Ticket #{ticket.pk} was due at {due} and nobody decided it by then: it expires (the agent is "
-            "told so). Nothing was sent."
+            f"Ticket #{ticket.pk} was due at {due} and nobody decided it by then: it expires (the agent is told so)."
         )
 
 
@@ -132,7 +145,7 @@ def answer_plan(answer: Answer, actor: Any, source: str) -> Plan:
     if source == Response.Source.PERSON:
         refusal = decide_refusal(actor, ticket)
         if refusal:
-            raise NotAllowed(f"You may not answer ticket #{ticket.pk}: {refusal}")
+            raise NotAllowed.answering(ticket, refusal)
     if ticket.is_closed:
         raise TicketClosed(ticket)
     if source == Response.Source.PERSON and ticket.due_at is not None and ticket.due_at <= timezone.now():

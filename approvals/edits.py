@@ -113,14 +113,14 @@ def check(ticket: PendingCall, edited: Any) -> dict[str, Any]:
             allowed = f"one of {', '.join(map(repr, p.enum))}" if p.enum else f"a {p.type}"
             problems.append(f"{p.name} must be {allowed}")
     if problems:
-        raise InvalidEdit("Edited arguments refused: " + "; ".join(problems) + ". Nothing was sent.")
+        raise InvalidEdit("Edited arguments refused: " + "; ".join(problems) + ".")
     cleaned = {k: v for k, v in edited.items() if v is not None}
     if ticket.kind == PendingCall.Kind.LONG_RUNNING and "status" in changes(ticket, cleaned):
         # The answer's own "status" says the decision: an edited value there would replace "approved".
         raise InvalidEdit(
             f"{ticket.tool_name}'s argument 'status' cannot be edited: the agent reads the approval's answer "
             'as {"status": "approved", ...}, and an edited status would take the decision\'s place. Reject the '
-            "ticket with the reason, so that the agent asks again with the value meant. Nothing was sent."
+            "ticket with the reason, so that the agent asks again with the value meant."
         )
     return cleaned
 
@@ -139,7 +139,7 @@ def rules_refusal(ticket: PendingCall, edited: dict[str, Any]) -> EditChangesRul
         f"The arguments of ticket #{ticket.pk} as edited ({changes_text(ticket.tool_args, edited)}) fall under "
         f"{_rules(as_edited)}, the arguments the agent asked with under {_rules(asked)}: an edit may not move a "
         "ticket to other rules. Approve the arguments as asked, or reject it (the agent may ask again with "
-        "these). Nothing was sent."
+        "these)."
     )
 
 
@@ -164,7 +164,7 @@ def answer_refusal(ticket: PendingCall, said: Any, approved: dict[str, Any], via
     return InvalidResponse(
         f"This answer to ticket #{ticket.pk} says other values for {ticket.tool_name}'s arguments than those it "
         f"approves ({changes_text(approved, {**approved, **changed})}): to change the arguments, edit them "
-        f"(editedArgs: {how}), so that the edit is recorded and checked against the policies. Nothing was sent."
+        f"(editedArgs: {how}), so that the edit is recorded and checked against the policies."
     )
 
 

@@ -24,6 +24,7 @@ from agents_app import selectors as conversations
 from agents_app.models import AdkSession
 
 from . import forms, selectors, services
+from .decision_plan import NotAllowed, unsent
 from .models import PendingCall, Response
 from .permissions import can_view_ticket, decide_refusal, works_inbox
 from .ticket_page import _approve_form, ticket_context
@@ -168,7 +169,7 @@ def ticket_act(request: HtmxHttpRequest, ticket_id: int, action: str) -> HttpRes
     make_form, perform, done = ACTIONS[action]
     refusal = decide_refusal(request.user, ticket)
     if refusal:
-        return _ticket_reply(request, ticket, status=403, error=f"You may not answer this ticket: {refusal}")
+        return _ticket_reply(request, ticket, status=403, error=str(unsent(NotAllowed.answering(ticket, refusal))))
     form = make_form(ticket, request.POST)
     if not form.is_valid():
         return _ticket_reply(
@@ -177,7 +178,7 @@ def ticket_act(request: HtmxHttpRequest, ticket_id: int, action: str) -> HttpRes
     try:
         response = perform(ticket, request.user, _form_data(form))
     except Invalid as exc:  # the form stays as it was sent, to fix
-        return _ticket_reply(request, ticket, status=exc.status, error=_nothing_sent(str(exc)), bound={action: form})
+        return _ticket_reply(request, ticket, status=exc.status, error=str(exc), bound={action: form})
     except Refused as exc:
         return _ticket_reply(request, ticket, status=exc.status, error=str(exc))
     if not request.htmx:
@@ -185,11 +186,6 @@ def ticket_act(request: HtmxHttpRequest, ticket_id: int, action: str) -> HttpRes
         return redirect(reverse("approvals:ticket", args=[ticket.pk]))
     ticket = _decided(ticket, response)
     return _ticket_reply(request, ticket, status=200, notice=_done_notice(ticket, response, done), fresh=True)
-
-
-def _nothing_sent(refusal: str) -> str:
-    """A refusal as the page shows it: saying once that nothing was sent (many say it themselves)."""
-    return refusal if "nothing was sent" in refusal.lower() else f"{refusal} Nothing was sent."
 
 
 _RELATED = ("session", "closed_by", "assigned_to", "edited_by", "policy")  # selectors.ticket_get's

@@ -54,3 +54,39 @@ def test_a_past_due_or_closed_ticket_says_it_once(demo):
     code, html = _act(demo["approver"], done, "approve", {})
     assert code == 409 and "already closed (rejected by approver)" in html
     _said_once(html)
+
+
+def _refusals(demo) -> list[tuple[str, PendingCall, str, dict]]:
+    """Refused decisions of every kind: (who, ticket, action, form data)."""
+    late = ticket(args={"purpose": "meals", "amount": 200.0})
+    PendingCall.objects.filter(pk=late.pk).update(due_at=timezone.now() - timedelta(seconds=5))
+    done = ticket(args={"purpose": "meals", "amount": 200.0})
+    services.ticket_reject(ticket=done, actor=demo["approver"], reason="no receipt")
+    stale = ticket(args={"purpose": "meals", "amount": 200.0})
+    own = ticket(args={"purpose": "meals", "amount": 200.0}, four_eyes=True)
+    return [
+        ("approver", late, "approve", {}),  # past due (409)
+        ("approver", done, "approve", {}),  # closed (409)
+        ("approver", stale, "reject", {"reject-reason": "no", "reject-args_hash": "0" * 64}),  # stale (409)
+        ("requester", own, "approve", {}),  # four-eyes (403)
+        ("approver", ticket(kind="confirmation"), "approve", {"approve-payload": '{"amount": 99999}'}),  # 400
+    ]
+
+
+def test_every_refused_decision_says_nothing_was_sent_once_in_the_api_and_on_the_page(demo):
+    """The sentence is the refusal's own (approvals.decisions), not added by the page after reading its text:
+    the API's detail and the page's alert say it alike, once."""
+    for who, call, action, data in _refusals(demo):
+        code, html = _act(demo[who], call, action, data)
+        assert code in (400, 403, 409), (who, action, code)
+        _said_once(html)
+    for who, call, action, data in _refusals(demo):
+        client = Client()
+        client.force_login(demo[who])
+        body = {"argsHash": data["reject-args_hash"], "reason": "no"} if "reject-args_hash" in data else {}
+        if "approve-payload" in data:
+            body = {"payload": {"amount": 99999}}
+        r = client.post(f"/api/pending-calls/{call.pk}/{action}", body, content_type="application/json")
+        detail = r.json()["detail"]
+        assert r.status_code in (400, 403, 409) and detail.endswith(" Nothing was sent."), (r.status_code, detail)
+        assert len(re.findall(r"nothing was sent", detail, re.I)) == 1, detail

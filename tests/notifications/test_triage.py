@@ -42,7 +42,7 @@ def test_bulk_reports_each_refusal_and_lets_the_others_through(demo, client):
     r = client.post("/inbox/bulk/", {"action": "approve", "ticket": ids, "confirm": "1"})
     html = r.content.decode()
     assert r.status_code == 200 and "1 of 4 approved" in html
-    assert f"Ticket #{closed_one.pk} is already closed (rejected by admin); nothing was sent." in html
+    assert f"Ticket #{closed_one.pk} is already closed (rejected by admin). Nothing was sent." in html
     assert "This ticket asks for input matching its schema" in html and "Ticket #999999 was not found." in html
     assert PendingCall.objects.get(pk=open_one.pk).status == "approved"
     assert PendingCall.objects.get(pk=schema_input.pk).status == "pending"
