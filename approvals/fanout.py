@@ -39,7 +39,7 @@ from adkweb.raw_rows import raw
 from adkweb.roles import is_approver, is_observer
 
 from .models import PendingCall
-from .permissions import escalation_time
+from .permissions import escalation_reached, escalation_time
 
 logger = logging.getLogger(__name__)
 
@@ -75,9 +75,8 @@ def ticket_facts(
 
 
 def _escalated(facts: dict) -> bool:
-    """Open to its escalation groups (approvals.permissions.escalated): by the clock, when a socket asks."""
-    at = facts.get("escalates_at")
-    return bool(facts["escalated"] or (at is not None and at <= time.time()))
+    """Open to its escalation groups (approvals.permissions.escalation_reached): by the clock, when a socket asks."""
+    return escalation_reached(bool(facts["escalated"]), facts.get("escalates_at"), time.time())
 
 
 @dataclass(frozen=True)

@@ -46,13 +46,20 @@ def escalation_time(ticket: Any) -> Any:
     return at
 
 
+def escalation_reached(recorded: bool, at: Any, now: Any) -> bool:
+    """The escalation rule, the one definition its readers share: a ticket is open to its escalation groups
+    once its escalation is recorded, and from its escalation time `at` (`escalation_time`: None if it was
+    decided before then) on, that instant included, whether or not the deadline sweep has recorded it yet
+    (the clock decides, as it does a ticket's expiry: approvals.decision_plan.PastDue; the sweep, or a
+    decision before it, records it: approvals.escalations). `at` and `now` are datetimes, or timestamps (an
+    inbox socket's facts, approvals.fanout); `escalated_q` is the same rule in SQL."""
+    return recorded or (at is not None and at <= now)
+
+
 def escalated_since(ticket: Any) -> Any:
-    """When the ticket was opened to its escalation groups, if it has been by now (else None): from its
-    escalation time on, whether or not the deadline sweep has recorded the escalation yet (the clock
-    decides, as it does a ticket's expiry: approvals.decision_plan.PastDue; the sweep, or a decision
-    before it, records it: approvals.escalations)."""
+    """When the ticket was opened to its escalation groups, if it has been by now (else None)."""
     at = escalation_time(ticket)
-    return at if at is not None and at <= timezone.now() else None
+    return at if escalation_reached(ticket.escalated_at is not None, at, timezone.now()) else None
 
 
 def escalated(ticket: Any) -> bool:
@@ -61,16 +68,19 @@ def escalated(ticket: Any) -> bool:
     return escalated_since(ticket) is not None
 
 
-def escalated_q(prefix: str = "") -> Q:
-    """`escalated(ticket)` as a filter on tickets (`prefix`: the path to them, "pending_call__"), read with
-    the database's clock when the query runs (a compiled query's SQL holds no time)."""
+def escalated_q(prefix: str = "", now: Any = None) -> Q:
+    """`escalated(ticket)` as a filter on tickets (`prefix`: the path to them, "pending_call__"):
+    `escalation_reached` in SQL, its inputs `escalation_time`'s (recorded; else escalate_at while the
+    ticket was undecided then: open, or closed at or after it) and its boundary (escalate_at <= now).
+    `now`: the database's clock when the query runs (a compiled query's SQL holds no time), unless given."""
     from .models import PendingCall
 
     def f(name: str) -> str:
         return prefix + name
 
+    now = Now() if now is None else now
     still_open = Q(**{f("status__in"): PendingCall.OPEN_STATUSES}) | Q(**{f("closed_at__gte"): F(f("escalate_at"))})
-    return Q(**{f("escalated_at__isnull"): False}) | Q(Q(**{f("escalate_at__lte"): Now()}), still_open)
+    return Q(**{f("escalated_at__isnull"): False}) | Q(Q(**{f("escalate_at__lte"): now}), still_open)
 
 
 def in_ticket_groups(user: Any, ticket: Any) -> bool:
