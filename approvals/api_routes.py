@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from adkweb.routes import Op, Route
 
 from . import api, policy_routes
+from .policy_routes import PassedOverPolicy
 
 
 class _Out(BaseModel):
@@ -51,15 +52,6 @@ class TicketPolicy(_Out):
     version: int | None
     # Why its condition could not be decided on the arguments, so that it applied (fail closed); else null.
     undecided: str | None
-
-
-class PassedOverPolicy(_Out):
-    """A policy that would have approved the ticket at once, passed over: its condition could not be
-    decided on the arguments (a person decides instead)."""
-
-    name: str
-    version: int | None
-    why: str
 
 
 class TicketApproval(_Out):

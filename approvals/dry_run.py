@@ -4,6 +4,7 @@ they opened. Computed from the stored tickets and their responses; nothing is ch
 from __future__ import annotations
 
 from collections import Counter, defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -11,7 +12,8 @@ from typing import Any
 from django.contrib.auth import get_user_model
 
 from .models import PendingCall, Policy, Response
-from .rules import auto_decision, candidates, matches, specificity
+from .policy_match import Choice
+from .rules import auto_decision, candidates, choose, fits, matches, specificity
 
 DEFAULT_LAST = 100
 MAX_LAST = 1000
@@ -29,7 +31,13 @@ class DryRun:
     expired: int = 0
     four_eyes: int = 0  # decided by their requester or one who asked in the conversation: refused under four-eyes
     short: int = 0  # approved with fewer approvers than the policy requires
+    passed_over: int = 0  # it would approve them at once, but its condition could not be read on their arguments
     tickets: list[dict[str, Any]] = field(default_factory=list)
+
+    def show(self, ticket: PendingCall, outcome: str, passed_over: list[dict[str, Any]]) -> None:
+        if len(self.tickets) < SHOWN:
+            row = {"id": ticket.pk, "status": ticket.status, "wouldBe": outcome}
+            self.tickets.append(row | {"passedOver": passed_over})
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -44,20 +52,27 @@ class DryRun:
             "expired": self.expired,
             "fourEyesRefused": self.four_eyes,
             "tooFewApprovals": self.short,
+            "passedOver": self.passed_over,
             "tickets": self.tickets,
         }
 
 
-def _wins(policy: Policy, ticket: PendingCall) -> bool:
-    """Whether the policy would have beaten every other enabled policy that matches the ticket."""
-    for other in candidates(app_name=ticket.app_name, tool_name=ticket.tool_name, kind=ticket.kind):
-        if other.pk == policy.pk:
-            continue
-        if specificity(other) > specificity(policy) and matches(
-            other, app_name=ticket.app_name, tool_name=ticket.tool_name, kind=ticket.kind, args=ticket.tool_args
-        ):
-            return False
-    return True
+def _chooser(policy: Policy) -> Callable[[PendingCall], Choice | None]:
+    """choice(ticket): the choice the ticket would have opened with (policy_match.choose), the policy in
+    force among the other enabled ones; None where its agent, tool or kind does not fit the ticket.
+    Reads the other policies once per agent, tool and kind."""
+    ranked: dict[tuple[str, str, str], list[Policy]] = {}
+
+    def choice(ticket: PendingCall) -> Choice | None:
+        key = (ticket.app_name, ticket.tool_name, ticket.kind)
+        if not fits(policy, app_name=key[0], tool_name=key[1], kind=key[2]):
+            return None
+        if key not in ranked:
+            others = [p for p in candidates(app_name=key[0], tool_name=key[1], kind=key[2]) if p.pk != policy.pk]
+            ranked[key] = sorted([*others, policy], key=specificity, reverse=True)
+        return choose(ranked[key], ticket.tool_args, ticket.kind)
+
+    return choice
 
 
 def _askers(rows: list[PendingCall]) -> dict[int, set[int]]:
@@ -113,13 +128,22 @@ def policy_dry_run(*, policy: Policy, last: int = DEFAULT_LAST) -> DryRun:
     askers = _askers(rows) if policy.four_eyes else None
     approvals = _approvers(rows, askers)
     result = DryRun(policy=policy, considered=len(rows))
+    chosen = _chooser(policy)
     for ticket in rows:
+        choice = chosen(ticket)
+        if choice is None:
+            continue
+        passed = list(choice.passed_over)  # as the ticket's JSON lists them (passedOver)
+        if any(p["name"] == policy.name for p in passed):  # it would approve at once; a person decides instead
+            result.passed_over += 1
+            result.show(ticket, "passed over: a person decides", passed)
+            continue
         if not matches(
             policy, app_name=ticket.app_name, tool_name=ticket.tool_name, kind=ticket.kind, args=ticket.tool_args
         ):
             continue
         result.matched += 1
-        if not _wins(policy, ticket):
+        if choice.policy is None or choice.policy.pk != policy.pk:  # a more specific policy applies
             continue
         result.applied += 1
         outcome = _outcome(policy, ticket, approvals[ticket.pk], groups, (askers or {}).get(ticket.pk, set()))
@@ -131,6 +155,5 @@ def policy_dry_run(*, policy: Policy, last: int = DEFAULT_LAST) -> DryRun:
         result.expired += outcome == "expired"
         result.four_eyes += outcome == "refused: four-eyes"
         result.short += outcome.startswith("waiting")
-        if len(result.tickets) < SHOWN:
-            result.tickets.append({"id": ticket.pk, "status": ticket.status, "wouldBe": outcome})
+        result.show(ticket, outcome, passed)
     return result

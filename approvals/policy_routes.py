@@ -3,7 +3,7 @@ response models: the URL patterns and the OpenAPI document are generated from it
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from adkweb.routes import Op, Route
 
@@ -43,10 +43,23 @@ class Deleted(_Out):
     deleted: int
 
 
+class PassedOverPolicy(_Out):
+    """A policy that would have approved the ticket at once, passed over: its condition could not be
+    decided on the arguments (a person decides instead)."""
+
+    name: str
+    version: int | None
+    why: str
+
+
 class DryRunTicket(_Out):
     id: int
     status: str
     wouldBe: str
+    passedOver: list[PassedOverPolicy] = Field(
+        description="As the ticket's own passedOver: the policies that would have approved it at once, passed "
+        "over as their condition could not be decided on its arguments (this one's too: wouldBe 'passed over')."
+    )
 
 
 class DryRunOut(_Out):
@@ -63,6 +76,10 @@ class DryRunOut(_Out):
     expired: int
     fourEyesRefused: int
     tooFewApprovals: int
+    passedOver: int = Field(
+        description="Tickets it would approve at once but whose arguments its condition could not be decided on: "
+        "it is passed over for them and a person decides (as when a ticket opens)."
+    )
     tickets: list[DryRunTicket]
 
 
