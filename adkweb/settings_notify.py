@@ -18,7 +18,7 @@ EMAIL_BACKEND = os.environ.get("EMAIL_BACKEND") or (
 )
 # Where people reach this server: the links in emails and webhook payloads start with it.
 ADKWEB_BASE_URL = os.environ.get("ADKWEB_BASE_URL", "http://127.0.0.1:8000").rstrip("/")
-# One-tap approval links expire after this many seconds (24 h).
+# One-tap approval links expire after this many seconds (24 h), or at their ticket's due time if sooner.
 ADKWEB_APPROVAL_LINK_SECONDS = int(os.environ.get("ADKWEB_APPROVAL_LINK_SECONDS", str(24 * 3600)))
 # Seconds between tries of a failed email or webhook delivery: 6 tries over ~43 minutes.
 ADKWEB_NOTIFY_RETRY_DELAYS = [

@@ -68,16 +68,18 @@ class CheckedLink:
 
 
 def link_create(*, ticket: PendingCall, user: Any) -> ApprovalLink:
-    """A new link for one person and one ticket, valid for ADKWEB_APPROVAL_LINK_SECONDS: one plain
-    INSERT (a fan-out makes one per decider; the ORM compiled each)."""
+    """A new link for one person and one ticket, valid for ADKWEB_APPROVAL_LINK_SECONDS, or until the
+    ticket's due time if that comes first (it takes no person's decision after: decision_plan.PastDue).
+    One plain INSERT (a fan-out makes one per decider; the ORM compiled each)."""
     now = timezone.now()
+    expires = now + timedelta(seconds=settings.ADKWEB_APPROVAL_LINK_SECONDS)
     link = ApprovalLink(
         key=secrets.token_urlsafe(24),
         ticket=ticket,
         user=user,
         args_hash=ticket.args_hash,  # the arguments as shown now (an approver may have edited them)
         created_at=now,
-        expires_at=now + timedelta(seconds=settings.ADKWEB_APPROVAL_LINK_SECONDS),
+        expires_at=min(expires, ticket.due_at) if ticket.due_at is not None else expires,
     )
     adapt = connection.ops.adapt_datetimefield_value
     with connection.cursor() as cursor:
@@ -124,10 +126,10 @@ def link_check(*, token: str, viewer: Any) -> CheckedLink:
     if link.used_at is not None:
         held = link.response is not None and not link.response.final and link.ticket.is_open
         raise LinkRefused("used", link, _tally(link.ticket) if held else None)
+    if link.ticket.is_closed:  # before its expiry: one that lasted until the ticket's due time, it expired
+        raise LinkRefused("closed", link)
     if link.expires_at <= timezone.now():
         raise LinkRefused("expired", link)
-    if link.ticket.is_closed:
-        raise LinkRefused("closed", link)
     if link.ticket.args_hash != link.args_hash:
         raise LinkRefused("changed", link)
     if not can_decide(link.user, link.ticket):
