@@ -73,6 +73,10 @@ def record(
         notice = (TICKET_DECIDED, ticket, {"status": ticket.status, "by": by, "comment": answer.comment})
     # What a decision changes (the row is locked: the other columns are as read); not every column
     fields = _DECIDED_FIELDS + (_EDITED_FIELDS if answer.edited_args is not None else [])
+    if plan.held and person is not None and ticket.assigned_to_id == person.pk:
+        # Their approval counts and the ticket waits for another approver's: not for them any more.
+        ticket.assigned_to = None
+        fields = [*fields, "assigned_to"]
     if riding is not None:  # the turn, the row, the ticket, the notice and the chain's head in one round trip
         response = response_append_with(_ticket_update(ticket, fields), notice=notice, riding=riding, **row)
     elif turn is not None and transaction.get_connection().vendor == "postgresql":

@@ -90,3 +90,28 @@ def test_assign_over_the_api(demo):
     assert PendingCall.objects.get(pk=call.pk).assigned_to == demo["approver"]
     r = post(approver, {"assignee": None})
     assert r.status_code == 200 and r.json()["assigned_to"] is None
+
+
+def test_an_approval_that_waits_for_another_approver_gives_the_ticket_back(demo):
+    """A 2-of-N ticket taken, then approved by its assignee (1 of 2): it stayed assigned to them, whose
+    approval cannot give the next one, so the inbox showed the others "1 of 2 approvals · approver" and
+    the ticket waited on someone who could not move it. Now it is nobody's; "mine" still finds it."""
+    from tests.approvals.policy_helpers import open_ticket
+
+    big = open_ticket(args={"purpose": "conference", "amount": 2500.0})
+    assert big.required_approvals == 2
+    approver = _client(demo["approver"])
+    assert approver.post(f"/tickets/{big.pk}/assign/", {"assign": "me"}).status_code == 302
+    assert approver.post(f"/tickets/{big.pk}/approve/", {"approve-args_hash": big.args_hash}).status_code == 302
+    big.refresh_from_db()
+    assert big.is_open and big.assigned_to is None
+    other = _client(demo["approver2"])
+    page = other.get(f"/tickets/{big.pk}/").content.decode()
+    assert "Nobody is assigned." in page and ">Assign to me</button>" in page
+    row = other.get("/").content.decode().split(f'id="pending-call-{big.pk}"')[1].split("</tr>")[0]
+    assert "1 of 2 approvals" in row and "· approver" not in row
+    assert f'id="pending-call-{big.pk}"' in approver.get("/?mine=on").content.decode()  # they answered it
+    assert other.post(f"/tickets/{big.pk}/assign/", {"assign": "me"}).status_code == 302
+    assert other.post(f"/tickets/{big.pk}/approve/", {"approve-args_hash": big.args_hash}).status_code == 302
+    big.refresh_from_db()
+    assert big.status == "approved" and big.assigned_to == demo["approver2"]  # a closing one changes nothing
