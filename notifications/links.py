@@ -124,8 +124,7 @@ def link_check(*, token: str, viewer: Any) -> CheckedLink:
     if viewer is not None and viewer.is_authenticated and viewer.pk != link.user_id:
         raise LinkRefused("wrong_person", link)
     if link.used_at is not None:
-        held = link.response is not None and not link.response.final and link.ticket.is_open
-        raise LinkRefused("used", link, _tally(link.ticket) if held else None)
+        raise _used(link)
     if link.ticket.is_closed:  # before its expiry: one that lasted until the ticket's due time, it expired
         raise LinkRefused("closed", link)
     if link.expires_at <= timezone.now():
@@ -147,11 +146,19 @@ def counted_tally(ticket: PendingCall, user: Any) -> Tally | None:
     counted = ticket_approvals(ticket=ticket)
     if not any(r.actor_id == user.pk for r in counted):
         return None
+    return _tally(ticket, counted)
+
+
+def _tally(ticket: PendingCall, counted: list[Response] | None = None) -> Tally:
+    """How many approvals of the ticket count now (`counted`: as already read), of how many it needs."""
+    counted = ticket_approvals(ticket=ticket) if counted is None else counted
     return Tally(len(counted), ticket.required_approvals)
 
 
-def _tally(ticket: PendingCall) -> Tally:
-    return Tally(len(ticket_approvals(ticket=ticket)), ticket.required_approvals)
+def _used(link: ApprovalLink) -> LinkRefused:
+    """A spent link's refusal: with the tally when its approval is held on a ticket still open."""
+    held = link.response is not None and not link.response.final and link.ticket.is_open
+    return LinkRefused("used", link, _tally(link.ticket) if held else None)
 
 
 @transaction.atomic
@@ -160,8 +167,7 @@ def link_use(*, token: str, viewer: Any, reason: str = "") -> Response:
     checked = link_check(token=token, viewer=viewer)
     link = ApprovalLink.objects.select_for_update().get(pk=checked.link.pk)
     if link.used_at is not None:
-        held = link.response is not None and not link.response.final and link.ticket.is_open
-        raise LinkRefused("used", link, _tally(link.ticket) if held else None)
+        raise _used(link)
     if checked.action == "approve":
         response = approvals.ticket_approve(ticket=checked.ticket, actor=link.user, args_hash=link.args_hash)
     else:
