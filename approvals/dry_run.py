@@ -12,6 +12,7 @@ from typing import Any
 from django.contrib.auth import get_user_model
 
 from .models import PendingCall, Policy, Response
+from .permissions import asking_turns
 from .policy_match import Choice
 from .rules import auto_decision, candidates, choose, fits, matches, specificity
 
@@ -78,11 +79,7 @@ def _chooser(policy: Policy) -> Callable[[PendingCall], Choice | None]:
 def _askers(rows: list[PendingCall]) -> dict[int, set[int]]:
     """Per ticket, who had sent a message in its conversation by the time it closed: the people four-eyes
     kept off it then (approvals.permissions.askers, as a decision at that moment read them). One query."""
-    from agents_app.models import Turn
-
-    turns = Turn.objects.filter(
-        session_id__in={t.session_id for t in rows}, kind=Turn.Kind.MESSAGE, created_by__isnull=False
-    )
+    turns = asking_turns().filter(session_id__in={t.session_id for t in rows})
     by_session: dict[int, list[tuple[int, Any]]] = defaultdict(list)
     for session_id, who, at in turns.values_list("session_id", "created_by", "created_at"):
         by_session[session_id].append((who, at))

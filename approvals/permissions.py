@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib.auth.models import Group
-from django.db.models import Exists, F, OuterRef, Q
+from django.db.models import Exists, F, OuterRef, Q, QuerySet
 from django.db.models.functions import Now
 from django.utils import timezone
 
@@ -112,15 +112,21 @@ def can_view_ticket(user: Any, ticket: Any) -> bool:
     return is_requester(user, ticket) or is_observer(user) or routed_to(user, ticket)
 
 
-def askers(ticket: Any) -> set[int]:
-    """Who sent a message (a turn of their own, not an answer to a ticket) in the ticket's conversation:
-    who asked the agent there, whoever's conversation it is. Read once per ticket object (a page asks
-    for several people, a fan-out for every decider)."""
+def asking_turns() -> QuerySet:
+    """The turns that make their sender an asker of their conversation's tickets (four-eyes): the messages
+    a person sent there (a turn of their own, not an answer to a ticket), whoever's conversation it is.
+    The one rule `askers`, `decides_q` and the dry run (approvals.dry_run, many tickets at once) read."""
     from agents_app.models import Turn
 
+    return Turn.objects.filter(kind=Turn.Kind.MESSAGE, created_by__isnull=False)
+
+
+def askers(ticket: Any) -> set[int]:
+    """Who asked the agent in the ticket's conversation (`asking_turns`). Read once per ticket object (a
+    page asks for several people, a fan-out for every decider)."""
     found = getattr(ticket, "_adkweb_askers", None)
     if found is None:
-        turns = Turn.objects.filter(session_id=ticket.session_id, kind=Turn.Kind.MESSAGE, created_by__isnull=False)
+        turns = asking_turns().filter(session_id=ticket.session_id)
         found = set(turns.values_list("created_by", flat=True).distinct())
         ticket._adkweb_askers = found
     return found
@@ -155,8 +161,6 @@ def decides_q() -> Q:
     decide_refusal by tests/approvals/test_quorum_rights.py."""
     from django.contrib.auth import get_user_model
 
-    from agents_app.models import Turn
-
     from .models import PendingCall
 
     User = get_user_model()
@@ -174,11 +178,7 @@ def decides_q() -> Q:
         | Q(Exists(PendingCall.escalation_groups.through.objects.filter(**member)), escalated_q("pending_call__"))
     )
     question = Q(own, pending_call__kind__in=QUESTION_KINDS)
-    asked = Exists(
-        Turn.objects.filter(
-            session=OuterRef("pending_call__session"), kind=Turn.Kind.MESSAGE, created_by=OuterRef("actor")
-        )
-    )
+    asked = Exists(asking_turns().filter(session=OuterRef("pending_call__session"), created_by=OuterRef("actor")))
     four_eyes = ~Q(own, pending_call__four_eyes=True) & ~Q(asked, pending_call__four_eyes=True)
     return Q(actor__is_active=True) & four_eyes & (question | routed)
 
