@@ -17,6 +17,7 @@ from agents_app.services import turn_create
 from . import events, rules, run_answers
 from .decision_plan import approvers
 from .decisions import AlreadyCounted, Answer, NotAllowed, StaleArguments, TicketClosed, answers_submit
+from .escalations import escalation_record
 from .grants import GrantSpec
 from .models import PendingCall, Response, TicketActivity
 from .payloads import InvalidResponse, approve_payload, reject_payload, update_payload
@@ -140,27 +141,28 @@ def tickets_record_event(session: AdkSession, stored: StoredEvent, event: Any) -
         response = dict(fr.response or {})
         aborted = aborted_response(event, response)
         if answer_to.is_open and aborted:
-            answer_to.status = PendingCall.Status.CANCELLED
-            answer_to.closed_at = timezone.now()
-            answer_to.save(update_fields=["status", "closed_at", "updated_at"])
-            _cancelled(answer_to, "Cancelled: the agent stopped waiting for this answer (its run was aborted).")
-            _announce(answer_to)
+            _cancel(answer_to, "Cancelled: the agent stopped waiting for this answer (its run was aborted).")
         elif answer_to.initial_response is None and not aborted:
             answer_to.initial_response = response  # also of a ticket a policy decided as it opened
             answer_to.save(update_fields=["initial_response", "updated_at"])
             _announce(answer_to, inbox=False)  # its page shows it; its inbox row and facts do not change
 
 
-def _cancelled(ticket: PendingCall, line: str) -> None:
-    """The history's entry for a ticket closed without an answer (its agent's run aborted, its
-    conversation deleted): why, and on a quorum ticket the held approvals that would have counted
-    (their Response ids in `detail`: they decided nothing)."""
+def _cancel(ticket: PendingCall, line: str) -> None:
+    """Close an open ticket, locked by the caller, without an answer (its agent's run aborted, its
+    conversation deleted). Its history says why, and on a quorum ticket which held approvals would have
+    counted (their Response ids in `detail`: they decided nothing); an escalation whose time came before
+    is recorded first, as a decision records it (approvals.escalations)."""
+    escalation_record(ticket, tell=False)
+    ticket.status, ticket.closed_at = PendingCall.Status.CANCELLED, timezone.now()
+    ticket.save(update_fields=["status", "closed_at", "updated_at"])
     detail = None
     if ticket.required_approvals > 1:
         counted = sorted(approvers(ticket, ticket.args_hash).values())
         detail = {"counted": counted}
         line += f" It had {len(counted)} of the {ticket.required_approvals} approvals it needed; they decided nothing."
     TicketActivity.objects.create(ticket=ticket, kind=TicketActivity.Kind.CANCELLED, message=line, detail=detail)
+    _announce(ticket)
 
 
 def aborted_response(event: Any, response: dict | None) -> bool:
@@ -176,10 +178,7 @@ def tickets_cancel_archived(*, session: AdkSession, by: str) -> int:
     for ticket in PendingCall.objects.select_for_update(of=("self",)).filter(
         session=session, status__in=PendingCall.OPEN_STATUSES
     ):
-        ticket.status, ticket.closed_at = PendingCall.Status.CANCELLED, timezone.now()
-        ticket.save(update_fields=["status", "closed_at", "updated_at"])
-        _cancelled(ticket, f"Cancelled: its conversation was deleted{who} (archived; kept for the audit trail).")
-        _announce(ticket)
+        _cancel(ticket, f"Cancelled: its conversation was deleted{who} (archived; kept for the audit trail).")
         count += 1
     return count
 

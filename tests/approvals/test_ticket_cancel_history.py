@@ -6,14 +6,19 @@ held when it closed."""
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 from django.test import Client
+from django.utils import timezone
 from google.adk.events.event import Event
 from google.genai import types
 
 from agents_app.session_service import DjangoSessionService
-from approvals import services
+from approvals import deadlines, services
 from approvals.models import PendingCall, Response, TicketActivity
+from tests.approvals.policy_helpers import open_ticket
+from tests.approvals.test_escalation_recorded_at_decision import _escalating
 
 pytestmark = pytest.mark.django_db(transaction=True)
 APP, USER = "reimbursement_agent", "requester"
@@ -79,3 +84,21 @@ def test_a_deleted_conversations_quorum_ticket_records_the_approvals_it_held(dem
     [entry] = TicketActivity.objects.filter(ticket=ticket, kind="cancelled")
     assert entry.message.startswith("Cancelled: its conversation was deleted by admin")
     assert entry.detail == {"counted": [held.pk]} and "1 of the 2 approvals" in entry.message
+
+
+def test_a_ticket_cancelled_after_its_escalation_time_records_the_escalation_first(demo):
+    """As a decision does (approvals.escalations): the sweep skips closed tickets, so a cancel after the
+    escalation time and before the sweep left no "Escalated" entry and no escalated_at."""
+    _escalating()  # a policy: to ops after 30 minutes
+    service, session, aborted = _opened({"purpose": "meals", "amount": 200.0})
+    deleted = open_ticket(args={"purpose": "meals", "amount": 200.0})
+    past = timezone.now() - timedelta(minutes=1)
+    PendingCall.objects.filter(pk__in=[aborted.pk, deleted.pk]).update(escalate_at=past)
+    _abort(service, session)
+    assert services.tickets_cancel_archived(session=deleted.session, by="admin") == 1
+    assert deadlines.deadlines_sweep()["escalated"] == 0
+    for ticket in (aborted, deleted):
+        ticket.refresh_from_db()
+        assert ticket.status == "cancelled" and ticket.escalated_at == past
+        kinds = list(TicketActivity.objects.filter(ticket=ticket).values_list("kind", flat=True))
+        assert kinds[-2:] == ["escalated", "cancelled"], kinds
