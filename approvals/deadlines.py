@@ -70,7 +70,7 @@ def ticket_expire(*, ticket_id: int) -> bool:
 
 def _expire(ticket_id: int) -> bool:
     ticket = _locked_open(ticket_id)
-    if ticket is None or not ticket.due_at or ticket.due_at > timezone.now():
+    if ticket is None or not ticket.past_due:
         return False
     escalation_record(ticket, tell=False)  # its escalation came before its due time: recorded first, if not yet
     reason = f"Nobody decided by {timezone.localtime(ticket.due_at).strftime('%Y-%m-%d %H:%M %Z')}."

@@ -148,7 +148,7 @@ def answer_plan(answer: Answer, actor: Any, source: str) -> Plan:
             raise NotAllowed.answering(ticket, refusal)
     if ticket.is_closed:
         raise TicketClosed(ticket)
-    if source == Response.Source.PERSON and ticket.due_at is not None and ticket.due_at <= timezone.now():
+    if source == Response.Source.PERSON and ticket.past_due:
         raise PastDue(ticket)  # the sweep's clock (approvals.deadlines), not its timing, ends a ticket
     if answer.seen_hash is not None and answer.seen_hash != ticket.args_hash:
         raise StaleArguments(ticket)

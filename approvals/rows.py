@@ -30,7 +30,9 @@ def inbox_row(ticket: Any, oob: Any = "") -> SafeString:
             f' <span class="quorum">{value(len(ticket_approvals(ticket=ticket)))} of {value(ticket.required_approvals)}'
             " approvals</span>"
         )
-    if ticket.due_at and is_open:
+    if ticket.past_due:  # by the clock, before the deadline sweep expires it
+        status += ' <span class="due past-due">past due: it expires</span>'
+    elif ticket.due_at and is_open:
         status += f' <span class="muted due">due in {timeuntil(ticket.due_at)}</span>'
     if ticket.closed_by:
         status += f' <span class="muted">by {value(ticket.closed_by.get_username())}</span>'

@@ -11,6 +11,7 @@ from django.utils.functional import SimpleLazyObject
 from agents_app import visibility
 
 from . import edits, forms, grants, selectors, services
+from .decision_plan import PastDue
 from .models import PendingCall
 from .permissions import decide_refusal, escalated_since
 
@@ -19,7 +20,8 @@ def ticket_context(
     ticket: PendingCall, user: Any, bound: dict[str, Form] | None = None, **extra: Any
 ) -> dict[str, Any]:
     """Everything the ticket page and its partials show (also used by the ticket consumer)."""
-    refusal = decide_refusal(user, ticket)
+    # Past its due time it takes no decision (PastDue, by the clock), whether or not the sweep expired it yet.
+    refusal = decide_refusal(user, ticket) or (str(PastDue(ticket)) if ticket.past_due else None)
     answerable = ticket.is_open and refusal is None
     confirmation = ticket.kind == PendingCall.Kind.CONFIRMATION
     responses = selectors.ticket_responses(ticket=ticket)

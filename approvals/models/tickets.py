@@ -8,6 +8,7 @@ from typing import Any
 from django.conf import settings
 from django.contrib.auth.models import Group
 from django.db import models
+from django.utils import timezone
 
 from agents_app.models import AdkSession, StoredEvent, Turn
 
@@ -130,6 +131,13 @@ class PendingCall(models.Model):
     @property
     def is_closed(self) -> bool:
         return not self.is_open
+
+    @property
+    def past_due(self) -> bool:
+        """Open past its due time (that instant included): it takes no decision from a person and expires,
+        by the clock, whether or not the deadline sweep has reached it yet (approvals.decision_plan.PastDue,
+        approvals.deadlines; the page and the inbox row say so)."""
+        return self.is_open and self.due_at is not None and self.due_at <= timezone.now()
 
     @property
     def original_call(self) -> dict:

@@ -132,3 +132,25 @@ def test_before_the_due_time_decisions_go_as_before(demo):
     ticket.refresh_from_db()
     assert ticket.status == "approved"
     assert deadlines.deadlines_sweep()["expired"] == 0
+
+
+def test_the_page_and_the_inbox_say_a_past_due_ticket_expires_and_offer_no_decision(demo):
+    """Between the due time and the sweep the page said "(in 0 minutes)" and offered Approve, Reject,
+    "Copy approval link" and "Assign to me", each refused 409; the inbox row said "due in 0 minutes"."""
+    ticket = open_ticket(args=BIG)  # two from finance: the page would offer "Approve (1 of 2)"
+    _past_due(ticket)
+    approver = _client(demo["approver"])
+    page = approver.get(reverse("approvals:ticket", args=[ticket.pk])).content.decode()
+    assert 'id="past-due"' in page and "it expires and the agent is told" in page, page
+    assert "(in 0" not in page and "Undecided by then" not in page
+    assert f"You cannot answer this ticket: Ticket #{ticket.pk} was due at " in page
+    for offer in ('id="approve-count"', ">Reject</button>", "Copy approval link", "Assign to me"):
+        assert offer not in page, offer
+    inbox = approver.get(reverse("approvals:inbox")).content.decode()
+    row = inbox[inbox.index(f'id="pending-call-{ticket.pk}"') :].split("</tr>")[0]
+    assert "past due: it expires" in row and "due in" not in row, row
+    PendingCall.objects.filter(pk=ticket.pk).update(due_at=timezone.now() + timedelta(hours=1))
+    page = approver.get(reverse("approvals:ticket", args=[ticket.pk])).content.decode()
+    assert 'id="approve-count">(1 of 2)' in page and "Copy approval link" in page and "(in 59" in page
+    inbox = approver.get(reverse("approvals:inbox")).content.decode()
+    assert "due in 59" in inbox and "past due" not in inbox
