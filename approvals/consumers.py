@@ -191,6 +191,8 @@ class TicketConsumer(live_socket.LiveConsumer):
             return
         self.ticket_id, self.session_pk = ticket.pk, ticket.session_id
         self.last_pk = number(query.get("after", ""))
+        # The actions card's state on the page (ticket_page.actions_shown); unknown: re-rendered at the first push.
+        self.actions_shown = query.get("shows")
         self.group = session_group(ticket.session_id)
         if not await live_socket.join(self, self.group):
             return
@@ -263,8 +265,12 @@ class TicketConsumer(live_socket.LiveConsumer):
             if not can_view_ticket(self.user, ticket):
                 return ""
             ctx = {**ticket_context(ticket, self.user), "oob": True}
-            parts = ["status", "history", "activity", "args"] + ([] if ticket.is_open else ["actions"])
-            if ticket.is_open and ctx["can_answer"] and ticket.required_approvals > 1:
+            parts = ["status", "history", "activity", "args"]
+            if not ticket.is_open or ctx["actions_shown"] != self.actions_shown:
+                # Closed, or what this viewer may do changed (their approval, given elsewhere, counts): the card.
+                parts.append("actions")
+                self.actions_shown = ctx["actions_shown"]
+            elif ctx["can_answer"] and ticket.required_approvals > 1:
                 # Another approver's approval: "Approve (2 of 2)" on the button, or the count in
                 # "Your approval counts (2 of 3)", without touching a form being filled in.
                 parts.append("counted-count" if ctx["approved_by_me"] else "approve-count")

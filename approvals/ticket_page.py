@@ -26,6 +26,7 @@ def ticket_context(
     confirmation = ticket.kind == PendingCall.Kind.CONFIRMATION
     responses = selectors.ticket_responses(ticket=ticket)
     tally = selectors.approval_record(ticket=ticket, responses=responses)
+    approved_by_me = any(r.actor_id == getattr(user, "pk", None) for r in tally.counted)
     ctx: dict[str, Any] = {
         "ticket": ticket,
         "responses": responses,
@@ -35,11 +36,14 @@ def ticket_context(
         # in its history, not counted: their givers may no longer decide it (open), could not when it closed
         "lapsed_approvals": tally.lapsed,
         "approvals_recorded": tally.recorded,  # closed: whether its close recorded which counted
-        "approved_by_me": any(r.actor_id == getattr(user, "pk", None) for r in tally.counted),
+        "approved_by_me": approved_by_me,
         "args_diff": edits.diff(ticket.tool_args, ticket.edited_args),
         "refusal": refusal,
         "grantable": grants.grant_refusal(ticket) is None,
         "can_answer": answerable,
+        # Which of its states the actions card shows this viewer: the ticket socket re-renders the card when
+        # it changes (their own approval now counts, given elsewhere), else swaps only the counts in it.
+        "actions_shown": actions_shown(ticket, answerable, approved_by_me),
         # Lazy (SimpleLazyObject): asked only by what renders them (the page, the ticket socket), not
         # by the panel an action answers with.
         "activity": SimpleLazyObject(lambda: _activity(ticket)),
@@ -64,6 +68,16 @@ def ticket_context(
         ctx.update({f"{name}_form": form for name, form in (bound or {}).items()})
     ctx.update(extra)
     return ctx
+
+
+def actions_shown(ticket: PendingCall, answerable: bool, approved_by_me: bool) -> str:
+    """The actions card's state for a viewer (ticket.html#actions): "closed", "refused" (they may not
+    answer), "counted" (their approval counts: no approve button nor link) or "answer"."""
+    if not ticket.is_open:
+        return "closed"
+    if not answerable:
+        return "refused"
+    return "counted" if approved_by_me else "answer"
 
 
 def _activity(ticket: PendingCall) -> str:
