@@ -9,12 +9,13 @@ from django.db import connection, transaction
 from django.utils import timezone
 from google.genai import types
 
+from adkweb.errors import Conflict
 from adkweb.log_context import log_ids
 from adkweb.notify import TICKET_OPENED, notify
 from agents_app.models import AdkSession, StoredEvent, Turn
 from agents_app.services import turn_create
 
-from . import events, rules, run_answers
+from . import events, rules, run_answers, selectors
 from .decision_plan import approvers
 from .decisions import AlreadyCounted, Answer, NotAllowed, StaleArguments, TicketClosed, answers_submit
 from .escalations import escalation_record
@@ -254,10 +255,24 @@ def ticket_assign(*, ticket: PendingCall, actor: Any, assignee: Any | None) -> P
         raise InvalidResponse("You can assign a ticket to yourself only.")
     if ticket.is_closed:
         raise TicketClosed(ticket)
+    refusal = take_refusal(ticket, actor, selectors.ticket_approvals(ticket=ticket)) if assignee else None
+    if refusal:
+        raise Conflict(f"You may not take ticket #{ticket.pk}: {refusal} Nothing was changed.")
     ticket.assigned_to = assignee
     ticket.save(update_fields=["assigned_to", "updated_at"])
     _announce(ticket)
     return ticket
+
+
+def take_refusal(ticket: PendingCall, actor: Any, counted: list[Response]) -> str | None:
+    """Why this person may not take the open ticket ("Assign to me"), or None: their approval counts on it
+    (`counted`: selectors.ticket_approvals), so only another approver moves it (it was given back then)."""
+    if not any(r.actor_id == actor.pk for r in counted):
+        return None
+    return (
+        f"your approval counts ({len(counted)} of {ticket.required_approvals}); another approver gives the next "
+        "one, so it is theirs to take."
+    )
 
 
 def message_submit(

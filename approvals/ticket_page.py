@@ -52,6 +52,7 @@ def ticket_context(
         "update_ok": not confirmation,
         "confirmation": confirmation,
         "can_assign": answerable,
+        "take_refusal": services.take_refusal(ticket, user, tally.counted) if answerable else None,
         "assigned_to_me": ticket.assigned_to_id == getattr(user, "pk", None),
         "viewer": user,  # the consumer renders partials without a request
         # Its conversation holds no ticket hidden from this person (else it is not shown here either).

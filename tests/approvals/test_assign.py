@@ -115,3 +115,29 @@ def test_an_approval_that_waits_for_another_approver_gives_the_ticket_back(demo)
     assert other.post(f"/tickets/{big.pk}/approve/", {"approve-args_hash": big.args_hash}).status_code == 302
     big.refresh_from_db()
     assert big.status == "approved" and big.assigned_to == demo["approver2"]  # a closing one changes nothing
+
+
+def test_an_approver_whose_approval_counts_is_not_offered_the_ticket_and_may_not_take_it(demo):
+    """Since an approval that waits for another approver gives the ticket back, its giver was offered
+    "Assign to me" again and could take it (200), though only another approver can move it. Now the page
+    says why it is not theirs to take, and the page's and the API's assign refuse 409, nothing changed."""
+    import json
+
+    from tests.approvals.policy_helpers import open_ticket
+
+    big = open_ticket(args={"purpose": "conference", "amount": 2500.0})
+    approver = _client(demo["approver"])
+    assert approver.post(f"/tickets/{big.pk}/approve/", {"approve-args_hash": big.args_hash}).status_code == 302
+    page = approver.get(f"/tickets/{big.pk}/").content.decode()
+    assert ">Assign to me</button>" not in page and 'id="take-refused">Not yours to take: your approval counts' in page
+    r = approver.post(f"/tickets/{big.pk}/assign/", {"assign": "me"}, HTTP_HX_REQUEST="true")
+    assert r.status_code == 409, r.status_code
+    assert f"You may not take ticket #{big.pk}: your approval counts (1 of 2)" in r.content.decode()
+    api = f"/api/pending-calls/{big.pk}/assign"
+    r = approver.post(api, json.dumps({"assignee": "me"}), content_type="application/json")
+    assert r.status_code == 409 and "another approver gives the next one" in r.json()["detail"], r.content
+    big.refresh_from_db()
+    assert big.assigned_to is None and Response.objects.filter(pending_call=big).count() == 1
+    other = _client(demo["approver2"])
+    assert ">Assign to me</button>" in other.get(f"/tickets/{big.pk}/").content.decode()
+    assert other.post(api, json.dumps({"assignee": "me"}), content_type="application/json").status_code == 200
