@@ -77,12 +77,14 @@ def test_a_response_written_while_a_close_is_uncommitted_waits_for_it_and_carrie
 
 def test_racing_requests_on_each_ticket_leave_the_participants_exact(demo, live_asgi, api_token):
     """Real requests at once on each of 8 tickets: an approver's update from the page, an approval
-    through the API by another, a third taking the ticket, and the ticket's expiry (its deadline
-    passed) in the sweeper's code: whoever wins, no 500, and the rows equal what they derive from."""
+    through the API by another, a third taking the ticket, and the ticket's expiry in the sweeper's
+    code as its due time passes (a moment after the requests start, staggered: on some tickets the
+    requests meet the expiry, on others they come first): whoever wins, no 500, and the rows equal
+    what they derive from. A request after the due time is refused (409) like one after the expiry."""
     from tests.integration.races import page_auth
 
     me, admin, third = demo["approver"], demo["admin"], demo["approver2"]
-    calls = [ticket(due_at=timezone.now() - timedelta(seconds=1)) for _ in range(8)]
+    calls = [ticket(due_at=timezone.now() + timedelta(hours=1)) for _ in range(8)]
     cookies, headers = page_auth(me)
     third_cookies, third_headers = page_auth(third)
     token = api_token(admin)
@@ -97,6 +99,10 @@ def test_racing_requests_on_each_ticket_leave_the_participants_exact(demo, live_
             assert client.get(f"/api/pending-calls/{calls[0].pk}" if jar is None else "/", headers=h).status_code == 200
     statuses: list[int] = []
     barrier = threading.Barrier(len(sends) + len(calls))
+    start = timezone.now()
+    due = {c.pk: start + timedelta(seconds=0.3 + 0.3 * (n % 4)) for n, c in enumerate(calls)}
+    for pk, at in due.items():
+        PendingCall.objects.filter(pk=pk).update(due_at=at)
 
     def send(kind: str, request: dict) -> None:
         jar = {"page": cookies, "take": third_cookies}.get(kind)
@@ -104,16 +110,16 @@ def test_racing_requests_on_each_ticket_leave_the_participants_exact(demo, live_
             barrier.wait()
             statuses.append(client.post(**request).status_code)
 
-    def expire(pk: int, n: int) -> None:
+    def expire(pk: int) -> None:
         try:
             barrier.wait()
-            time.sleep(0.1 * (n % 4))  # some at once, some once a request may have won
+            time.sleep(max(0.0, (due[pk] - timezone.now()).total_seconds()))  # as the sweep would: once due
             deadlines.ticket_expire(ticket_id=pk)
         finally:
             connections.close_all()
 
     threads = [threading.Thread(target=send, args=s) for s in sends]
-    threads += [threading.Thread(target=expire, args=(c.pk, n)) for n, c in enumerate(calls)]
+    threads += [threading.Thread(target=expire, args=(c.pk,)) for c in calls]
     for t in threads:
         t.start()
     for t in threads:
