@@ -16,7 +16,7 @@ from agents_app.models import AdkSession, StoredEvent, Turn
 from agents_app.services import turn_create
 
 from . import events, rules, run_answers, selectors
-from .decision_plan import approvers
+from .decision_plan import PastDue, approvers
 from .decisions import AlreadyCounted, Answer, NotAllowed, StaleArguments, TicketClosed, answers_submit
 from .escalations import escalation_record
 from .grants import GrantSpec
@@ -255,6 +255,8 @@ def ticket_assign(*, ticket: PendingCall, actor: Any, assignee: Any | None) -> P
         raise InvalidResponse("You can assign a ticket to yourself only.")
     if ticket.is_closed:
         raise TicketClosed(ticket)
+    if assignee is not None and ticket.past_due:  # it takes no decision: nobody's to take (the page offers none)
+        raise PastDue(ticket).ending("Nothing was changed.")
     refusal = take_refusal(ticket, actor, selectors.ticket_approvals(ticket=ticket)) if assignee else None
     if refusal:
         raise Conflict(f"You may not take ticket #{ticket.pk}: {refusal} Nothing was changed.")

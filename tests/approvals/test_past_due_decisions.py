@@ -154,3 +154,20 @@ def test_the_page_and_the_inbox_say_a_past_due_ticket_expires_and_offer_no_decis
     assert 'id="approve-count">(1 of 2)' in page and "Copy approval link" in page and "(in 59" in page
     inbox = approver.get(reverse("approvals:inbox")).content.decode()
     assert "due in 59" in inbox and "past due" not in inbox
+
+
+def test_a_past_due_ticket_cannot_be_taken(demo):
+    """The page no longer offers "Assign to me" past the due time; the page's assign and the API's took it
+    all the same (200), a ticket nobody may decide any more then shown as someone's."""
+    ticket = open_ticket(args=SMALL)
+    _past_due(ticket)
+    approver = _client(demo["approver"])
+    r = approver.post(f"/tickets/{ticket.pk}/assign/", {"assign": "me"}, HTTP_HX_REQUEST="true")
+    assert r.status_code == 409 and "nobody decided it by then: it expires" in r.content.decode()
+    r = approver.post(
+        f"/api/pending-calls/{ticket.pk}/assign", json.dumps({"assignee": "me"}), content_type="application/json"
+    )
+    assert r.status_code == 409, r.content
+    assert r.json()["detail"].endswith("it expires (the agent is told so). Nothing was changed.")
+    ticket.refresh_from_db()
+    assert ticket.assigned_to is None and ticket.status == "pending"
