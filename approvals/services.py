@@ -257,7 +257,7 @@ def ticket_assign(*, ticket: PendingCall, actor: Any, assignee: Any | None) -> P
         raise TicketClosed(ticket)
     if assignee is not None and ticket.past_due:  # it takes no decision: nobody's to take (the page offers none)
         raise PastDue(ticket).ending("Nothing was changed.")
-    refusal = take_refusal(ticket, actor, selectors.ticket_approvals(ticket=ticket)) if assignee else None
+    refusal = take_refusal(ticket, actor) if assignee else None
     if refusal:
         raise Conflict(f"You may not take ticket #{ticket.pk}: {refusal} Nothing was changed.")
     ticket.assigned_to = assignee
@@ -266,14 +266,16 @@ def ticket_assign(*, ticket: PendingCall, actor: Any, assignee: Any | None) -> P
     return ticket
 
 
-def take_refusal(ticket: PendingCall, actor: Any, counted: list[Response]) -> str | None:
+def take_refusal(ticket: PendingCall, actor: Any, counted: list[Response] | None = None) -> str | None:
     """Why this person may not take the open ticket ("Assign to me"), or None: their approval counts on it
-    (`counted`: selectors.ticket_approvals), so only another approver moves it (it was given back then)."""
-    if not any(r.actor_id == actor.pk for r in counted):
+    (selectors.own_approval_counts; `counted`: its approvals, already read), so only another approver
+    moves it (it was given back then)."""
+    mine = selectors.own_approval_counts(actor, ticket, counted)
+    if mine is None:
         return None
     return (
-        f"your approval counts ({len(counted)} of {ticket.required_approvals}); another approver gives the next "
-        "one, so it is theirs to take."
+        f"your approval counts ({mine.counted} of {mine.required}); another approver gives the next one, so it is "
+        "theirs to take."
     )
 
 

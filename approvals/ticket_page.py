@@ -26,7 +26,7 @@ def ticket_context(
     confirmation = ticket.kind == PendingCall.Kind.CONFIRMATION
     responses = selectors.ticket_responses(ticket=ticket)
     tally = selectors.approval_record(ticket=ticket, responses=responses)
-    approved_by_me = any(r.actor_id == getattr(user, "pk", None) for r in tally.counted)
+    approved_by_me = selectors.own_approval_counts(user, ticket, tally.counted) is not None
     ctx: dict[str, Any] = {
         "ticket": ticket,
         "responses": responses,

@@ -18,7 +18,7 @@ from django.utils import timezone
 from adkweb.errors import Refused
 from approvals import services as approvals
 from approvals.models import PendingCall, Response
-from approvals.selectors import can_decide, ticket_approvals
+from approvals.selectors import Counted, can_decide, own_approval_counts, ticket_approvals
 
 from .models import ApprovalLink
 
@@ -26,16 +26,7 @@ SALT = "adkweb.notifications.approval-link"
 ACTIONS = ("approve", "reject")
 
 
-@dataclass(frozen=True)
-class Tally:
-    """A quorum ticket's approvals that count so far, of those it needs."""
-
-    counted: int
-    required: int
-
-    @property
-    def more(self) -> int:
-        return self.required - self.counted
+Tally = Counted  # a quorum ticket's approvals that count so far, of those it needs
 
 
 class LinkRefused(Refused):
@@ -133,26 +124,15 @@ def link_check(*, token: str, viewer: Any) -> CheckedLink:
         raise LinkRefused("changed", link)
     if not can_decide(link.user, link.ticket):
         raise LinkRefused("not_eligible", link)
-    if data["a"] == "approve" and (tally := counted_tally(link.ticket, link.user)) is not None:
+    # their approval already counts (the rule the ticket page and the assign read): an approve link could only refuse
+    if data["a"] == "approve" and (tally := own_approval_counts(link.user, link.ticket)) is not None:
         raise LinkRefused("counted", link, tally)
     return CheckedLink(link=link, action=data["a"], ticket=link.ticket)
 
 
-def counted_tally(ticket: PendingCall, user: Any) -> Tally | None:
-    """How far a quorum ticket is, if this person's approval already counts on it (no second one:
-    AlreadyCounted), else None: an approve link of theirs could only refuse."""
-    if ticket.required_approvals <= 1:
-        return None
-    counted = ticket_approvals(ticket=ticket)
-    if not any(r.actor_id == user.pk for r in counted):
-        return None
-    return _tally(ticket, counted)
-
-
-def _tally(ticket: PendingCall, counted: list[Response] | None = None) -> Tally:
-    """How many approvals of the ticket count now (`counted`: as already read), of how many it needs."""
-    counted = ticket_approvals(ticket=ticket) if counted is None else counted
-    return Tally(len(counted), ticket.required_approvals)
+def _tally(ticket: PendingCall) -> Tally:
+    """How many approvals of the ticket count now, of how many it needs."""
+    return Tally(len(ticket_approvals(ticket=ticket)), ticket.required_approvals)
 
 
 def _used(link: ApprovalLink) -> LinkRefused:

@@ -15,7 +15,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 from adkweb.errors import Refused
 from approvals import services as approvals
 from approvals.forms import fits_schema
-from approvals.selectors import approval_progress, can_decide, ticket_visible_get
+from approvals.selectors import approval_progress, can_decide, own_approval_counts, ticket_visible_get
 
 from . import choices, links, selectors, services
 from .emails import ticket_summary
@@ -99,7 +99,7 @@ def ticket_link(request: HttpRequest, ticket_id: int) -> HttpResponse:
         error, status = "Only someone who may decide this ticket can get an approval link for it.", 403
     elif ticket.is_closed:
         error, status = f"Ticket #{ticket.pk} is already {ticket.get_status_display()}: no link needed.", 409
-    elif (tally := links.counted_tally(ticket, request.user)) is not None:
+    elif (tally := own_approval_counts(request.user, ticket)) is not None:
         error = (
             f"Your approval of ticket #{ticket.pk} is recorded: {tally.counted} of {tally.required}, "
             f"{tally.more} more needed from another approver. No link needed; you may still reject it here."

@@ -180,21 +180,44 @@ def can_decide(user: Any, ticket: PendingCall) -> bool:
     return decide_refusal(user, ticket) is None
 
 
+class Counted(NamedTuple):
+    """A quorum ticket's approvals that count now, of those it needs: one person's among them."""
+
+    counted: int
+    required: int
+
+    @property
+    def more(self) -> int:
+        return self.required - self.counted
+
+
+def own_approval_counts(user: Any, ticket: PendingCall, counted: list[Response] | None = None) -> Counted | None:
+    """The one rule its readers share: how far the ticket's quorum is, if this person's approval already
+    counts toward it (no one counts twice: no second approval, no approve link, and the ticket is not theirs
+    to take: another approver moves it), else None. A ticket that needs one approval has none held: None,
+    without a query. `counted`: its `ticket_approvals`, already read. Read by `approval_refusal`, the ticket
+    page, services.take_refusal (assign) and notifications.links (the approve link)."""
+    if ticket.required_approvals <= 1:
+        return None
+    counted = ticket_approvals(ticket=ticket) if counted is None else counted
+    if not any(r.actor_id == getattr(user, "pk", None) for r in counted):
+        return None
+    return Counted(len(counted), ticket.required_approvals)
+
+
 def approval_refusal(user: Any, ticket: PendingCall, action: str = "approve") -> str | None:
     """Why this person may not approve (or reject) this ticket now, or None: the ticket page's rules
     (its routing: policy approver groups, the escalation groups once escalated; four-eyes) and, for
     a ticket that needs several approvals, an approval of theirs that already counts (no one counts
-    twice; they may still reject it)."""
+    twice; they may still reject it: `own_approval_counts`)."""
     refusal = decide_refusal(user, ticket)
     if refusal:
         return refusal
-    if action == "approve" and ticket.required_approvals > 1:
-        counted = ticket_approvals(ticket=ticket)
-        if any(r.actor_id == user.pk for r in counted):
-            return (
-                f"your approval already counts ({len(counted)} of {ticket.required_approvals}); "
-                "another approver must give the next one."
-            )
+    if action == "approve" and (mine := own_approval_counts(user, ticket)) is not None:
+        return (
+            f"your approval already counts ({mine.counted} of {mine.required}); "
+            "another approver must give the next one."
+        )
     return None
 
 

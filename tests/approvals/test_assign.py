@@ -141,3 +141,19 @@ def test_an_approver_whose_approval_counts_is_not_offered_the_ticket_and_may_not
     other = _client(demo["approver2"])
     assert ">Assign to me</button>" in other.get(f"/tickets/{big.pk}/").content.decode()
     assert other.post(api, json.dumps({"assignee": "me"}), content_type="application/json").status_code == 200
+
+
+def test_taking_a_single_approval_ticket_reads_no_approvals(demo):
+    """Whose approval counts matters only on a ticket that needs several: taking (or giving back) one that
+    needs one read its responses all the same. Now the one rule (selectors.own_approval_counts) asks
+    nothing there; on a quorum ticket it still reads them, and still refuses a counted approver."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    call = ticket()
+    assert call.required_approvals == 1
+    with CaptureQueriesContext(connection) as queries:
+        services.ticket_assign(ticket=call, actor=demo["approver"], assignee=demo["approver"])
+    read = [q["sql"] for q in queries.captured_queries if Response._meta.db_table in q["sql"]]
+    assert read == [], read
+    assert PendingCall.objects.get(pk=call.pk).assigned_to == demo["approver"]
