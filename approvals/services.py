@@ -30,6 +30,7 @@ __all__ = [  # what other modules and apps use from here
     "GrantSpec",
     "InvalidResponse",
     "NotAllowed",
+    "PastDue",
     "StaleArguments",
     "TicketClosed",
     "answers_submit",

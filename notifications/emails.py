@@ -15,7 +15,7 @@ from django.utils.html import escape
 from agents_app.timeline import ticket_summary as args_summary
 from approvals.forms import fits_schema
 from approvals.selectors import approval_refusal
-from approvals.services import approve_payload, reject_payload
+from approvals.services import PastDue, approve_payload, reject_payload
 from approvals.templatetags.approvals_tags import edit_note, items_readable, tool_label
 
 from . import links
@@ -161,6 +161,8 @@ def email_prepare(delivery: Delivery, prefs: dict[int, Any] | None = None) -> Ou
         refusal = approval_refusal(person, ticket)
         if refusal:  # its routing, four-eyes, or their approval already counts (M of N)
             return Outcome.skip(f"No longer theirs to decide: {refusal}")
+        if ticket.past_due:  # nobody decides it now (nor could its link: links.link_create refuses one)
+            return Outcome.skip(f"No longer anyone's to decide: {PastDue(ticket)}")
     pref = prefs.get(person.pk) if prefs is not None else preferences_for(person)
     unwanted = unwanted_reason(person, delivery.role, pref, ticket=ticket)
     if unwanted:  # preferences changed since the email was queued (a retry hours later)

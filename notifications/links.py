@@ -61,7 +61,10 @@ class CheckedLink:
 def link_create(*, ticket: PendingCall, user: Any) -> ApprovalLink:
     """A new link for one person and one ticket, valid for ADKWEB_APPROVAL_LINK_SECONDS, or until the
     ticket's due time if that comes first (it takes no person's decision after: decision_plan.PastDue).
-    One plain INSERT (a fan-out makes one per decider; the ORM compiled each)."""
+    A ticket already past its due time (PendingCall.past_due, swept or not) gets none: PastDue (409), not
+    a link born expired. One plain INSERT (a fan-out makes one per decider; the ORM compiled each)."""
+    if ticket.past_due:
+        raise approvals.PastDue(ticket)
     now = timezone.now()
     expires = now + timedelta(seconds=settings.ADKWEB_APPROVAL_LINK_SECONDS)
     link = ApprovalLink(

@@ -108,12 +108,16 @@ def ticket_link(request: HttpRequest, ticket_id: int) -> HttpResponse:
     elif not fits_schema(ticket, approvals.approve_payload(ticket)):
         error, status = "This ticket needs an answer that fits its form; a one-tap link cannot give one.", 400
     else:
-        link = links.link_create(ticket=ticket, user=request.user)
-        ctx |= {
-            "link": link,
-            "approve_url": links.link_url(link, "approve"),
-            "reject_url": links.link_url(link, "reject"),
-        }
+        try:
+            link = links.link_create(ticket=ticket, user=request.user)
+        except Refused as exc:  # past its due time (a page loaded before it): no link born expired
+            error, status = exc.detail, exc.status
+        else:
+            ctx |= {
+                "link": link,
+                "approve_url": links.link_url(link, "approve"),
+                "reject_url": links.link_url(link, "reject"),
+            }
     ctx["error"] = error
     template = "notifications/ticket_link.html" + ("#result" if request.htmx else "")  # type: ignore[attr-defined]
     return render(request, template, ctx, status=status)

@@ -65,3 +65,40 @@ def test_after_the_due_time_a_link_offers_no_decision(demo):
     assert deadlines.deadlines_sweep()["expired"] == 1
     r = Client().get(f"/a/{links.link_token(link, 'approve')}/")  # expired by the sweep: says so
     assert r.status_code == 409 and f"Ticket #{ticket.pk} is already expired." in _text(r.content.decode())
+
+
+def test_no_link_is_made_for_a_ticket_past_its_due_time(demo):
+    """Between the ticket's due time and the deadline sweep, "Copy approval link" (posted from a page
+    loaded before) made a link that was born expired (it lasts until the due time) and showed it as if
+    it worked. Now it is refused 409 with the due-time message and no link is written; links.link_create
+    refuses it (PastDue) for every caller; the decider's email is skipped, not sent with a dead link.
+    The page itself offers no "Copy approval link" then (ceb6db9): asserted here too."""
+    from notifications.emails import email_prepare
+    from notifications.models import Delivery
+    from notifications.outcome import Outcome
+
+    ticket = _hourly()
+    PendingCall.objects.filter(pk=ticket.pk).update(due_at=timezone.now() - timedelta(seconds=5))
+    ticket.refresh_from_db()
+    c = Client()
+    c.force_login(demo["approver"])
+    page = c.get(f"/tickets/{ticket.pk}/").content.decode()
+    assert "Copy approval link" not in page and 'id="past-due"' in page
+    for htmx in ({"HTTP_HX_REQUEST": "true"}, {}):
+        r = c.post(f"/notifications/tickets/{ticket.pk}/link/", **htmx)
+        text = _text(r.content.decode())
+        assert r.status_code == 409, (r.status_code, text)
+        assert f"Ticket #{ticket.pk} was due at" in text and "it expires" in text, text
+        assert "/a/" not in text
+    assert not ApprovalLink.objects.exists()
+    try:
+        links.link_create(ticket=ticket, user=demo["approver"])
+    except Exception as exc:  # the one rule: PendingCall.past_due, said by approvals' PastDue (409)
+        assert getattr(exc, "status", None) == 409 and "was due at" in str(exc), exc
+    else:
+        raise AssertionError("a link was made for a past-due ticket")
+    assert not ApprovalLink.objects.exists()
+    delivery = Delivery(ticket=ticket, recipient=demo["approver"], role="decider", channel="email")
+    outcome = email_prepare(delivery)
+    assert isinstance(outcome, Outcome) and outcome.skipped and "was due at" in outcome.error, outcome
+    assert not ApprovalLink.objects.exists()
