@@ -98,8 +98,9 @@ class Ticket(_Out):
         "when it closed."
     )
     approvalsRecorded: bool | None = Field(
-        description="Closed: true when `approvals` and `lapsedApprovals` are those recorded when it closed, "
-        "false when its close recorded none (closed before the record was kept, or cancelled); null while open."
+        description="Closed: true when `approvals` and `lapsedApprovals` are those recorded when it closed (by "
+        "its closing decision, or a cancelled ticket's cancel: the held approvals that would have counted), "
+        "false when its close recorded none (closed before the record was kept); null while open."
     )
     fourEyes: bool
     approverGroups: list[str]

@@ -1,7 +1,18 @@
-"""Reads on the human side (HackSoft's selectors): the inbox's in `inbox`, a ticket's and its deciders'
-in `tickets`. Callers import from here."""
+"""Reads on the human side (HackSoft's selectors): the inbox's in `inbox`, a ticket's
+in `tickets`, who decides one in `deciders`. Callers import from here."""
 
 from ..hashing import args_hash
+from .deciders import (
+    Counted,
+    approval_progress,
+    approval_refusal,
+    can_decide,
+    grants_visible,
+    own_approval_counts,
+    ticket_approver_groups,
+    ticket_deciders,
+    works_inbox,
+)
 from .inbox import (
     API_STATUS_FILTERS,
     API_TICKET_RELATED,
@@ -23,23 +34,14 @@ from .inbox import (
     visibility_key,
 )
 from .tickets import (
-    Counted,
-    approval_progress,
     approval_record,
-    approval_refusal,
     approval_tally,
-    can_decide,
-    grants_visible,
-    own_approval_counts,
     ticket_activities,
     ticket_approvals,
-    ticket_approver_groups,
-    ticket_deciders,
     ticket_get,
     ticket_responses,
     ticket_timeline,
     ticket_visible_get,
-    works_inbox,
 )
 
 __all__ = [

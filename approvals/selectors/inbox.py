@@ -28,7 +28,8 @@ from adkweb.roles import is_approver, is_observer
 
 from ..models import PendingCall, Response, TicketParticipant
 from ..permissions import visible_q
-from .tickets import LOADED, TALLY_ROWS, deciding
+from .deciders import LOADED
+from .tickets import TALLY_ROWS, cancel_records_attach, deciding
 
 INBOX_PAGE_SIZE = 25
 SORTS = ("newest", "oldest")  # an inbox's orders (InboxFilters.sort), the first its default
@@ -136,6 +137,7 @@ def approvals_attach(tickets: list[PendingCall]) -> list[PendingCall]:
         rows = Response.objects.filter(Q(action=Response.Action.APPROVE) | Q(final=True), pending_call_id__in=quorum)
         for r in deciding(rows.select_related("actor").order_by("created_at", "id")):
             getattr(quorum[r.pending_call_id], TALLY_ROWS).append(r)
+    cancel_records_attach(tickets)
     return tickets
 
 

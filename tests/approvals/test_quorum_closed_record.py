@@ -2,7 +2,7 @@
 records, in its own row (and so in the decision chain), the held approvals that counted then (their
 givers could still decide it). The ticket page, the approvals API and the audit show those as the
 approvals and the others of its arguments apart, as not counted; no later change of who may decide
-rewrites it. A ticket closed with no record (before it was kept, or cancelled) lists every approval it
+rewrites it. A ticket closed with no record (before it was kept) lists every approval it
 holds and says which counted was not recorded."""
 
 from __future__ import annotations

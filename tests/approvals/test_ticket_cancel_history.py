@@ -102,3 +102,30 @@ def test_a_ticket_cancelled_after_its_escalation_time_records_the_escalation_fir
         assert ticket.status == "cancelled" and ticket.escalated_at == past
         kinds = list(TicketActivity.objects.filter(ticket=ticket).values_list("kind", flat=True))
         assert kinds[-2:] == ["escalated", "cancelled"], kinds
+
+
+def test_the_api_and_the_page_read_a_cancelled_quorum_tickets_record_of_its_held_approvals(api, demo):
+    """The cancel records which held approvals would have counted (a2add02), but the API said
+    `approvalsRecorded: false` and listed every approval of its arguments as counting, a lapsed one too
+    (the ticket page: "2 approvals given (2 required) ... was not recorded"). Now both read the record:
+    the held approval that counted, the lapsed one apart, `approvalsRecorded: true`, the list as the detail."""
+    from django.contrib.auth.models import Group
+
+    service, session, ticket = _opened(BIG)
+    services.ticket_approve(ticket=ticket, actor=demo["approver"], args_hash=ticket.args_hash)
+    demo["approver"].groups.remove(Group.objects.get(name="finance"))  # their approval no longer counts
+    services.ticket_approve(ticket=ticket, actor=demo["approver2"], args_hash=ticket.args_hash)
+    ticket = _abort(service, session)
+    assert ticket.status == PendingCall.Status.CANCELLED
+    held = Response.objects.get(pending_call=ticket, actor=demo["approver2"])
+    [entry] = TicketActivity.objects.filter(ticket=ticket, kind="cancelled")
+    assert entry.detail == {"counted": [held.pk]}
+    body = api(demo["observer"]).get(f"/api/pending-calls/{ticket.pk}").json()
+    shown = (body["approvalsRecorded"], [a["who"] for a in body["approvals"]])
+    assert shown == (True, ["approver2"]), body
+    assert [a["who"] for a in body["lapsedApprovals"]] == ["approver"]
+    listed = api(demo["observer"]).get("/api/pending-calls?status=cancelled").json()["results"]
+    (found,) = [t for t in listed if t["id"] == ticket.pk]
+    assert (found["approvalsRecorded"], [a["who"] for a in found["approvals"]]) == (True, ["approver2"])
+    page = _page(demo["observer"], ticket)
+    assert "1 of 2 approvals" in page and "was not recorded" not in page
