@@ -14,7 +14,7 @@ from django.utils import timezone
 
 from adkweb.errors import Conflict, NotFound
 
-from . import session_async, session_sql
+from . import fanout, session_async, session_sql
 from .events import anotify_session_status, apublish_in_order, notify_session_status
 from .models import AdkSession, Turn
 from .session_status import session_status_sync
@@ -77,6 +77,7 @@ async def asession_delete(*, app_name: str, user_id: str, session_id: str) -> No
         return
     session_pk, status = archived
     await apublish_in_order(anotify_session_status, session_pk=session_pk, status=status)
+    await apublish_in_order(fanout.anotify_deleted, session_pk=session_pk)
 
 
 def _archive_checked(*, app_name: str, user_id: str, session_id: str, actor: Any = None) -> None:
@@ -91,3 +92,4 @@ def _username(actor: Any) -> str:
 
 def _notify_archived(session_pk: int) -> None:
     notify_session_status(session_pk=session_pk)
+    fanout.notify_deleted(session_pk)  # its open pages close now

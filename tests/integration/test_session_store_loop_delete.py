@@ -102,3 +102,21 @@ async def test_a_delete_whose_connection_broke_after_its_commit_archives_once(se
     monkeypatch.undo()
     rows = [row async for row in AdkSession.all_objects.filter(session_id="s").values_list("archived_at", flat=True)]
     assert len(rows) == 1 and rows[0] is not None
+
+
+async def test_a_delete_from_the_loop_closes_the_conversations_open_pages(service, monkeypatch):
+    """Each audience's open pages are told at once (they ask their rights again, none left: they close;
+    tests/agents_app/test_conversation_deleted_live.py), not at their next re-check."""
+    from agents_app.fanout import AUDIENCES, audience_group
+
+    await service.create_session(app_name=APP, user_id="u", session_id="watched")
+    pk = (await AdkSession.objects.aget(session_id="watched")).pk
+    layer = get_channel_layer()
+    pages = [await layer.new_channel() for _ in AUDIENCES]
+    for channel, audience in zip(pages, AUDIENCES, strict=True):
+        await layer.group_add(audience_group(pk, audience), channel)
+    with sent(monkeypatch) as seen:
+        await service.delete_session(app_name=APP, user_id="u", session_id="watched")
+    assert seen["django"] == [], seen  # the loop's one statement
+    got = [[kind for kind, _ in await _received(channel)] for channel in pages]
+    assert [kinds[-1:] for kinds in got] == [["rights.changed"]] * len(AUDIENCES), got  # after the status
