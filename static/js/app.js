@@ -12,8 +12,14 @@ document.addEventListener("htmx:wsOpen", function (e) {
   // Mark live elements (CSS shows a "live" dot; browser tests wait for it before acting).
   e.target.setAttribute("data-ws-open", "");
 });
+// The servers' refusal codes (adkweb.live_socket, approvals.consumers): the socket is not reconnected.
+var LIVE_REFUSED = [4003, 4403];
 document.addEventListener("htmx:wsClose", function (e) {
   e.target.removeAttribute("data-ws-open");
+  // Refused (the conversation deleted, a right lost, signed out): say so rather than go quiet.
+  var code = e.detail && e.detail.event && e.detail.event.code;
+  var notice = document.getElementById("live-ended");
+  if (notice && LIVE_REFUSED.indexOf(code) >= 0) notice.hidden = false;
 });
 document.addEventListener("click", function (e) {
   // "Copy" next to a read-only field (approval links): copy its value, say so.
