@@ -27,7 +27,7 @@ install: $(STAMP)
 
 run: $(RUN_STAMP)
 	$(PY) manage.py migrate --noinput
-	$(PY) manage.py demo_setup
+	$(PY) manage.py demo_setup --conversations
 	@echo "adkweb: http://127.0.0.1:8000  (logins: approver/approver-demo, requester/requester-demo, admin/admin-demo)"
 	$(PY) manage.py runserver 127.0.0.1:8000 --noreload
 
