@@ -45,7 +45,7 @@ def test_reimbursement_update_then_approve_live_in_both_browsers(demo, worker, l
     expect(row).to_contain_text("ask_for_approval")
     expect(row).to_contain_text("requester")
     expect(approver.locator("#nav-open-count")).to_have_text("1")
-    shot(approver, "inbox", publish=True)
+    shot(approver, "inbox-first-ticket")
 
     open_ticket_from_inbox(approver, "meals · $200.00")
     expect(approver).to_have_title(re.compile(r"Ticket #\d+ · ask_for_approval · adkweb"))
@@ -67,7 +67,7 @@ def test_reimbursement_update_then_approve_live_in_both_browsers(demo, worker, l
     expect(approver.locator("#ticket-status")).to_contain_text("Approved by approver")
     expect(approver.get_by_role("button", name="Approve")).to_have_count(0)
     expect(approver.locator("#conversation-events")).to_contain_text("Done: I reimbursed $200.00 for meals.")
-    shot(approver, "ticket", publish=True)
+    shot(approver, "ticket-approved")
 
     expect(requester.locator("#conversation-events")).to_contain_text("Done: I reimbursed $200.00 for meals.")
     shot(requester, "conversation-after-approval")
