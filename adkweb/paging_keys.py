@@ -13,6 +13,8 @@ from typing import Any
 from django.db import connection
 from django.db.models import Q
 
+from .http import number
+
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 # A condition on rows past a key, as SQL on another table's copy of the sort key and pk:
 # `bound(value_column, pk_column)` -> (sql, params) (adkweb.paging.Narrow's bound).
@@ -36,13 +38,15 @@ def cursor_of(row: Any, field_name: str) -> str:
 
 
 def cursor_parse(text: str, kind: type) -> tuple[Any, int] | None:
-    """(value, pk) from a cursor, or None if it is not one (the list then starts from `page`)."""
+    """(value, pk) from a cursor, or None if it is not one (the list then starts from `page`). Its pk is
+    a row's: 1 to a bigint's largest (`number`; past it, SQLite's driver refuses the SQL bound of
+    `_key_bound` with OverflowError)."""
     try:
-        value, pk = text.split("_", 1)
-        out = (_decode(value, kind), int(pk))
+        raw, digits = text.split("_", 1)
+        value, pk = _decode(raw, kind), number(digits)
     except (ValueError, OverflowError):
         return None
-    return out if out[1] > 0 else None
+    return (value, pk) if pk else None
 
 
 def beyond(field_name: str, key: tuple[Any, int], descending: bool) -> Q:

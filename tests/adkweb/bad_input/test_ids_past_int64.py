@@ -31,3 +31,25 @@ def test_ticket_ids_past_int64_are_404s(objs: Objs, who: str):
             if response.status_code != 404:
                 failures.append(f"{method} {path}: {response.status_code}, expected 404")
     assert not failures, "\n".join(failures)
+
+
+@pytest.mark.parametrize("cursor", ["after", "before"])
+def test_cursors_whose_row_id_is_past_int64_are_no_cursors(objs: Objs, cursor: str):
+    """A pager's cursor (`<sort key>_<row id>`) with a row id past a 64-bit integer: the inbox's "mine"
+    list bounds its rows with SQL of its own (adkweb.paging_keys._key_bound), which bound the id as it
+    came, and SQLite's driver refused it (OverflowError: a 500, page and API). Now it is no cursor, as
+    any text that is none: the page shows its first page, the API says it is not a cursor (400)."""
+    c = _client(objs, "approver")
+    failures: list[str] = []
+    for raw in (*PAST, "9" * 25):
+        for mine in ("", "&mine=1", "&status=all&mine=1"):
+            query = f"?{cursor}=1_{raw}&page=2{mine}"
+            before = counts()
+            page = c.get(f"/{query}")
+            if page.status_code != 200:
+                failures.append(f"GET /{query}: {page.status_code}, expected the inbox's first page")
+            api = c.get(f"/api/pending-calls{query}")
+            failures += _refusal(f"GET /api/pending-calls{query}", api, before, counts(), api=True)
+            if api.status_code == 400 and "is not a cursor" not in api.json()["detail"]:
+                failures.append(f"GET /api/pending-calls{query}: {api.json()['detail']!r}")
+    assert not failures, "\n".join(failures)
