@@ -48,7 +48,7 @@ SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = env_bool("DJANGO_SECURE_COOKIES", F
 
 INSTALLED_APPS = [
     "daphne",
-    "django.contrib.admin",
+    "adkweb.admin_app.AdminConfig",  # django.contrib.admin, its site adkweb.admin_lists.CheckedAdminSite
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",
