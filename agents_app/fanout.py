@@ -154,6 +154,15 @@ def publish_event(*, session_pk: int, event_pk: int, watched: set[str] | None = 
     ticket_ids = sorted({item.ticket.pk for item in view.items if getattr(item, "ticket", None) is not None})
 
     def payload(context: dict[str, Any]) -> dict[str, Any]:
+        if view.bookkeeping:  # nothing to show: its pk still moves the pages' place (and sends a held status)
+            return {
+                "type": "live.event",
+                "event_pk": event_pk,
+                "event_id": view.event_id,
+                "ticket_ids": [],
+                "append": "",
+                "replace": "",
+            }
         append = render_to_string(LIVE + "#appended", {"event": view, **context})
         # A page that showed this event streaming replaces that card in place.
         replace = "" if view.is_user else render_to_string(EVENT, {"event": view, "oob": "true", **context})

@@ -112,6 +112,18 @@ class EventItem:
         return pretty_json(self.data)
 
 
+# An event's actions a page shows (as "state updated", the artifacts list, a transfer, an escalation, a
+# request to a person): an event without content that carries one of them is not bookkeeping.
+_SHOWN_ACTIONS = (
+    ("state_delta", "stateDelta"),
+    ("artifact_delta", "artifactDelta"),
+    ("transfer_to_agent", "transferToAgent"),
+    ("escalate", "escalate"),
+    ("requested_auth_configs", "requestedAuthConfigs"),
+    ("requested_tool_confirmations", "requestedToolConfirmations"),
+)
+
+
 @dataclass
 class EventView:
     event_id: str
@@ -137,6 +149,16 @@ class EventView:
     @property
     def is_error(self) -> bool:
         return bool(self.error_code or self.error_message)
+
+    @property
+    def bookkeeping(self) -> bool:
+        """One of ADK's own markers with nothing for a person to read (an agent's end, `end_of_agent`; a
+        resumable invocation's checkpoint, `agent_state`): no content, no error, no action a page shows.
+        Pages leave it out (stored and served over the API as ADK's server serves it)."""
+        if self.items or self.is_error or self.streaming:
+            return False
+        actions = (self.raw_data or {}).get("actions") or {}
+        return not any(_get(actions, snake, camel) for snake, camel in _SHOWN_ACTIONS)
 
     @property
     def raw(self) -> str:
@@ -254,7 +276,9 @@ def timeline_entries(
     # Append order (ADK stores some events out of timestamp order); errors slot in by time.
     for stored in events:
         latest = max(latest, stored.timestamp)
-        entries.append((latest, 0, event_view(stored, tickets)))
+        view = event_view(stored, tickets)
+        if not view.bookkeeping:
+            entries.append((latest, 0, view))
     for error in failed:
         entries.append((error.finished_at.timestamp() if error.finished_at else float("inf"), 1, error))
     entries.sort(key=lambda e: (e[0], e[1]))
