@@ -1,8 +1,8 @@
 from django.urls import path
 
-from . import consumers
+from . import consumers, ticket_consumer
 
 websocket_urlpatterns = [
     path("ws/approvals/", consumers.InboxConsumer.as_asgi()),
-    path("ws/tickets/<int:ticket_id>/", consumers.TicketConsumer.as_asgi()),
+    path("ws/tickets/<int:ticket_id>/", ticket_consumer.TicketConsumer.as_asgi()),
 ]

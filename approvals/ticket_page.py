@@ -1,4 +1,4 @@
-"""What the ticket page and its partials show (`ticket_context`: also the ticket socket's, approvals.consumers),
+"""What the ticket page and its partials show (`ticket_context`: also the ticket socket's, approvals.ticket_consumer),
 split out of approvals.views, which renders it and imports it back."""
 
 from __future__ import annotations

@@ -1,0 +1,159 @@
+"""The ticket page's socket: the ticket's status, actions, history and the conversation's next events
+(split out of approvals.consumers, the inbox's socket). Read-only: actions are ordinary POSTs to views."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from channels.db import database_sync_to_async
+from django.template.loader import render_to_string
+
+from adkweb import live_socket
+from adkweb.http import number
+from adkweb.storable import socket_query
+from agents_app import selectors as conversations
+from agents_app import visibility
+from agents_app.events import session_group
+
+from . import fanout, selectors
+from .consumers import LIVE, REFUSED
+from .permissions import can_view_ticket, works_inbox
+from .ticket_page import ticket_context
+
+TICKET_CARD = "agents_app/partials/ticket_card.html"
+
+
+class TicketConsumer(live_socket.LiveConsumer):
+    """`/ws/tickets/<id>/`: joins the ticket's conversation group (`session-<pk>`)."""
+
+    refused = REFUSED
+
+    async def connect(self) -> None:
+        self.user = self.scope.get("user")
+        query = socket_query(self.scope)
+        if query is None:
+            await self.close(code=REFUSED)
+            return
+        ticket_id = int(self.scope["url_route"]["kwargs"]["ticket_id"])
+        ticket = await database_sync_to_async(selectors.ticket_get)(ticket_id=ticket_id)
+        if ticket is None or not await database_sync_to_async(can_view_ticket)(self.user, ticket):
+            await self.close(code=REFUSED)
+            return
+        self.ticket_id, self.session_pk = ticket.pk, ticket.session_id
+        self.last_pk = number(query.get("after", ""))
+        # The actions card's state on the page (ticket_page.actions_shown); unknown: re-rendered at the first push.
+        self.actions_shown = query.get("shows")
+        self.group = session_group(ticket.session_id)
+        if not await live_socket.join(self, self.group):
+            return
+        if self.last_pk is not None and await self._conversation_visible():
+            catch_up = await self._render_events_after(self.last_pk)
+            if catch_up:
+                await self.send(text_data=catch_up)
+
+    async def disconnect(self, code: int) -> None:
+        if hasattr(self, "group"):
+            await live_socket.leave(self, self.group)
+
+    def rights(self, user: Any) -> bool | None:
+        """Whether this person may still see the ticket (re-checked while the socket is open)."""
+        ticket = selectors.ticket_get(ticket_id=self.ticket_id)
+        return True if ticket is not None and can_view_ticket(user, ticket) else None
+
+    def rights_key(self) -> tuple:
+        return (self.ticket_id,)
+
+    @database_sync_to_async
+    def _conversation_visible(self) -> bool:
+        """The page shows the conversation only to someone who may see every ticket in it (a ticket
+        routed to other groups hides it: agents_app.visibility.session_visible), checked per push."""
+        session = conversations.session_get(session_pk=self.session_pk)
+        return session is not None and visibility.session_visible(self.user, session)
+
+    async def ticket_changed(self, event: dict[str, Any]) -> None:
+        html = await self._render_ticket(event["ticket_id"])
+        if html:
+            await self.send(text_data=html)
+
+    async def session_event(self, event: dict[str, Any]) -> None:
+        if self.last_pk is not None and event["event_pk"] <= self.last_pk:
+            return  # already on the page
+        if not await self._conversation_visible():
+            return
+        self.last_pk = event["event_pk"]
+        html = await self._render_event(event["event_pk"])
+        if html:
+            await self.send(text_data=html)
+
+    async def session_status(self, event: dict[str, Any]) -> None:
+        await self.send(text_data=await self._render_activity())
+
+    async def turn_finished(self, event: dict[str, Any]) -> None:
+        if event.get("ahead"):  # for API followers (agents_app.events.anotify_turn_ended): the DONE's follows
+            return
+        await self.send(
+            text_data=await self._render_activity(
+                failed_turn=event["turn_id"] if event.get("status") == "failed" else None
+            )
+        )
+
+    async def turn_retried(self, event: dict[str, Any]) -> None:
+        """Not shown on the ticket page (its conversation shows events, not turn errors)."""
+
+    async def session_partial(self, event: dict[str, Any]) -> None:
+        """Streaming text is shown on the conversation page; here the stored event follows."""
+
+    @database_sync_to_async
+    def _render_ticket(self, ticket_id: int) -> str:
+        ticket = selectors.ticket_get(ticket_id=ticket_id)
+        if ticket is None or ticket.session_id != self.session_pk:
+            return ""
+        html = ""
+        if ticket_id == self.ticket_id:
+            if not can_view_ticket(self.user, ticket):
+                return ""
+            ctx = {**ticket_context(ticket, self.user), "oob": True}
+            parts = ["status", "history", "activity", "args"]
+            if not ticket.is_open or ctx["actions_shown"] != self.actions_shown:
+                # Closed, or what this viewer may do changed (their approval, given elsewhere, counts): the card.
+                parts.append("actions")
+                self.actions_shown = ctx["actions_shown"]
+            elif ctx["can_answer"] and ticket.required_approvals > 1:
+                # Another approver's approval: "Approve (2 of 2)" on the button, or the count in
+                # "Your approval counts (2 of 3)", without touching a form being filled in.
+                parts.append("counted-count" if ctx["approved_by_me"] else "approve-count")
+            html += "".join(render_to_string(f"approvals/ticket.html#{p}", ctx) for p in parts)
+            shown = ctx["conversation_visible"]
+        else:  # another ticket of the conversation: only where the conversation is shown
+            shown = visibility.session_visible(self.user, ticket.session)
+        if shown:  # its card in the conversation, wherever it is shown on this page
+            html = render_to_string(TICKET_CARD, {"ticket": ticket, "oob": "true"}) + html
+        if works_inbox(self.user):
+            html += fanout.nav_count_html(selectors.open_ticket_count(user=self.user))
+        return html
+
+    @database_sync_to_async
+    def _render_event(self, event_pk: int) -> str:
+        event = conversations.session_event_view(session_pk=self.session_pk, event_pk=event_pk)
+        if event is None:
+            return ""
+        return render_to_string(LIVE + "#events-appended", {"events": [event]})
+
+    @database_sync_to_async
+    def _render_events_after(self, after_pk: int) -> str:
+        """Events stored between the page's render and this connection (or a reconnect)."""
+        events = conversations.session_event_views_after(session_pk=self.session_pk, after_pk=after_pk)
+        if not events:
+            return ""
+        self.last_pk = events[-1].pk
+        return render_to_string(LIVE + "#events-appended", {"events": events})
+
+    @database_sync_to_async
+    def _render_activity(self, failed_turn: int | None = None) -> str:
+        ctx = {"activity": conversations.session_status(session_pk=self.session_pk), "oob": True}
+        html = render_to_string("approvals/ticket.html#activity", ctx)
+        error = conversations.failed_turn_view(turn_id=failed_turn, session_pk=self.session_pk) if failed_turn else None
+        session = conversations.session_get(session_pk=self.session_pk) if error is not None else None
+        if error is not None and session is not None and visibility.session_visible(self.user, session):
+            html += render_to_string(LIVE + "#events-appended", {"events": [error]})
+        return html
