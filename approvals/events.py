@@ -4,7 +4,10 @@ deadlines told to the notifications (`adkweb.notify`: ticket.reminder, ticket.es
 from __future__ import annotations
 
 import logging
-from typing import Any, Literal, TypedDict
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Any, Literal, NotRequired, TypedDict
 
 from asgiref.sync import sync_to_async
 from django.db import transaction
@@ -25,17 +28,44 @@ class TicketChangedMessage(TypedDict):
     type: Literal["ticket.changed"]
     ticket_id: int
     session_pk: int
+    # The ticket page whose own htmx request made the change (`on_page`): its answer swapped the
+    # actions card in already, so that page's socket leaves the card alone (approvals.ticket_consumer).
+    page: NotRequired[str]
+
+
+# The page (`on_page`) whose request is making the changes published from this context.
+_page: ContextVar[str | None] = ContextVar("approvals_acting_page", default=None)
+
+
+@contextmanager
+def on_page(page: str | None) -> Iterator[None]:
+    """The ticket changes made inside are answered to this ticket page's request with its actions card
+    (approvals.views.ticket_act): their `ticket.changed` messages name it (None: no page)."""
+    token = _page.set(page)
+    try:
+        yield
+    finally:
+        _page.reset(token)
 
 
 @batched()
 def notify_ticket_changed(
-    *, ticket_id: int, session_pk: int, inbox: bool = True, opened: bool = False, opened_as: Any = None
+    *,
+    ticket_id: int,
+    session_pk: int,
+    inbox: bool = True,
+    opened: bool = False,
+    opened_as: Any = None,
+    page: str | None = None,
 ) -> None:
     """A ticket was opened, answered or closed: inboxes, the ticket page and its conversation update.
     `inbox=False`: only its pages (e.g. its notification status changed; the inbox row did not).
     `opened`: the ticket was just created; `opened_as`, as it was created (approvals.fanout: its facts
-    need no query). Inboxes get its row rendered once (approvals.fanout)."""
+    need no query). Inboxes get its row rendered once (approvals.fanout). `page`: the ticket page
+    whose request made the change (`on_page`)."""
     msg = TicketChangedMessage(type="ticket.changed", ticket_id=ticket_id, session_pk=session_pk)
+    if page is not None:
+        msg["page"] = page
     # Who watches the inbox and the ticket's conversation: one question to the channel layer, not two.
     groups_watched_ahead(([fanout.APPROVALS_GROUP] if inbox else []) + ticket_card_groups(session_pk))
     if inbox:
@@ -72,10 +102,13 @@ def _publish_ticket(*, ticket_id: int, opened: bool, opened_as: Any) -> None:
 
 
 def after_commit_ticket_changed(ticket: Any, *, opened: bool = False, inbox: bool = True) -> None:
-    """`notify_ticket_changed` once the current transaction commits (never raises into it)."""
-    ticket_id, session_pk = ticket.pk, ticket.session_id
+    """`notify_ticket_changed` once the current transaction commits (never raises into it), naming
+    the ticket page whose request makes the change (`on_page`) as the change is made."""
+    ticket_id, session_pk, page = ticket.pk, ticket.session_id, _page.get()
     transaction.on_commit(
-        lambda: notify_ticket_changed(ticket_id=ticket_id, session_pk=session_pk, opened=opened, inbox=inbox),
+        lambda: notify_ticket_changed(
+            ticket_id=ticket_id, session_pk=session_pk, opened=opened, inbox=inbox, page=page
+        ),
         robust=True,
     )
 

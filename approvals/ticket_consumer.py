@@ -18,7 +18,7 @@ from agents_app.events import session_group
 from . import fanout, selectors
 from .consumers import LIVE, REFUSED
 from .permissions import can_view_ticket, works_inbox
-from .ticket_page import ticket_context
+from .ticket_page import page_key, ticket_context
 
 TICKET_CARD = "agents_app/partials/ticket_card.html"
 
@@ -43,6 +43,7 @@ class TicketConsumer(live_socket.LiveConsumer):
         self.last_pk = number(query.get("after", ""))
         # The actions card's state on the page (ticket_page.actions_shown); unknown: re-rendered at the first push.
         self.actions_shown = query.get("shows")
+        self.page = page_key(self.user, query.get("page"))  # its htmx requests' answers (events.on_page)
         self.group = session_group(ticket.session_id)
         if not await live_socket.join(self, self.group):
             return
@@ -71,7 +72,8 @@ class TicketConsumer(live_socket.LiveConsumer):
         return session is not None and visibility.session_visible(self.user, session)
 
     async def ticket_changed(self, event: dict[str, Any]) -> None:
-        html = await self._render_ticket(event["ticket_id"])
+        mine = self.page is not None and event.get("page") == self.page
+        html = await self._render_ticket(event["ticket_id"], answered_here=mine)
         if html:
             await self.send(text_data=html)
 
@@ -104,7 +106,9 @@ class TicketConsumer(live_socket.LiveConsumer):
         """Streaming text is shown on the conversation page; here the stored event follows."""
 
     @database_sync_to_async
-    def _render_ticket(self, ticket_id: int) -> str:
+    def _render_ticket(self, ticket_id: int, answered_here: bool = False) -> str:
+        """The ticket's parts that change; `answered_here`: a change the page's own request made, whose
+        answer swapped its actions card in already (events.on_page): not pushed again."""
         ticket = selectors.ticket_get(ticket_id=ticket_id)
         if ticket is None or ticket.session_id != self.session_pk:
             return ""
@@ -116,7 +120,8 @@ class TicketConsumer(live_socket.LiveConsumer):
             parts = ["status", "history", "activity", "args"]
             if not ticket.is_open or ctx["actions_shown"] != self.actions_shown:
                 # Closed, or what this viewer may do changed (their approval, given elsewhere, counts): the card.
-                parts.append("actions")
+                if not answered_here:
+                    parts.append("actions")
                 self.actions_shown = ctx["actions_shown"]
             elif ctx["can_answer"] and ticket.required_approvals > 1:
                 # Another approver's approval: "Approve (2 of 2)" on the button, or the count in

@@ -3,6 +3,7 @@ split out of approvals.views, which renders it and imports it back."""
 
 from __future__ import annotations
 
+import secrets
 from typing import Any
 
 from django.forms import Form
@@ -79,6 +80,24 @@ def actions_shown(ticket: PendingCall, answerable: bool, approved_by_me: bool) -
     if not answerable:
         return "refused"
     return "counted" if approved_by_me else "answer"
+
+
+# A ticket page's own name (`page_token`), sent by its htmx requests (hx-headers) and named in its
+# socket's URL (`page=`): the decision a request of the page made is not pushed back to it
+# (approvals.events.on_page, approvals.ticket_consumer).
+PAGE_HEADER = "X-Ticket-Page"
+
+
+def page_token() -> str:
+    return secrets.token_urlsafe(12)
+
+
+def page_key(user: Any, token: str | None) -> str | None:
+    """A page's name with its person's: a request and a socket match only if both are this person's
+    (None: no page named, or not one page_token gives)."""
+    if not token or len(token) > 32:
+        return None
+    return f"{getattr(user, 'pk', None)}:{token}"
 
 
 def _activity(ticket: PendingCall) -> str:

@@ -23,11 +23,11 @@ from adkweb.http import HtmxHttpRequest
 from agents_app import selectors as conversations
 from agents_app.models import AdkSession
 
-from . import forms, selectors, services
+from . import events, forms, selectors, services
 from .decision_plan import NotAllowed, unsent
 from .models import PendingCall, Response
 from .permissions import can_view_ticket, decide_refusal, works_inbox
-from .ticket_page import _approve_form, ticket_context
+from .ticket_page import PAGE_HEADER, _approve_form, page_key, page_token, ticket_context
 
 
 # -- inbox --------------------------------------------------------------------------------------
@@ -71,7 +71,7 @@ def ticket_detail(request: HtmxHttpRequest, ticket_id: int) -> HttpResponse:
     ticket = _visible_call(request, ticket_id)
     # The socket catches up from this pk: read it before the timeline (a duplicate beats a gap).
     after = conversations.last_event_pk(session_pk=ticket.session_id)
-    ctx = ticket_context(ticket, request.user, last_event_pk=after)
+    ctx = ticket_context(ticket, request.user, last_event_pk=after, page_token=page_token())
     ctx["timeline"] = selectors.ticket_timeline(ticket=ticket) if ctx["conversation_visible"] else []
     return render(request, "approvals/ticket.html", ctx)
 
@@ -176,7 +176,8 @@ def ticket_act(request: HtmxHttpRequest, ticket_id: int, action: str) -> HttpRes
             request, ticket, status=400, error="Please fix the form below; nothing was sent.", bound={action: form}
         )
     try:
-        response = perform(ticket, request.user, _form_data(form))
+        with events.on_page(page_key(request.user, request.headers.get(PAGE_HEADER)) if request.htmx else None):
+            response = perform(ticket, request.user, _form_data(form))
     except Invalid as exc:  # the form stays as it was sent, to fix
         return _ticket_reply(request, ticket, status=exc.status, error=str(exc), bound={action: form})
     except Refused as exc:
@@ -251,6 +252,6 @@ def _ticket_reply(
         ctx.update(csrf_token=get_token(request), request=request)
         args = render_to_string("approvals/ticket.html#args", {**ctx, "oob": True})
         return HttpResponse(render_to_string("approvals/ticket.html#panel", ctx) + args, status=status)
-    ctx["last_event_pk"] = conversations.last_event_pk(session_pk=ticket.session_id)
+    ctx.update(last_event_pk=conversations.last_event_pk(session_pk=ticket.session_id), page_token=page_token())
     ctx["timeline"] = selectors.ticket_timeline(ticket=ticket) if ctx["conversation_visible"] else []
     return render(request, "approvals/ticket.html", ctx, status=status)

@@ -1,0 +1,93 @@
+"""What the ticket page's socket knows of the actions card the page shows (ticket_page.actions_shown): it
+pushes the card only when that state changes for its viewer, never again for an answer the page's own
+htmx request already swapped in (which would wipe a reject reason being typed), and takes a socket
+that does not say what its page shows as showing the state of the ticket when it connected."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from channels.db import database_sync_to_async
+from channels.testing import WebsocketCommunicator
+from django.test import Client
+from django.urls import reverse
+
+from approvals import services
+from tests.approvals.policy_helpers import open_ticket
+from tests.sockets import connect
+
+pytestmark = pytest.mark.django_db(transaction=True)
+BIG = {"purpose": "conference", "amount": 2500.0}  # the demo's "Large reimbursements": finance, 2 of N
+CARD = 'id="ticket-actions"'
+
+
+def _open_page(user, ticket) -> tuple[Client, str, dict[str, str]]:
+    """The ticket page as `user`'s browser opens it: its socket's URL and the headers its htmx requests send."""
+    client = Client()
+    client.force_login(user)
+    html = client.get(reverse("approvals:ticket", args=[ticket.pk])).content.decode()
+    url = "/ws/tickets/" + html.split('ws-connect="/ws/tickets/', 1)[1].split('"', 1)[0].replace("&amp;", "&")
+    headers: dict[str, str] = {}  # htmx merges them from the body down
+    for attribute in html.split("hx-headers='")[1:]:
+        headers.update(json.loads(attribute.split("'", 1)[0]))
+    return client, url, headers
+
+
+async def _frames_until(comm: WebsocketCommunicator, needle: str) -> list[str]:
+    """The frames pushed up to and including the first that contains `needle`."""
+    frames = []
+    while True:
+        frames.append(await comm.receive_from(timeout=5))
+        if needle in frames[-1]:
+            return frames
+
+
+async def test_my_approval_on_the_page_itself_sends_no_second_card_over_its_socket(demo):
+    """Before: the page's own htmx approve swapped in "Your approval counts (1 of 2)", then the socket,
+    told at connect that the page showed the approve button, pushed the same card again (at once, or
+    as late as the socket got to it): a reject reason typed meanwhile was wiped. Now the decision's
+    fan-out says which page made it, and that page's socket leaves its card alone."""
+    ticket = await database_sync_to_async(open_ticket)(args=BIG)
+    client, url, headers = await database_sync_to_async(_open_page)(demo["approver2"], ticket)
+    comm = await connect(url, demo["approver2"])
+
+    def approve_on_the_page():
+        extra = {f"HTTP_{k.upper().replace('-', '_')}": v for k, v in headers.items()}
+        r = client.post(
+            reverse("approvals:ticket-act", args=[ticket.pk, "approve"]), {}, HTTP_HX_REQUEST="true", **extra
+        )
+        assert r.status_code == 200, r.content
+        assert 'id="approval-counted">Your approval counts' in r.content.decode()  # what the page now shows
+
+    await database_sync_to_async(approve_on_the_page)()
+    await database_sync_to_async(services.ticket_update)(ticket=ticket, actor=demo["approver"], message="checking")
+    frames = await _frames_until(comm, "checking")
+    assert not [f for f in frames if CARD in f], "the page's own answer already swapped the card in"
+
+    # The same viewer's page, while the ticket closes elsewhere (rejected by another approver): the card.
+    await database_sync_to_async(services.ticket_reject)(ticket=ticket, actor=demo["approver"], reason="no")
+    html = (await _frames_until(comm, CARD))[-1]
+    assert "No actions: the ticket is rejected." in html
+    await comm.disconnect()
+
+
+async def test_another_viewers_approval_on_their_page_still_sends_my_card_when_mine_changes(demo):
+    """A page's marker is its own: the approval made on approver2's page leaves approver2's other page
+    (another tab, with its own socket) to get the card, as an approval given elsewhere does."""
+    ticket = await database_sync_to_async(open_ticket)(args=BIG)
+    client, _, headers = await database_sync_to_async(_open_page)(demo["approver2"], ticket)
+    _, other_tab, _ = await database_sync_to_async(_open_page)(demo["approver2"], ticket)
+    comm = await connect(other_tab, demo["approver2"])
+
+    def approve_on_the_first_page():
+        extra = {f"HTTP_{k.upper().replace('-', '_')}": v for k, v in headers.items()}
+        r = client.post(
+            reverse("approvals:ticket-act", args=[ticket.pk, "approve"]), {}, HTTP_HX_REQUEST="true", **extra
+        )
+        assert r.status_code == 200, r.content
+
+    await database_sync_to_async(approve_on_the_first_page)()
+    html = (await _frames_until(comm, CARD))[-1]
+    assert 'id="approval-counted">Your approval counts' in html and "approve-count" not in html
+    await comm.disconnect()
