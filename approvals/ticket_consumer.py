@@ -18,7 +18,7 @@ from agents_app.events import session_group
 from . import fanout, selectors
 from .consumers import LIVE, REFUSED
 from .permissions import can_view_ticket, works_inbox
-from .ticket_page import page_key, ticket_context
+from .ticket_page import ACTIONS_SHOWN, page_key, ticket_context
 
 TICKET_CARD = "agents_app/partials/ticket_card.html"
 
@@ -41,8 +41,11 @@ class TicketConsumer(live_socket.LiveConsumer):
             return
         self.ticket_id, self.session_pk = ticket.pk, ticket.session_id
         self.last_pk = number(query.get("after", ""))
-        # The actions card's state on the page (ticket_page.actions_shown); unknown: re-rendered at the first push.
-        self.actions_shown = query.get("shows")
+        # The actions card's state on the page (ticket_page.actions_shown): the card is pushed when it changes.
+        # Not said (or no state the card has): the ticket's state for this viewer now, as a page that is
+        # current shows it; not the card at the first push, which would wipe the forms being filled in.
+        shows = query.get("shows")
+        self.actions_shown = shows if shows in ACTIONS_SHOWN else await self._actions_now(ticket)
         self.page = page_key(self.user, query.get("page"))  # its htmx requests' answers (events.on_page)
         self.group = session_group(ticket.session_id)
         if not await live_socket.join(self, self.group):
@@ -104,6 +107,10 @@ class TicketConsumer(live_socket.LiveConsumer):
 
     async def session_partial(self, event: dict[str, Any]) -> None:
         """Streaming text is shown on the conversation page; here the stored event follows."""
+
+    @database_sync_to_async
+    def _actions_now(self, ticket: Any) -> str:
+        return ticket_context(ticket, self.user)["actions_shown"]
 
     @database_sync_to_async
     def _render_ticket(self, ticket_id: int, answered_here: bool = False) -> str:

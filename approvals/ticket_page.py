@@ -82,6 +82,7 @@ def actions_shown(ticket: PendingCall, answerable: bool, approved_by_me: bool) -
     return "counted" if approved_by_me else "answer"
 
 
+ACTIONS_SHOWN = frozenset({"closed", "refused", "counted", "answer"})  # actions_shown's answers
 # A ticket page's own name (`page_token`), sent by its htmx requests (hx-headers) and named in its
 # socket's URL (`page=`): the decision a request of the page made is not pushed back to it
 # (approvals.events.on_page, approvals.ticket_consumer).

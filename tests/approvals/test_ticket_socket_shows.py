@@ -91,3 +91,20 @@ async def test_another_viewers_approval_on_their_page_still_sends_my_card_when_m
     html = (await _frames_until(comm, CARD))[-1]
     assert 'id="approval-counted">Your approval counts' in html and "approve-count" not in html
     await comm.disconnect()
+
+
+@pytest.mark.parametrize("query", ["", "?after=0", "?shows=", "?shows=something-else"])
+async def test_a_socket_that_does_not_say_what_its_page_shows_gets_the_card_only_when_it_changes(demo, query):
+    """Chosen: a socket that does not say (or names no state the card has) is taken as showing the card
+    of the ticket as it was when the socket connected. Before, its first push re-sent the card whatever
+    had changed (another approver's update wiped the forms being filled in). A change of what this
+    viewer may do after it connected still sends the card."""
+    ticket = await database_sync_to_async(open_ticket)(args=BIG)
+    comm = await connect(f"/ws/tickets/{ticket.pk}/{query}", demo["approver2"])
+    await database_sync_to_async(services.ticket_update)(ticket=ticket, actor=demo["approver"], message="checking")
+    frames = await _frames_until(comm, "checking")
+    assert not [f for f in frames if CARD in f], "nothing changed for this viewer: no card"
+    await database_sync_to_async(services.ticket_approve)(ticket=ticket, actor=demo["approver2"])
+    html = (await _frames_until(comm, CARD))[-1]
+    assert 'id="approval-counted">Your approval counts' in html
+    await comm.disconnect()
