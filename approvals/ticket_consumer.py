@@ -3,10 +3,14 @@
 
 from __future__ import annotations
 
+import asyncio
+import logging
+from datetime import datetime
 from typing import Any
 
 from channels.db import database_sync_to_async
 from django.template.loader import render_to_string
+from django.utils import timezone
 
 from adkweb import live_socket
 from adkweb.http import number
@@ -20,13 +24,18 @@ from .consumers import LIVE, REFUSED
 from .permissions import can_view_ticket, works_inbox
 from .ticket_page import ACTIONS_SHOWN, page_key, ticket_context
 
+logger = logging.getLogger(__name__)
 TICKET_CARD = "agents_app/partials/ticket_card.html"
+DUE_MARGIN = 0.05  # seconds after a due time its push is made (a timer may fire a little early)
 
 
 class TicketConsumer(live_socket.LiveConsumer):
     """`/ws/tickets/<id>/`: joins the ticket's conversation group (`session-<pk>`)."""
 
     refused = REFUSED
+    _due_timer: asyncio.TimerHandle | None = None
+    _due_task: asyncio.Future | None = None
+    _due_at: datetime | None = None  # the due time the last push of the ticket read (None: none, or closed)
 
     async def connect(self) -> None:
         self.user = self.scope.get("user")
@@ -50,14 +59,44 @@ class TicketConsumer(live_socket.LiveConsumer):
         self.group = session_group(ticket.session_id)
         if not await live_socket.join(self, self.group):
             return
+        self._watch_due(ticket.due_at if ticket.is_open else None)
         if self.last_pk is not None and await self._conversation_visible():
             catch_up = await self._render_events_after(self.last_pk)
             if catch_up:
                 await self.send(text_data=catch_up)
 
     async def disconnect(self, code: int) -> None:
+        self._watch_due(None)
         if hasattr(self, "group"):
             await live_socket.leave(self, self.group)
+
+    def _watch_due(self, due_at: datetime | None) -> None:
+        """At the open ticket's due time, its parts again: from then it takes no decision (PastDue, by the
+        clock), so Approve and Reject give way to "past due" then, not at the deadline sweep or a reload.
+        Set again at each push of the ticket (its due time as read; None once it is closed)."""
+        if self._due_timer is not None:
+            self._due_timer.cancel()
+            self._due_timer = None
+        if due_at is None:
+            return
+        delay = (due_at - timezone.now()).total_seconds()
+        if delay <= 0 and self.actions_shown in ("refused", "closed"):
+            return  # past due, and the page shows it
+        self._due_timer = asyncio.get_running_loop().call_later(max(delay, 0) + DUE_MARGIN, self._due_reached)
+
+    def _due_reached(self) -> None:
+        """Through the channel: in order with the ticket's other changes (one render at a time)."""
+        self._due_timer = None
+        self._due_task = asyncio.ensure_future(self._send_due())
+
+    async def _send_due(self) -> None:
+        try:
+            await self.channel_layer.send(self.channel_name, {"type": "ticket.due"})
+        except Exception:  # the layer is down: the socket is closed with it, and the page reconnects
+            logger.warning("Could not push ticket %s's due time to its page.", self.ticket_id, exc_info=True)
+
+    async def ticket_due(self, event: dict[str, Any]) -> None:
+        await self.ticket_changed({"ticket_id": self.ticket_id})
 
     def rights(self, user: Any) -> bool | None:
         """Whether this person may still see the ticket (re-checked while the socket is open)."""
@@ -77,6 +116,8 @@ class TicketConsumer(live_socket.LiveConsumer):
     async def ticket_changed(self, event: dict[str, Any]) -> None:
         mine = self.page is not None and event.get("page") == self.page
         html = await self._render_ticket(event["ticket_id"], answered_here=mine)
+        if event["ticket_id"] == self.ticket_id:
+            self._watch_due(self._due_at)  # as the render read it
         if html:
             await self.send(text_data=html)
 
@@ -117,6 +158,8 @@ class TicketConsumer(live_socket.LiveConsumer):
         """The ticket's parts that change; `answered_here`: a change the page's own request made, whose
         answer swapped its actions card in already (events.on_page): not pushed again."""
         ticket = selectors.ticket_get(ticket_id=ticket_id)
+        if ticket_id == self.ticket_id:
+            self._due_at = None  # unless it is read below: nothing to watch
         if ticket is None or ticket.session_id != self.session_pk:
             return ""
         html = ""
@@ -124,6 +167,7 @@ class TicketConsumer(live_socket.LiveConsumer):
             if not can_view_ticket(self.user, ticket):
                 return ""
             ctx = {**ticket_context(ticket, self.user), "oob": True}
+            self._due_at = ticket.due_at if ticket.is_open else None
             parts = ["status", "history", "activity", "args"]
             if not ticket.is_open or ctx["actions_shown"] != self.actions_shown:
                 # Closed, or what this viewer may do changed (their approval, given elsewhere, counts): the card.
