@@ -19,3 +19,8 @@ async def connect(path: str, user: Any) -> WebsocketCommunicator:
     connected, _ = await comm.connect()
     assert connected, path
     return comm
+
+
+def ws_url(html: str, path: str) -> str:
+    """The socket a rendered page opens at `path` (its ws-connect's URL, which goes on with the page's query)."""
+    return path + html.split(f'ws-connect="{path}', 1)[1].split('"', 1)[0].replace("&amp;", "&")

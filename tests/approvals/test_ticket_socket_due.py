@@ -16,7 +16,7 @@ from django.utils import timezone
 from approvals import services
 from approvals.models import PendingCall
 from tests.approvals.policy_helpers import open_ticket
-from tests.sockets import connect
+from tests.sockets import connect, ws_url
 
 pytestmark = pytest.mark.django_db(transaction=True)
 CARD = 'id="ticket-actions"'
@@ -34,8 +34,7 @@ def _due_soon_page(user) -> tuple[PendingCall, str, float]:
     client.force_login(user)
     html = client.get(reverse("approvals:ticket", args=[ticket.pk])).content.decode()
     assert ">Approve" in html and ">Reject</button>" in html
-    url = "/ws/tickets/" + html.split('ws-connect="/ws/tickets/', 1)[1].split('"', 1)[0].replace("&amp;", "&")
-    return ticket, url, due.timestamp()
+    return ticket, ws_url(html, f"/ws/tickets/{ticket.pk}/"), due.timestamp()
 
 
 async def test_the_open_page_turns_past_due_at_the_due_time(demo):

@@ -15,7 +15,7 @@ from django.urls import reverse
 
 from approvals import services
 from tests.approvals.policy_helpers import open_ticket
-from tests.sockets import connect
+from tests.sockets import connect, ws_url
 
 pytestmark = pytest.mark.django_db(transaction=True)
 BIG = {"purpose": "conference", "amount": 2500.0}  # the demo's "Large reimbursements": finance, 2 of N
@@ -27,11 +27,19 @@ def _open_page(user, ticket) -> tuple[Client, str, dict[str, str]]:
     client = Client()
     client.force_login(user)
     html = client.get(reverse("approvals:ticket", args=[ticket.pk])).content.decode()
-    url = "/ws/tickets/" + html.split('ws-connect="/ws/tickets/', 1)[1].split('"', 1)[0].replace("&amp;", "&")
+    url = ws_url(html, f"/ws/tickets/{ticket.pk}/")
     headers: dict[str, str] = {}  # htmx merges them from the body down
     for attribute in html.split("hx-headers='")[1:]:
         headers.update(json.loads(attribute.split("'", 1)[0]))
     return client, url, headers
+
+
+def _approve_on_the_page(client: Client, ticket, headers: dict[str, str]) -> str:
+    """Approve as the page's form does (htmx, with the page's headers): the panel it answers with."""
+    extra = {f"HTTP_{k.upper().replace('-', '_')}": v for k, v in headers.items()}
+    r = client.post(reverse("approvals:ticket-act", args=[ticket.pk, "approve"]), {}, HTTP_HX_REQUEST="true", **extra)
+    assert r.status_code == 200, r.content
+    return r.content.decode()
 
 
 async def _frames_until(comm: WebsocketCommunicator, needle: str) -> list[str]:
@@ -52,15 +60,8 @@ async def test_my_approval_on_the_page_itself_sends_no_second_card_over_its_sock
     client, url, headers = await database_sync_to_async(_open_page)(demo["approver2"], ticket)
     comm = await connect(url, demo["approver2"])
 
-    def approve_on_the_page():
-        extra = {f"HTTP_{k.upper().replace('-', '_')}": v for k, v in headers.items()}
-        r = client.post(
-            reverse("approvals:ticket-act", args=[ticket.pk, "approve"]), {}, HTTP_HX_REQUEST="true", **extra
-        )
-        assert r.status_code == 200, r.content
-        assert 'id="approval-counted">Your approval counts' in r.content.decode()  # what the page now shows
-
-    await database_sync_to_async(approve_on_the_page)()
+    html = await database_sync_to_async(_approve_on_the_page)(client, ticket, headers)
+    assert 'id="approval-counted">Your approval counts' in html  # what the page now shows
     await database_sync_to_async(services.ticket_update)(ticket=ticket, actor=demo["approver"], message="checking")
     frames = await _frames_until(comm, "checking")
     assert not [f for f in frames if CARD in f], "the page's own answer already swapped the card in"
@@ -72,22 +73,15 @@ async def test_my_approval_on_the_page_itself_sends_no_second_card_over_its_sock
     await comm.disconnect()
 
 
-async def test_another_viewers_approval_on_their_page_still_sends_my_card_when_mine_changes(demo):
-    """A page's marker is its own: the approval made on approver2's page leaves approver2's other page
-    (another tab, with its own socket) to get the card, as an approval given elsewhere does."""
+async def test_my_other_tab_still_gets_the_card_for_an_approval_made_on_this_one(demo):
+    """A page's name is its own: the approval made on one of approver2's pages still sends the card to
+    their other page (another tab, its own socket), as an approval given elsewhere does."""
     ticket = await database_sync_to_async(open_ticket)(args=BIG)
     client, _, headers = await database_sync_to_async(_open_page)(demo["approver2"], ticket)
     _, other_tab, _ = await database_sync_to_async(_open_page)(demo["approver2"], ticket)
     comm = await connect(other_tab, demo["approver2"])
 
-    def approve_on_the_first_page():
-        extra = {f"HTTP_{k.upper().replace('-', '_')}": v for k, v in headers.items()}
-        r = client.post(
-            reverse("approvals:ticket-act", args=[ticket.pk, "approve"]), {}, HTTP_HX_REQUEST="true", **extra
-        )
-        assert r.status_code == 200, r.content
-
-    await database_sync_to_async(approve_on_the_first_page)()
+    await database_sync_to_async(_approve_on_the_page)(client, ticket, headers)
     html = (await _frames_until(comm, CARD))[-1]
     assert 'id="approval-counted">Your approval counts' in html and "approve-count" not in html
     await comm.disconnect()
