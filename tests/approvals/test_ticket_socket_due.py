@@ -20,12 +20,12 @@ from tests.sockets import connect, ws_url
 
 pytestmark = pytest.mark.django_db(transaction=True)
 CARD = 'id="ticket-actions"'
-AHEAD = 1.5  # seconds: the due time, a moment after the page opened
+AHEAD = 2.5  # seconds: the due time, a moment after the page opened (room for a busy machine's page load)
 
 
 def _due_soon_page(user) -> tuple[PendingCall, str, float]:
     """A ticket due AHEAD seconds from now, its page as `user`'s browser opens it (Approve offered): the
-    ticket, its socket's URL, and the due time (time.time())."""
+    ticket, its socket's URL, and the due time (as time.time() counts)."""
     ticket = open_ticket()
     due = timezone.now() + timedelta(seconds=AHEAD)
     PendingCall.objects.filter(pk=ticket.pk).update(due_at=due)
@@ -53,15 +53,14 @@ async def test_the_open_page_turns_past_due_at_the_due_time(demo):
 
 async def test_a_ticket_decided_before_its_due_time_pushes_nothing_then(demo):
     """The due time's push is for an open ticket: decided before it, the page shows the closed card and
-    nothing comes at the due time."""
+    no "past due" comes at the due time."""
     ticket, url, due = await database_sync_to_async(_due_soon_page)(demo["approver"])
     comm = await connect(url, demo["approver"])
     await database_sync_to_async(services.ticket_reject)(ticket=ticket, actor=demo["approver"], reason="no")
     while CARD not in (html := await comm.receive_from(timeout=5)):
         pass
     assert "No actions: the ticket is rejected." in html
-    while time.time() < due + 1:  # the page's other pushes for the decision (its conversation's events)
-        if await comm.receive_nothing(timeout=0.2):
-            continue
-        assert CARD not in await comm.receive_from(timeout=1)
+    while time.time() < due + 1:  # the decision's other pushes (the agent resumes; its notices are sent)
+        if not await comm.receive_nothing(timeout=0.2):
+            assert "was due at" not in await comm.receive_from(timeout=1)
     await comm.disconnect()
