@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import hashlib
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from django.conf import settings
@@ -98,6 +98,8 @@ def _user_saved(sender: Any, instance: Any, **kwargs: Any) -> None:
     password, active, *roles = before
     if password != instance.password or (active and not instance.is_active):
         _all_ended(instance.pk)
+        if active and not instance.is_active:
+            _rights_changing([instance.pk])
     elif roles != [getattr(instance, f) for f in _watched(sender)[2:]]:
         persons_changed([instance.pk])
 
@@ -106,10 +108,30 @@ def _user_deleted(sender: Any, instance: Any, **kwargs: Any) -> None:
     _all_ended(instance.pk)
 
 
+# Told at once, in the transaction that changes them (its locks held), of the people whose rights a change
+# may have taken or moved (the same changes the sockets hear of, and a deactivation): an app's own
+# consequences, e.g. approvals.assignees gives back the tickets an assignee may no longer decide.
+_rights_hooks: list[Callable[[list[Any]], object]] = []
+
+
+def on_rights_change(hook: Callable[[list[Any]], object]) -> None:
+    """Have `hook(person pks)` called with each change of rights (once per hook, however often asked)."""
+    if hook not in _rights_hooks:
+        _rights_hooks.append(hook)
+
+
+def _rights_changing(pks: list[Any]) -> None:
+    for hook in _rights_hooks:
+        hook(pks)
+
+
 def persons_changed(pks: Iterable[Any]) -> None:
     """Once the transaction commits (at once outside one), have these people's sockets ask their rights
-    again (adkweb.live_roles)."""
-    groups = [group(pk) for pk in sorted(set(pks))]
+    again (adkweb.live_roles); the rights hooks (`on_rights_change`) are told now."""
+    people = sorted(set(pks))
+    if people:
+        _rights_changing(people)
+    groups = [group(pk) for pk in people]
     if groups:
         message = {"type": RIGHTS_CHANGED, "change": uuid.uuid4().hex}
         transaction.on_commit(lambda: live.group_send_each(groups, message))

@@ -8,7 +8,7 @@ class ApprovalsConfig(AppConfig):
     def ready(self) -> None:
         from agents_app.session_service import register_event_hook
 
-        from . import live_policy, services, ticket_sqlite
+        from . import assignees, live_policy, services, ticket_sqlite
         from .services import tickets_event_wanted, tickets_record_event
         from .ticket_rider import ticket_rider
 
@@ -21,3 +21,4 @@ class ApprovalsConfig(AppConfig):
 
         register_source("tickets", ticket_metrics)
         live_policy.connect()  # a policy's groups changed: their members' sockets asked again at once
+        assignees.connect()  # a person's rights changed: the tickets they may no longer decide given back

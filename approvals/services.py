@@ -15,7 +15,7 @@ from adkweb.notify import TICKET_OPENED, notify
 from agents_app.models import AdkSession, StoredEvent, Turn
 from agents_app.services import turn_create
 
-from . import events, rules, run_answers, selectors
+from . import assignees, events, rules, run_answers, selectors
 from .decision_plan import PastDue, approvers
 from .decisions import AlreadyCounted, Answer, NotAllowed, StaleArguments, TicketClosed, answers_submit
 from .escalations import escalation_record
@@ -247,7 +247,11 @@ def ticket_update(
 
 @transaction.atomic
 def ticket_assign(*, ticket: PendingCall, actor: Any, assignee: Any | None) -> PendingCall:
-    """Take an open ticket (assignee = the actor) or give it back (None): those who may decide it."""
+    """Take an open ticket (assignee = the actor) or give it back (None): those who may decide it. A take
+    locks the person's row first and reads their rights afresh: a change of them that would give the
+    ticket back waits for it, or refuses it (approvals.assignees)."""
+    if assignee is not None and getattr(actor, "pk", None) is not None:
+        actor = assignees.person_locked(actor) or actor
     ticket = PendingCall.objects.select_for_update(of=("self",)).select_related("closed_by").get(pk=ticket.pk)
     refusal = decide_refusal(actor, ticket)
     if refusal:

@@ -25,6 +25,7 @@ class TicketActivity(models.Model):
         GRANTED = "granted", "standing grant given"
         EXPIRED = "expired", "expired"
         CANCELLED = "cancelled", "cancelled"
+        GIVEN_BACK = "given_back", "given back"
 
     ticket = models.ForeignKey(PendingCall, on_delete=models.PROTECT, related_name="activities")
     kind = models.CharField(max_length=16, choices=Kind.choices)
