@@ -55,19 +55,31 @@ def check_storable(value: Any, where: str) -> None:
 class StorableJSONField(forms.JSONField):
     """Django's form JSON field, refusing what no database column stores (`unstorable`): its parser
     takes NaN, Infinity and 1e400, and "\\u0000" and "\\ud800" escapes. A refused value is shown again
-    as it was typed (its parsed form may hold a surrogate, which no page can be encoded with)."""
+    as it was typed (its parsed form may hold a surrogate, which no page can be encoded with). Nor does it
+    catch what its parser raises besides JSONDecodeError: int()'s ValueError past 4,300 digits, and a
+    RecursionError past the nesting it can follow (each a 500, on saving and on showing the form again)."""
+
+    def to_python(self, value: Any) -> Any:
+        try:
+            return super().to_python(value)
+        except (ValueError, RecursionError) as exc:  # a JSONDecodeError is already Django's ValidationError
+            invalid = self.error_messages["invalid"]
+            raise forms.ValidationError(invalid, code="invalid", params={"value": value}) from exc
+
+    def bound_data(self, data: Any, initial: Any) -> Any:
+        try:
+            value = super().bound_data(data, initial)
+        except (ValueError, RecursionError):
+            return InvalidJSONInput(data)
+        if self.disabled or isinstance(value, InvalidJSONInput) or not unstorable(value):
+            return value
+        return InvalidJSONInput(data)
 
     def validate(self, value: Any) -> None:
         super().validate(value)
         problem = unstorable(value)
         if problem:
             raise forms.ValidationError(f"This contains {problem}, which cannot be stored.", code="unstorable")
-
-    def bound_data(self, data: Any, initial: Any) -> Any:
-        value = super().bound_data(data, initial)
-        if self.disabled or isinstance(value, InvalidJSONInput) or not unstorable(value):
-            return value
-        return InvalidJSONInput(data)
 
 
 class StorableIdsField(forms.ModelMultipleChoiceField):
