@@ -3,7 +3,7 @@ they opened. Computed from the stored tickets and their responses; nothing is ch
 
 from __future__ import annotations
 
-from collections import Counter, defaultdict
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -12,7 +12,7 @@ from typing import Any
 from django.contrib.auth import get_user_model
 
 from .models import PendingCall, Policy, Response
-from .permissions import asking_turns
+from .permissions import asked
 from .policy_match import Choice
 from .rules import auto_decision, candidates, choose, fits, matches, specificity
 
@@ -76,33 +76,25 @@ def _chooser(policy: Policy) -> Callable[[PendingCall], Choice | None]:
     return choice
 
 
-def _askers(rows: list[PendingCall]) -> dict[int, set[int]]:
-    """Per ticket, who had sent a message in its conversation by the time it closed: the people four-eyes
-    kept off it then (approvals.permissions.askers, as a decision at that moment read them). One query."""
-    turns = asking_turns().filter(session_id__in={t.session_id for t in rows})
-    by_session: dict[int, list[tuple[int, Any]]] = defaultdict(list)
-    for session_id, who, at in turns.values_list("session_id", "created_by", "created_at"):
-        by_session[session_id].append((who, at))
-    return {
-        t.pk: {who for who, at in by_session[t.session_id] if t.closed_at is None or at <= t.closed_at} for t in rows
-    }
+def _closed_by_askers(rows: list[PendingCall]) -> set[int]:
+    """The tickets closed by one who had asked for them: whom four-eyes keeps off them
+    (approvals.permissions.asked, as a decision reads it). One query."""
+    closed = PendingCall.objects.filter(pk__in=[t.pk for t in rows], closed_by__isnull=False)
+    return set(closed.filter(asked("", "closed_by")).values_list("pk", flat=True))
 
 
-def _approvers(rows: list[PendingCall], askers: dict[int, set[int]] | None) -> Counter:
-    """Per ticket, the distinct people whose approvals would count: under four-eyes (`askers` given) not
-    its requester's nor an asker's (approvals.permissions.decides_q)."""
-    found = (
-        Response.objects.filter(pending_call__in=rows, action=Response.Action.APPROVE, actor__isnull=False)
-        .values_list("pending_call_id", "actor_id", f"actor__{get_user_model().USERNAME_FIELD}")
-        .distinct()
-    )
+def _approvers(rows: list[PendingCall], four_eyes: bool) -> Counter:
+    """Per ticket, the distinct people whose approvals would count: under four-eyes not its requester's
+    nor an asker's (approvals.permissions.decides_q)."""
+    found = Response.objects.filter(pending_call__in=rows, action=Response.Action.APPROVE, actor__isnull=False)
+    if four_eyes:
+        found = found.exclude(asked("pending_call__", "actor"))
     requester = {t.pk: t.requester for t in rows}
-    return Counter(
-        pk for pk, who, name in found if askers is None or (name != requester[pk] and who not in askers.get(pk, ()))
-    )
+    pairs = found.values_list("pending_call_id", "actor_id", f"actor__{get_user_model().USERNAME_FIELD}").distinct()
+    return Counter(pk for pk, _who, name in pairs if not four_eyes or name != requester[pk])
 
 
-def _outcome(policy: Policy, ticket: PendingCall, approvers: int, groups: list[str], askers: set[int]) -> str:
+def _outcome(policy: Policy, ticket: PendingCall, approvers: int, groups: list[str], closer_asked: bool) -> str:
     auto = auto_decision(policy, ticket.kind)
     if auto:
         return f"auto-{auto}d"
@@ -110,7 +102,7 @@ def _outcome(policy: Policy, ticket: PendingCall, approvers: int, groups: list[s
     if due is not None and ticket.closed_at and ticket.closed_at - ticket.created_at > due:
         return "expired"
     closer = ticket.closed_by
-    if policy.four_eyes and closer and (closer.get_username() == ticket.requester or closer.pk in askers):
+    if policy.four_eyes and closer and (closer.get_username() == ticket.requester or closer_asked):
         return "refused: four-eyes"  # as approvals.permissions.decide_refusal: the requester, or who asked
     if ticket.status == "approved" and approvers < policy.required_approvals:
         return f"waiting: {approvers} of {policy.required_approvals} approvals"
@@ -122,8 +114,8 @@ def policy_dry_run(*, policy: Policy, last: int = DEFAULT_LAST) -> DryRun:
     closed = PendingCall.objects.exclude(status__in=PendingCall.OPEN_STATUSES).select_related("closed_by")
     rows = list(closed.order_by("-closed_at", "-id")[:last])
     groups = sorted(g.name for g in policy.approver_groups.all()) or ["approvers"]
-    askers = _askers(rows) if policy.four_eyes else None
-    approvals = _approvers(rows, askers)
+    closed_by_askers = _closed_by_askers(rows) if policy.four_eyes else set()
+    approvals = _approvers(rows, policy.four_eyes)
     result = DryRun(policy=policy, considered=len(rows))
     chosen = _chooser(policy)
     for ticket in rows:
@@ -143,7 +135,7 @@ def policy_dry_run(*, policy: Policy, last: int = DEFAULT_LAST) -> DryRun:
         if choice.policy is None or choice.policy.pk != policy.pk:  # a more specific policy applies
             continue
         result.applied += 1
-        outcome = _outcome(policy, ticket, approvals[ticket.pk], groups, (askers or {}).get(ticket.pk, set()))
+        outcome = _outcome(policy, ticket, approvals[ticket.pk], groups, ticket.pk in closed_by_askers)
         if outcome.startswith("auto-"):
             result.auto[outcome[5:-1]] += 1
         else:

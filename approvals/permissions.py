@@ -8,8 +8,8 @@ notifications (`approvals.selectors.ticket_deciders`) all ask here.
 - Superusers decide everything; staff observers see every ticket (read-only); the requester sees
   their own, and answers their own questions (request for input, user choice).
 - Four-eyes: the requester never decides their own ticket, whatever else they are; nor does anyone who
-  wrote to the agent in its conversation (Django staff write in other people's conversations: one who
-  asked the agent for a transfer in a requester's conversation asked for it).
+  wrote to the agent in its conversation by the time it opened (Django staff write in other people's
+  conversations: one who asked the agent for a transfer in a requester's conversation asked for it).
 """
 
 from __future__ import annotations
@@ -112,21 +112,33 @@ def can_view_ticket(user: Any, ticket: Any) -> bool:
     return is_requester(user, ticket) or is_observer(user) or routed_to(user, ticket)
 
 
-def asking_turns() -> QuerySet:
-    """The turns that make their sender an asker of their conversation's tickets (four-eyes): the messages
-    a person sent there (a turn of their own, not an answer to a ticket), whoever's conversation it is.
-    The one rule `askers`, `decides_q` and the dry run (approvals.dry_run, many tickets at once) read."""
+def asking_turns(session: Any, opened: Any) -> QuerySet:
+    """The turns that make their sender an asker of a ticket (four-eyes): the messages a person sent in its
+    conversation (`session`) up to the moment it opened (`opened`: its created_at), whoever's conversation
+    it is: a turn of their own, not an answer to a ticket. Fixed when the ticket opens: a message written
+    while it waits (a note, a question to the agent) asked for what comes after it, not for it. `session`
+    and `opened` are values, or expressions naming a query's ticket (`asked`). The one rule `askers`,
+    `decides_q` and the dry run (approvals.dry_run, many tickets at once) read."""
     from agents_app.models import Turn
 
-    return Turn.objects.filter(kind=Turn.Kind.MESSAGE, created_by__isnull=False)
+    messages = Turn.objects.filter(kind=Turn.Kind.MESSAGE, created_by__isnull=False)
+    return messages.filter(session=session, created_at__lte=opened)
+
+
+def asked(ticket: str, person: str) -> Exists:
+    """Whether `person` is among the askers of `ticket` (`asking_turns`), as a condition on a query's rows:
+    `ticket` the path to the ticket ("" the row itself, "pending_call__"), `person` the path to the user
+    ("actor", "closed_by")."""
+    turns = asking_turns(OuterRef(f"{ticket}session"), OuterRef(f"{ticket}created_at"))
+    return Exists(turns.filter(created_by=OuterRef(person)))
 
 
 def askers(ticket: Any) -> set[int]:
-    """Who asked the agent in the ticket's conversation (`asking_turns`). Read once per ticket object (a
-    page asks for several people, a fan-out for every decider)."""
+    """Who asked the agent for the ticket in its conversation (`asking_turns`). Read once per ticket object
+    (a page asks for several people, a fan-out for every decider)."""
     found = getattr(ticket, "_adkweb_askers", None)
     if found is None:
-        turns = asking_turns().filter(session_id=ticket.session_id)
+        turns = asking_turns(ticket.session_id, ticket.created_at)
         found = set(turns.values_list("created_by", flat=True).distinct())
         ticket._adkweb_askers = found
     return found
@@ -178,8 +190,8 @@ def decides_q() -> Q:
         | Q(Exists(PendingCall.escalation_groups.through.objects.filter(**member)), escalated_q("pending_call__"))
     )
     question = Q(own, pending_call__kind__in=QUESTION_KINDS)
-    asked = Exists(asking_turns().filter(session=OuterRef("pending_call__session"), created_by=OuterRef("actor")))
-    four_eyes = ~Q(own, pending_call__four_eyes=True) & ~Q(asked, pending_call__four_eyes=True)
+    by_asker = asked("pending_call__", "actor")
+    four_eyes = ~Q(own, pending_call__four_eyes=True) & ~Q(by_asker, pending_call__four_eyes=True)
     return Q(actor__is_active=True) & four_eyes & (question | routed)
 
 

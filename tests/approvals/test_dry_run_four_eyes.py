@@ -5,7 +5,7 @@ quorum; the dry run asked only whether the ticket was closed by its requester, s
 tried on tickets a staff asker approved said "routed to ..." (allowed) where the real decision would be
 refused, and counted the asker's approval toward the quorum. Now it says what a real decision would:
 "refused: four-eyes" (fourEyesRefused), and a quorum short of the asker's approval; a message sent after
-the ticket was decided bars nothing (the decision came first)."""
+the ticket opened bars nothing (it did not ask for it)."""
 
 from __future__ import annotations
 
@@ -62,7 +62,7 @@ def test_a_ticket_decided_by_a_staff_member_who_asked_for_it_is_refused_under_fo
     client = Client()
     client.force_login(demo["agentadmin"])
     page = client.get(f"/policies/{strict.pk}/dry-run/?last=10", HTTP_HX_REQUEST="true").content.decode()
-    assert "refused under four-eyes" in page and "in its conversation): 1<" in page, page
+    assert "refused under four-eyes" in page and "in its conversation by the time it opened): 1<" in page, page
 
 
 def test_an_askers_approval_does_not_count_toward_the_quorum_in_the_dry_run(demo):
@@ -87,6 +87,20 @@ def test_a_message_sent_after_the_decision_bars_nothing(demo):
     ticket = open_ticket(session=session, args=SMALL)
     services.ticket_approve(ticket=ticket, actor=sam)
     _asks(sam, session)  # afterwards: the decision came first
+    strict = policy("strict", tool="ask_for_approval", four_eyes=True, priority=50)
+    out = _dry_run(demo, strict.pk)
+    assert _would_be(out, ticket).startswith("routed to"), out
+    assert out["fourEyesRefused"] == 0, out
+
+
+def test_a_message_sent_after_the_ticket_opened_bars_nothing(demo):
+    """As a decision reads four-eyes (approvals.permissions.asking_turns): the askers are fixed when the
+    ticket opens; one who wrote in the conversation while it waited, then decided it, did not ask for it."""
+    sam = _staff("sam")
+    session = session_for()
+    ticket = open_ticket(session=session, args=SMALL)
+    _asks(sam, session)  # while it waited
+    services.ticket_approve(ticket=ticket, actor=sam)
     strict = policy("strict", tool="ask_for_approval", four_eyes=True, priority=50)
     out = _dry_run(demo, strict.pk)
     assert _would_be(out, ticket).startswith("routed to"), out

@@ -86,6 +86,7 @@ def test_an_askers_held_approval_does_not_count_toward_the_quorum(demo):
     sam = _staff("sam", "finance")
     fay = person("fay", finance)
     session = session_for()
+    _asks(sam, session)  # before the ticket opened: sam asked for what the agent paused on
     ticket = open_ticket(session=session, args=BIG)
     assert ticket.four_eyes and ticket.required_approvals == 2
     held = Response.objects.create(
@@ -97,7 +98,6 @@ def test_an_askers_held_approval_does_not_count_toward_the_quorum(demo):
         actor_username="sam",
         args_hash=ticket.args_hash,
     )
-    _asks(sam, session)  # (an approval given before their message: it stops counting once they asked)
     assert not Response.objects.filter(pk=held.pk).filter(decides_q()).exists()
     assert decide_refusal(sam, PendingCall.objects.get(pk=ticket.pk)).startswith("four-eyes: you asked")
 
@@ -106,6 +106,45 @@ def test_an_askers_held_approval_does_not_count_toward_the_quorum(demo):
     first = c.post(f"/api/pending-calls/{ticket.pk}/approve", {}, content_type="application/json")
     assert first.status_code == 201 and first.json()["final"] is False, first.content  # 1 of 2: sam's not counted
     assert [a["who"] for a in c.get(f"/api/pending-calls/{ticket.pk}").json()["lapsedApprovals"]] == ["sam"]
+
+
+def test_a_message_written_after_the_ticket_opened_does_not_make_its_writer_an_asker(demo):
+    """The askers of a ticket are fixed when it opens: those whose messages led to it. An approver of a
+    2-of-N four-eyes ticket who approved it, then wrote in the conversation (a question to the agent, a
+    note), became an "asker" of it: their approval stopped counting, so the second approver's approval
+    was held as 1 of 2 and the ticket waited for a third, and the approver could no longer decide it."""
+    finance = Group.objects.get(name="finance")
+    sam, fay = _staff("sam", "finance"), person("fay", finance)
+    session = session_for()
+    ticket = open_ticket(session=session, args=BIG)
+    assert ticket.four_eyes and ticket.required_approvals == 2
+    url = f"/api/pending-calls/{ticket.pk}"
+    as_sam, as_fay = Client(), Client()
+    as_sam.force_login(sam)
+    as_fay.force_login(fay)
+    first = as_sam.post(url + "/approve", {}, content_type="application/json")
+    assert first.status_code == 201 and first.json()["final"] is False, first.content
+    _asks(sam, session)  # after the ticket opened: not what it pauses on
+
+    second = as_fay.post(url + "/approve", {}, content_type="application/json")
+    assert second.status_code == 201 and second.json()["final"] is True, second.content  # 2 of 2: the quorum
+    ticket = PendingCall.objects.get(pk=ticket.pk)
+    assert (ticket.status, ticket.closed_by) == ("approved", fay)
+    assert [a["who"] for a in as_fay.get(url).json()["approvals"]] == ["sam", "fay"]
+    assert decide_refusal(sam, ticket) is None  # the rule the count read (decides_q) says so too
+    assert Response.objects.filter(pending_call=ticket, actor=sam).filter(decides_q()).exists()
+
+
+def test_who_asked_before_a_ticket_opened_stays_off_it_and_a_later_writer_is_among_its_deciders(demo):
+    sam, fay = _staff("sam", "finance"), _staff("fay", "finance")
+    session = session_for()
+    _asks(sam, session)
+    ticket = open_ticket(session=session, args=BIG)
+    _asks(fay, session)
+    ticket = PendingCall.objects.get(pk=ticket.pk)
+    assert decide_refusal(sam, ticket).startswith("four-eyes: you asked") and decide_refusal(fay, ticket) is None
+    deciders = ticket_deciders(ticket=ticket)
+    assert sam not in deciders and fay in deciders
 
 
 def test_an_answer_to_a_ticket_does_not_make_its_giver_an_asker(demo):
