@@ -4,6 +4,8 @@ a quorum or not, the arguments' hash) and the function response that reaches the
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,9 +27,21 @@ NOTHING_SENT = "Nothing was sent."
 
 def unsent(refusal: Refused) -> Refused:
     """A refused decision as every caller shows it (the API's detail, the pages' alert): saying, once and
-    last, that nothing was sent. Given to every refusal met while deciding (approvals.decisions.
-    answers_submit), not written into each refusal's own text."""
+    last, that nothing was sent. Given to every refusal met while deciding (`refused_unsent`: approvals.
+    decisions.answers_submit, and /run's answers as they are read, approvals.run_answers), not written
+    into each refusal's own text."""
     return refusal.ending(NOTHING_SENT)
+
+
+@contextmanager
+def refused_unsent() -> Iterator[None]:
+    """Whatever refuses a decision in here (its plan's checks, an edit's, a payload's, a /run answer's
+    reading) says nothing was sent (`unsent`). Also a decorator."""
+    try:
+        yield
+    except Refused as refusal:
+        unsent(refusal)
+        raise
 
 
 class TicketClosed(Conflict):

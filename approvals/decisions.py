@@ -8,21 +8,18 @@ written by approvals.decision_write.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 from django.db import transaction
 from google.genai import types
 
-from adkweb.errors import Refused
 from agents_app import enqueue as agent_enqueue
 from agents_app import services as agent_services
 from agents_app.models import AdkSession, Turn
 from agents_app.services import row_lock_held, session_locked, turn_add
 
 from . import chain, decision_plan, decision_write, ticket_locks
-from .decision_plan import AlreadyCounted, Answer, NotAllowed, StaleArguments, TicketClosed, unsent
+from .decision_plan import AlreadyCounted, Answer, NotAllowed, StaleArguments, TicketClosed, refused_unsent
 from .escalations import escalation_record
 from .models import PendingCall, Response, StandingGrant
 from .payloads import InvalidResponse
@@ -57,17 +54,7 @@ __all__ = ["AlreadyCounted", "Answer", "NotAllowed", "StaleArguments", "TicketCl
 # The cost: a worker's drain thread may wait on the lock for the commit's duration (a few ms).
 
 
-@contextmanager
-def _refused_unsent() -> Iterator[None]:
-    """Whatever refuses a decision (its plan's checks, an edit's, a payload's) says nothing was sent."""
-    try:
-        yield
-    except Refused as refusal:
-        unsent(refusal)
-        raise
-
-
-@_refused_unsent()
+@refused_unsent()
 @transaction.atomic
 def answers_submit(
     *,

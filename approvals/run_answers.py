@@ -15,6 +15,7 @@ from adkweb.compiled import rows_after
 from agents_app.models import AdkSession
 from agents_app.services import InvalidMessage
 
+from .decision_plan import refused_unsent
 from .decisions import Answer
 from .models import PendingCall
 from .ticket_locks import ticket_fields
@@ -39,18 +40,17 @@ def _answered_tickets(session: AdkSession, actor: Any, call_ids: list[str | None
     return {t.call_id: t for t in tickets}
 
 
+@refused_unsent()
 def answers_of(session: AdkSession, actor: Any, responses: list[types.FunctionResponse]) -> list[Answer]:
     """The answers these function responses give (each passed on to the agent as sent), or a 400 saying
-    why none is recorded."""
+    why none is recorded (and that nothing was sent, as every refused decision says: `refused_unsent`)."""
     tickets = _answered_tickets(session, actor, [fr.id for fr in responses])
     missing = sorted({fr.id or "" for fr in responses} - set(tickets))
     if missing:
         raise InvalidMessage(f"Function call not found for function response ids: {', '.join(missing)}.")
     misnamed = [_misnamed(fr, tickets[fr.id or ""]) for fr in responses if fr.name != tickets[fr.id or ""].call_name]
     if misnamed:  # ADK would not take it for that call's answer, after the ticket was closed by it
-        raise InvalidMessage(
-            f"A function response carries the name of the call it answers: {'; '.join(misnamed)}. Nothing was sent."
-        )
+        raise InvalidMessage(f"A function response carries the name of the call it answers: {'; '.join(misnamed)}.")
     if len(responses) != len({fr.id for fr in responses}):
         raise InvalidMessage("A message answers each function call at most once.")
     if len({tickets[fr.id or ""].invocation_id for fr in responses}) > 1:

@@ -138,7 +138,7 @@ def test_bad_input_is_refused_with_a_message(demo, live_asgi, api_token):
     unknown = function_response_message("no-such-call", "ask_for_approval", {"status": "approved"})
     assert run({**body, "newMessage": unknown}) == (
         400,
-        "Function call not found for function response ids: no-such-call.",
+        "Function call not found for function response ids: no-such-call. Nothing was sent.",
     )
     assert http.post("/api/adk/apps/nope/users/requester/sessions").status_code == 404
     assert http.post("/api/adk/apps/stock_agent/users/requester/sessions", json={"state": [1]}).status_code == 422
