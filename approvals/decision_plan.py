@@ -232,17 +232,34 @@ def _said(answer: Answer) -> dict[str, Any]:
     return {k: v for k, v in answer.payload.items() if k != "status"}
 
 
+def turn_parts(plans: list[Plan], message: types.Content | None = None) -> list[types.Part]:
+    """The parts of the turn that carries these answers to the agent: each answer not held for a quorum
+    (`function_response`). A client's message (/run) goes as ADK's runner takes one, whole: its other
+    parts (a file or an image beside the answers) and each answer's part as sent, the held answers' left
+    out; none at all when every answer is held (nothing reaches the agent yet)."""
+    if message is None:
+        return [types.Part(function_response=function_response(p)) for p in plans if not p.held]
+    by_call = {p.answer.ticket.call_id: p for p in plans}
+    parts = []
+    for part in message.parts or []:
+        plan = by_call.get(part.function_response.id or "") if part.function_response is not None else None
+        if plan is None:
+            parts.append(part)
+        elif not plan.held:
+            parts.append(part.model_copy(update={"function_response": function_response(plan)}))
+    return parts if any(p.function_response is not None for p in parts) else []
+
+
 def function_response(plan: Plan) -> types.FunctionResponse:
-    """What reaches the agent: a client's response exactly as sent (with an approver's edits merged
-    in); one built here has no `will_continue` when final (ADK's own client sends none, and Vertex
-    AI refuses the field) and `will_continue=True` when intermediate (dropped again for backends
-    that refuse it, see agents_app.plugins)."""
+    """What reaches the agent: a client's response exactly as sent, every field of it (`will_continue`,
+    `scheduling`, its `parts`, every key of its response: an approval of edited arguments cannot come
+    this way, `ArgumentsUnsaid`, so there are no edits to merge in); one built here has no
+    `will_continue` when final (ADK's own client sends none, and Vertex AI refuses the field) and
+    `will_continue=True` when intermediate (dropped again for backends that refuse it, see
+    agents_app.plugins)."""
     answer, ticket = plan.answer, plan.answer.ticket
     if answer.sent is not None:
-        changed = payloads.changes(ticket) if plan.outcome == PendingCall.Status.APPROVED else {}
-        if not changed or ticket.kind == PendingCall.Kind.CONFIRMATION:
-            return answer.sent
-        return answer.sent.model_copy(update={"response": {**(answer.sent.response or {}), **changed}})
+        return answer.sent
     # A remote app's model backend is not ours to know (its server cannot drop the field for Vertex AI):
     # send it what ADK's own client sends, no `will_continue` at all.
     quiet = answer.final or remote_app(ticket.app_name) is not None

@@ -66,11 +66,13 @@ def answers_submit(
     source: str = Response.Source.PERSON,
     grant: StandingGrant | None = None,
     wake_early: bool = False,
+    message: types.Content | None = None,
 ) -> tuple[Turn | None, list[Response]]:
     """Record answers to open tickets of one session and queue the turn that carries those that
     reach the agent now (None when every answer is an approval still waiting for others).
     `wake_early`: wake a worker for that turn just before the commit rather than after it, where
-    that is safe (`_early`; see "Waking before the commit" above)."""
+    that is safe (`_early`; see "Waking before the commit" above). `message`: the client's message the
+    answers came in (/run), which the turn carries whole (decision_plan.turn_parts)."""
     if not answers:
         raise InvalidResponse("No responses given.")
     # The session row first, then its tickets: the order the session store's append (which may
@@ -80,13 +82,15 @@ def answers_submit(
     if len(pks) == 1:  # every click, almost every /run: both locks in one round trip
         held, locked = ticket_locks.session_and_ticket_locked(session.pk, pks[0])
         if not held:  # no live session row (archived): nothing held, as session_locked does
-            return _submit(session, answers, actor, streaming, state_delta, source, grant, locked, False, False)
+            return _submit(
+                session, answers, actor, streaming, state_delta, source, grant, locked, False, False, message
+            )
         with row_lock_held(session.pk):
             early = wake_early and _early()
-            return _submit(session, answers, actor, streaming, state_delta, source, grant, locked, early, True)
+            return _submit(session, answers, actor, streaming, state_delta, source, grant, locked, early, True, message)
     with session_locked(session.pk):
         locked = ticket_locks.tickets_locked(pks)
-        return _submit(session, answers, actor, streaming, state_delta, source, grant, locked, False, True)
+        return _submit(session, answers, actor, streaming, state_delta, source, grant, locked, False, True, message)
 
 
 def _early() -> bool:
@@ -108,6 +112,7 @@ def _submit(  # noqa: PLR0913
     locked: dict[int, PendingCall],
     early: bool,
     held: bool,
+    message: types.Content | None,
 ) -> tuple[Turn | None, list[Response]]:
     plans = []
     for answer in answers:
@@ -121,7 +126,7 @@ def _submit(  # noqa: PLR0913
         escalation_record(plan.answer.ticket, tell=not plan.answer.final or plan.held)
         if plan.answer.edited_args is not None:
             decision_write.apply_edit(plan.answer.ticket, plan.answer.edited_args, actor)
-    parts = [types.Part(function_response=decision_plan.function_response(p)) for p in plans if not p.held]
+    parts = decision_plan.turn_parts(plans, message)
     turn = None
     if parts:
         content = types.Content(role="user", parts=parts)

@@ -294,6 +294,6 @@ def message_submit(
         return turn_create(session=session, content=content, actor=actor, state_delta=state_delta, streaming=streaming)
     answers = run_answers.answers_of(session, actor, responses)
     turn, _ = answers_submit(
-        session=session, answers=answers, actor=actor, streaming=streaming, state_delta=state_delta
+        session=session, answers=answers, actor=actor, streaming=streaming, state_delta=state_delta, message=content
     )
     return turn

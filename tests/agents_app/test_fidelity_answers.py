@@ -117,3 +117,36 @@ def test_intermediate_then_final_answer_resume_the_agent_on_each_backend(demo, w
     assert stored_final == {"id": ticket.call_id, "name": "ask_for_approval", "response": {"status": "approved"}}
     ticket.refresh_from_db()
     assert ticket.status == "approved"
+
+
+@pytest.mark.parametrize("gemini", ["gemini_api"], indirect=True)
+def test_a_clients_answer_reaches_the_model_with_every_part_of_its_message(demo, worker, wait, gemini):
+    """ADK's runner takes a /run message whole: a file or an image beside the function response (a
+    receipt sent with the approval), the function response's own parts (a multimodal response), its
+    scheduling and every key of its response. adkweb built the turn from the function responses alone,
+    so the parts beside them never reached the agent."""
+    _mode, server = gemini
+    session = services.session_create(app_name="backend_agent", user_id="requester")
+    services.message_send(session=session, text="Please reimburse 200$ for meals", actor=demo["requester"])
+    ticket = ticket_opened(session, wait)
+    receipt = {"inlineData": {"mimeType": "image/png", "data": "cmVjZWlwdA=="}}
+    fr = {
+        "id": ticket.call_id,
+        "name": ticket.call_name,
+        "response": {"status": "approved", "note": "receipt attached", "lines": [{"meals": 200}]},
+        "parts": [{"inlineData": {"mimeType": "image/png", "data": "c3RhbXA=", "displayName": "stamp"}}],
+        "scheduling": "WHEN_IDLE",
+    }
+    content = services.content_parse({"role": "user", "parts": [{"functionResponse": fr}, receipt]})
+    approvals.message_submit(session=ticket.session, content=content, actor=demo["approver"])
+    settle(session, wait)
+
+    assert failed_turns(session) == []
+    sent = server.requests[2]["body"]["contents"][-1]["parts"]
+    assert [sorted(p) for p in sent] == [["functionResponse"], ["inlineData"]], sent
+    assert sent[1]["inlineData"]["data"] == "cmVjZWlwdA==", sent
+    answer = sent[0]["functionResponse"]
+    assert answer["response"] == fr["response"] and answer["scheduling"] == "WHEN_IDLE", answer
+    assert len(answer["parts"]) == 1 and {"c3RhbXA=", "stamp"} <= set(json.dumps(answer["parts"]).split('"')), answer
+    ticket.refresh_from_db()
+    assert ticket.status == "approved"
