@@ -145,7 +145,8 @@ def askers(ticket: Any) -> set[int]:
 
 
 def decide_refusal(user: Any, ticket: Any) -> str | None:
-    """Why this person may not decide (answer) this ticket, or None if they may."""
+    """Why this person may not decide (answer) this ticket, or None if they may. `decides_q` is the same
+    rule in SQL (tests/approvals/test_decide_rule_twins.py holds them together)."""
     if not _authenticated(user) or not user.is_active:
         return "log in to answer tickets."
     own = is_requester(user, ticket)
@@ -170,7 +171,8 @@ def decides_q() -> Q:
     """`decide_refusal(response.actor, response.pending_call) is None` as a filter on Response rows: every
     giver of a quorum's held approvals asked at once, in the query that reads them (approvals.selectors.
     ticket_approvals, approvals.decision_plan.approvers). The same rules in the same order; held to
-    decide_refusal by tests/approvals/test_quorum_rights.py."""
+    decide_refusal, clause by clause, by tests/approvals/test_decide_rule_twins.py: a change to one is made
+    to the other."""
     from django.contrib.auth import get_user_model
 
     from .models import PendingCall
