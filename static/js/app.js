@@ -4,6 +4,19 @@ document.addEventListener("htmx:wsAfterMessage", function () {
   var events = document.getElementById("conversation-events");
   if (events) events.scrollTop = events.scrollHeight;
 });
+(function () {
+  // The ticket page's socket is told which state the actions card shows (shows=, approvals.ticket_consumer).
+  // htmx's ws extension reconnects to the URL the page loaded with: say the state the card shows now (an
+  // answer of the page's own may have swapped it since), else the next push re-sends the same card.
+  var create = htmx.createWebSocket;
+  htmx.createWebSocket = function (url) {
+    var card = document.querySelector("#ticket-actions[data-shows]");
+    if (card && /[?&]shows=/.test(url)) {
+      url = url.replace(/([?&]shows=)[^&]*/, "$1" + encodeURIComponent(card.getAttribute("data-shows")));
+    }
+    return create(url);
+  };
+})();
 document.addEventListener("htmx:oobErrorNoTarget", function (e) {
   // A pushed fragment for something this page does not show (e.g. a row on another page): ignore.
   e.preventDefault();
