@@ -8,11 +8,23 @@ document.addEventListener("htmx:wsAfterMessage", function () {
   // The ticket page's socket is told which state the actions card shows (shows=, approvals.ticket_consumer).
   // htmx's ws extension reconnects to the URL the page loaded with: say the state the card shows now (an
   // answer of the page's own may have swapped it since), else the next push re-sends the same card.
+  // A conversation's socket (the ticket page's, the conversation page's) catches up from `after=`, the newest
+  // event at page load: say the newest the page shows now (the events that came live since), else a
+  // reconnect appends those again.
   var create = htmx.createWebSocket;
   htmx.createWebSocket = function (url) {
     var card = document.querySelector("#ticket-actions[data-shows]");
     if (card && /[?&]shows=/.test(url)) {
       url = url.replace(/([?&]shows=)[^&]*/, "$1" + encodeURIComponent(card.getAttribute("data-shows")));
+    }
+    if (/[?&]after=/.test(url)) {
+      var newest = 0;
+      document.querySelectorAll("#conversation-events [data-pk]").forEach(function (el) {
+        newest = Math.max(newest, parseInt(el.getAttribute("data-pk"), 10) || 0);
+      });
+      url = url.replace(/([?&]after=)(\d*)/, function (all, key, was) {
+        return key + Math.max(newest, parseInt(was, 10) || 0);
+      });
     }
     return create(url);
   };
