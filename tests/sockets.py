@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from channels.routing import URLRouter
@@ -19,6 +20,18 @@ async def connect(path: str, user: Any) -> WebsocketCommunicator:
     connected, _ = await comm.connect()
     assert connected, path
     return comm
+
+
+async def closed_with(comm: WebsocketCommunicator, within: float = 3.0) -> int | None:
+    """The code the server closed the socket with (frames before it skipped); None if it stayed open."""
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        if await comm.receive_nothing(timeout=0.05):
+            continue
+        out = await comm.receive_output()
+        if out["type"] == "websocket.close":
+            return out.get("code")
+    return None
 
 
 def ws_url(html: str, path: str) -> str:

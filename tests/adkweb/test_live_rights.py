@@ -7,27 +7,25 @@ message."""
 from __future__ import annotations
 
 import asyncio
-import time
 
 import pytest
 from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
-from channels.routing import URLRouter
 from channels.testing import WebsocketCommunicator
 from django.contrib.auth.models import Group
 from django.test import Client
 from django.utils import timezone
 
 from adkweb.roles import APPROVERS, STAFF_OBSERVERS
-from adkweb.routing import websocket_urlpatterns
 from agents_app import services
 from agents_app.events import SESSIONS_GROUP
 from agents_app.models import Turn
 from approvals.events import notify_ticket_changed
 from tests.approvals_factories import ticket
+from tests.sockets import closed_with as _closed_with
+from tests.sockets import connect as _open
 
 pytestmark = pytest.mark.django_db(transaction=True)
-app = URLRouter(websocket_urlpatterns)
 CHANGED = 1012  # the htmx ws extension reconnects on it: the connect decides under the new rights
 
 make_ticket = sync_to_async(ticket)
@@ -41,25 +39,6 @@ def quick_recheck(settings):
 @pytest.fixture
 def session(demo):
     return services.session_create(app_name="reimbursement_agent", user_id="requester")
-
-
-async def _open(path: str, user) -> WebsocketCommunicator:
-    comm = WebsocketCommunicator(app, path)
-    comm.scope["user"] = user
-    assert (await comm.connect())[0], path
-    return comm
-
-
-async def _closed_with(comm: WebsocketCommunicator, within: float = 3.0) -> int | None:
-    """The code the server closed the socket with (frames before it skipped); None if it stayed open."""
-    deadline = time.monotonic() + within
-    while time.monotonic() < deadline:
-        if await comm.receive_nothing(timeout=0.05):
-            continue
-        out = await comm.receive_output()
-        if out["type"] == "websocket.close":
-            return out.get("code")
-    return None
 
 
 @sync_to_async

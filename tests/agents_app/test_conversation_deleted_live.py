@@ -4,20 +4,16 @@ closes with the refusal code (the page says live updates stopped), on each path 
 
 from __future__ import annotations
 
-import time
-
 import pytest
 from asgiref.sync import async_to_sync, sync_to_async
-from channels.routing import URLRouter
 from channels.testing import WebsocketCommunicator
 
-from adkweb.routing import websocket_urlpatterns
 from agents_app import services
 from agents_app.session_archive import session_archive, session_delete
 from agents_app.session_service import DjangoSessionService
+from tests.sockets import closed_with, connect
 
 pytestmark = pytest.mark.django_db(transaction=True)
-app = URLRouter(websocket_urlpatterns)
 REFUSED = 4403
 
 
@@ -32,22 +28,9 @@ def session(demo):
 
 
 async def _open(path: str, user) -> WebsocketCommunicator:
-    comm = WebsocketCommunicator(app, path)
-    comm.scope["user"] = user
-    assert (await comm.connect())[0], path
+    comm = await connect(path, user)
     await comm.receive_from()  # the catch-up frame
     return comm
-
-
-async def _closed_with(comm: WebsocketCommunicator, within: float = 3.0) -> int | None:
-    deadline = time.monotonic() + within
-    while time.monotonic() < deadline:
-        if await comm.receive_nothing(timeout=0.05):
-            continue
-        out = await comm.receive_output()
-        if out["type"] == "websocket.close":
-            return out.get("code")
-    return None
 
 
 def _by_service(session) -> None:
@@ -74,7 +57,7 @@ async def test_every_page_of_a_deleted_conversation_closes_at_once(demo, session
         await _open(f"/ws/sessions/{session.pk}/", demo["admin"]),
     ]
     await sync_to_async(delete)(session, demo["requester"])
-    assert [await _closed_with(comm) for comm in pages] == [REFUSED] * 3
+    assert [await closed_with(comm) for comm in pages] == [REFUSED] * 3
     for comm in pages:
         await comm.disconnect()
 
@@ -84,5 +67,5 @@ async def test_a_conversation_kept_keeps_its_pages(demo, session):
     other = await sync_to_async(services.session_create)(app_name="reimbursement_agent", user_id="requester")
     comm = await _open(f"/ws/sessions/{other.pk}/", demo["observer"])
     await sync_to_async(session_archive)(session=session, actor=demo["requester"])
-    assert await _closed_with(comm, within=1.0) is None
+    assert await closed_with(comm, within=1.0) is None
     await comm.disconnect()
