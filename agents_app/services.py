@@ -20,6 +20,7 @@ from . import agents
 from . import enqueue as queueing
 from .app_state import refused_keys
 from .models import AdkSession, Turn
+from .session_ids import ids_check
 from .session_service import DjangoSessionService, SessionBusy, session_archive
 from .session_status import row_lock_held
 from .turn_insert import TurnFields, TurnRiding, session_gone, turn_insert, turn_insert_riding, turn_insert_sqlite
@@ -28,9 +29,6 @@ from .turn_quota import TooManyTurns, _too_many, turn_quota_check
 logger = logging.getLogger(__name__)
 # The store's, used from here by pages and the admin; the cap's (agents_app.turn_quota), by the API and tests.
 __all__ = ["SessionBusy", "TooManyTurns", "session_archive", "turn_quota_check"]
-
-
-ID_MAX_LENGTH = cast(int, AdkSession._meta.get_field("session_id").max_length)
 
 
 class InvalidMessage(Invalid):
@@ -80,9 +78,7 @@ def session_create(
     """Create an ADK session for an enabled app (raises AgentNotFound, AlreadyExistsError)."""
     if app_name not in agents.app_names():
         raise agents.AgentNotFound(f"No enabled agent named {app_name!r}.")
-    for label, value in (("user id", user_id), ("session id", session_id or "")):
-        if len(value) > ID_MAX_LENGTH:  # PostgreSQL would refuse the row with a DataError
-            raise Invalid(f"The {label} is longer than {ID_MAX_LENGTH} characters.")
+    ids_check(user_id=user_id, session_id=session_id)
     session = DjangoSessionService().create_session_sync(
         app_name=app_name, user_id=user_id, state=state, session_id=session_id
     )

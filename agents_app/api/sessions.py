@@ -14,9 +14,10 @@ from adkweb.api import api_view
 from adkweb.errors import Conflict, Forbidden, Invalid, NotFound
 from adkweb.roles import is_observer
 
-from .. import agents, selectors, services
+from .. import agents, selectors
 from ..app_state import refused_keys
 from ..models import AgentConfig, RemoteApp, Turn
+from ..session_ids import ids_check
 from ..session_service import DjangoSessionService
 from .render import session_json
 from .schemas import (
@@ -154,9 +155,7 @@ def _create(app_name: str, user_id: str, session_id: str | None, state: dict | N
     server answers with what its service's create returns (not read back)."""
     if events:
         raise Invalid("Creating a session with initial events is not supported by adkweb.")
-    for label, value in (("user id", user_id), ("session id", session_id or "")):
-        if len(value) > services.ID_MAX_LENGTH:  # PostgreSQL would refuse the row with a DataError
-            raise Invalid(f"The {label} is longer than {services.ID_MAX_LENGTH} characters.")
+    ids_check(user_id=user_id, session_id=session_id)
     try:
         session = DjangoSessionService().create_session_sync(
             app_name=app_name, user_id=user_id, state=state, session_id=session_id
