@@ -17,8 +17,9 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib.auth.models import Group
-from django.db.models import Exists, F, OuterRef, Q, QuerySet
+from django.db.models import Exists, F, OuterRef, Q, QuerySet, Subquery
 from django.db.models.functions import Now
+from django.db.models.lookups import IsNull
 from django.utils import timezone
 
 from adkweb.roles import DECIDE_TICKETS, can_audit, is_agent_admin, is_approver, is_observer
@@ -112,24 +113,37 @@ def can_view_ticket(user: Any, ticket: Any) -> bool:
     return is_requester(user, ticket) or is_observer(user) or routed_to(user, ticket)
 
 
-def asking_turns(session: Any, opened: Any) -> QuerySet:
+def asking_turns(session: Any, opened: Any, turn: Any) -> QuerySet:
     """The turns that make their sender an asker of a ticket (four-eyes): the messages a person sent in its
-    conversation (`session`) up to the moment it opened (`opened`: its created_at), whoever's conversation
-    it is: a turn of their own, not an answer to a ticket. Fixed when the ticket opens: a message written
-    while it waits (a note, a question to the agent) asked for what comes after it, not for it. `session`
-    and `opened` are values, or expressions naming a query's ticket (`asked`). The one rule `askers`,
-    `decides_q` and the dry run (approvals.dry_run, many tickets at once) read."""
+    conversation (`session`) up to the turn whose run opened it (`turn`: its event's turn id), whoever's
+    conversation it is: a turn of their own, not an answer to a ticket. Fixed when the ticket opens: a message
+    written after that turn (while it ran, or while the ticket waits: a note, a question to the agent) asked
+    for what comes after it, not for it. By turn id, not by clock: a turn's created_at is the web process's
+    clock, the ticket's the worker's, and a worker behind the web would make the asker's message read as
+    written after the ticket. Only a ticket with no turn to go by (an older row, its event or the event's
+    turn null) falls back to its created_at (`opened`). `session`, `opened` and `turn` are values, or
+    expressions naming a query's ticket (`asked`). The one rule `askers`, `decides_q` and the dry run
+    (approvals.dry_run, many tickets at once) read."""
     from agents_app.models import Turn
 
-    messages = Turn.objects.filter(kind=Turn.Kind.MESSAGE, created_by__isnull=False)
-    return messages.filter(session=session, created_at__lte=opened)
+    messages = Turn.objects.filter(kind=Turn.Kind.MESSAGE, created_by__isnull=False, session=session)
+    by_clock = Q(created_at__lte=opened)  # older rows only: no turn to go by
+    return messages.filter(Q(id__lte=turn) | Q(IsNull(turn, True), by_clock))
+
+
+def _ticket_turn(event: Any) -> Subquery:
+    """The turn of the ticket's event (`event`: its id, or an expression naming it), NULL without one."""
+    from agents_app.models import StoredEvent
+
+    return Subquery(StoredEvent.objects.filter(pk=event).values("turn_id")[:1])
 
 
 def asked(ticket: str, person: str) -> Exists:
     """Whether `person` is among the askers of `ticket` (`asking_turns`), as a condition on a query's rows:
     `ticket` the path to the ticket ("" the row itself, "pending_call__"), `person` the path to the user
     ("actor", "closed_by")."""
-    turns = asking_turns(OuterRef(f"{ticket}session"), OuterRef(f"{ticket}created_at"))
+    turn = _ticket_turn(OuterRef(OuterRef(f"{ticket}event_id")))  # the query's row, from two levels down
+    turns = asking_turns(OuterRef(f"{ticket}session"), OuterRef(f"{ticket}created_at"), turn)
     return Exists(turns.filter(created_by=OuterRef(person)))
 
 
@@ -138,7 +152,7 @@ def askers(ticket: Any) -> set[int]:
     (a page asks for several people, a fan-out for every decider)."""
     found = getattr(ticket, "_adkweb_askers", None)
     if found is None:
-        turns = asking_turns(ticket.session_id, ticket.created_at)
+        turns = asking_turns(ticket.session_id, ticket.created_at, _ticket_turn(ticket.event_id))
         found = set(turns.values_list("created_by", flat=True).distinct())
         ticket._adkweb_askers = found
     return found

@@ -62,3 +62,38 @@ def ticket(*, session=None, kind: str = "long_running", **fields: Any) -> Pendin
         )
     defaults.update(fields)
     return PendingCall.objects.create(**defaults)
+
+
+def turn_event(turn: Any) -> Any:
+    """An event of the turn's run (a ticket's `event`: the turn that opened it)."""
+    from agents_app.models import StoredEvent
+
+    return StoredEvent.objects.create(
+        session=turn.session, event_id=f"ev-{turn.pk}", author="agent", timestamp=0.0, data={}, turn=turn
+    )
+
+
+def stamped(ticket: PendingCall, at: Any) -> PendingCall:
+    """The ticket with its created_at set to `at` (a worker's clock that disagrees with the web's)."""
+    PendingCall.objects.filter(pk=ticket.pk).update(created_at=at)
+    return PendingCall.objects.get(pk=ticket.pk)
+
+
+def asks(user: Any, session: Any) -> Any:
+    """A message of theirs in the conversation (staff write in other people's: four-eyes' askers), as
+    /run or the page queues one, no agent run: its Turn."""
+    from django.db import transaction
+    from google.genai import types
+
+    content = types.Content(role="user", parts=[types.Part(text="please")])
+    with transaction.atomic():
+        return agent_services.turn_add(session=session, content=content, actor=user, enqueue=False)
+
+
+def staff(username: str, *groups: str) -> Any:
+    """A staff member (who reads and writes every conversation) in these groups, permissions fresh."""
+    from django.contrib.auth.models import Group, User
+
+    user = User.objects.create_user(username, password="x", is_staff=True)
+    user.groups.add(*Group.objects.filter(name__in=groups))
+    return User.objects.get(pk=user.pk)

@@ -3,8 +3,9 @@
 twice, Python and SQL. Held together here: for each kind of ticket, each person's approval counts in
 SQL exactly when the Python rule lets them decide. A change to one that the other does not make fails
 a case here (the cases name each clause of the rule: the roles, routing, escalation by record and by
-the clock, four-eyes for the requester and for the askers before and after the ticket opened, a
-question to its own requester, inactive people)."""
+the clock, four-eyes for the requester and for the askers before and after the ticket opened, by its
+turn or, for older rows with no turn to go by, by the clock; a question to its own requester, inactive
+people)."""
 
 from __future__ import annotations
 
@@ -14,24 +15,16 @@ from typing import Any
 
 import pytest
 from django.contrib.auth.models import Group, Permission, User
-from django.db import transaction
 from django.utils import timezone
-from google.genai import types
 
 from adkweb.roles import DECIDE_TICKETS
-from agents_app import services as agent_services
+from agents_app.models import StoredEvent
 from approvals.models import PendingCall, Response
 from approvals.permissions import decide_refusal, decides_q
 from tests.approvals.policy_helpers import person, team
-from tests.approvals_factories import session_for, ticket
+from tests.approvals_factories import asks, session_for, stamped, ticket, turn_event
 
 Setup = Callable[[dict[str, User]], PendingCall]
-
-
-def _asks(user: User, session: Any) -> None:
-    content = types.Content(role="user", parts=[types.Part(text="please")])
-    with transaction.atomic():
-        agent_services.turn_add(session=session, content=content, actor=user, enqueue=False)
 
 
 def _ticket(session: Any = None, *, kind: str = "long_running", groups=(), escalation=(), **fields: Any):
@@ -47,22 +40,51 @@ def _ago(seconds: int) -> Any:
 
 def _asked_before_and_after(people: dict[str, User]) -> PendingCall:
     session = session_for()
-    _asks(people["sam"], session)  # before it opened: an asker
+    asks(people["sam"], session)  # before it opened: an asker
     made = _ticket(session, groups=("finance",), four_eyes=True, required_approvals=2)
-    _asks(people["lea"], session)  # while it waits: not an asker
+    asks(people["lea"], session)  # while it waits: not an asker
     return made
 
 
 def _asked_without_four_eyes(people: dict[str, User]) -> PendingCall:
     session = session_for()
-    _asks(people["sam"], session)
+    asks(people["sam"], session)
     return _ticket(session, groups=("finance",))
 
 
 def _unrouted_four_eyes_asked(people: dict[str, User]) -> PendingCall:
     session = session_for()
-    _asks(people["sam"], session)
+    asks(people["sam"], session)
     return _ticket(session, four_eyes=True)
+
+
+def _clocks_disagree(people: dict[str, User]) -> PendingCall:
+    """sam's message opened it, stamped by a worker 5 minutes behind; lea wrote after that turn, before
+    the ticket's (wrong) time."""
+    asked = asks(people["sam"], session_for())
+    later = asks(people["lea"], asked.session)
+    made = _ticket(asked.session, groups=("finance",), four_eyes=True, required_approvals=2, event=turn_event(asked))
+    made = stamped(made, asked.created_at - timedelta(minutes=5))
+    assert made.created_at < asked.created_at < later.created_at
+    return made
+
+
+def _worker_ahead(people: dict[str, User]) -> PendingCall:
+    """The requester's message opened it, stamped by a worker 5 minutes ahead; sam wrote after that turn."""
+    asked = asks(people["requester"], session_for())
+    asks(people["sam"], asked.session)
+    made = _ticket(asked.session, groups=("finance",), four_eyes=True, event=turn_event(asked))
+    return stamped(made, timezone.now() + timedelta(minutes=5))
+
+
+def _event_without_turn(people: dict[str, User]) -> PendingCall:
+    """An older row: its event has no turn, so the clock decides (sam before it, lea after)."""
+    session = session_for()
+    asks(people["sam"], session)
+    event = StoredEvent.objects.create(session=session, event_id="ev-old", author="agent", timestamp=0.0, data={})
+    made = _ticket(session, groups=("finance",), four_eyes=True, event=event)
+    asks(people["lea"], session)
+    return made
 
 
 CASES: dict[str, Setup] = {
@@ -74,6 +96,9 @@ CASES: dict[str, Setup] = {
     "askers before and after it opened": _asked_before_and_after,
     "an asker, no four-eyes": _asked_without_four_eyes,
     "unrouted, four-eyes, an asker": _unrouted_four_eyes_asked,
+    "an asker, the worker's clock behind": _clocks_disagree,
+    "a later writer, the worker's clock ahead": _worker_ahead,
+    "an event with no turn: by the clock": _event_without_turn,
     "unrouted": lambda p: _ticket(),
     "escalation recorded": lambda p: _ticket(
         groups=("finance",), escalation=("treasury",), escalate_at=_ago(60), escalated_at=_ago(60)

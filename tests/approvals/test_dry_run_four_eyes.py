@@ -10,15 +10,12 @@ the ticket opened bars nothing (it did not ask for it)."""
 from __future__ import annotations
 
 from django.contrib.auth.models import Group, User
-from django.db import transaction
 from django.test import Client
-from google.genai import types
 
-from agents_app import services as agent_services
 from approvals import services
 from approvals.models import PendingCall
 from tests.approvals.policy_helpers import open_ticket, person, policy
-from tests.approvals_factories import session_for
+from tests.approvals_factories import asks, session_for
 
 SMALL = {"purpose": "meals", "amount": 200.0}  # the default rule: one approval from any approver
 
@@ -27,12 +24,6 @@ def _staff(username: str) -> User:
     user = User.objects.create_user(username, password="x", is_staff=True)
     user.groups.add(Group.objects.get(name="approvers"))
     return User.objects.get(pk=user.pk)
-
-
-def _asks(user: User, session) -> None:
-    content = types.Content(role="user", parts=[types.Part(text="please")])
-    with transaction.atomic():
-        agent_services.turn_add(session=session, content=content, actor=user, enqueue=False)
 
 
 def _dry_run(demo, pid: int) -> dict:
@@ -50,7 +41,7 @@ def _would_be(out: dict, ticket: PendingCall) -> str:
 def test_a_ticket_decided_by_a_staff_member_who_asked_for_it_is_refused_under_four_eyes(demo):
     sam = _staff("sam")
     session = session_for()  # the requester's conversation
-    _asks(sam, session)
+    asks(sam, session)
     ticket = open_ticket(session=session, args=SMALL)
     services.ticket_approve(ticket=ticket, actor=sam)  # the default rule has no four-eyes
     ticket.refresh_from_db()
@@ -68,7 +59,7 @@ def test_a_ticket_decided_by_a_staff_member_who_asked_for_it_is_refused_under_fo
 def test_an_askers_approval_does_not_count_toward_the_quorum_in_the_dry_run(demo):
     sam, vera = _staff("sam"), person("vera", approver=True)
     session = session_for()
-    _asks(sam, session)
+    asks(sam, session)
     ticket = open_ticket(session=session, args=SMALL)
     services.ticket_approve(ticket=ticket, actor=vera)
     # Sam's approval, given before the ticket closed, alongside vera's (as a quorum's held one would be).
@@ -86,7 +77,7 @@ def test_a_message_sent_after_the_decision_bars_nothing(demo):
     session = session_for()
     ticket = open_ticket(session=session, args=SMALL)
     services.ticket_approve(ticket=ticket, actor=sam)
-    _asks(sam, session)  # afterwards: the decision came first
+    asks(sam, session)  # afterwards: the decision came first
     strict = policy("strict", tool="ask_for_approval", four_eyes=True, priority=50)
     out = _dry_run(demo, strict.pk)
     assert _would_be(out, ticket).startswith("routed to"), out
@@ -99,7 +90,7 @@ def test_a_message_sent_after_the_ticket_opened_bars_nothing(demo):
     sam = _staff("sam")
     session = session_for()
     ticket = open_ticket(session=session, args=SMALL)
-    _asks(sam, session)  # while it waited
+    asks(sam, session)  # while it waited
     services.ticket_approve(ticket=ticket, actor=sam)
     strict = policy("strict", tool="ask_for_approval", four_eyes=True, priority=50)
     out = _dry_run(demo, strict.pk)

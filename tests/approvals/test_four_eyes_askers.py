@@ -9,7 +9,7 @@ their held approvals do not count toward a quorum, and they are not among its de
 from __future__ import annotations
 
 import httpx
-from django.contrib.auth.models import Group, User
+from django.contrib.auth.models import Group
 from django.db import transaction
 from django.test import Client
 from google.genai import types
@@ -20,7 +20,7 @@ from approvals.models import PendingCall, Response
 from approvals.permissions import decide_refusal, decides_q
 from approvals.selectors import ticket_deciders
 from tests.approvals.policy_helpers import open_ticket, person, team
-from tests.approvals_factories import session_for
+from tests.approvals_factories import asks, session_for, staff
 from tests.live_server import long_running_call, text_message
 
 pytest_plugins = ["tests.conftest_live"]
@@ -28,26 +28,14 @@ pytest_plugins = ["tests.conftest_live"]
 BIG = {"purpose": "laptop", "amount": 2500.0}  # the demo's "Large reimbursements": finance, 2 of N, four-eyes
 
 
-def _staff(username: str, *groups: str) -> User:
-    user = User.objects.create_user(username, password="x", is_staff=True)
-    user.groups.add(*Group.objects.filter(name__in=groups))
-    return User.objects.get(pk=user.pk)
-
-
 def _text(text: str) -> types.Content:
     return types.Content(role="user", parts=[types.Part(text=text)])
-
-
-def _asks(user: User, session) -> None:
-    """A message of theirs in someone else's conversation, as staff may send one (no agent run needed)."""
-    with transaction.atomic():
-        agent_services.turn_add(session=session, content=_text("please"), actor=user, enqueue=False)
 
 
 def test_staff_who_asked_for_a_transfer_in_a_requesters_conversation_may_not_confirm_it(
     demo, worker, adk_client, api_token
 ):
-    sam = _staff("sam", "treasury")
+    sam = staff("sam", "treasury")
     adk_client(sam)  # the live server
     base = adk_client(demo["requester"]).http.base_url
     as_sam = httpx.Client(base_url=base, headers=api_token(sam), timeout=60)
@@ -83,10 +71,10 @@ def test_staff_who_asked_for_a_transfer_in_a_requesters_conversation_may_not_con
 
 def test_an_askers_held_approval_does_not_count_toward_the_quorum(demo):
     finance = Group.objects.get(name="finance")
-    sam = _staff("sam", "finance")
+    sam = staff("sam", "finance")
     fay = person("fay", finance)
     session = session_for()
-    _asks(sam, session)  # before the ticket opened: sam asked for what the agent paused on
+    asks(sam, session)  # before the ticket opened: sam asked for what the agent paused on
     ticket = open_ticket(session=session, args=BIG)
     assert ticket.four_eyes and ticket.required_approvals == 2
     held = Response.objects.create(
@@ -114,7 +102,7 @@ def test_a_message_written_after_the_ticket_opened_does_not_make_its_writer_an_a
     note), became an "asker" of it: their approval stopped counting, so the second approver's approval
     was held as 1 of 2 and the ticket waited for a third, and the approver could no longer decide it."""
     finance = Group.objects.get(name="finance")
-    sam, fay = _staff("sam", "finance"), person("fay", finance)
+    sam, fay = staff("sam", "finance"), person("fay", finance)
     session = session_for()
     ticket = open_ticket(session=session, args=BIG)
     assert ticket.four_eyes and ticket.required_approvals == 2
@@ -124,7 +112,7 @@ def test_a_message_written_after_the_ticket_opened_does_not_make_its_writer_an_a
     as_fay.force_login(fay)
     first = as_sam.post(url + "/approve", {}, content_type="application/json")
     assert first.status_code == 201 and first.json()["final"] is False, first.content
-    _asks(sam, session)  # after the ticket opened: not what it pauses on
+    asks(sam, session)  # after the ticket opened: not what it pauses on
 
     second = as_fay.post(url + "/approve", {}, content_type="application/json")
     assert second.status_code == 201 and second.json()["final"] is True, second.content  # 2 of 2: the quorum
@@ -136,11 +124,11 @@ def test_a_message_written_after_the_ticket_opened_does_not_make_its_writer_an_a
 
 
 def test_who_asked_before_a_ticket_opened_stays_off_it_and_a_later_writer_is_among_its_deciders(demo):
-    sam, fay = _staff("sam", "finance"), _staff("fay", "finance")
+    sam, fay = staff("sam", "finance"), staff("fay", "finance")
     session = session_for()
-    _asks(sam, session)
+    asks(sam, session)
     ticket = open_ticket(session=session, args=BIG)
-    _asks(fay, session)
+    asks(fay, session)
     ticket = PendingCall.objects.get(pk=ticket.pk)
     assert decide_refusal(sam, ticket).startswith("four-eyes: you asked") and decide_refusal(fay, ticket) is None
     deciders = ticket_deciders(ticket=ticket)
@@ -159,9 +147,9 @@ def test_an_answer_to_a_ticket_does_not_make_its_giver_an_asker(demo):
 
 
 def test_without_four_eyes_an_asker_decides_as_before(demo):
-    sam = _staff("sam", "approvers")
+    sam = staff("sam", "approvers")
     session = session_for()
-    _asks(sam, session)
+    asks(sam, session)
     ticket = open_ticket(session=session, args={"purpose": "meals", "amount": 200.0})
     assert not ticket.four_eyes and decide_refusal(sam, ticket) is None
     assert team("finance") and sam in ticket_deciders(ticket=ticket)
