@@ -8,8 +8,9 @@ notifications (`approvals.selectors.ticket_deciders`) all ask here.
 - Superusers decide everything; staff observers see every ticket (read-only); the requester sees
   their own, and answers their own questions (request for input, user choice).
 - Four-eyes: the requester never decides their own ticket, whatever else they are; nor does anyone who
-  wrote to the agent in its conversation by the time it opened (Django staff write in other people's
-  conversations: one who asked the agent for a transfer in a requester's conversation asked for it).
+  wrote to the agent in its conversation before the agent opened it (up to the turn that opened it: Django
+  staff write in other people's conversations: one who asked the agent for a transfer in a requester's
+  conversation asked for it).
 """
 
 from __future__ import annotations
@@ -168,8 +169,8 @@ def decide_refusal(user: Any, ticket: Any) -> str | None:
         return "four-eyes: you requested this, so someone else must decide it."
     if ticket.four_eyes and user.pk in askers(ticket):
         return (
-            f"four-eyes: you asked the agent in this conversation (for {ticket.requester}), so someone else must "
-            "decide it."
+            f"four-eyes: you asked the agent in this conversation before it opened this ticket (for "
+            f"{ticket.requester}), so someone else must decide it."
         )
     if own and ticket.kind in QUESTION_KINDS:
         return None  # the agent asks its own user

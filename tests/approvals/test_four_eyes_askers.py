@@ -54,7 +54,10 @@ def test_staff_who_asked_for_a_transfer_in_a_requesters_conversation_may_not_con
 
     r = as_sam.post(f"/api/pending-calls/{ticket.pk}/approve", json={})
     assert r.status_code == 403, r.text
-    assert "four-eyes: you asked the agent in this conversation (for requester)" in r.json()["detail"], r.text
+    assert (
+        "four-eyes: you asked the agent in this conversation before it opened this ticket (for requester), so"
+        in r.json()["detail"]
+    ), r.text
     ticket.refresh_from_db()
     assert ticket.is_open and not Response.objects.filter(pending_call=ticket).exists()
     assert sam not in ticket_deciders(ticket=ticket)  # not emailed a one-tap link to confirm it

@@ -20,7 +20,7 @@ from tests.approvals.policy_helpers import open_ticket, person, policy
 from tests.approvals_factories import asks, session_for, staff, stamped, turn_event
 
 BIG = {"purpose": "laptop", "amount": 2500.0}  # the demo's "Large reimbursements": finance, 2 of N, four-eyes
-REFUSED = "four-eyes: you asked the agent in this conversation"
+REFUSED = "four-eyes: you asked the agent in this conversation before it opened this ticket (for requester)"
 
 
 def _opened_by(turn: Turn, *, behind: timedelta = timedelta(minutes=5), **fields) -> PendingCall:
