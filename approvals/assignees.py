@@ -1,9 +1,10 @@
 """An assignee who loses the right to decide their ticket gives it back: a change of their rights (out of
 the ticket's groups or the approvers, a permission taken from them or from a group of theirs, a group
 deleted, their account deactivated or their username changed: adkweb.live_roles and adkweb.live_logins
-hear of each) unassigns, in the transaction that makes the change, each open ticket assigned to them
-that they may no longer decide (approvals.permissions.decide_refusal), with a 'given back' entry in its
-history naming them and why; the ticket is then nobody's in "mine" and the next approver takes it.
+hear of each; their account deleted: `assignee_deleting`) unassigns, in the transaction that makes the
+change, each open ticket assigned to them that they may no longer decide (approvals.permissions.
+decide_refusal), with a 'given back' entry in its history naming them (as text: the entry outlives their
+account) and why; the ticket is then nobody's in "mine" and the next approver takes it.
 
 Race-safe against a take (services.ticket_assign) without locking tickets the change does not concern:
 both lock the person's row first (FOR NO KEY UPDATE; a deactivation's UPDATE holds it anyway). A take
@@ -15,6 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib.auth import get_user_model
+from django.contrib.auth.models import AnonymousUser
 from django.db import transaction
 
 from . import events
@@ -27,6 +29,13 @@ def person_locked(person: Any) -> Any:
     stored now (their rights read afresh); None if it is gone."""
     User = get_user_model()
     return User.objects.select_for_update(no_key=True).filter(pk=person.pk).first()
+
+
+def taker_locked(person: Any) -> Any:
+    """`person_locked` for a take (services.ticket_assign): one deleted meanwhile (`assignee_deleting` held
+    their row) is no one, and the take is refused ("log in to answer tickets."), not an assignment to a
+    row that is gone."""
+    return person_locked(person) or AnonymousUser()
 
 
 def assignees_recheck(person_pks: list[Any]) -> int:
@@ -43,21 +52,45 @@ def assignees_recheck(person_pks: list[Any]) -> int:
             refusal = decide_refusal(person, ticket) if person is not None else None
             if person is None or refusal is None:
                 continue
-            why = "their account was deactivated." if not person.is_active else refusal
-            ticket.assigned_to = None
-            ticket.save(update_fields=["assigned_to", "updated_at"])
-            TicketActivity.objects.create(
-                ticket=ticket,
-                kind=TicketActivity.Kind.GIVEN_BACK,
-                message=f"Given back: {person.get_username()} may no longer decide it ({why})",
-                detail={"assignee": person.pk, "username": person.get_username(), "why": why},
-            )
-            events.after_commit_ticket_changed(ticket)
+            _give_back(ticket, person, "their account was deactivated." if not person.is_active else refusal)
             given += 1
     return given
 
 
+def _give_back(ticket: PendingCall, person: Any, why: str) -> None:
+    """Unassign the ticket, with the history entry naming the person as text (the record outlives their
+    account), and update its pages once the transaction commits."""
+    ticket.assigned_to = None
+    ticket.save(update_fields=["assigned_to", "updated_at"])
+    TicketActivity.objects.create(
+        ticket=ticket,
+        kind=TicketActivity.Kind.GIVEN_BACK,
+        message=f"Given back: {person.get_username()} may no longer decide it ({why})",
+        detail={"assignee": person.pk, "username": person.get_username(), "why": why},
+    )
+    events.after_commit_ticket_changed(ticket)
+
+
+def assignee_deleting(sender: Any, instance: Any, **kwargs: Any) -> None:
+    """A person deleted (the admin, a script) gives back their open tickets, each with its entry: the
+    assignment's SET_NULL would clear it with no trace. In the deleting transaction, before the row goes,
+    their row locked first as a take locks it: a take that locked it first is seen and given back; one
+    that waits on it finds the person gone, and is refused."""
+    with transaction.atomic():
+        if person_locked(instance) is None:
+            return
+        tickets = PendingCall.objects.select_for_update(of=("self",)).filter(
+            assigned_to=instance.pk, status__in=PendingCall.OPEN_STATUSES
+        )
+        for ticket in tickets.order_by("pk"):
+            _give_back(ticket, instance, "their account was deleted.")
+
+
 def connect() -> None:
+    from django.conf import settings
+    from django.db.models.signals import pre_delete
+
     from adkweb.live_logins import on_rights_change
 
     on_rights_change(assignees_recheck)
+    pre_delete.connect(assignee_deleting, sender=settings.AUTH_USER_MODEL, dispatch_uid="approvals_assignee_deleting")

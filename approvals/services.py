@@ -251,7 +251,7 @@ def ticket_assign(*, ticket: PendingCall, actor: Any, assignee: Any | None) -> P
     locks the person's row first and reads their rights afresh: a change of them that would give the
     ticket back waits for it, or refuses it (approvals.assignees)."""
     if assignee is not None and getattr(actor, "pk", None) is not None:
-        actor = assignees.person_locked(actor) or actor
+        actor = assignees.taker_locked(actor)
     ticket = PendingCall.objects.select_for_update(of=("self",)).select_related("closed_by").get(pk=ticket.pk)
     refusal = decide_refusal(actor, ticket)
     if refusal:

@@ -101,3 +101,15 @@ def test_a_group_losing_the_approvers_permission_gives_its_members_tickets_back(
     approvers = Group.objects.get(name="approvers")
     approvers.permissions.remove(Permission.objects.get(codename="decide_tickets"))
     _given_back(call, "approver")
+
+
+def test_a_deleted_assignee_gives_their_open_tickets_back_with_an_entry_naming_them(demo):
+    """The FK's SET_NULL cleared the assignment of a deleted person with no trace in the ticket's history."""
+    call = _taken(ticket(), demo["approver"])
+    closed = _taken(ticket(), demo["approver"])
+    services.ticket_reject(ticket=closed, actor=demo["approver2"], reason="no")
+    User.objects.get(username="approver").delete()
+    assert "their account was deleted." in _given_back(call, "approver")
+    assert not TicketActivity.objects.filter(ticket=closed, kind="given_back").exists()  # decided: not given back
+    page = _client(demo["approver2"]).get(f"/tickets/{call.pk}/").content.decode()
+    assert "Nobody is assigned." in page and "Given back: approver may no longer decide it" in page

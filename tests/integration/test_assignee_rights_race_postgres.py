@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from django.contrib.auth.models import Group
+from django.contrib.auth.models import Group, User
 from django.db import connection, transaction
 
 from approvals import services
@@ -85,6 +85,37 @@ def test_the_lost_right_first_then_the_take_is_refused(demo):
     )
     assert isinstance(done["second"], services.NotAllowed), done
     assert "only approvers answer this kind of ticket." in str(done["second"])
+    call.refresh_from_db()
+    assert call.assigned_to is None
+    assert not TicketActivity.objects.filter(ticket=call, kind="given_back").exists()
+
+
+def test_a_take_first_then_the_deletion_gives_the_ticket_back_with_its_entry(demo):
+    call = ticket()
+    approver = demo["approver"]
+    done = _held_then(
+        lambda: services.ticket_assign(ticket=call, actor=approver, assignee=approver),
+        lambda: User.objects.get(username="approver").delete(),
+    )
+    assert not isinstance(done["first"], Exception) and not isinstance(done["second"], Exception), done
+    call.refresh_from_db()
+    assert call.assigned_to is None and not User.objects.filter(username="approver").exists()
+    [entry] = TicketActivity.objects.filter(ticket=call, kind="given_back")
+    assert entry.message == "Given back: approver may no longer decide it (their account was deleted.)"
+
+
+def test_the_deletion_first_then_the_take_is_refused(demo):
+    """Before: the take, waiting on the deleted person's row, found it gone and went on with the copy it
+    had; a superuser's copy may decide anything: an assignment to a row that no longer exists, which
+    PostgreSQL refused at commit (an IntegrityError: a 500)."""
+    call = ticket()
+    admin = demo["admin"]
+    done = _held_then(
+        lambda: User.objects.get(username="admin").delete(),
+        lambda: services.ticket_assign(ticket=PendingCall.objects.get(pk=call.pk), actor=admin, assignee=admin),
+    )
+    assert isinstance(done["second"], services.NotAllowed), done
+    assert str(done["second"]) == f"You may not take ticket #{call.pk}: log in to answer tickets."
     call.refresh_from_db()
     assert call.assigned_to is None
     assert not TicketActivity.objects.filter(ticket=call, kind="given_back").exists()
