@@ -74,6 +74,21 @@ class StaleArguments(Conflict):
         )
 
 
+class PartsWouldWait(Conflict):
+    """A /run message whose every answer is an approval held for a quorum, with other parts beside them (a
+    file, an image): nothing reaches the agent until the quorum is reached, and those parts would be lost
+    (ADK takes a message whole; sent alone they would start a new invocation, out of the answer's
+    context). Nothing is recorded (HTTP 409)."""
+
+    def __init__(self, tickets: list[PendingCall]) -> None:
+        which = ", ".join(f"#{t.pk} needs {t.required_approvals} approvals" for t in tickets)
+        super().__init__(
+            f"Ticket {which}: your approval would wait for the others, and nothing reaches the agent until then, "
+            "so the message's other parts (a file or an image beside the answer) would not reach it. Send the "
+            "approval alone, and the other parts with text in a message of their own."
+        )
+
+
 class ArgumentsUnsaid(Conflict):
     """An approval of a ticket whose arguments an approver edited that does not say which arguments it
     approves (no argsHash, no editedArgs): it would count toward arguments its sender may never have
@@ -236,7 +251,8 @@ def turn_parts(plans: list[Plan], message: types.Content | None = None) -> list[
     """The parts of the turn that carries these answers to the agent: each answer not held for a quorum
     (`function_response`). A client's message (/run) goes as ADK's runner takes one, whole: its other
     parts (a file or an image beside the answers) and each answer's part as sent, the held answers' left
-    out; none at all when every answer is held (nothing reaches the agent yet)."""
+    out; none at all when every answer is held (nothing reaches the agent yet): a message with other parts
+    is then refused (`PartsWouldWait`), not sent in part, since its parts go with its answers or not at all."""
     if message is None:
         return [types.Part(function_response=function_response(p)) for p in plans if not p.held]
     by_call = {p.answer.ticket.call_id: p for p in plans}
@@ -247,7 +263,9 @@ def turn_parts(plans: list[Plan], message: types.Content | None = None) -> list[
             parts.append(part)
         elif not plan.held:
             parts.append(part.model_copy(update={"function_response": function_response(plan)}))
-    return parts if any(p.function_response is not None for p in parts) else []
+    if parts and not any(p.function_response is not None for p in parts):
+        raise PartsWouldWait([p.answer.ticket for p in plans])
+    return parts
 
 
 def function_response(plan: Plan) -> types.FunctionResponse:

@@ -18,6 +18,9 @@ from google.oauth2.credentials import Credentials
 from agents_app import services
 from agents_app.models import StoredEvent
 from approvals import services as approvals
+from approvals.decision_plan import PartsWouldWait
+from approvals.models import Response
+from tests.approvals.policy_helpers import policy
 from tests.engine_scenarios import failed_turns, settle, ticket_opened
 from tests.gemini_server import GeminiServer, function_call_reply, text_reply
 
@@ -148,5 +151,39 @@ def test_a_clients_answer_reaches_the_model_with_every_part_of_its_message(demo,
     answer = sent[0]["functionResponse"]
     assert answer["response"] == fr["response"] and answer["scheduling"] == "WHEN_IDLE", answer
     assert len(answer["parts"]) == 1 and {"c3RhbXA=", "stamp"} <= set(json.dumps(answer["parts"]).split('"')), answer
+    ticket.refresh_from_db()
+    assert ticket.status == "approved"
+
+
+@pytest.mark.parametrize("gemini", ["gemini_api"], indirect=True)
+def test_a_held_approval_with_a_file_beside_it_is_refused_and_the_model_hears_the_quorums_answer(
+    demo, worker, wait, gemini
+):
+    """An approval held for a quorum reaches the agent with the quorum's last one, as that turn is built
+    (the last approver's answer alone): a file sent beside the held one would never reach the model. The
+    message is refused, nothing recorded; sent alone, the approval is held, and the model hears the
+    quorum's answer once."""
+    _mode, server = gemini
+    policy("two", tool="ask_for_approval", required_approvals=2, priority=50)
+    session = services.session_create(app_name="backend_agent", user_id="requester")
+    services.message_send(session=session, text="Please reimburse 200$ for meals", actor=demo["requester"])
+    ticket = ticket_opened(session, wait)
+    assert ticket.required_approvals == 2
+    fr = {"functionResponse": {"id": ticket.call_id, "name": ticket.call_name, "response": {"status": "approved"}}}
+    receipt = {"inlineData": {"mimeType": "image/png", "data": "cmVjZWlwdA=="}}
+
+    with_file = services.content_parse({"role": "user", "parts": [fr, receipt]})
+    with pytest.raises(PartsWouldWait, match="would not reach it"):
+        approvals.message_submit(session=ticket.session, content=with_file, actor=demo["approver"])
+    assert not Response.objects.filter(pending_call=ticket).exists()
+    alone = services.content_parse({"role": "user", "parts": [fr]})
+    assert approvals.message_submit(session=ticket.session, content=alone, actor=demo["approver"]) is None  # held
+    approvals.ticket_approve(ticket=ticket, actor=demo["approver2"])
+    settle(session, wait)
+
+    assert failed_turns(session) == [] and len(server.requests) == 3
+    assert server.requests[2]["body"]["contents"][-1]["parts"] == [
+        {"functionResponse": {"id": ticket.call_id, "name": "ask_for_approval", "response": {"status": "approved"}}}
+    ]
     ticket.refresh_from_db()
     assert ticket.status == "approved"
