@@ -18,6 +18,7 @@ from adkweb import compiled
 from adkweb.errors import NotFound
 
 from . import code_apps
+from .config_tools import configured_without_tool  # noqa: F401 - what approvals asks (its public module)
 from .models import AgentConfig, RemoteApp
 from .tools import registry
 

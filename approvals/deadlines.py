@@ -15,7 +15,7 @@ from adkweb.log_context import log_ids
 from agents_app.services import session_locked
 
 from . import events
-from .decision_plan import approvers
+from .decision_plan import approvers, tool_gone
 from .decisions import Answer, answers_submit
 from .escalations import escalation_record
 from .models import PendingCall, Response, TicketActivity
@@ -77,7 +77,9 @@ def _expire(ticket_id: int) -> bool:
     answer = Answer(ticket, expire_payload(ticket, reason), True, reason, Response.Action.EXPIRE)
     if schema_problem(ticket, answer.payload):
         # A question whose schema has no way to say "expired": close it here, send nothing.
-        _close_unsent(ticket, answer)
+        _close_unsent(ticket, answer, "the agent's question has no answer meaning expired.")
+    elif tool_gone(ticket):  # no answer reaches an agent that lost the confirmed tool (ToolGone): nor this one
+        _close_unsent(ticket, answer, f"agent {ticket.app_name!r} no longer has the tool {ticket.tool_name!r}.")
     else:
         answers_submit(session=ticket.session, answers=[answer], actor=None, source=Response.Source.EXPIRY)
     TicketActivity.objects.create(ticket=ticket, kind=TicketActivity.Kind.EXPIRED, message=f"Expired. {reason}")
@@ -86,13 +88,13 @@ def _expire(ticket_id: int) -> bool:
     return True
 
 
-def _close_unsent(ticket: PendingCall, answer: Answer) -> None:
+def _close_unsent(ticket: PendingCall, answer: Answer, why: str) -> None:
     response_append(
         pending_call=ticket,
         action=Response.Action.EXPIRE,
         payload=answer.payload,
         final=True,
-        comment=answer.comment + " Not sent: the agent's question has no answer meaning expired.",
+        comment=f"{answer.comment} Not sent: {why}",
         source=Response.Source.EXPIRY,
         args_hash=ticket.args_hash,
         counted=sorted(approvers(ticket, ticket.args_hash).values()) if ticket.required_approvals > 1 else None,

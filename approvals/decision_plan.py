@@ -14,7 +14,7 @@ from django.utils import timezone
 from google.genai import types
 
 from adkweb.errors import Conflict, Forbidden, Refused
-from agents_app.agents import remote_app
+from agents_app.agents import configured_without_tool, remote_app
 
 from . import edits, grants, payloads
 from .hashing import args_hash
@@ -120,6 +120,24 @@ class PastDue(Conflict):
         )
 
 
+class ToolGone(Conflict):
+    """A person's answer to a tool confirmation whose tool its agent no longer has (an admin took it out
+    since the agent asked): ADK can neither run nor skip that call, the answer would fail the agent's turn
+    and never reach it; refused until the agent has the tool again (HTTP 409)."""
+
+    def __init__(self, ticket: PendingCall) -> None:
+        super().__init__(
+            f"Ticket #{ticket.pk} cannot be answered now: agent {ticket.app_name!r} no longer has the tool "
+            f"{ticket.tool_name!r} (its configuration changed since it asked), so the agent could neither run "
+            "the call nor skip it. Give the agent the tool again to decide it."
+        )
+
+
+def tool_gone(ticket: PendingCall) -> bool:
+    """Whether this ticket is a tool confirmation whose tool its agent no longer has (`ToolGone`)."""
+    return ticket.kind == PendingCall.Kind.CONFIRMATION and configured_without_tool(ticket.app_name, ticket.tool_name)
+
+
 class AlreadyCounted(Forbidden):
     """A person's approval counts once toward a ticket's required approvals (HTTP 403)."""
 
@@ -181,6 +199,8 @@ def answer_plan(answer: Answer, actor: Any, source: str) -> Plan:
         raise PastDue(ticket)  # the sweep's clock (approvals.deadlines), not its timing, ends a ticket
     if answer.seen_hash is not None and answer.seen_hash != ticket.args_hash:
         raise StaleArguments(ticket)
+    if source == Response.Source.PERSON and tool_gone(ticket):
+        raise ToolGone(ticket)
     outcome = payloads.decision_of(answer.action, ticket, answer.payload) if answer.final else "update"
     unsaid = answer.seen_hash is None and answer.edited_args is None
     if outcome == PendingCall.Status.APPROVED and unsaid and edits.edited(ticket):

@@ -16,7 +16,8 @@ def session_for(user_id: str = "requester", app_name: str = "reimbursement_agent
 
 
 def ticket(*, session=None, kind: str = "long_running", **fields: Any) -> PendingCall:
-    session = session or session_for()
+    # A confirmation's agent has its tool (transfer_money): a person's answer needs it (decision_plan.ToolGone).
+    session = session or session_for(app_name="transfer_agent" if kind == "confirmation" else "reimbursement_agent")
     n = next(_ids)
     defaults: dict[str, Any] = dict(
         session=session,

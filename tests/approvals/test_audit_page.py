@@ -23,7 +23,7 @@ def decided(demo):
     approver.save()
     meals = ticket()
     a = services.ticket_approve(ticket=meals, actor=approver, comment="fine")
-    transfer = ticket(session=session_for(app_name="stock_agent"), kind="confirmation")
+    transfer = ticket(session=session_for(app_name="transfer_agent"), kind="confirmation")
     r = services.ticket_reject(ticket=transfer, actor=admin, reason="too much")
     waiting = ticket()
     u = services.ticket_update(ticket=waiting, actor=approver, message="looking at it")
@@ -67,7 +67,7 @@ def test_every_decision_with_links_to_its_ticket_and_conversation(decided, demo,
 @pytest.mark.parametrize(
     "query, expected",
     [
-        ("agent=stock_agent", ["reject"]),
+        ("agent=transfer_agent", ["reject"]),
         ("tool=ask_for_approval", ["update", "approve"]),
         ("person=approver", ["update", "approve"]),
         ("person=ann+lee", ["update", "approve"]),

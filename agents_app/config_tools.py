@@ -1,0 +1,28 @@
+"""Whether an agent still has a tool: what an answer to one of its tool confirmations needs (ADK runs, or
+refuses, a confirmed call only with its tool among the agent's tools: `_resolve_confirmation_targets`
+fails the whole turn with "Tool ... is not registered" otherwise)."""
+
+from __future__ import annotations
+
+from .code_apps import code_apps
+from .models import AgentConfig
+
+
+def configured_without_tool(app_name: str, tool_name: str) -> bool:
+    """True when `app_name` is an admin-configured agent (enabled or not) that has not the tool `tool_name`,
+    neither its own nor through an agent it uses as a tool: an admin took it out since the agent called
+    it. Code-defined agents (their tools change with a deploy), remote apps and names with no agent here:
+    False (their runs say what is wrong, before storing anything)."""
+    if not tool_name or app_name in code_apps():
+        return False
+    todo = list(AgentConfig.objects.filter(name=app_name))
+    seen: set[int] = set()
+    while todo:
+        config = todo.pop()
+        if config.pk in seen:
+            continue
+        seen.add(config.pk)
+        if tool_name in (config.tools or []):
+            return False
+        todo.extend(link.child for link in config.agent_tools.select_related("child"))
+    return bool(seen)

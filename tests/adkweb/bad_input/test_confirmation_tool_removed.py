@@ -1,0 +1,81 @@
+"""A confirmation whose tool its agent no longer has (an admin took the tool out of the agent while the
+ticket waited): ADK cannot run or refuse that call any more (its confirmation step fails the turn with
+"Tool ... is not registered"). An approval was recorded and answered 200 all the same: the ticket said
+approved, the transfer never ran, and the failed turn could not be retried (it had stored the answer).
+Now every person's answer to it is refused (409, nothing changed, nothing sent) while the tool is gone,
+and once the tool is back the approval runs it, once. Its expiry closes it without sending the agent
+anything (where it failed the agent's turn), its record saying why."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+
+from django.test import Client
+from django.utils import timezone
+
+from agents_app import services
+from agents_app.config_history import agent_config_record
+from agents_app.models import AgentConfig, Turn
+from approvals.deadlines import deadlines_sweep
+from approvals.models import PendingCall, Response
+from tests.engine_scenarios import agent_texts, failed_turns, responses, settle, ticket_opened
+
+
+def _tools(demo, tools: list[str]) -> None:
+    config = AgentConfig.objects.get(name="transfer_agent")
+    config.tools = tools
+    config.save()
+    agent_config_record(config=config, actor=demo["admin"])  # as the admin's save records it
+
+
+def _post(client: Client, ticket: PendingCall, action: str, body: dict) -> tuple[int, str]:
+    r = client.post(f"/api/pending-calls/{ticket.pk}/{action}", data=json.dumps(body), content_type="application/json")
+    return r.status_code, r.json().get("detail", "")
+
+
+def _transfer_ticket(demo, wait) -> PendingCall:
+    session = services.session_create(app_name="transfer_agent", user_id="requester")
+    services.message_send(session=session, text="Please transfer $500 to Bob", actor=demo["requester"])
+    return ticket_opened(session, wait)
+
+
+def test_a_confirmation_whose_tool_was_taken_out_of_its_agent_is_refused_until_it_is_back(demo, worker, wait):
+    ticket = _transfer_ticket(demo, wait)
+    session = ticket.session
+    assert ticket.kind == "confirmation" and ticket.tool_name == "transfer_money"
+    _tools(demo, [])
+    client = Client()
+    client.force_login(demo["approver"])
+    turns = Turn.objects.filter(session=session).count()
+
+    for action, body in (("approve", {}), ("reject", {"reason": "no"})):
+        status, detail = _post(client, ticket, action, body)
+        assert status == 409, (action, status, detail)
+        assert "no longer has the tool 'transfer_money'" in detail and detail.endswith("Nothing was sent."), detail
+    ticket.refresh_from_db()
+    assert ticket.status == "pending" and not Response.objects.filter(pending_call=ticket).exists()
+    assert Turn.objects.filter(session=session).count() == turns and failed_turns(session) == []
+
+    _tools(demo, ["transfer_money"])
+    assert _post(client, ticket, "approve", {})[0] == 201
+    settle(session, wait)
+    assert failed_turns(session) == []
+    done = [r["response"] for _, r in responses(session, "transfer_money") if "status" in r["response"]]
+    assert [(r["status"], r["amount"], r["recipient"]) for r in done] == [("transferred", 500.0, "Bob")]
+    assert agent_texts(session)[-1].startswith("Transferred $500.00 to Bob")
+
+
+def test_its_expiry_closes_it_and_sends_the_agent_nothing(demo, worker, wait):
+    ticket = _transfer_ticket(demo, wait)
+    PendingCall.objects.filter(pk=ticket.pk).update(due_at=timezone.now() - timedelta(seconds=1))
+    _tools(demo, [])
+    turns = Turn.objects.filter(session=ticket.session).count()
+    assert deadlines_sweep()["expired"] == 1
+    settle(ticket.session, wait)
+    ticket.refresh_from_db()
+    assert ticket.status == "expired"
+    assert Turn.objects.filter(session=ticket.session).count() == turns and failed_turns(ticket.session) == []
+    (row,) = Response.objects.filter(pending_call=ticket)
+    assert (row.action, row.final, row.turn_id) == ("expire", True, None)
+    assert row.comment.endswith("Not sent: agent 'transfer_agent' no longer has the tool 'transfer_money'.")
