@@ -9,12 +9,17 @@ The user's text picks the work and the gate, e.g. `work a gate=after_call`:
 - `signoff <label>`: the model calls the long-running `request_signoff(label)` (a ticket); after
   the tool's pending answer it says `waiting <label>`, after the human's answer `signed <label>`.
 - `boom <label>`: the model calls `broken_tool(label)`, which raises.
+- `confirm <label>`: the model calls `guarded_tool(label)`, which needs a person's confirmation (ADK's
+  tool confirmation: a ticket); once confirmed it runs (its side effect counted), then the model
+  replies `done <label>`.
 
 Gates (`gate=<point>`): after_call (the call event is committed), in_tool (the side effect is
 done, its response not stored), after_response (the tool's response is committed), after_reply
 (the final reply is committed, the turn not yet closed), after_ticket (the long-running tool's
-pending answer is committed, the ticket open), after_error (the error event of a tool that
-raised is committed), in_model (the first model call is in flight). At a gate the run writes
+pending answer is committed, the ticket open), after_answer (a person's final answer to the
+ticket is committed, the first event of the turn that carries it; the agent not run on it yet),
+after_error (the error event of a tool that raised is committed), in_model (the first model call
+is in flight). At a gate the run writes
 `reached-<label>-<point>` in ADKWEB_TEST_GATE_DIR, then blocks until killed (ADKWEB_TEST_GATE_MODE=block, the worker
 subprocess) or raises SimulatedCrash (in-process tests). Each gate stops a run once per label.
 """
@@ -41,7 +46,7 @@ from agents_app.tools import idempotency_key
 
 APP_NAME = "crashy_agent"
 DOTTED = "tests.engine_scenarios.crashy.crashy_agent"
-COMMAND_RE = re.compile(r"^(work|slow|signoff|boom) (\S+)(?: gate=(\w+))?$")
+COMMAND_RE = re.compile(r"^(work|slow|signoff|boom|confirm) (\S+)(?: gate=(\w+))?$")
 
 
 class SimulatedCrash(BaseException):  # noqa: N818  a BaseException: nothing in the engine may catch it
@@ -128,6 +133,14 @@ def request_signoff(label: str, gate: str, tool_context: Any) -> dict:
     return {"label": label, "gate": gate, "status": "pending"}
 
 
+def guarded_tool(label: str, gate: str, tool_context: Any) -> dict:
+    """Do work a person confirmed, once."""
+    _record("executions.log", f"guarded_tool\t{label}\t{idempotency_key(tool_context)}")
+    if gate == "in_tool":  # the side effect happened, its response is not stored yet
+        _gate(label, gate)
+    return {"label": label, "gate": gate, "status": "done"}
+
+
 def broken_tool(label: str, gate: str, tool_context: Any) -> dict:
     """Work that fails."""
     _record("executions.log", f"broken_tool\t{label}\t{idempotency_key(tool_context)}")
@@ -135,6 +148,7 @@ def broken_tool(label: str, gate: str, tool_context: Any) -> dict:
 
 
 TOOLS = {"work": "side_effect", "slow": "slow_tool", "signoff": "request_signoff", "boom": "broken_tool"}
+TOOLS |= {"confirm": "guarded_tool"}
 
 
 # -- the model ----------------------------------------------------------------------------------
@@ -170,6 +184,9 @@ def _hook(session: Any, stored: Any, event: Any) -> None:
         body = fr.response or {}
         if event.author != "user" and body.get("gate") in ("after_response", "after_ticket"):
             point, label = body["gate"], body["label"]
+    final = [fr for fr in event.get_function_responses() if fr.will_continue is not True]  # not an update
+    if event.author == "user" and final and "gate=after_answer" in _first_text(session):
+        point, label = "after_answer", _first_text(session).split()[1]
     if event.author != "user" and (event.error_code or _has_text(event)):
         first = _first_text(session)
         for wanted in ("after_error", "after_reply"):
@@ -208,5 +225,6 @@ crashy_agent = LlmAgent(
         FunctionTool(slow_tool),
         LongRunningFunctionTool(request_signoff),
         FunctionTool(broken_tool),
+        FunctionTool(guarded_tool, require_confirmation=True),
     ],
 )

@@ -109,6 +109,59 @@ def test_killed_worker_turns_resume_within_60s_and_repeat_nothing(demo, stack, t
     assert [e[:2] for e in crashy.executions() if e[1] == "ticket"] == [("request_signoff", "ticket")]
 
 
+# Killed in the turn an approval queued: after its answer is stored (before the agent ran on it), and in
+# the confirmed tool (its side effect done, its result not stored). label -> (message, the gate, the tool
+# the approval runs (None: the answer is the tool's), how often: a tool killed in its side effect runs
+# again under the same idempotency key, ADK's resumability promising at least once).
+APPROVED = {
+    "signed": ("signoff signed gate=after_answer", "after_answer", None, 0),
+    "confirmed": ("confirm confirmed gate=after_answer", "after_answer", "guarded_tool", 1),
+    "paid": ("confirm paid gate=in_tool", "in_tool", "guarded_tool", 2),
+}
+
+
+def test_a_worker_killed_in_the_turn_an_approval_queued_resumes_it_once(demo, stack, tmp_path):
+    first = stack("worker")
+    stack("beat")
+    sessions = {}
+    for label, (text, *_) in APPROVED.items():
+        sessions[label] = services.session_create(app_name=crashy.APP_NAME, user_id="requester")
+        services.message_send(session=sessions[label], text=text, actor=demo["requester"], streaming=False)
+    wait_for(
+        lambda: Turn.objects.filter(status="done").count() == len(APPROVED) == PendingCall.objects.count(),
+        timeout=60,
+        what="a ticket in each conversation",
+    )
+    for label in APPROVED:
+        approvals.ticket_approve(ticket=PendingCall.objects.get(session=sessions[label]), actor=demo["approver"])
+    reached = [tmp_path / f"reached-{label}-{gate}" for label, (_, gate, *_) in APPROVED.items()]
+    wait_for(lambda: all(p.exists() for p in reached), timeout=60, what=f"every gate: {reached}")
+
+    first.kill()
+    stack("worker")
+    wait_for(
+        lambda: not Turn.objects.filter(status__in=["queued", "running"]).exists(),
+        timeout=90,
+        what="every turn to finish after the kill",
+    )
+    for label, (_, _, tool, runs) in APPROVED.items():
+        session = sessions[label]
+        turns = list(Turn.objects.filter(session=session).order_by("id").values_list("status", "attempts", "error"))
+        assert turns == [("done", 1, ""), ("done", 2, "")], label
+        (ticket,) = PendingCall.objects.filter(session=session)  # no second question for the same call
+        assert (ticket.status, ticket.responses.count()) == ("approved", 1), label
+        answers = [r for author, r in responses(session) if author == "user"]
+        assert [a["id"] for a in answers] == [ticket.call_id], label  # the answer stored once
+        replies = ["waiting signed", "signed signed"] if tool is None else [f"done {label}"]
+        assert agent_texts(session) == replies, label
+        ran = [e for e in crashy.executions() if e[1] == label and e[0] == tool]
+        assert len(ran) == runs and len({e[2] for e in ran}) == min(runs, 1), label  # one key
+        results = [r for _, r in responses(session, tool) if "status" in r["response"]] if tool else []
+        assert [r["response"]["status"] for r in results] == (["done"] if tool else []), label
+        ids = list(StoredEvent.objects.filter(session=session).values_list("event_id", flat=True))
+        assert len(ids) == len(set(ids)), label
+
+
 def test_a_worker_stopped_after_its_turns_exits_promptly(demo, stack):
     """SIGTERM (Celery's warm shutdown) after turns ran on several of its threads: the process exits
     within seconds, with its turns' loops closed; no loop or database thread holds it."""
