@@ -18,7 +18,9 @@ from adkweb.storable import socket_query
 from . import fanout, selectors
 from .fanout import APPROVALS_GROUP
 from .forms import InboxFilterForm
+from .inbox_due import row_due, rows_at_due
 from .permissions import works_inbox
+from .socket_due import DueWatching
 
 LIVE = "approvals/partials/live.html"
 REFUSED = 4003  # not one of the codes the htmx ws extension reconnects on
@@ -36,14 +38,17 @@ def _counts(open_count: int, total: int, line: str) -> str:
     return fanout.nav_count_html(open_count) + fanout.total_html(total) + line
 
 
-class InboxConsumer(live_socket.LiveConsumer):
+class InboxConsumer(DueWatching):
     """`/ws/approvals/?<inbox filters>`: pushes new, changed and decided rows and the nav count.
     With `?nav=1` only the count (every other page of an approver). It forwards the rows
     approvals.fanout rendered once per change and places them from the facts carried with them;
     the database is read when it connects, and for a search or a change whose previous facts are
-    unknown."""
+    unknown. A row's due time turns it "past due" on the page (approvals.inbox_due)."""
 
     refused = REFUSED
+    due_message = "inbox.due"
+    due: dict[int, float]  # the rows on the page that count down to a due time: id, due time (time.time())
+    _due_next: float | None = None  # the due time the timer is set for
 
     async def connect(self) -> None:
         user = self.scope.get("user")
@@ -58,8 +63,10 @@ class InboxConsumer(live_socket.LiveConsumer):
         if not await live_socket.join(self, APPROVALS_GROUP):
             return
         await self._read_state()
+        self._arm()
 
     async def disconnect(self, code: int) -> None:
+        self.arm_due(None)
         await live_socket.leave(self, APPROVALS_GROUP)
 
     def rights(self, user: Any) -> fanout.Viewer | None:
@@ -72,6 +79,7 @@ class InboxConsumer(live_socket.LiveConsumer):
         None: not this page), and the counts."""
         self.viewer = self.granted
         self.shown: set[int] = set()
+        self.due = {}
         self.at_edge: str | None = None
         self._recount()
         if self.nav_only:
@@ -82,6 +90,36 @@ class InboxConsumer(live_socket.LiveConsumer):
         else:
             self.at_edge = "beforeend" if not page.has_next() else None
         self.shown = {c.pk for c in page}
+        self.due = {c.pk: at for c in page if (at := row_due(c)) is not None}
+
+    def _arm(self) -> None:
+        """The timer for the nearest due time of the rows on the page (one per socket), if it changed."""
+        at = min(self.due.values(), default=None)
+        if at != self._due_next:
+            self._due_next = at
+            self.arm_due(at)
+
+    def _row_due(self, ticket_id: int, at: float | None) -> None:
+        """A row pushed to the page: the due time it counts down to now (None: none)."""
+        if at is None:
+            if self.due.pop(ticket_id, None) is None:
+                return
+        elif self.due.get(ticket_id) == at:
+            return
+        else:
+            self.due[ticket_id] = at
+        self._arm()
+
+    async def inbox_due(self, message: dict[str, Any]) -> None:
+        """The nearest due time of the page's rows: those rows, read now, say "past due"."""
+        now = time.time()
+        reached = {pk: at for pk, at in self.due.items() if at <= now}
+        for pk in reached:
+            del self.due[pk]
+        self._due_next = None
+        self._arm()
+        for row in await database_sync_to_async(rows_at_due)(reached) if reached else ():
+            await self.send_frame(row)
 
     def _recount(self) -> None:
         self.counted_at = time.monotonic()
@@ -153,9 +191,11 @@ class InboxConsumer(live_socket.LiveConsumer):
         elif ticket_id in self.shown:
             # A decided ticket changes in place (greyed, "approved by …") rather than vanishing under the cursor.
             frames.append(message["row"])
+            self._row_due(ticket_id, message.get("due"))
         elif matches and self.at_edge:
             self.shown.add(ticket_id)
             frames.append(message["added"][self.at_edge])
+            self._row_due(ticket_id, message.get("due"))
             line = _fragment("empty-gone")
         elif matches:
             line = _fragment("notice-elsewhere")

@@ -38,6 +38,7 @@ from adkweb.live import acommand_soon, group_send, groups_watched
 from adkweb.raw_rows import raw
 from adkweb.roles import is_approver, is_observer
 
+from .inbox_due import pushed_row, row_due
 from .models import PendingCall
 from .permissions import escalation_reached, escalation_time
 
@@ -239,7 +240,8 @@ def publish_ticket(*, ticket_id: int, opened: bool = False, opened_as: PendingCa
         "ticket_id": ticket.pk,
         "facts": facts,
         "before": before,
-        "row": render_to_string("approvals/inbox.html#row", {"ticket": ticket, "oob": "outerHTML"}).strip(),
+        "due": row_due(ticket),  # read before the row: a due time reached as it renders is pushed again
+        "row": pushed_row(ticket),
         "added": {
             edge: render_to_string(LIVE + "#rows-added", {"ticket": ticket, "edge": edge})
             for edge in ("afterbegin", "beforeend")

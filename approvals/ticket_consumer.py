@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-import asyncio
-import logging
 from datetime import datetime
 from typing import Any
 
@@ -22,19 +20,17 @@ from agents_app.events import session_group
 from . import fanout, selectors
 from .consumers import LIVE, REFUSED
 from .permissions import can_view_ticket, works_inbox
+from .socket_due import DueWatching
 from .ticket_page import ACTIONS_SHOWN, page_key, ticket_context
 
-logger = logging.getLogger(__name__)
 TICKET_CARD = "agents_app/partials/ticket_card.html"
-DUE_MARGIN = 0.05  # seconds after a due time its push is made (a timer may fire a little early)
 
 
-class TicketConsumer(live_socket.LiveConsumer):
+class TicketConsumer(DueWatching):
     """`/ws/tickets/<id>/`: joins the ticket's conversation group (`session-<pk>`)."""
 
     refused = REFUSED
-    _due_timer: asyncio.TimerHandle | None = None
-    _due_task: asyncio.Future | None = None
+    due_message = "ticket.due"
     _due_at: datetime | None = None  # the due time the last push of the ticket read (None: none, or closed)
 
     async def connect(self) -> None:
@@ -74,26 +70,9 @@ class TicketConsumer(live_socket.LiveConsumer):
         """At the open ticket's due time, its parts again: from then it takes no decision (PastDue, by the
         clock), so Approve and Reject give way to "past due" then, not at the deadline sweep or a reload.
         Set again at each push of the ticket (its due time as read; None once it is closed)."""
-        if self._due_timer is not None:
-            self._due_timer.cancel()
-            self._due_timer = None
-        if due_at is None:
-            return
-        delay = (due_at - timezone.now()).total_seconds()
-        if delay <= 0 and self.actions_shown in ("refused", "closed"):
-            return  # past due, and the page shows it
-        self._due_timer = asyncio.get_running_loop().call_later(max(delay, 0) + DUE_MARGIN, self._due_reached)
-
-    def _due_reached(self) -> None:
-        """Through the channel: in order with the ticket's other changes (one render at a time)."""
-        self._due_timer = None
-        self._due_task = asyncio.ensure_future(self._send_due())
-
-    async def _send_due(self) -> None:
-        try:
-            await self.channel_layer.send(self.channel_name, {"type": "ticket.due"})
-        except Exception:  # the layer is down: the socket is closed with it, and the page reconnects
-            logger.warning("Could not push ticket %s's due time to its page.", self.ticket_id, exc_info=True)
+        if due_at is not None and due_at <= timezone.now() and self.actions_shown in ("refused", "closed"):
+            due_at = None  # past due, and the page shows it
+        self.arm_due(due_at.timestamp() if due_at is not None else None)
 
     async def ticket_due(self, event: dict[str, Any]) -> None:
         await self.ticket_changed({"ticket_id": self.ticket_id})

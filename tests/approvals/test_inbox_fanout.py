@@ -8,7 +8,7 @@ import pytest
 from channels.db import database_sync_to_async
 from django.db.backends.utils import CursorWrapper
 
-from approvals import fanout
+from approvals import fanout, inbox_due
 from approvals.events import notify_ticket_changed
 from approvals.forms import InboxFilterForm
 from approvals.models import PendingCall
@@ -162,9 +162,10 @@ async def test_with_no_inbox_open_nothing_is_rendered_and_a_later_socket_counts_
     monkeypatch.setattr(fanout, "RECOUNT_SECONDS", 0.0)
     renders: list[str] = []
     real_render = fanout.render_to_string
-    monkeypatch.setattr(
-        fanout, "render_to_string", lambda name, *a, **k: renders.append(name) or real_render(name, *a, **k)
-    )
+    for module in (fanout, inbox_due):  # the row's render is inbox_due's (pushed_row)
+        monkeypatch.setattr(
+            module, "render_to_string", lambda name, *a, **k: renders.append(name) or real_render(name, *a, **k)
+        )
     first = await database_sync_to_async(open_ticket)()
     second = await database_sync_to_async(open_ticket)()
     await database_sync_to_async(_publish)(first, opened=True)
