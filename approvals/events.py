@@ -33,6 +33,21 @@ class TicketChangedMessage(TypedDict):
     page: NotRequired[str]
 
 
+class PageShowsMessage(TypedDict):
+    type: Literal["ticket.shown"]
+    ticket_id: int
+    page: str  # the ticket page (`on_page`'s name) whose request was answered with its actions card
+    shows: str  # the card's state (approvals.ticket_page.actions_shown)
+
+
+def notify_page_shows(*, ticket_id: int, session_pk: int, page: str, shows: str) -> None:
+    """A ticket page's own request was answered with its actions card and changed nothing (refused, or a
+    form to fix): no `ticket.changed` names the page, so its socket is told the state of the card the
+    page shows now (approvals.ticket_consumer), and pushes the card only when it changes from that."""
+    msg = PageShowsMessage(type="ticket.shown", ticket_id=ticket_id, page=page, shows=shows)
+    group_send(session_group(session_pk), msg)
+
+
 # The page (`on_page`) whose request is making the changes published from this context.
 _page: ContextVar[str | None] = ContextVar("approvals_acting_page", default=None)
 

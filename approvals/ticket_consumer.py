@@ -100,6 +100,17 @@ class TicketConsumer(DueWatching):
         if html:
             await self.send(text_data=html)
 
+    async def ticket_shown(self, event: dict[str, Any]) -> None:
+        """This page's own request was answered with the actions card in state `shows` and changed nothing
+        (approvals.events.notify_page_shows): what the page shows now. A change made since that answer
+        read the ticket pushes the card, as any change does."""
+        if self.page is None or event.get("page") != self.page or event["ticket_id"] != self.ticket_id:
+            return
+        self.actions_shown = event["shows"]
+        ticket = await database_sync_to_async(selectors.ticket_get)(ticket_id=self.ticket_id)
+        if ticket is not None and await self._actions_now(ticket) != self.actions_shown:
+            await self.ticket_changed({"ticket_id": self.ticket_id})
+
     async def session_event(self, event: dict[str, Any]) -> None:
         if self.last_pk is not None and event["event_pk"] <= self.last_pk:
             return  # already on the page

@@ -251,6 +251,11 @@ def _ticket_reply(
         # they are not computed; the forms' CSRF token is the one thing the request gives.
         ctx.update(csrf_token=get_token(request), request=request)
         args = render_to_string("approvals/ticket.html#args", {**ctx, "oob": True})
+        page = page_key(request.user, request.headers.get(PAGE_HEADER))
+        if page is not None and not fresh:  # fresh: a decision, whose ticket.changed names the page (on_page)
+            events.notify_page_shows(
+                ticket_id=ticket.pk, session_pk=ticket.session_id, page=page, shows=ctx["actions_shown"]
+            )
         return HttpResponse(render_to_string("approvals/ticket.html#panel", ctx) + args, status=status)
     ctx.update(last_event_pk=conversations.last_event_pk(session_pk=ticket.session_id), page_token=page_token())
     ctx["timeline"] = selectors.ticket_timeline(ticket=ticket) if ctx["conversation_visible"] else []

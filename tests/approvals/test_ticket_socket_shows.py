@@ -102,3 +102,36 @@ async def test_a_socket_that_does_not_say_what_its_page_shows_gets_the_card_only
     html = (await _frames_until(comm, CARD))[-1]
     assert 'id="approval-counted">Your approval counts' in html
     await comm.disconnect()
+
+
+def _act_on_the_page(client: Client, ticket, headers: dict[str, str], action: str, data: dict) -> tuple[int, str]:
+    """An action as the page's form sends it (htmx, with the page's headers): the status and the panel."""
+    extra = {f"HTTP_{k.upper().replace('-', '_')}": v for k, v in headers.items()}
+    r = client.post(reverse("approvals:ticket-act", args=[ticket.pk, action]), data, HTTP_HX_REQUEST="true", **extra)
+    return r.status_code, r.content.decode()
+
+
+async def test_a_refused_approve_tells_the_socket_the_card_it_swapped_in(demo):
+    """approver2's tab shows Approve; they approved in another tab before this tab's socket heard of it (its
+    socket joined after: the page says shows=answer). Approve here is refused (403) and its answer swaps in
+    "Your approval counts ... You may still reject it": they type a reason. Before: the socket still took
+    the page as showing Approve, and the next change of the ticket (another approver's update) pushed the
+    card again, wiping the reason. Now the refused answer tells the page's socket the card it shows."""
+    ticket = await database_sync_to_async(open_ticket)(args=BIG)
+    client, url, headers = await database_sync_to_async(_open_page)(demo["approver2"], ticket)
+    other_tab, _, other_headers = await database_sync_to_async(_open_page)(demo["approver2"], ticket)
+    await database_sync_to_async(_approve_on_the_page)(other_tab, ticket, other_headers)
+    assert "shows=answer" in url
+    comm = await connect(url, demo["approver2"])
+
+    status, html = await database_sync_to_async(_act_on_the_page)(client, ticket, headers, "approve", {})
+    assert status == 403, html
+    assert 'id="approval-counted">Your approval counts' in html  # the card the page now shows
+    await database_sync_to_async(services.ticket_update)(ticket=ticket, actor=demo["approver"], message="checking")
+    frames = await _frames_until(comm, "checking")
+    assert not [f for f in frames if CARD in f], "the refused answer swapped this card in already"
+
+    # A change of what approver2 may do still sends the card: the ticket closes elsewhere.
+    await database_sync_to_async(services.ticket_reject)(ticket=ticket, actor=demo["approver"], reason="no")
+    assert "No actions: the ticket is rejected." in (await _frames_until(comm, CARD))[-1]
+    await comm.disconnect()
