@@ -159,8 +159,9 @@ class TicketConsumer(DueWatching):
             ctx = {**ticket_context(ticket, self.user), "oob": True}
             self._due_at = ticket.due_at if ticket.is_open else None
             parts = ["status", "history", "activity", "args"]
-            if not ticket.is_open or ctx["actions_shown"] != self.actions_shown:
+            if ctx["actions_shown"] != self.actions_shown:
                 # Closed, or what this viewer may do changed (their approval, given elsewhere, counts): the card.
+                # Once (a closed ticket's later changes, its notices' delivery status, leave the card as it is).
                 if not answered_here:
                     parts.append("actions")
                 self.actions_shown = ctx["actions_shown"]

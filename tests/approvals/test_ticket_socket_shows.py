@@ -14,6 +14,7 @@ from django.test import Client
 from django.urls import reverse
 
 from approvals import services
+from approvals.events import notify_ticket_changed
 from tests.approvals.policy_helpers import open_ticket
 from tests.sockets import connect, ws_url
 
@@ -134,4 +135,19 @@ async def test_a_refused_approve_tells_the_socket_the_card_it_swapped_in(demo):
     # A change of what approver2 may do still sends the card: the ticket closes elsewhere.
     await database_sync_to_async(services.ticket_reject)(ticket=ticket, actor=demo["approver"], reason="no")
     assert "No actions: the ticket is rejected." in (await _frames_until(comm, CARD))[-1]
+    await comm.disconnect()
+
+
+async def test_a_closed_tickets_card_is_not_sent_again_for_its_notices(demo):
+    """Closed, the card says so once: the ticket's later changes (its notices' delivery status, shown on
+    the page, announced as each is sent) push its status and history, not the same closed card again."""
+    ticket = await database_sync_to_async(open_ticket)(args=BIG)
+    comm = await connect(f"/ws/tickets/{ticket.pk}/?shows=answer", demo["approver2"])
+    await database_sync_to_async(services.ticket_reject)(ticket=ticket, actor=demo["approver"], reason="no")
+    assert "No actions: the ticket is rejected." in (await _frames_until(comm, CARD))[-1]
+    while not await comm.receive_nothing(timeout=0.5):  # the rejection's other pushes
+        await comm.receive_from()
+    await database_sync_to_async(notify_ticket_changed)(ticket_id=ticket.pk, session_pk=ticket.session_id, inbox=False)
+    frames = await _frames_until(comm, 'id="ticket-history"')
+    assert not [f for f in frames if CARD in f], "the closed card again"
     await comm.disconnect()
