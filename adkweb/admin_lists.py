@@ -3,24 +3,40 @@ so. A list reads any lookup on its model's own fields from the URL (`?created_at
 not only its filters' own; Django refuses those the ORM cannot build, but some fail only when the list is
 counted: a year outside 1 to 9999 (ValueError, OverflowError), an id past a bigint (SQLite's driver:
 OverflowError), a regular expression the database cannot read (PostgreSQL: DataError; SQLite runs
-Python's `re` and reports its error as an OperationalError of the function). Each was a 500."""
+Python's `re` and reports its error as an OperationalError of the function). Each was a 500. A lookup Django
+refuses itself is the same 400, saying why: one it cannot build (`?created_at__year=0`, `?created_at__date=x`,
+`?nope=1`: Django's redirect to `?e=1`, which dropped the filter, or its "Database error" page, status 200,
+when `e=1` was in the URL) and one the admin does not allow (`?groups__name=x`, `?_to_field=password`:
+Django's bare "Bad Request (400)")."""
 
 from __future__ import annotations
 
+import logging
 import re
-from typing import Any
+from collections.abc import Callable
+from functools import update_wrapper
+from typing import Any, TypeVar, cast
 
 from django.contrib import admin
+from django.contrib.admin.exceptions import DisallowedModelAdminLookup, DisallowedModelAdminToField
+from django.contrib.admin.options import IncorrectLookupParameters
 from django.contrib.admin.views.main import ChangeList
+from django.core.exceptions import ValidationError
 from django.db import DataError, OperationalError, transaction
 
 from .errors import Invalid
+
+V = TypeVar("V", bound=Callable[..., Any])
 
 # SQLite's report of an exception in a Python function of the query (the regexp lookups' `re`).
 _FUNCTION_FAILED = re.compile(r"user-defined function raised exception")
 
 
 def _why(exc: Exception) -> str:
+    if isinstance(exc, IncorrectLookupParameters) and exc.args and isinstance(exc.args[0], Exception):
+        exc = exc.args[0]  # what Django's ORM (or Python's datetime) said
+    if isinstance(exc, ValidationError):
+        return " ".join(exc.messages)
     if isinstance(exc, OverflowError):
         return "a number past the largest a database column holds"
     if isinstance(exc, OperationalError):
@@ -36,7 +52,7 @@ class CheckedChangeList(ChangeList):
     def get_queryset(self, request: Any, exclude_parameters: Any = None) -> Any:
         try:
             return super().get_queryset(request, exclude_parameters)
-        except OverflowError as exc:  # the date hierarchy's year past a C long (a ValueError: Django's redirect)
+        except (OverflowError, IncorrectLookupParameters) as exc:  # Django's: a redirect to ?e=1, dropping the filter
             raise _refused(exc) from exc
 
     def get_results(self, request: Any) -> None:
@@ -73,3 +89,21 @@ class CheckedAdminSite(admin.AdminSite):
         if not issubclass(cls, CheckedLists):
             cls = type(cls.__name__, (CheckedLists, cls), {"__module__": cls.__module__})
         super().register(model_or_iterable, cls, **options)
+
+    def admin_view(self, view: V, cacheable: bool = False) -> V:
+        """Every admin view, a lookup or a `_to_field` the admin does not allow answered as the lists' other
+        refusals (Django's: a bare "Bad Request (400)"), still logged where Django logs it."""
+
+        def refusing(request: Any, *args: Any, **kwargs: Any) -> Any:
+            try:
+                return view(request, *args, **kwargs)
+            except (DisallowedModelAdminLookup, DisallowedModelAdminToField) as exc:
+                logging.getLogger(f"django.security.{type(exc).__name__}").warning(str(exc))
+                if isinstance(exc, DisallowedModelAdminLookup):
+                    raise _refused(exc) from exc
+                raise Invalid(
+                    f"The URL's _to_field cannot be used: {exc} Remove it from the URL (or open the page again "
+                    "from the menu)."
+                ) from exc
+
+        return super().admin_view(cast(V, update_wrapper(refusing, view)), cacheable)
