@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from pydantic.alias_generators import to_camel
 
 from .errors import Forbidden, Invalid, MethodNotAllowed, Refused, TooLarge, Unauthenticated
-from .storable import check_storable
+from .storable import TOO_DEEP, check_storable
 
 logger = logging.getLogger(__name__)
 M = TypeVar("M", bound=BaseModel)
@@ -213,7 +213,8 @@ def json_body(request: HttpRequest, *, allow_empty: bool = False) -> Any:
     except (ValueError, UnicodeDecodeError) as exc:
         raise Invalid(f"Malformed JSON in the request body: {exc}.") from exc
     except RecursionError as exc:
-        raise Invalid("Malformed JSON in the request body: nested too deeply.") from exc
+        message = f"The request body contains {TOO_DEEP}, which cannot be stored; remove them and send again."
+        raise Invalid(message) from exc
     check_storable(data, "The request body")
     return data
 

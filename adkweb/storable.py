@@ -2,8 +2,10 @@
 and no UTF-8 encoder takes an unpaired surrogate (a JSON "\\ud800" escape makes one): input carrying
 either is refused with 400 before anything is stored, on SQLite as on PostgreSQL. So is a number
 that is no finite float: JSON's 1e400 is read as infinity, which a JSON column would store as
-"Infinity" (PostgreSQL's jsonb and SQLite's JSON_VALID refuse it). (Model output is not input: the
-session service stores a NUL it produces as U+FFFD.)"""
+"Infinity" (PostgreSQL's jsonb and SQLite's JSON_VALID refuse it). So is JSON nested past MAX_DEPTH
+levels, which Python's parser reads (to about 1,000) but pydantic does not serialise (past 254): ADK's
+session code and every event's JSON failed on it. (Model output is not input: the session service
+stores a NUL it produces as U+FFFD.)"""
 
 from __future__ import annotations
 
@@ -23,12 +25,16 @@ from .middleware import OnTheLoop
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
+MAX_DEPTH = 100  # levels of JSON arrays and objects: pydantic serialises 254 at most, ADK's models wrap a few
+TOO_DEEP = f"arrays or objects nested more than {MAX_DEPTH} levels deep"
+
+
 def unstorable(value: Any) -> str | None:
     """What is wrong with the first unstorable string or number in `value` (strings and floats, and dict
-    keys and values and list items at any depth), or None."""
-    stack = [value]
+    keys and values and list items at any depth), or its nesting past MAX_DEPTH levels, or None."""
+    stack = [(value, 1)]
     while stack:
-        item = stack.pop()
+        item, depth = stack.pop()
         if isinstance(item, str):
             if "\x00" in item:
                 return "a NUL character (U+0000)"
@@ -37,11 +43,11 @@ def unstorable(value: Any) -> str | None:
         elif isinstance(item, float):
             if not math.isfinite(item):
                 return "a number past the largest a float holds (about 1.8e308; 1e400 reads as infinity)"
-        elif isinstance(item, dict):
-            stack.extend(item.keys())
-            stack.extend(item.values())
-        elif isinstance(item, list | tuple):
-            stack.extend(item)
+        elif isinstance(item, dict | list | tuple):
+            if depth > MAX_DEPTH:
+                return TOO_DEEP
+            items = [*item.keys(), *item.values()] if isinstance(item, dict) else item
+            stack.extend((child, depth + 1) for child in items)
     return None
 
 

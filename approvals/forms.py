@@ -7,7 +7,7 @@ from typing import Any
 
 from django import forms
 
-from adkweb.storable import unstorable
+from adkweb.storable import TOO_DEEP, unstorable
 
 from .edits import Param
 from .grants import GrantSpec
@@ -63,7 +63,7 @@ def parse_json_object(text: str, *, label: str = "JSON") -> dict[str, Any]:
     except ValueError as exc:  # NaN / Infinity: not JSON, and PostgreSQL's jsonb refuses them
         raise forms.ValidationError(f"{label} is not valid JSON: {exc}.") from exc
     except RecursionError as exc:
-        raise forms.ValidationError(f"{label} is not valid JSON: it is nested too deeply.") from exc
+        raise forms.ValidationError(f"{label} contains {TOO_DEEP}, which cannot be stored.") from exc
     if not isinstance(value, dict):
         raise forms.ValidationError(f'{label} must be a JSON object, e.g. {{"status": "approved"}}.')
     problem = unstorable(value)

@@ -9,6 +9,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from django.db import transaction
 from django.test import Client
 
 from agents_app import services as agent_services
@@ -51,6 +52,20 @@ def _client(o: Objs, who: str) -> Client:
     c = Client()
     c.force_login(o.approver if who == "approver" else o.requester)
     return c
+
+
+def attempt(c: Client, method: str, path: str, body: str) -> tuple[Any, dict, dict]:
+    """The response to a JSON request, with counts() before and after it; rolled back (a 500's failed
+    statement is rolled back to a savepoint first, so that the counts can still be read)."""
+    with transaction.atomic():
+        before = counts()
+        saved = transaction.savepoint()
+        response = c.generic(method, path, body, content_type="application/json")
+        if response.status_code >= 500:
+            transaction.savepoint_rollback(saved)
+        after = counts()
+        transaction.set_rollback(True)
+    return response, before, after
 
 
 def _schema_detail(detail: Any) -> bool:

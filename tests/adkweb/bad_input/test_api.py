@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from django.db import transaction
 
-from tests.adkweb.bad_input.sweep import DEEP, MB, TOO_BIG, Objs, _client, _refusal, counts
+from tests.adkweb.bad_input.sweep import DEEP, MB, TOO_BIG, Objs, _client, _refusal, attempt, counts
 
 # -- raw bodies: (label, content type, body) -------------------------------------------------------
 RAW_BODIES = [
@@ -326,15 +326,7 @@ def past_a_float_cases(o: Objs) -> list[tuple[str, str, str, str]]:
 def test_api_numbers_past_a_float_are_refused(objs):
     failures: list[str] = []
     for who, method, path, body in past_a_float_cases(objs):
-        c = _client(objs, who)
-        with transaction.atomic():
-            before = counts()
-            saved = transaction.savepoint()  # a 500's failed statement would abort the test's transaction
-            response = c.generic(method, path, body, content_type="application/json")
-            if response.status_code >= 500:
-                transaction.savepoint_rollback(saved)
-            after = counts()
-            transaction.set_rollback(True)
+        response, before, after = attempt(_client(objs, who), method, path, body)
         failures += _refusal(f"{method} {path[:90]} as {who} with {body[-40:]}", response, before, after, api=True)
     assert not failures, "\n".join(failures)
 
