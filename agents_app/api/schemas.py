@@ -3,7 +3,11 @@ parser that refuses a bad body the way ADK's FastAPI server does (422, a `detail
 
 from __future__ import annotations
 
+import enum
 import json
+import typing
+from collections.abc import Iterator
+from functools import cache
 from typing import Any, Literal, TypeVar
 
 from django.http import HttpRequest
@@ -116,3 +120,49 @@ def validate(model: type[M], data: Any) -> M:
     except ValidationError as exc:
         errors = [_item(e) for e in exc.errors(include_url=False)]
         raise Unprocessable(json.loads(json.dumps(errors, default=str))) from exc
+    except AttributeError as exc:  # google.genai's enums read a name with `value.upper()`, past pydantic's checks
+        loc = _not_a_name(data, _enum_fields(model), ["body"])
+        if loc is None:
+            raise
+        msg = "Input should be the name of one of the enumeration's members, as a string"
+        raise Unprocessable([{"type": "enum", "loc": loc, "msg": msg, "input": None}]) from exc
+
+
+@cache
+def _enum_fields(model: type[BaseModel]) -> frozenset[str]:
+    """The names and aliases of the fields, in `model` and the models within it, that take an enum."""
+    found: set[str] = set()
+    seen: set[type] = set()
+    todo: list[type[BaseModel]] = [model]
+    while todo:
+        current = todo.pop()
+        if current in seen:
+            continue
+        seen.add(current)
+        for name, field in current.model_fields.items():
+            for kind in _types(field.annotation):
+                if issubclass(kind, BaseModel):
+                    todo.append(kind)
+                elif issubclass(kind, enum.Enum):
+                    found |= {name, field.alias or name}
+    return frozenset(found)
+
+
+def _types(annotation: Any) -> Iterator[type]:
+    if isinstance(annotation, type):
+        yield annotation
+    for arg in typing.get_args(annotation):
+        yield from _types(arg)
+
+
+def _not_a_name(data: Any, names: frozenset[str], loc: list[Any]) -> list[Any] | None:
+    """Where in `data` (JSON, at most adkweb.storable.MAX_DEPTH deep) a field of `names` holds a value that is
+    neither a string nor null (None: nowhere)."""
+    items = data.items() if isinstance(data, dict) else enumerate(data) if isinstance(data, list) else ()
+    for key, value in items:
+        if key in names and value is not None and not isinstance(value, str):
+            return [*loc, key]
+        found = _not_a_name(value, names, [*loc, key])
+        if found is not None:
+            return found
+    return None

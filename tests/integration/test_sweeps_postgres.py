@@ -7,6 +7,10 @@ characters, unpaired surrogates, page numbers out of range)."""
 import pytest
 
 from tests.adkweb.bad_input.conftest import _quiet_request_logs, objs
+from tests.adkweb.bad_input.test_admin_lookups import (
+    test_admin_list_lookups_no_database_can_apply_are_400s,
+    test_admin_lookups_and_to_fields_the_admin_does_not_allow_are_400s_saying_so,
+)
 from tests.adkweb.bad_input.test_api import (
     test_api_artifacts_longer_than_their_columns_are_refused,
     test_api_numbers_past_a_float_are_refused,
@@ -14,11 +18,24 @@ from tests.adkweb.bad_input.test_api import (
     test_api_wrong_json_for_each_endpoint,
     test_closed_ticket_is_409_and_changes_nothing,
 )
+from tests.adkweb.bad_input.test_deep_json import (
+    test_json_nested_past_the_limit_is_refused,
+    test_json_nested_to_the_limit_is_taken,
+)
+from tests.adkweb.bad_input.test_genai_enum_values import (
+    test_an_enum_field_given_its_name_is_taken,
+    test_an_enum_field_that_is_not_a_name_is_a_422,
+)
 from tests.adkweb.bad_input.test_pages import (
     test_a_page_number_past_a_capped_list_shows_the_page_past_the_end,
     test_login_with_bad_input_rerenders_the_form_with_an_error,
     test_page_posts_with_bad_input,
     test_urls_with_unstorable_text_or_pages_out_of_range,
+)
+from tests.adkweb.bad_input.test_session_ids import (
+    test_a_session_id_no_url_can_address_is_refused_on_create,
+    test_a_session_that_has_such_an_id_stays_readable,
+    test_ids_adk_clients_make_are_accepted,
 )
 from tests.adkweb.bad_input.test_sockets import test_sockets_with_query_strings_no_url_holds_are_refused
 from tests.adkweb.bad_input.test_surfaces import (
