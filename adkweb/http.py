@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from urllib.parse import urlsplit
 
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.urls import Resolver404
 from django.utils.deprecation import MiddlewareMixin
+from django.views import defaults
 from django_htmx.middleware import HtmxDetails
 
 from .errors import Refused
@@ -48,3 +50,15 @@ class RefusalMiddleware(MiddlewareMixin):
         if isinstance(exception, Refused):
             return HttpResponse(exception.detail, status=exception.status)
         return None
+
+
+def not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
+    """Django's 404 (handler404): under /api/, JSON with a `detail`, as every other refusal of the API (a path
+    no route matches was Django's bare HTML page); pages keep Django's."""
+    if not request.path.startswith("/api/"):
+        return defaults.page_not_found(request, exception)
+    if isinstance(exception, Resolver404):
+        detail = f"Not found: no API endpoint has the path {request.path!r} (the endpoints: /api/docs/)."
+    else:
+        detail = str(exception) or "Not found."
+    return JsonResponse({"detail": detail}, status=404)

@@ -18,3 +18,5 @@ urlpatterns = [
     path("", include("notifications.urls")),
     path("", include("agents_app.urls")),
 ]
+
+handler404 = "adkweb.http.not_found"  # under /api/: a JSON detail
