@@ -2,8 +2,8 @@
 the agent travel in one `Turn`. An approval of a ticket that needs M approvals is recorded and held
 (not sent) until the M-th distinct approver; one rejection closes it. A decision may carry the hash
 of the arguments its decider saw (stale: 409) and edited arguments (the agent gets the new values).
-Here: the locks, the turn and the wake-up; each answer is checked by approvals.decision_plan and
-written by approvals.decision_write.
+Here: the locks, the turn and the wake-up; each answer is checked by approvals.decision_plan, written
+by approvals.decision_write and carried to the agent as approvals.answer_turn makes its parts.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from agents_app import services as agent_services
 from agents_app.models import AdkSession, Turn
 from agents_app.services import row_lock_held, session_locked, turn_add
 
-from . import chain, decision_plan, decision_write, ticket_locks
+from . import answer_turn, chain, decision_plan, decision_write, ticket_locks
 from .decision_plan import AlreadyCounted, Answer, NotAllowed, StaleArguments, TicketClosed, refused_unsent
 from .escalations import escalation_record
 from .models import PendingCall, Response, StandingGrant
@@ -72,7 +72,7 @@ def answers_submit(
     reach the agent now (None when every answer is an approval still waiting for others).
     `wake_early`: wake a worker for that turn just before the commit rather than after it, where
     that is safe (`_early`; see "Waking before the commit" above). `message`: the client's message the
-    answers came in (/run), which the turn carries whole (decision_plan.turn_parts)."""
+    answers came in (/run), which the turn carries whole (answer_turn.turn_parts)."""
     if not answers:
         raise InvalidResponse("No responses given.")
     # The session row first, then its tickets: the order the session store's append (which may
@@ -126,7 +126,7 @@ def _submit(  # noqa: PLR0913
         escalation_record(plan.answer.ticket, tell=not plan.answer.final or plan.held)
         if plan.answer.edited_args is not None:
             decision_write.apply_edit(plan.answer.ticket, plan.answer.edited_args, actor)
-    parts = decision_plan.turn_parts(plans, message)
+    parts = answer_turn.turn_parts(plans, message)
     turn = None
     if parts:
         content = types.Content(role="user", parts=parts)

@@ -18,7 +18,7 @@ from google.oauth2.credentials import Credentials
 from agents_app import services
 from agents_app.models import StoredEvent
 from approvals import services as approvals
-from approvals.decision_plan import PartsWouldWait
+from approvals.answer_turn import PartsWouldWait
 from approvals.models import Response
 from tests.approvals.policy_helpers import policy
 from tests.engine_scenarios import failed_turns, settle, ticket_opened
