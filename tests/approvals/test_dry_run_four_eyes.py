@@ -53,7 +53,8 @@ def test_a_ticket_decided_by_a_staff_member_who_asked_for_it_is_refused_under_fo
     client = Client()
     client.force_login(demo["agentadmin"])
     page = client.get(f"/policies/{strict.pk}/dry-run/?last=10", HTTP_HX_REQUEST="true").content.decode()
-    assert "refused under four-eyes" in page and "in its conversation by the time it opened): 1<" in page, page
+    assert "refused under four-eyes" in page, page
+    assert "in its conversation up to and including the turn that opened it): 1<" in page, page
 
 
 def test_an_askers_approval_does_not_count_toward_the_quorum_in_the_dry_run(demo):
