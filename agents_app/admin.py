@@ -13,6 +13,7 @@ from adkweb.storable import StorableJSONField
 
 from .agents import AgentConfigError, local_app_exists
 from .config_history import agent_config_record
+from .config_tools import confirmations_stranded
 from .models import AdkSession, AgentConfig, AgentConfigVersion, AgentToolLink, RemoteApp, Turn, validate_agent_name
 from .services import agent_config_check, session_archive
 from .tools import registry
@@ -112,6 +113,15 @@ class AgentConfigAdmin(admin.ModelAdmin):
     def save_related(self, request, form, formsets, change: bool) -> None:
         super().save_related(request, form, formsets, change)
         agent_config_record(config=form.instance, actor=request.user)  # a version if anything changed
+        stranded = confirmations_stranded(form.instance.name)
+        if stranded:
+            tools = ", ".join(f"{tool} ({n})" for tool, n in stranded.items())
+            self.message_user(
+                request,
+                f"Saved, but confirmations wait for tools this agent no longer has: {tools}. Nobody can answer "
+                "them until the agent has those tools again (due, they expire without reaching it).",
+                level="warning",
+            )
         try:
             agent_config_check(config=form.instance)
         except AgentConfigError as exc:

@@ -4,6 +4,8 @@ fails the whole turn with "Tool ... is not registered" otherwise)."""
 
 from __future__ import annotations
 
+from collections import Counter
+
 from .code_apps import code_apps
 from .models import AgentConfig
 
@@ -26,3 +28,15 @@ def configured_without_tool(app_name: str, tool_name: str) -> bool:
             return False
         todo.extend(link.child for link in config.agent_tools.select_related("child"))
     return bool(seen)
+
+
+def confirmations_stranded(app_name: str) -> dict[str, int]:
+    """The agent's open tool confirmations whose tool it no longer has (`configured_without_tool`), as
+    {tool name: how many}: nobody can answer them until it has the tool again (approvals' ToolGone)."""
+    from approvals.models import PendingCall
+
+    waiting = PendingCall.objects.filter(
+        app_name=app_name, kind=PendingCall.Kind.CONFIRMATION, status__in=PendingCall.OPEN_STATUSES
+    )
+    counts = Counter(waiting.values_list("tool_name", flat=True))
+    return {tool: n for tool, n in sorted(counts.items()) if configured_without_tool(app_name, tool)}

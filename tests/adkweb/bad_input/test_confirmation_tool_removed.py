@@ -4,7 +4,8 @@ ticket waited): ADK cannot run or refuse that call any more (its confirmation st
 approved, the transfer never ran, and the failed turn could not be retried (it had stored the answer).
 Now every person's answer to it is refused (409, nothing changed, nothing sent) while the tool is gone,
 and once the tool is back the approval runs it, once. Its expiry closes it without sending the agent
-anything (where it failed the agent's turn), its record saying why."""
+anything (where it failed the agent's turn), its record saying why. The admin who takes the tool out is
+told which confirmations wait for it."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from agents_app.config_history import agent_config_record
 from agents_app.models import AgentConfig, Turn
 from approvals.deadlines import deadlines_sweep
 from approvals.models import PendingCall, Response
+from tests.agents_app.test_config_history import _form
 from tests.engine_scenarios import agent_texts, failed_turns, responses, settle, ticket_opened
 
 
@@ -79,3 +81,17 @@ def test_its_expiry_closes_it_and_sends_the_agent_nothing(demo, worker, wait):
     (row,) = Response.objects.filter(pending_call=ticket)
     assert (row.action, row.final, row.turn_id) == ("expire", True, None)
     assert row.comment.endswith("Not sent: agent 'transfer_agent' no longer has the tool 'transfer_money'.")
+
+
+def test_the_admin_who_takes_the_tool_out_is_told_which_confirmations_wait_for_it(demo, worker, wait):
+    ticket = _transfer_ticket(demo, wait)
+    admin = Client()
+    admin.force_login(demo["admin"])
+    config = AgentConfig.objects.get(name="transfer_agent")
+    page = admin.post(f"/admin/agents_app/agentconfig/{config.pk}/change/", _form(config, tools=[]), follow=True)
+    shown = [str(m) for m in page.context["messages"]]
+    said = "confirmations wait for tools this agent no longer has: transfer_money (1)."
+    assert page.status_code == 200 and any(said in m for m in shown), shown
+    approver = Client()
+    approver.force_login(demo["approver"])
+    assert _post(approver, ticket, "approve", {})[0] == 409
