@@ -8,6 +8,7 @@ from collections import Counter
 
 from .code_apps import code_apps
 from .models import AgentConfig
+from .tools import registry
 
 
 def configured_without_tool(app_name: str, tool_name: str) -> bool:
@@ -24,10 +25,23 @@ def configured_without_tool(app_name: str, tool_name: str) -> bool:
         if config.pk in seen:
             continue
         seen.add(config.pk)
-        if tool_name in (config.tools or []):
+        if tool_name in _call_names(config.tools or []):
             return False
         todo.extend(link.child for link in config.agent_tools.select_related("child"))
     return bool(seen)
+
+
+def _call_names(tool_names: list) -> set:
+    """The names a call of these configured tools may carry: each registry name, and the name ADK gives the
+    tool it builds (its function's, or an ADK tool object's own), which differ for a tool registered under
+    another name."""
+    names = set(tool_names)
+    for name in tool_names:
+        if isinstance(name, str) and name in registry:
+            found = registry.get(name)
+            names.add(getattr(found.adk_tool if found.adk_tool is not None else found.func, "name", None))
+            names.add(getattr(found.func, "__name__", None))
+    return names
 
 
 def confirmations_stranded(app_name: str) -> dict[str, int]:
