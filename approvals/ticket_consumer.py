@@ -56,6 +56,10 @@ class TicketConsumer(DueWatching):
         if not await live_socket.join(self, self.group):
             return
         self._watch_due(ticket.due_at if ticket.is_open else None)
+        if not ticket.is_open and self.actions_shown != "closed":
+            # Closed while the page loaded or its socket was away (a restart, a lost connection): its card now,
+            # not at the ticket's next change (if any). Other changes of what the viewer may do wait for it.
+            await self.ticket_changed({"ticket_id": self.ticket_id})
         if self.last_pk is not None and await self._conversation_visible():
             catch_up = await self._render_events_after(self.last_pk)
             if catch_up:

@@ -151,3 +151,16 @@ async def test_a_closed_tickets_card_is_not_sent_again_for_its_notices(demo):
     frames = await _frames_until(comm, 'id="ticket-history"')
     assert not [f for f in frames if CARD in f], "the closed card again"
     await comm.disconnect()
+
+
+async def test_a_page_whose_ticket_closed_before_its_socket_connected_gets_the_closed_card(demo):
+    """The page rendered Approve; the ticket was rejected elsewhere before its socket joined (the page still
+    loading, or its socket reconnecting after a restart: shows=answer, as the page says). Before: nothing was
+    pushed, and the page offered Approve on a closed ticket until a click was refused. Now the card at once."""
+    ticket = await database_sync_to_async(open_ticket)(args=BIG)
+    _, url, _ = await database_sync_to_async(_open_page)(demo["approver2"], ticket)
+    await database_sync_to_async(services.ticket_reject)(ticket=ticket, actor=demo["approver"], reason="no")
+    assert "shows=answer" in url
+    comm = await connect(url, demo["approver2"])
+    assert "No actions: the ticket is rejected." in (await _frames_until(comm, CARD))[-1]
+    await comm.disconnect()
