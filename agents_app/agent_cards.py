@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .timeline import pretty_json
+from .summaries import pretty_json
 
 
 # -- agents page -------------------------------------------------------------------------------

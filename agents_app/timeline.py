@@ -1,64 +1,24 @@
 """The conversation timeline as people read it, on every page: stored ADK events as `EventView`s,
-failed turns as `TurnError`s, one-line summaries of tool arguments and results, ticket summaries.
+failed turns as `TurnError`s, in the order they happened.
 
 No queries here: `agents_app.selectors` reads the rows and hands them over, so templates (and the
-consumers that render the same partials) never parse event JSON themselves. Arguments read as a
-person writes them: money as $200.00, yes/no, lists joined, and a tool's arguments in its declared
-parameter order (PostgreSQL's jsonb does not keep JSON key order).
+consumers that render the same partials) never parse event JSON themselves. Values in it read as a
+person writes them (`agents_app.summaries`).
 """
 
 from __future__ import annotations
 
-import inspect
-import json
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from functools import lru_cache
 from typing import Any
 
 from django.utils import timezone
 from django.utils.html import format_html
 
 from .models import StoredEvent, Turn
-
-MONEY_KEYS = ("amount", "price", "total", "cost", "sum", "budget")
-SUMMARY_MAX = 120
-
-
-def is_money_key(key: str) -> bool:
-    return any(word in key.lower() for word in MONEY_KEYS)
-
-
-def readable(value: Any, key: str = "") -> str:
-    """One value as a person would write it: $200.00 for amounts, yes/no, lists joined."""
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if isinstance(value, (int, float)) and is_money_key(key):
-        return f"${value:,.2f}"
-    if isinstance(value, float):
-        return f"{value:,.2f}".rstrip("0").rstrip(".")
-    if isinstance(value, (list, tuple)):
-        return ", ".join(readable(v) for v in value)
-    if isinstance(value, dict):
-        return json.dumps(value, ensure_ascii=False, sort_keys=True)
-    return "" if value is None else str(value)
-
-
-@lru_cache(maxsize=256)
-def parameter_order(tool_name: str) -> tuple[str, ...]:
-    """A registry tool's parameters in signature order; () for anything else."""
-    from .tools import registry
-
-    func = registry.get(tool_name).func if tool_name and tool_name in registry else None
-    return tuple(inspect.signature(func).parameters) if func is not None else ()
-
-
-def ordered_keys(args: dict[str, Any], tool_name: str = "") -> list[str]:
-    order = parameter_order(tool_name)
-    return sorted(args, key=lambda k: (order.index(k) if k in order else len(order), k if order else ""))
-
+from .summaries import pretty_json, summarize
 
 _DOM_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 
@@ -70,25 +30,6 @@ def event_dom_id(event_id: str) -> str:
 
 def _dt(ts: float | None) -> datetime | None:
     return datetime.fromtimestamp(ts, tz=UTC) if ts else None
-
-
-def summarize(value: Any, limit: int = 120, tool_name: str = "", key: str = "") -> str:
-    """A one-line human summary of a JSON value ("purpose: meals · amount: $200.00"), a tool's
-    arguments in its declared order."""
-    if isinstance(value, dict):
-        keys = ordered_keys(value, tool_name)
-        text = " · ".join(f"{k}: {summarize(value[k], 40, key=k)}" for k in keys)
-    elif isinstance(value, list):
-        text = ", ".join(summarize(v, 40) for v in value)
-    elif value is None:
-        text = "—"
-    else:
-        text = readable(value, key)
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def pretty_json(value: Any) -> str:
-    return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=False, default=str)
 
 
 # -- one stored event, readable -----------------------------------------------------------------
@@ -293,31 +234,3 @@ def turn_error_view(turn: Turn, *, stored_nothing: bool) -> TurnError:
         retryable=stored_nothing,
         session_pk=turn.session_id,
     )
-
-
-# -- tickets in a line (the inbox, cards) ---------------------------------------------------------
-def _shorten(text: str, limit: int = SUMMARY_MAX) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def summarize_values(args: Any, tool_name: str = "") -> str:
-    """A tool's argument values in its declared order, e.g. "meals · $200.00" (no keys)."""
-    if not isinstance(args, dict) or not args:
-        return ""
-    keys = ordered_keys(args, tool_name)
-    return _shorten(" · ".join(readable(args[k], k) for k in keys if args[k] not in (None, "")))
-
-
-def ticket_summary(ticket: Any) -> str:
-    """e.g. "meals · $200.00"; for a confirmation, what will run; for input, the question. The arguments
-    an approval approves now (`current_args`: an approver's edit, else the agent's): mark an edit beside
-    it (approvals.edits.edit_note)."""
-    args = ticket.args or {}
-    if ticket.kind == "confirmation":
-        name = ticket.original_call.get("name", ticket.tool_name)
-        return _shorten(f"{name}: {summarize_values(ticket.current_args, name)}")
-    if ticket.kind == "input":
-        return _shorten(str(args.get("message", "")))
-    if ticket.kind == "choice":
-        return _shorten("options: " + " / ".join(str(o) for o in args.get("options") or []))
-    return summarize_values(ticket.current_args, ticket.tool_name)

@@ -189,7 +189,7 @@ def edited(ticket: PendingCall) -> bool:
 
 def changes_text(before: dict[str, Any], after: dict[str, Any]) -> str:
     """What an edit changed, for people: "amount $200.00 → $150.00, purpose meals → lunch"."""
-    from agents_app.timeline import readable
+    from agents_app.summaries import readable
 
     return ", ".join(f"{k} {readable(a, k)} → {readable(b, k)}" for k, a, b in diff(before, after))
 

@@ -15,7 +15,7 @@ def inbox_row(ticket: Any, oob: Any = "") -> SafeString:
     """One inbox row: `ticket` an approvals.PendingCall with closed_by, assigned_to and edited_by selected;
     `oob` an hx-swap-oob value for the sockets' rows. Its arguments are those an approval approves now,
     an approver's edit marked (who, what it changed)."""
-    from agents_app.timeline import ticket_summary
+    from agents_app.summaries import ticket_summary
 
     from .edits import edit_note
     from .selectors import ticket_approvals

@@ -12,7 +12,7 @@ from django.template.loader import render_to_string
 from django.urls import reverse
 from django.utils.html import escape
 
-from agents_app.timeline import ticket_summary as args_summary
+from agents_app.summaries import ticket_summary as args_summary
 from approvals.forms import fits_schema
 from approvals.selectors import approval_refusal
 from approvals.services import PastDue, approve_payload, reject_payload

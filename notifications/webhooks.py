@@ -36,7 +36,7 @@ def body_bytes(payload: Any) -> bytes:
 
 def ticket_data(ticket: Any) -> dict[str, Any]:
     """The ticket as the payload shows it: enough to act on without calling back."""
-    from agents_app.timeline import ticket_summary as args_summary
+    from agents_app.summaries import ticket_summary as args_summary
     from approvals.templatetags.approvals_tags import edit_note, tool_label
 
     return {

@@ -7,7 +7,7 @@ from typing import Any
 
 from django import template
 
-from agents_app import selectors, timeline
+from agents_app import selectors, summaries, timeline
 
 register = template.Library()
 
@@ -30,7 +30,7 @@ def epoch(value: Any) -> datetime | None:
 
 @register.filter
 def pretty_json(value: Any) -> str:
-    return timeline.pretty_json(value)
+    return summaries.pretty_json(value)
 
 
 @register.filter

@@ -7,7 +7,7 @@ from typing import Any
 from django import template
 
 from adkweb import paging
-from agents_app import timeline
+from agents_app import summaries
 
 register = template.Library()
 
@@ -29,14 +29,14 @@ def count_badge(count: int | None) -> str:
 @register.filter
 def readable(value: Any, key: str = "") -> str:
     """One value as a person would write it: $200.00 for amounts, yes/no, lists joined."""
-    return timeline.readable(value, key)
+    return summaries.readable(value, key)
 
 
 @register.filter
 def args_summary(ticket: Any) -> str:
     """e.g. "meals · $200.00"; for a confirmation, what will run; for input, the question. The arguments
     an approval approves now: an approver's edit, marked by `edit_note`."""
-    return timeline.ticket_summary(ticket)
+    return summaries.ticket_summary(ticket)
 
 
 @register.filter
@@ -68,7 +68,7 @@ def tool_label(ticket: Any) -> str:
 
 @register.filter
 def pretty_json(value: Any) -> str:
-    return timeline.pretty_json(value)
+    return summaries.pretty_json(value)
 
 
 @register.filter
