@@ -26,12 +26,13 @@ class Turn(models.Model):
         DONE = "done", "done"
         FAILED = "failed", "failed"
 
-    session = models.ForeignKey(AdkSession, on_delete=models.PROTECT, related_name="turns")
+    # No index of its own: (session, status, id) below leads with it (0014_turn_redundant_indexes).
+    session = models.ForeignKey(AdkSession, on_delete=models.PROTECT, related_name="turns", db_index=False)
     kind = models.CharField(max_length=32, choices=Kind.choices)
     content = models.JSONField(help_text="google.genai.types.Content as JSON.")
     state_delta = models.JSONField(null=True, blank=True)
     streaming = models.BooleanField(default=False)
-    status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED, db_index=True)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
     attempts = models.PositiveSmallIntegerField(default=0)
     # Set with the turn's first stored event: a run cut short resumes this ADK invocation.
     invocation_id = models.CharField(max_length=128, blank=True, default="")
@@ -48,7 +49,10 @@ class Turn(models.Model):
     class Meta:
         ordering = ["created_at", "id"]
         indexes = [
-            models.Index(fields=["session", "status", "id"]),
+            models.Index(fields=["session", "status", "id"]),  # every read of a session's turns
+            # Queued and running turns across sessions: the sweeper, /metrics' oldest queued turn (a plain
+            # index: db_index would add a varchar_pattern_ops copy for LIKE, which no query asks of a status).
+            models.Index(fields=["status"], name="turn_status"),
             # /metrics' turn durations read the turns that finished lately (agents_app.metrics).
             models.Index(fields=["finished_at"], name="turn_finished_at"),
         ]
