@@ -135,7 +135,7 @@ def test_mine_counts_each_ticket_once_up_to_the_cap(approver, demo, monkeypatch)
 
 def test_mine_shows_what_its_definition_selects_for_every_status_sort_and_page(approver, demo):
     """Page after page by the Next links, for each status filter, both orders and with an agent: the
-    tickets the definition selects (assigned to me, closed by me or answered by me: `_mine_arms`, one OR
+    tickets the definition selects (assigned to me, closed by me or answered by me: `mine_arms`, one OR
     over the tickets), after some of mine closed, some reopened to another status and some of another
     agent, and a typed page number the same as the Next link's page."""
     me, other = demo["approver"], demo["approver2"]

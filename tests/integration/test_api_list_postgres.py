@@ -1,5 +1,5 @@
 """The approvals API's ticket list on PostgreSQL, where "mine" reads from who takes part in which ticket
-(approvals.selectors._mine_narrow's SQL) and a deep page seeks its first row by key: the same tests as
+(approvals.selectors.mine.mine_narrow's SQL) and a deep page seeks its first row by key: the same tests as
 on SQLite (tests/approvals/test_api_list.py)."""
 
 from __future__ import annotations

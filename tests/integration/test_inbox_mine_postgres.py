@@ -1,4 +1,4 @@
-"""The inbox's "mine" on PostgreSQL (approvals.selectors._mine_narrow: read from who takes part in which
+"""The inbox's "mine" on PostgreSQL (approvals.selectors.mine.mine_narrow: read from who takes part in which
 ticket): the same tests as on SQLite (tests/approvals/test_inbox_mine.py: what is mine and what is not,
 visibility, every status and order page by page against the definition, query counts, typed page
 numbers), and the plan: "mine, open" is a range of the participants' open index in the inbox's order."""
