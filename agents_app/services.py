@@ -12,13 +12,13 @@ from typing import Any, cast
 from django.conf import settings
 from django.db import transaction
 from google.genai import types
-from pydantic import ValidationError as PydanticValidationError
 
-from adkweb.errors import Conflict, Invalid
+from adkweb.errors import Conflict
 
 from . import agents
 from . import enqueue as queueing
 from .app_state import refused_keys
+from .content import InvalidMessage, content_json, text_content
 from .models import AdkSession, Turn
 from .session_ids import ids_check
 from .session_service import DjangoSessionService, SessionBusy, session_archive
@@ -31,45 +31,8 @@ logger = logging.getLogger(__name__)
 __all__ = ["SessionBusy", "TooManyTurns", "session_archive", "turn_quota_check"]
 
 
-class InvalidMessage(Invalid):
-    """A message the agent cannot take (HTTP 400)."""
-
-
 class TurnNotRetryable(Conflict):
     """Only a failed turn that stored nothing can run again (HTTP 409)."""
-
-
-def content_parse(raw: Any) -> types.Content:
-    """Validate a google.genai Content (camelCase or snake_case JSON) or raise InvalidMessage."""
-    if not isinstance(raw, dict):
-        raise InvalidMessage('newMessage must be a Content object, e.g. {"role": "user", "parts": [{"text": "hi"}]}.')
-    try:
-        content = types.Content.model_validate(raw)
-    except PydanticValidationError as exc:
-        raise InvalidMessage(
-            f"newMessage is not a valid Content: {exc.errors()[0]['msg']} at {exc.errors()[0]['loc']}."
-        ) from exc
-    parts = content.parts or []
-    if not parts:
-        raise InvalidMessage("newMessage has no parts.")
-    has_text = any(p.text for p in parts)
-    has_fr = any(p.function_response for p in parts)
-    if has_text and has_fr:
-        raise InvalidMessage("Message cannot contain both function responses and text.")
-    if not has_text and not has_fr:
-        raise InvalidMessage("newMessage must carry text or function responses.")
-    if any(p.function_call for p in parts):
-        raise InvalidMessage("A user message cannot carry function calls.")
-    content.role = "user"
-    return content
-
-
-def content_json(content: types.Content) -> dict[str, Any]:
-    return content.model_dump(mode="json", exclude_none=True)
-
-
-def text_content(text: str) -> types.Content:
-    return types.Content(role="user", parts=[types.Part(text=text)])
 
 
 def session_create(

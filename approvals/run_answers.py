@@ -12,8 +12,8 @@ from google.genai import types
 
 from adkweb import roles
 from adkweb.compiled import rows_after
+from agents_app.content import InvalidMessage
 from agents_app.models import AdkSession
-from agents_app.services import InvalidMessage
 
 from .decision_plan import refused_unsent
 from .decisions import Answer

@@ -30,6 +30,7 @@ from adkweb.errors import Invalid, NotFound
 from approvals import services as approvals
 
 from .. import eager, selectors, services, tokens
+from ..content import content_parse
 from ..idempotency import Outcome, idempotent
 from ..models import AdkSession, Turn
 from .schemas import RunAgentRequest, parse_body
@@ -67,7 +68,7 @@ def _prepare(
     if body.new_message is None:  # as in ADK: run again on the history, or continue invocationId
         _check_resumed(body.invocation_id)
         return body, row, None
-    content = services.content_parse(body.new_message.model_dump(mode="json", exclude_none=True))
+    content = content_parse(body.new_message.model_dump(mode="json", exclude_none=True))
     _check_invocation(row.pk, content, body.invocation_id)
     return body, row, content
 

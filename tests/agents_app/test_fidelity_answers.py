@@ -16,6 +16,7 @@ import pytest
 from google.oauth2.credentials import Credentials
 
 from agents_app import services
+from agents_app.content import content_parse
 from agents_app.models import StoredEvent
 from approvals import services as approvals
 from approvals.answer_turn import PartsWouldWait
@@ -73,7 +74,7 @@ def _answer(ticket: Any, actor: Any, via: str, final: bool) -> None:
     fr: dict[str, Any] = {"id": ticket.call_id, "name": ticket.call_name, "response": {"status": "approved"}}
     if not final:
         fr.update(response={"status": "in_progress", "progress": 0.5}, willContinue=True)
-    content = services.content_parse({"role": "user", "parts": [{"functionResponse": fr}]})
+    content = content_parse({"role": "user", "parts": [{"functionResponse": fr}]})
     approvals.message_submit(session=ticket.session, content=content, actor=actor)
 
 
@@ -140,7 +141,7 @@ def test_a_clients_answer_reaches_the_model_with_every_part_of_its_message(demo,
         "parts": [{"inlineData": {"mimeType": "image/png", "data": "c3RhbXA=", "displayName": "stamp"}}],
         "scheduling": "WHEN_IDLE",
     }
-    content = services.content_parse({"role": "user", "parts": [{"functionResponse": fr}, receipt]})
+    content = content_parse({"role": "user", "parts": [{"functionResponse": fr}, receipt]})
     approvals.message_submit(session=ticket.session, content=content, actor=demo["approver"])
     settle(session, wait)
 
@@ -172,11 +173,11 @@ def test_a_held_approval_with_a_file_beside_it_is_refused_and_the_model_hears_th
     fr = {"functionResponse": {"id": ticket.call_id, "name": ticket.call_name, "response": {"status": "approved"}}}
     receipt = {"inlineData": {"mimeType": "image/png", "data": "cmVjZWlwdA=="}}
 
-    with_file = services.content_parse({"role": "user", "parts": [fr, receipt]})
+    with_file = content_parse({"role": "user", "parts": [fr, receipt]})
     with pytest.raises(PartsWouldWait, match="would not reach it"):
         approvals.message_submit(session=ticket.session, content=with_file, actor=demo["approver"])
     assert not Response.objects.filter(pending_call=ticket).exists()
-    alone = services.content_parse({"role": "user", "parts": [fr]})
+    alone = content_parse({"role": "user", "parts": [fr]})
     assert approvals.message_submit(session=ticket.session, content=alone, actor=demo["approver"]) is None  # held
     approvals.ticket_approve(ticket=ticket, actor=demo["approver2"])
     settle(session, wait)

@@ -12,6 +12,7 @@ from google.genai import types
 
 from adkweb.errors import NotFound
 from agents_app import services
+from agents_app.content import content_json, text_content
 from agents_app.models import AdkSession, Turn
 
 pytestmark = pytest.mark.skipif(connection.vendor != "sqlite", reason="SQLite's path (PostgreSQL: turn_insert)")
@@ -47,7 +48,7 @@ def test_a_turns_row_and_status_are_the_orm_paths(demo, answer):
         orm = Turn.objects.create(
             session=theirs,
             kind=turn.kind,
-            content=services.content_json(content),
+            content=content_json(content),
             state_delta={"k": [1, "é"]},
             streaming=True,
             created_by=person,
@@ -97,7 +98,7 @@ def test_a_turn_without_person_has_none(demo):
 def test_a_turn_rolled_back_with_its_transaction_leaves_no_row_and_the_status_as_it_was(demo):
     session = _session("undone")
     with pytest.raises(RuntimeError), transaction.atomic():
-        services.turn_add(session=session, content=services.text_content("hi"), actor=demo["requester"], enqueue=False)
+        services.turn_add(session=session, content=text_content("hi"), actor=demo["requester"], enqueue=False)
         raise RuntimeError("the caller's next step failed")
     assert not Turn.objects.filter(session=session).exists()
     assert AdkSession.objects.get(pk=session.pk).status == "idle"

@@ -188,13 +188,14 @@ def test_a_turn_queued_while_the_finish_waits_is_claimed():
     finish then sees the new turn, claims it and keeps the lease (nobody else would run it: its
     drain message finds the lease taken)."""
     from agents_app import services
+    from agents_app.content import text_content
 
     row = _session()
     turn = _turn(row)
     _start(row)
     got: list[turn_sql.DoneNext] = []
     _race(
-        holder=lambda: services.turn_add(session=row, content=services.text_content("more")),
+        holder=lambda: services.turn_add(session=row, content=text_content("more")),
         waiter=lambda: got.append(_done_next(turn)),
     )
     (done,) = got
@@ -208,6 +209,7 @@ def test_a_turn_queued_while_the_finish_holds_the_row_finds_the_lease_free():
     waits for the row: once both commit the new turn is queued, the session running, the lease free
     for the drain its commit enqueues."""
     from agents_app import services
+    from agents_app.content import text_content
 
     row = _session()
     turn = _turn(row)
@@ -215,7 +217,7 @@ def test_a_turn_queued_while_the_finish_holds_the_row_finds_the_lease_free():
     got: list[turn_sql.DoneNext] = []
     _race(
         holder=lambda: got.append(_done_next(turn)),
-        waiter=lambda: transaction.atomic(services.turn_add)(session=row, content=services.text_content("more")),
+        waiter=lambda: transaction.atomic(services.turn_add)(session=row, content=text_content("more")),
     )
     assert got[0].released and got[0].turn is None
     assert _lease(row) == "" and _consistent(row) == "running"

@@ -19,6 +19,7 @@ from django.db import connection, transaction
 
 from adkweb.errors import NotFound
 from agents_app import services
+from agents_app.content import text_content
 from agents_app.models import AdkSession, Turn
 from agents_app.session_archive import session_delete
 from approvals import services as approvals
@@ -140,7 +141,7 @@ def test_a_delete_waiting_on_a_message_being_queued_is_refused(demo, monkeypatch
 
     def hold(held: threading.Event, release: threading.Event) -> None:
         with transaction.atomic():
-            queued.append(services.turn_add(session=session, content=services.text_content("hi"), actor=person))
+            queued.append(services.turn_add(session=session, content=text_content("hi"), actor=person))
             held.set()
             release.wait(20)
 

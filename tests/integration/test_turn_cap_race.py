@@ -12,6 +12,7 @@ import pytest
 from django.db import connection, transaction
 
 from agents_app import services
+from agents_app.content import text_content
 from agents_app.models import Turn
 from agents_app.services import TooManyTurns
 from tests.integration.races import waiting_on_a_lock
@@ -31,7 +32,7 @@ def test_two_messages_racing_for_the_last_slot_one_is_refused(demo, settings):
     def take_the_last_slot() -> None:
         try:
             with transaction.atomic():
-                services.turn_add(session=first, content=services.text_content("a"), actor=requester, enqueue=False)
+                services.turn_add(session=first, content=text_content("a"), actor=requester, enqueue=False)
                 holding.set()
                 release.wait(20)
         finally:
@@ -40,7 +41,7 @@ def test_two_messages_racing_for_the_last_slot_one_is_refused(demo, settings):
     def race_for_it() -> None:
         try:
             with transaction.atomic():
-                services.turn_add(session=second, content=services.text_content("b"), actor=requester, enqueue=False)
+                services.turn_add(session=second, content=text_content("b"), actor=requester, enqueue=False)
             outcome["b"] = "queued"
         except TooManyTurns as exc:
             outcome["b"] = exc

@@ -13,6 +13,7 @@ import pytest
 from django.db import connection, transaction
 
 from agents_app import services
+from agents_app.content import text_content
 from agents_app.models import AdkSession, StoredEvent, Turn
 from agents_app.services import TooManyTurns
 from tests.live_server import text_message
@@ -95,7 +96,7 @@ def test_many_messages_racing_for_the_last_slots_fill_the_cap_exactly(demo, sett
             start.wait(30)
             with transaction.atomic():
                 turn = services.turn_add(
-                    session=sessions[i], content=services.text_content(f"m{i}"), actor=requester, enqueue=False
+                    session=sessions[i], content=text_content(f"m{i}"), actor=requester, enqueue=False
                 )
             outcome[i] = turn.pk
         except TooManyTurns as exc:
@@ -122,9 +123,7 @@ def test_a_message_rolled_back_leaves_no_turn_and_the_status_as_it_was(demo):
     """The turn and the status are written in the caller's transaction: rolled back, neither is."""
     session = services.session_create(app_name=APP, user_id="requester", session_id="rolled-back")
     with transaction.atomic():
-        turn = services.turn_add(
-            session=session, content=services.text_content("never"), actor=demo["requester"], enqueue=False
-        )
+        turn = services.turn_add(session=session, content=text_content("never"), actor=demo["requester"], enqueue=False)
         assert Turn.objects.filter(pk=turn.pk).exists()
         assert AdkSession.objects.get(pk=session.pk).status == "running"
         transaction.set_rollback(True)
