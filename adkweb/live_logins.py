@@ -125,6 +125,12 @@ def _rights_changing(pks: list[Any]) -> None:
         hook(pks)
 
 
+def rights_changed() -> dict[str, str]:
+    """The message that has a socket ask its rights again (adkweb.live_roles), a fresh token naming
+    this change."""
+    return {"type": RIGHTS_CHANGED, "change": uuid.uuid4().hex}
+
+
 def persons_changed(pks: Iterable[Any]) -> None:
     """Once the transaction commits (at once outside one), have these people's sockets ask their rights
     again (adkweb.live_roles); the rights hooks (`on_rights_change`) are told now."""
@@ -133,7 +139,7 @@ def persons_changed(pks: Iterable[Any]) -> None:
         _rights_changing(people)
     groups = [group(pk) for pk in people]
     if groups:
-        message = {"type": RIGHTS_CHANGED, "change": uuid.uuid4().hex}
+        message = rights_changed()
         transaction.on_commit(lambda: live.group_send_each(groups, message))
 
 

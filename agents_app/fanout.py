@@ -29,14 +29,13 @@ live.turn_retried, live.ticket. Sends never raise (adkweb.live).
 from __future__ import annotations
 
 import functools
-import uuid
 from collections.abc import Callable
 from typing import Any
 
 from django.template.loader import render_to_string
 
 from adkweb.live import agroup_send_each, group_send_each, groups_watched
-from adkweb.live_logins import RIGHTS_CHANGED
+from adkweb.live_logins import rights_changed
 from adkweb.roles import is_approver
 
 DETAIL = "agents_app/session_detail.html"
@@ -73,7 +72,7 @@ def _deleted(session_pk: int) -> tuple[list[str], dict[str, str]]:
     """A deleted (archived) conversation's open pages each ask their rights again now (adkweb.live_roles):
     none left, each closes with its refusal code and the page says live updates stopped, rather than at
     its next re-check (adkweb.live_rights: up to 78 s)."""
-    return [audience_group(session_pk, a) for a in AUDIENCES], {"type": RIGHTS_CHANGED, "change": uuid.uuid4().hex}
+    return [audience_group(session_pk, a) for a in AUDIENCES], rights_changed()
 
 
 def notify_deleted(session_pk: int) -> None:
