@@ -51,11 +51,12 @@ def test_reads_by_session_and_by_status_still_have_an_index(demo):
         for s in sessions
     )
     session = sessions[0]
+    last = Turn.objects.filter(session=session).latest("id")  # the turn a ticket's event would name
     by_session = {
         "the session's last turn (session_status)": Turn.objects.filter(session=session)
         .order_by("-created_at", "-id")
         .values("status")[:1],
-        "its askers (four-eyes)": asking_turns(session, timezone.now()).filter(created_by=demo["requester"]),
+        "its askers (four-eyes)": asking_turns(session, timezone.now(), last.pk).filter(created_by=demo["requester"]),
         "its failed turns (the timeline)": Turn.objects.filter(session_id=session.pk, status=Turn.Status.FAILED),
         "its queued turn (the claim, Turn.owed)": Turn.objects.filter(session_id=session.pk, status="queued")
         .order_by("id")
