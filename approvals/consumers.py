@@ -102,13 +102,10 @@ class InboxConsumer(DueWatching):
     def _row_due(self, ticket_id: int, at: float | None) -> None:
         """A row pushed to the page: the due time it counts down to now (None: none)."""
         if at is None:
-            if self.due.pop(ticket_id, None) is None:
-                return
-        elif self.due.get(ticket_id) == at:
-            return
+            self.due.pop(ticket_id, None)
         else:
             self.due[ticket_id] = at
-        self._arm()
+        self._arm()  # set again only if the nearest due time changed
 
     async def inbox_due(self, message: dict[str, Any]) -> None:
         """The nearest due time of the page's rows: those rows, read now, say "past due"."""
