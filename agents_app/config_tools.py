@@ -12,23 +12,16 @@ from .tools import registry
 
 
 def configured_without_tool(app_name: str, tool_name: str) -> bool:
-    """True when `app_name` is an admin-configured agent (enabled or not) that has not the tool `tool_name`,
-    neither its own nor through an agent it uses as a tool: an admin took it out since the agent called
-    it. Code-defined agents (their tools change with a deploy), remote apps and names with no agent here:
-    False (their runs say what is wrong, before storing anything)."""
+    """True when `app_name` is an admin-configured agent (enabled or not) that has not the tool `tool_name`
+    among its own tools: an admin took it out since the agent called it. An agent it uses as a tool does
+    not lend it the tool: ADK confirms a call with the confirming agent's own tools, and an AgentTool's
+    agent runs in a session of its own (its confirmations never reach this one). Code-defined agents
+    (their tools change with a deploy), remote apps and names with no agent here: False (their runs say
+    what is wrong, before storing anything)."""
     if not tool_name or app_name in code_apps():
         return False
-    todo = list(AgentConfig.objects.filter(name=app_name))
-    seen: set[int] = set()
-    while todo:
-        config = todo.pop()
-        if config.pk in seen:
-            continue
-        seen.add(config.pk)
-        if tool_name in _call_names(config.tools or []):
-            return False
-        todo.extend(link.child for link in config.agent_tools.select_related("child"))
-    return bool(seen)
+    found = AgentConfig.objects.filter(name=app_name).values_list("pk", "tools").first()
+    return found is not None and tool_name not in _call_names(found[1] or [])
 
 
 def _call_names(tool_names: list) -> set:

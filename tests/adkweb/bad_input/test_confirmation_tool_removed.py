@@ -17,7 +17,7 @@ from django.utils import timezone
 
 from agents_app import services
 from agents_app.config_history import agent_config_record
-from agents_app.models import AgentConfig, Turn
+from agents_app.models import AgentConfig, AgentToolLink, Turn
 from approvals.deadlines import deadlines_sweep
 from approvals.models import PendingCall, Response
 from tests.agents_app.test_config_history import _form
@@ -95,3 +95,26 @@ def test_the_admin_who_takes_the_tool_out_is_told_which_confirmations_wait_for_i
     approver = Client()
     approver.force_login(demo["approver"])
     assert _post(approver, ticket, "approve", {})[0] == 409
+
+
+def test_a_tool_moved_into_an_agent_it_uses_as_a_tool_is_gone_for_its_confirmation(demo, worker, wait):
+    """ADK answers a confirmation with the confirming agent's own tools only: an agent used as a tool
+    (AgentTool) runs in a session of its own, its tools are not its parent's. The admin moved
+    transfer_money out of transfer_agent into an agent transfer_agent uses as a tool: the waiting
+    confirmation can reach no tool, so it is refused as if the tool were gone (before: 201, the ticket
+    approved, the agent's turn failed with "Tool 'transfer_money' is not registered", no transfer)."""
+    ticket = _transfer_ticket(demo, wait)
+    session = ticket.session
+    payer = AgentConfig.objects.create(name="payer_agent", model="demo", tools=["transfer_money"])
+    AgentToolLink.objects.create(parent=AgentConfig.objects.get(name="transfer_agent"), child=payer)
+    _tools(demo, [])
+    client = Client()
+    client.force_login(demo["approver"])
+    turns = Turn.objects.filter(session=session).count()
+
+    status, detail = _post(client, ticket, "approve", {})
+    assert status == 409, (status, detail)
+    assert "no longer has the tool 'transfer_money'" in detail, detail
+    ticket.refresh_from_db()
+    assert ticket.status == "pending" and not Response.objects.filter(pending_call=ticket).exists()
+    assert Turn.objects.filter(session=session).count() == turns and failed_turns(session) == []
