@@ -11,6 +11,7 @@ from datetime import timedelta
 from typing import Any, cast
 
 from django.db import DatabaseError, connection, transaction
+from django.db.models import F
 from django.utils import timezone
 
 from adkweb import compiled
@@ -32,6 +33,10 @@ from .outcome import closed_before_sending
 logger = logging.getLogger(__name__)
 SWEEP_GRACE = timedelta(seconds=15)  # younger work is still in the broker's hands
 STALE_SENDING = timedelta(minutes=5)  # a worker that claimed a delivery and died
+LOST_LAST_ATTEMPT = (
+    "The worker sending its last attempt stopped before it could record the outcome (it may have gone "
+    "out); no attempts are left: resend it to try again."
+)
 
 
 def notify(event: str, *, ticket: Any = None, turn: Any = None, data: dict | None = None) -> None:
@@ -255,9 +260,13 @@ def notifications_sweep() -> int:
     for pk in owed_events.values_list("pk", flat=True)[:500]:
         enqueue("event_fan_out", pk)
     n = owed_events.count()
-    Delivery.objects.filter(status=Delivery.Status.SENDING, updated_at__lt=now - STALE_SENDING).update(
-        status=Delivery.Status.RETRYING, next_attempt_at=now, updated_at=now
+    stale = Delivery.objects.filter(status=Delivery.Status.SENDING, updated_at__lt=now - STALE_SENDING)
+    # Its last attempt died with its worker: no claim takes it again (none has attempts left), so it is
+    # failed, saying so, where "retrying" waited for ever (an admin may resend it).
+    stale.filter(attempts__gte=F("max_attempts")).update(
+        status=Delivery.Status.FAILED, next_attempt_at=None, updated_at=now, last_error=LOST_LAST_ATTEMPT
     )
+    stale.update(status=Delivery.Status.RETRYING, next_attempt_at=now, updated_at=now)
     owed = Delivery.objects.filter(status__in=Delivery.OWED, updated_at__lt=now - SWEEP_GRACE).exclude(
         next_attempt_at__gt=now - SWEEP_GRACE
     )

@@ -101,3 +101,61 @@ def test_ticket_opened_by_the_agents_worker_is_emailed_and_webhooked_by_the_noti
     assert hits[0].json["ticket"]["id"] == call.pk and hits[0].json == hits[2].json
     hook = wait(lambda: Delivery.objects.filter(channel="webhook", status="delivered").first(), what="delivered")
     assert list(hook.attempt_log.values_list("ok", flat=True)) == [False, False, True]
+
+
+def test_a_delivery_whose_worker_was_killed_in_its_last_attempt_says_failed_not_retrying_forever(
+    demo,
+    notifications_worker,
+    webhook_receiver,  # noqa: F811  (the fixture imported above)
+    wait,
+):
+    """The notifications worker is SIGKILLed inside a webhook's last attempt (its POST in flight: the
+    receiver answers slowly). The sweeper hands back a delivery left 'sending' for 5 minutes to be tried
+    again, but this one has no attempt left: it was set 'retrying' and no try ever claimed it (a claim
+    takes only deliveries with attempts left), so the ticket page said 'retrying' for ever and every sweep
+    sent it another task that did nothing. Now it is failed, saying why, and an admin may resend it."""
+    from django.utils import timezone
+
+    from notifications import services as notify
+    from notifications.models import NotificationEvent
+    from notifications.sending import delivery_attempt
+    from tests.approvals_factories import ticket
+
+    receiver = webhook_receiver(SECRET, sleep=8)
+    hook = WebhookEndpoint.objects.create(url=receiver.url, secret=SECRET, events=["ticket.opened"])
+    call = ticket()
+    event = NotificationEvent.objects.create(name="ticket.opened", ticket=call, fanned_out_at=timezone.now())
+    delivery = Delivery.objects.create(  # its first try failed (a 503); its second and last is owed now
+        event=event,
+        ticket=call,
+        channel="webhook",
+        endpoint=hook,
+        target=hook.url,
+        payload={"id": "x"},
+        status="retrying",
+        attempts=1,
+        max_attempts=2,
+    )
+    from adkweb.celery import app
+
+    app.send_task("notifications.tasks.delivery_send", args=[delivery.pk])
+    wait(lambda: Delivery.objects.filter(pk=delivery.pk, status="sending", attempts=2).exists(), what="its claim")
+    notifications_worker.kill()  # SIGKILL, its POST in flight
+    notifications_worker.wait()
+
+    stale = timezone.now() - notify.STALE_SENDING - notify.SWEEP_GRACE
+    Delivery.objects.filter(pk=delivery.pk).update(updated_at=stale)
+    notify.notifications_sweep()
+    assert delivery_attempt(delivery_id=delivery.pk) is None  # what the task the sweep sent does
+    delivery.refresh_from_db()
+    assert (delivery.status, delivery.attempts) == ("failed", 2), delivery.status
+    assert "stopped" in delivery.last_error and "may have" in delivery.last_error, delivery.last_error
+    Delivery.objects.filter(pk=delivery.pk).update(updated_at=stale)
+    sent = []
+    app_send = app.send_task
+    try:
+        app.send_task = lambda name, args, **kw: sent.append((name, args))  # type: ignore[method-assign]
+        notify.notifications_sweep()
+    finally:
+        app.send_task = app_send  # type: ignore[method-assign]
+    assert ("notifications.tasks.delivery_send", (delivery.pk,)) not in sent
