@@ -126,6 +126,15 @@ class AgentConfigAdmin(admin.ModelAdmin):
             agent_config_check(config=form.instance)
         except AgentConfigError as exc:
             self.message_user(request, f"Saved, but this agent cannot run yet: {exc}", level="error")
+        for parent in AgentConfig.objects.filter(agent_tools__child=form.instance, enabled=True).order_by("name"):
+            try:  # the agents that use this one as a tool build it too (a tool that pauses stops them)
+                agent_config_check(config=parent)
+            except AgentConfigError as exc:
+                self.message_user(
+                    request,
+                    f"Saved, but {parent.name!r}, which uses this agent as a tool, cannot run now: {exc}",
+                    level="error",
+                )
 
 
 @admin.register(AgentConfigVersion)

@@ -18,7 +18,10 @@ from adkweb import compiled
 from adkweb.errors import NotFound
 
 from . import code_apps
-from .config_tools import configured_without_tool  # noqa: F401 - what approvals asks (its public module)
+from .config_tools import (
+    configured_without_tool,  # noqa: F401 - what approvals asks (its public module)
+    pausing_tools,
+)
 from .models import AgentConfig, RemoteApp
 from .tools import registry
 
@@ -180,6 +183,14 @@ def _build_config(config: AgentConfig, seen: frozenset[str]) -> Any:
             raise AgentConfigError(f"Agent {config.name!r} uses unknown tool {tool_name!r}.")
         tools.append(registry.get(tool_name).build())
     for link in config.agent_tools.select_related("child").order_by("id"):
+        pausing = pausing_tools(link.child)
+        if pausing:
+            raise AgentConfigError(
+                f"Agent {config.name!r} uses {link.child.name!r} as a tool, and its tool {', '.join(pausing)} pauses "
+                "for a person: an agent used as a tool runs in a session of its own that ADK throws away when it "
+                "returns, so its pause would reach nobody (no ticket; the agent might tell the user a request "
+                f"waits for approval that no approver sees). Give {config.name!r} that tool itself instead."
+            )
         child = _build_config(link.child, seen | {config.name})
         tools.append(AgentTool(agent=child, skip_summarization=link.skip_summarization))
     gen = dict(config.generation_settings or {})

@@ -1,6 +1,7 @@
 """Whether an agent still has a tool: what an answer to one of its tool confirmations needs (ADK runs, or
 refuses, a confirmed call only with its tool among the agent's tools: `_resolve_confirmation_targets`
-fails the whole turn with "Tool ... is not registered" otherwise)."""
+fails the whole turn with "Tool ... is not registered" otherwise), and which of an agent's tools pause for a
+person (what an agent used as another's tool may not have: agents._build_config)."""
 
 from __future__ import annotations
 
@@ -22,6 +23,20 @@ def configured_without_tool(app_name: str, tool_name: str) -> bool:
         return False
     found = AgentConfig.objects.filter(name=app_name).values_list("pk", "tools").first()
     return found is not None and tool_name not in _call_names(found[1] or [])
+
+
+def pausing_tools(config: AgentConfig) -> list[str]:
+    """The agent's own tools that pause for a person (long-running, or needing a confirmation: ADK's
+    pause tools are long-running too), which it cannot use as another agent's tool (AgentTool)."""
+    found = []
+    for name in config.tools or []:
+        tool = registry.get(name) if isinstance(name, str) and name in registry else None
+        if tool is None:
+            continue
+        adk_long = tool.adk_tool is not None and getattr(tool.adk_tool, "is_long_running", False)
+        if tool.long_running or tool.require_confirmation or adk_long:
+            found.append(name)
+    return found
 
 
 def _call_names(tool_names: list) -> set:
