@@ -26,15 +26,17 @@ def configured_without_tool(app_name: str, tool_name: str) -> bool:
 
 
 def pausing_tools(config: AgentConfig) -> list[str]:
-    """The agent's own tools that pause for a person (long-running, or needing a confirmation: ADK's
-    pause tools are long-running too), which it cannot use as another agent's tool (AgentTool)."""
+    """The agent's own tools that pause for a person (long-running, or needing a confirmation each time:
+    ADK's pause tools are long-running too), which it cannot use as another agent's tool (AgentTool). A
+    tool that asks for a confirmation only for some arguments (a callable) is not one: it runs without a
+    person for the others, and for these ADK's AgentTool answers an error, the tool not run."""
     found = []
     for name in config.tools or []:
         tool = registry.get(name) if isinstance(name, str) and name in registry else None
         if tool is None:
             continue
         adk_long = tool.adk_tool is not None and getattr(tool.adk_tool, "is_long_running", False)
-        if tool.long_running or tool.require_confirmation or adk_long:
+        if tool.long_running or tool.require_confirmation is True or adk_long:
             found.append(name)
     return found
 

@@ -51,3 +51,18 @@ def test_the_admin_is_told_on_the_parent_and_on_the_agent_used_as_a_tool(demo):
     shown = " ".join(str(m) for m in page.context["messages"])
     said = "'assistant_agent', which uses this agent as a tool, cannot run now"
     assert said in shown and "its tool ask_for_approval pauses for a person" in shown, shown
+
+
+def test_which_tools_pause(monkeypatch):
+    """Long-running tools and ADK's pause tools, and a confirmation asked every time; not a confirmation
+    asked for some arguments only (it runs without a person for the others; for these ADK's AgentTool
+    answers an error, the tool not run), nor an ordinary tool or a name not in the registry."""
+    from agents_app.config_tools import pausing_tools
+    from agents_app.demo.tools import transfer_money
+    from agents_app.tools import RegisteredTool, registry
+
+    big = RegisteredTool("big_transfer", transfer_money, False, lambda amount, **kw: amount > 1000)
+    monkeypatch.setitem(registry._tools, "big_transfer", big)
+    names = ["ask_for_approval", "adk_request_input", "get_user_choice", "transfer_money", "big_transfer"]
+    config = AgentConfig(name="x", tools=[*names, "get_stock_price", "reimburse", "no_such_tool"])
+    assert pausing_tools(config) == names[:4]
