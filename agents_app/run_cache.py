@@ -50,6 +50,7 @@ class LeaseGuard(BackendFieldsPlugin):
 
     async def before_tool_callback(self, **kwargs: Any) -> None:
         _check()
+        return await super().before_tool_callback(**kwargs)
 
 
 def _check() -> None:
