@@ -190,7 +190,7 @@ def approve(request: HttpRequest, ticket_id: int) -> JsonResponse:
     body = parse(ApproveBody, _optional_body(request))
     grant = GrantSpec(scope=body.grant.scope, minutes=body.grant.minutes) if body.grant else None
     if body.editedArgs is not None and edits.params(ticket) is None:
-        raise edits.InvalidEdit(f"The arguments of ticket #{ticket.pk} cannot be edited.")
+        raise edits.not_editable(ticket)
     if body.payload is not None and ticket.kind != PendingCall.Kind.CONFIRMATION:
         raise Invalid(  # the approval's body is fixed for other kinds: the payload would be dropped unseen
             f"'payload' goes with a confirmation's approval; ticket #{ticket.pk} is a {ticket.get_kind_display()}: "

@@ -51,10 +51,19 @@ def _json_type(value: Any) -> str | None:
 
 def params(ticket: PendingCall) -> list[Param] | None:
     """The editable parameters, from the tool's declaration (or, for a tool that declares none, the
-    arguments it was called with); None when this ticket's arguments cannot be edited."""
+    arguments it was called with); None when this ticket's arguments cannot be edited (`not_editable`)."""
+    if ticket.kind not in EDITABLE_KINDS or remote_confirmation(ticket):
+        return None
+    return declared(ticket)
+
+
+def declared(ticket: PendingCall) -> list[Param] | None:
+    """`params` whoever runs the tool: the parameters its declaration gives (or the arguments it was
+    called with), which an approval's own values may not change (`answer_refusal`)."""
+    from agents_app.agents import tool_parameters
+
     if ticket.kind not in EDITABLE_KINDS:
         return None
-    from agents_app.agents import tool_parameters
 
     schema = tool_parameters(ticket.app_name, ticket.tool_name)
     args = ticket.tool_args
@@ -92,11 +101,31 @@ def _fits(param: Param, value: Any) -> bool:
     return ok and (not param.enum or value in param.enum)
 
 
+def remote_confirmation(ticket: PendingCall) -> bool:
+    """A confirmation of a remote app: its ADK server runs the confirmed call with its model's arguments
+    (adkweb's plugin, which puts the approved ones in their place, runs here only), so an edit would be
+    recorded as approved and not carried out."""
+    from agents_app.agents import remote_app
+
+    return ticket.kind == PendingCall.Kind.CONFIRMATION and remote_app(ticket.app_name) is not None
+
+
+def not_editable(ticket: PendingCall) -> InvalidEdit:
+    """Why this ticket's arguments cannot be edited (HTTP 400)."""
+    if remote_confirmation(ticket):
+        return InvalidEdit(
+            f"The arguments of ticket #{ticket.pk} cannot be edited: it is a confirmation of {ticket.app_name!r}, "
+            "served by a remote ADK server, which runs the confirmed call with its model's arguments (an edit "
+            "would be recorded and not carried out). Approve it as asked, or reject it with a reason."
+        )
+    return InvalidEdit(f"The arguments of a {ticket.get_kind_display()} ticket of this tool cannot be edited.")
+
+
 def check(ticket: PendingCall, edited: Any) -> dict[str, Any]:
     """The edited arguments if they fit the declaration, else InvalidEdit saying what is wrong."""
     fields = params(ticket)
     if fields is None:
-        raise InvalidEdit(f"The arguments of a {ticket.get_kind_display()} ticket of this tool cannot be edited.")
+        raise not_editable(ticket)
     if not isinstance(edited, dict):
         raise InvalidEdit("Edited arguments must be a JSON object of argument names to values.")
     known = {p.name: p for p in fields}
@@ -151,7 +180,7 @@ def answer_refusal(ticket: PendingCall, said: Any, approved: dict[str, Any], via
     call back) and any other key (a note) go. `said`: the keys the approver wrote."""
     if not isinstance(said, dict):
         return None
-    names = set(ticket.tool_args) | {p.name for p in params(ticket) or ()}
+    names = set(ticket.tool_args) | {p.name for p in declared(ticket) or ()}
     changed = {k: v for k, v in said.items() if k in names and v != approved.get(k)}
     if not changed:
         return None

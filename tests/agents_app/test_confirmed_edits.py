@@ -60,3 +60,26 @@ def test_an_unedited_confirmation_runs_its_tool_as_asked(demo, accounts_ticket, 
     assert _approve(demo, accounts_ticket, {"payload": {"note": "checked"}}) == 201
     settle(accounts_ticket.session, wait)
     assert DELETED == [("alice", True)]
+
+
+def test_a_remote_apps_confirmation_cannot_be_edited(demo):
+    """A remote app's ADK server runs a confirmed call with its model's arguments, and adkweb's plugin does
+    not run there: an edit would be recorded as approved and not carried out (unless the remote tool
+    happens to read its payload). Refused with 400, nothing recorded; approving as asked goes as before."""
+    from agents_app.models import RemoteApp
+    from approvals.models import Response
+    from tests.approvals_factories import session_for, ticket
+
+    RemoteApp.objects.create(name="remote_accounts", base_url="http://127.0.0.1:9", remote_app_name="accounts")
+    call = ticket(session=session_for(app_name="remote_accounts"), kind="confirmation")
+    client = Client()
+    client.force_login(demo["approver"])
+    url = f"/api/pending-calls/{call.pk}/approve"
+    r = client.post(
+        url, data=json.dumps({"editedArgs": {"amount": 5.0, "recipient": "Bob"}}), content_type="application/json"
+    )
+    assert r.status_code == 400, r.content
+    assert "served by a remote ADK server" in r.json()["detail"], r.json()
+    assert not Response.objects.filter(pending_call=call).exists()
+    page = client.get(f"/tickets/{call.pk}/").content.decode()
+    assert 'name="approve-e_amount"' not in page
