@@ -6,6 +6,9 @@ has joined: it is refused). Real logins (session cookies), the project's ASGI ap
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Awaitable, Callable
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -13,7 +16,9 @@ from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
 from channels.testing import WebsocketCommunicator
 from django.test import Client
+from django.utils import timezone
 
+from adkweb.live_socket_login import LoginBound
 from tests.adkweb.test_live_logins import _login, _still_served
 from tests.adkweb.test_live_rights import _closed_with, _open_with_cookie
 
@@ -32,26 +37,68 @@ def _expire_in(client: Client, seconds: int) -> None:
     session.save()
 
 
-async def test_a_socket_closes_when_its_logins_session_expires(demo):
+class _Clock:
+    """Django's clock (timezone.now: the sockets' expiry timers, the session store's check) stands still
+    until moved: a session expires when the test says, not when a loaded machine gets there."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.now = timezone.now()
+        monkeypatch.setattr(timezone, "now", lambda: self.now)
+
+    def move(self, seconds: float) -> None:
+        self.now += timedelta(seconds=seconds)
+
+
+@pytest.fixture
+def clock(monkeypatch) -> _Clock:
+    return _Clock(monkeypatch)
+
+
+@pytest.fixture
+def expiry_reads(monkeypatch) -> Callable[[int], Awaitable[None]]:
+    """Waits until the sockets' expiry timers have gone off and read their logins again, n times in all
+    (adkweb.live_socket_login: at the expiry they read when they connected, by Django's clock)."""
+    reads: list[Any] = []
+    read_again = LoginBound._login_again
+
+    async def counted(self: LoginBound) -> None:
+        await read_again(self)
+        reads.append(self)
+
+    monkeypatch.setattr(LoginBound, "_login_again", counted)
+
+    async def wait(n: int) -> None:
+        async with asyncio.timeout(30):
+            while len(reads) < n:
+                await asyncio.sleep(0.01)
+
+    return wait
+
+
+async def test_a_socket_closes_when_its_logins_session_expires(demo, clock, expiry_reads):
     approver = demo["approver"]
     expiring, lasting = await _login(approver), await _login(approver)
     await _expire_in(expiring, 1)
     sockets = [await _open_with_cookie("/ws/approvals/", expiring), await _open_with_cookie("/ws/sessions/", expiring)]
     other = await _open_with_cookie("/ws/approvals/", lasting)
-    assert await _closed_with(sockets[0], within=0.5) is None  # not before
-    assert [await _closed_with(s, within=1.5) for s in sockets] == [4003, 4403]
+    await expiry_reads(2)  # each socket's timer went off (1 s on) and read the session: the clock says not yet
+    assert [await _closed_with(s, within=0.1) for s in sockets] == [None, None]  # not before
+    clock.move(seconds=1)  # its expiry: each socket's next timer reads it expired
+    assert [await _closed_with(s, within=30) for s in sockets] == [4003, 4403]
     assert await _closed_with(other, within=0.1) is None
     await _still_served(other)
     for s in [*sockets, other]:
         await s.disconnect()
 
 
-async def test_a_session_renewed_before_it_expires_keeps_its_socket_open(demo):
+async def test_a_session_renewed_before_it_expires_keeps_its_socket_open(demo, clock, expiry_reads):
     login = await _login(demo["approver"])
     await _expire_in(login, 1)
     inbox = await _open_with_cookie("/ws/approvals/", login)
     await _expire_in(login, 600)
-    assert await _closed_with(inbox, within=1.5) is None
+    clock.move(seconds=1)  # the expiry the socket read when it connected
+    await expiry_reads(1)  # its timer went off then and read the session: renewed
+    assert await _closed_with(inbox, within=0.1) is None
     await _still_served(inbox)
     await inbox.disconnect()
 

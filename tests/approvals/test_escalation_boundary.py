@@ -12,6 +12,7 @@ from datetime import timedelta
 import pytest
 from django.contrib.auth.models import User
 from django.db.models import DateTimeField, Value
+from django.db.models.functions import Now
 from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
@@ -80,11 +81,26 @@ def test_a_ticket_closed_exactly_at_its_escalation_time_reached_them_and_one_clo
     assert _readers_at(monkeypatch, olga, before, later) == NONE
 
 
-def test_the_list_with_the_databases_clock_agrees_just_before_and_just_after(olga):
+def _database_clock(monkeypatch, at) -> None:
+    """The database's clock (Django's Now(), which the list's query asks: escalated_q) reads `at` from here on:
+    the list is asked at a known instant, not at whenever a loaded machine gets to run its query."""
+
+    def frozen(self, compiler, connection, **extra_context):
+        return compiler.compile(Value(at, output_field=DateTimeField()))
+
+    for vendor_sql in ("as_sql", "as_sqlite", "as_postgresql"):
+        monkeypatch.setattr(Now, vendor_sql, frozen)
+
+
+def test_the_list_with_the_databases_clock_agrees_just_before_exactly_at_and_just_after(monkeypatch, olga):
     client = Client()
     client.force_login(olga)
-    soon = _escalating_at(timezone.now() + timedelta(seconds=2))
-    past = _escalating_at(timezone.now() - timedelta(milliseconds=2))
+    at = timezone.now().replace(microsecond=500000) - timedelta(minutes=1)
+    soon, exactly, past = (_escalating_at(at + d) for d in (TICK, timedelta(0), -TICK))
+    _database_clock(monkeypatch, at)
     listed = {t["id"] for t in client.get("/api/pending-calls?status=all").json()["results"]}
-    assert past.pk in listed and soon.pk not in listed
-    assert fanout.Viewer.of(olga).sees(fanout._facts(past)) and not fanout.Viewer.of(olga).sees(fanout._facts(soon))
+    monkeypatch.setattr(time, "time", lambda: at.timestamp())  # the socket's facts (fanout), at the same instant
+    assert exactly.pk in listed and past.pk in listed and soon.pk not in listed
+    viewer = fanout.Viewer.of(olga)
+    assert viewer.sees(fanout._facts(exactly)) and viewer.sees(fanout._facts(past))
+    assert not viewer.sees(fanout._facts(soon))
