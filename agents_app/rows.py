@@ -24,7 +24,8 @@ def session_row(s: Any, oob: Any = "") -> SafeString:
         f'  <td data-label="User">{value(s.user_id)}</td>\n'
         f'  <td data-label="Status"><span class="chip act-{value(s.status)}">'
         f"{value(SESSION_STATUSES.get(s.status, s.status))}</span></td>\n"
-        f'  <td data-label="Last activity"><time datetime="{date(when, "c")}" title="{date(when, "Y-m-d H:i:s T")}">'
+        f'  <td data-label="Last activity"><time datetime="{date(when, "c")}" title="{date(when, "Y-m-d H:i:s T")}"'
+        ' data-rel="ago">'
         f"{timesince(when)} ago</time></td>\n"
         f'  <td data-label="Session" class="muted"><code>{value(truncatechars(s.session_id, 13))}</code></td>\n'
         "</tr>"

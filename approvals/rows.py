@@ -33,7 +33,11 @@ def inbox_row(ticket: Any, oob: Any = "") -> SafeString:
     if ticket.past_due:  # by the clock, before the deadline sweep expires it
         status += ' <span class="due past-due">past due: it expires</span>'
     elif ticket.due_at and is_open:
-        status += f' <span class="muted due">due in {timeuntil(ticket.due_at)}</span>'
+        due = ticket.due_at
+        status += (
+            f' <span class="muted due">due in <time datetime="{date(due, "c")}" title="{value(due)}" data-rel="until">'
+            f"{timeuntil(due)}</time></span>"
+        )
     if ticket.closed_by:
         status += f' <span class="muted">by {value(ticket.closed_by.get_username())}</span>'
     elif ticket.assigned_to:
@@ -49,7 +53,7 @@ def inbox_row(ticket: Any, oob: Any = "") -> SafeString:
         f'  <td data-label="Arguments"><a class="summary" href="{url}">'
         f"{value(ticket_summary(ticket) or '(no arguments)')}</a>{_edited(edit_note(ticket, 120))}</td>\n"
         f'  <td data-label="Requester">{value(ticket.requester)}</td>\n'
-        f'  <td data-label="Age"><time datetime="{date(created, "c")}" title="{value(created)}">'
+        f'  <td data-label="Age"><time datetime="{date(created, "c")}" title="{value(created)}" data-rel="since">'
         f"{timesince(created)}</time></td>\n"
         f'  <td data-label="Status">{status}</td>\n'
         "</tr>"

@@ -1,7 +1,8 @@
 """The inbox's and the conversation list's rows, written in Python (adkweb.markup), are the markup
 their templates wrote, byte for byte: every branch of the row, hostile text escaped, in two time
 zones. The templates below are the rows as they were before issue 12's target 4 (kept here as the
-reference), with the inbox row's mark of an approver's edit since."""
+reference), with the inbox row's mark of an approver's edit since and the relative times' data-rel (static/js/reltime.js keeps
+them true)."""
 
 from __future__ import annotations
 
@@ -35,8 +36,8 @@ INBOX_ROW = Template(
   <td data-label="Tool"><code>{{ ticket|tool_label }}</code></td>
   <td data-label="Arguments"><a class="summary" href="{{ ticket_url }}">{{ ticket|args_summary|default:"(no arguments)" }}</a>{% with note=ticket|edit_note:120 %}{% if note %} <small class="edited">{{ note }}</small>{% endif %}{% endwith %}</td>
   <td data-label="Requester">{{ ticket.requester }}</td>
-  <td data-label="Age"><time datetime="{{ ticket.created_at|date:'c' }}" title="{{ ticket.created_at }}">{{ ticket.created_at|timesince }}</time></td>
-  <td data-label="Status"><span class="chip st-{{ ticket.status }}">{{ ticket.get_status_display }}</span>{% if ticket.required_approvals > 1 and ticket.is_open %} <span class="quorum">{{ ticket|approval_count }} of {{ ticket.required_approvals }} approvals</span>{% endif %}{% if ticket.due_at and ticket.is_open %} <span class="muted due">due in {{ ticket.due_at|timeuntil }}</span>{% endif %}{% if ticket.closed_by %} <span class="muted">by {{ ticket.closed_by.get_username }}</span>{% elif ticket.assigned_to %} <span class="muted">· {{ ticket.assigned_to.get_username }}</span>{% endif %}</td>
+  <td data-label="Age"><time datetime="{{ ticket.created_at|date:'c' }}" title="{{ ticket.created_at }}" data-rel="since">{{ ticket.created_at|timesince }}</time></td>
+  <td data-label="Status"><span class="chip st-{{ ticket.status }}">{{ ticket.get_status_display }}</span>{% if ticket.required_approvals > 1 and ticket.is_open %} <span class="quorum">{{ ticket|approval_count }} of {{ ticket.required_approvals }} approvals</span>{% endif %}{% if ticket.due_at and ticket.is_open %} <span class="muted due">due in <time datetime="{{ ticket.due_at|date:'c' }}" title="{{ ticket.due_at }}" data-rel="until">{{ ticket.due_at|timeuntil }}</time></span>{% endif %}{% if ticket.closed_by %} <span class="muted">by {{ ticket.closed_by.get_username }}</span>{% elif ticket.assigned_to %} <span class="muted">· {{ ticket.assigned_to.get_username }}</span>{% endif %}</td>
 </tr>
 """
 )
@@ -47,7 +48,7 @@ SESSION_ROW = Template(
   <td data-label="Agent"><a href="{% url 'agents_app:session-detail' s.pk %}">{{ s.app_name }}</a></td>
   <td data-label="User">{{ s.user_id }}</td>
   <td data-label="Status"><span class="chip act-{{ s.status }}">{{ s.status|status_label }}</span></td>
-  <td data-label="Last activity">{% with when=s.update_time|epoch %}<time datetime="{{ when|date:'c' }}" title="{{ when|date:'Y-m-d H:i:s T' }}">{{ when|timesince }} ago</time>{% endwith %}</td>
+  <td data-label="Last activity">{% with when=s.update_time|epoch %}<time datetime="{{ when|date:'c' }}" title="{{ when|date:'Y-m-d H:i:s T' }}" data-rel="ago">{{ when|timesince }} ago</time>{% endwith %}</td>
   <td data-label="Session" class="muted"><code>{{ s.session_id|truncatechars:13 }}</code></td>
 </tr>
 """
