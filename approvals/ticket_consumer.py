@@ -21,7 +21,7 @@ from . import fanout, selectors
 from .consumers import LIVE, REFUSED
 from .permissions import can_view_ticket, works_inbox
 from .socket_due import DueWatching
-from .ticket_page import ACTIONS_SHOWN, page_key, ticket_context
+from .ticket_page import ACTIONS_SHOWN, changed_stamp, page_key, ticket_context
 
 TICKET_CARD = "agents_app/partials/ticket_card.html"
 
@@ -56,14 +56,24 @@ class TicketConsumer(DueWatching):
         if not await live_socket.join(self, self.group):
             return
         self._watch_due(ticket.due_at if ticket.is_open else None)
-        if not ticket.is_open and self.actions_shown != "closed":
-            # Closed while the page loaded or its socket was away (a restart, a lost connection): its card now,
-            # not at the ticket's next change (if any). Other changes of what the viewer may do wait for it.
+        if await self._changed_since(ticket, number(query.get("changed", ""))):
+            # Changed since its page read it: while the page loaded, or while its socket was away (a restart, a
+            # lost connection). Its parts now, not at the ticket's next change (if any); the card too if its
+            # state is not the page's (closed, or the viewer's approval given in another tab counts).
             await self.ticket_changed({"ticket_id": self.ticket_id})
         if self.last_pk is not None and await self._conversation_visible():
             catch_up = await self._render_events_after(self.last_pk)
             if catch_up:
                 await self.send(text_data=catch_up)
+
+    async def _changed_since(self, ticket: Any, changed: int | None) -> bool:
+        """Whether the ticket changed since the page read it (`changed`: the stamp it says, ticket_page.
+        changed_stamp), read again now that the socket hears its changes: none is missed in between. A page
+        that does not say (rendered before pages said): only whether it closed (38fe7ba's rule)."""
+        if changed is None:
+            return not ticket.is_open and self.actions_shown != "closed"
+        now = await database_sync_to_async(selectors.ticket_get)(ticket_id=self.ticket_id)
+        return now is not None and changed_stamp(now) > changed
 
     async def disconnect(self, code: int) -> None:
         self._watch_due(None)

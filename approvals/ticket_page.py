@@ -4,6 +4,7 @@ split out of approvals.views, which renders it and imports it back."""
 from __future__ import annotations
 
 import secrets
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.forms import Form
@@ -56,6 +57,7 @@ def ticket_context(
         "take_refusal": services.take_refusal(ticket, user, tally.counted) if answerable else None,
         "assigned_to_me": ticket.assigned_to_id == getattr(user, "pk", None),
         "viewer": user,  # the consumer renders partials without a request
+        "changed": changed_stamp(ticket),  # the ticket's last change the page shows (its socket's changed=)
         # Its conversation holds no ticket hidden from this person (else it is not shown here either).
         "conversation_visible": SimpleLazyObject(lambda: visibility.session_visible(user, ticket.session)),
     }
@@ -70,6 +72,16 @@ def ticket_context(
         ctx.update({f"{name}_form": form for name, form in (bound or {}).items()})
     ctx.update(extra)
     return ctx
+
+
+def changed_stamp(ticket: PendingCall) -> int:
+    """The ticket's last change (updated_at: every decision, held approvals included, an update, an
+    assignment, an escalation bumps it) as whole microseconds: a page's socket that says an older one
+    than the ticket's shows a ticket changed since its page read it (approvals.ticket_consumer)."""
+    return (ticket.updated_at - _EPOCH) // timedelta(microseconds=1)
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def actions_shown(ticket: PendingCall, answerable: bool, approved_by_me: bool) -> str:

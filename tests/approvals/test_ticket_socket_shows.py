@@ -6,6 +6,7 @@ that does not say what its page shows as showing the state of the ticket when it
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from channels.db import database_sync_to_async
@@ -123,6 +124,9 @@ async def test_a_refused_approve_tells_the_socket_the_card_it_swapped_in(demo):
     other_tab, _, other_headers = await database_sync_to_async(_open_page)(demo["approver2"], ticket)
     await database_sync_to_async(_approve_on_the_page)(other_tab, ticket, other_headers)
     assert "shows=answer" in url
+    # A page that does not say which change of the ticket it shows (changed=): a page that does is sent the
+    # card at connect (test_a_page_rendered_before_my_approval_in_another_tab_gets_the_card_at_connect).
+    url = re.sub(r"&changed=\d+", "", url)
     comm = await connect(url, demo["approver2"])
 
     status, html = await database_sync_to_async(_act_on_the_page)(client, ticket, headers, "approve", {})
@@ -163,4 +167,40 @@ async def test_a_page_whose_ticket_closed_before_its_socket_connected_gets_the_c
     assert "shows=answer" in url
     comm = await connect(url, demo["approver2"])
     assert "No actions: the ticket is rejected." in (await _frames_until(comm, CARD))[-1]
+    await comm.disconnect()
+
+
+async def test_a_page_rendered_before_my_approval_in_another_tab_gets_the_card_at_connect(demo):
+    """approver2's page rendered Approve on a 2-of-N ticket; before its socket connected (the page loading,
+    or its socket away), they approved in another tab: still open, 1 of 2. Before: the socket took the
+    page's word (shows=answer) and the page offered Approve until something else changed. Now the page
+    says which change of the ticket it read (changed=), and a socket that finds a later one pushes the
+    ticket's parts at once: "Your approval counts", the count, the history."""
+    ticket = await database_sync_to_async(open_ticket)(args=BIG)
+    _, url, _ = await database_sync_to_async(_open_page)(demo["approver2"], ticket)
+    other_tab, _, other_headers = await database_sync_to_async(_open_page)(demo["approver2"], ticket)
+    await database_sync_to_async(_approve_on_the_page)(other_tab, ticket, other_headers)
+    assert "shows=answer" in url and "&changed=" in url
+    comm = await connect(url, demo["approver2"])
+    html = "".join(await _frames_until(comm, CARD))
+    assert 'id="approval-counted">Your approval counts' in html and 'id="ticket-history"' in html
+    await comm.disconnect()
+
+    # A page rendered after it (the ticket as it is): nothing at connect, as before.
+    _, current, _ = await database_sync_to_async(_open_page)(demo["approver2"], ticket)
+    assert "shows=counted" in current
+    comm = await connect(current, demo["approver2"])
+    assert await comm.receive_nothing(timeout=0.5)
+    await comm.disconnect()
+
+
+async def test_a_page_rendered_before_an_update_gets_the_ticket_as_it_is_at_connect_not_the_card(demo):
+    """Another approver's update between the page's render and its socket: the history and status at connect;
+    the card stays (nothing changed for this viewer: a form being filled in is left alone)."""
+    ticket = await database_sync_to_async(open_ticket)(args=BIG)
+    _, url, _ = await database_sync_to_async(_open_page)(demo["approver2"], ticket)
+    await database_sync_to_async(services.ticket_update)(ticket=ticket, actor=demo["approver"], message="checking")
+    comm = await connect(url, demo["approver2"])
+    frames = await _frames_until(comm, "checking")
+    assert not [f for f in frames if CARD in f]
     await comm.disconnect()
