@@ -29,6 +29,17 @@ document.addEventListener("htmx:wsAfterMessage", function () {
     return create(url);
   };
 })();
+document.addEventListener("htmx:oobBeforeSwap", function (e) {
+  // The ticket page's actions card pushed in the state the page's card shows already: left as it is. The
+  // socket pushes the card when its state changes (approvals.ticket_consumer), but a push on its way before
+  // one of the page's own answers swapped in that state (an answer sent back to fix, 400; refused, 409)
+  // arrives after it: swapping it again would wipe what was typed since (a reject reason).
+  var target = e.detail.target, card = e.detail.fragment && e.detail.fragment.querySelector("#ticket-actions");
+  if (target && target.id === "ticket-actions" && card &&
+      card.getAttribute("data-shows") === target.getAttribute("data-shows")) {
+    e.detail.shouldSwap = false;
+  }
+});
 document.addEventListener("htmx:oobErrorNoTarget", function (e) {
   // A pushed fragment for something this page does not show (e.g. a row on another page): ignore.
   e.preventDefault();
