@@ -17,6 +17,7 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
+from adkweb import compiled
 from approvals import fanout, services
 from approvals.models import PendingCall
 from approvals.permissions import escalated_q
@@ -83,7 +84,9 @@ def test_a_ticket_closed_exactly_at_its_escalation_time_reached_them_and_one_clo
 
 def _database_clock(monkeypatch, at) -> None:
     """The database's clock (Django's Now(), which the list's query asks: escalated_q) reads `at` from here on:
-    the list is asked at a known instant, not at whenever a loaded machine gets to run its query."""
+    the list is asked at a known instant, not at whenever a loaded machine gets to run its query. Queries
+    compiled meanwhile are kept apart (adkweb.compiled) and dropped after the test: none keeps the instant."""
+    monkeypatch.setattr(compiled, "_compiled", {})
 
     def frozen(self, compiler, connection, **extra_context):
         return compiler.compile(Value(at, output_field=DateTimeField()))
