@@ -12,18 +12,23 @@ from channels.db import database_sync_to_async
 from django.template.loader import render_to_string
 
 from adkweb import live_socket
+from adkweb.http import number
 from adkweb.paging import COUNT_CAP
 from adkweb.storable import socket_query
 
 from . import fanout, selectors
 from .fanout import APPROVALS_GROUP
 from .forms import InboxFilterForm
-from .inbox_due import row_due, rows_at_due
+from .inbox_due import pushed_row, row_due, rows_at_due
 from .permissions import works_inbox
 from .socket_due import DueWatching
+from .ticket_page import microseconds
 
 LIVE = "approvals/partials/live.html"
 REFUSED = 4003  # not one of the codes the htmx ws extension reconnects on
+# A row changed this long before its inbox page was rendered is pushed again when the page's socket connects:
+# its change may have been committed after the page read it, or written by a process whose clock is ahead.
+CHANGED_SLACK_US = 5_000_000
 
 
 @functools.lru_cache(maxsize=8)
@@ -62,8 +67,10 @@ class InboxConsumer(DueWatching):
         # Joined first, counted next: a change published meanwhile is not lost.
         if not await live_socket.join(self, APPROVALS_GROUP):
             return
-        await self._read_state()
+        changed = await self._read_state(number(query.get("changed", "")))
         self._arm()
+        for frame in changed:  # the page's rows changed since it was rendered, then its counts as they are
+            await self.send_frame(frame)
 
     async def disconnect(self, code: int) -> None:
         self.arm_due(None)
@@ -74,16 +81,18 @@ class InboxConsumer(DueWatching):
         return fanout.Viewer.of(user) if works_inbox(user) else None
 
     @database_sync_to_async
-    def _read_state(self) -> None:
+    def _read_state(self, rendered: int | None) -> list[str]:
         """Who the viewer is, the ids on the client's page, where a new matching ticket goes (or
-        None: not this page), and the counts."""
+        None: not this page), and the counts. `rendered`: when the page was (views.inbox, microseconds):
+        the frames for its rows changed since (a decision in another tab while the page loaded, or while
+        its socket was away), and the counts; none if it does not say."""
         self.viewer = self.granted
         self.shown: set[int] = set()
         self.due = {}
         self.at_edge: str | None = None
         self._recount()
         if self.nav_only:
-            return
+            return []
         page = selectors.inbox_page(filters=self.filters, user=self.user)
         if self.filters.sort == "newest":
             self.at_edge = "afterbegin" if page.number == 1 else None
@@ -91,6 +100,11 @@ class InboxConsumer(DueWatching):
             self.at_edge = "beforeend" if not page.has_next() else None
         self.shown = {c.pk for c in page}
         self.due = {c.pk: at for c in page if (at := row_due(c)) is not None}
+        if rendered is None:
+            return []
+        since = rendered - CHANGED_SLACK_US
+        rows = [pushed_row(c) for c in page if microseconds(c.updated_at) > since]
+        return [*rows, _counts(self.open_count, self.total or 0, "")] if rows else []
 
     def _arm(self) -> None:
         """The timer for the nearest due time of the rows on the page (one per socket), if it changed."""

@@ -78,7 +78,12 @@ def changed_stamp(ticket: PendingCall) -> int:
     """The ticket's last change (updated_at: every decision, held approvals included, an update, an
     assignment, an escalation bumps it) as whole microseconds: a page's socket that says an older one
     than the ticket's shows a ticket changed since its page read it (approvals.ticket_consumer)."""
-    return (ticket.updated_at - _EPOCH) // timedelta(microseconds=1)
+    return microseconds(ticket.updated_at)
+
+
+def microseconds(when: datetime) -> int:
+    """An aware datetime as whole microseconds since the epoch (exact: no float on the way)."""
+    return (when - _EPOCH) // timedelta(microseconds=1)
 
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)

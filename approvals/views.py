@@ -15,6 +15,7 @@ from django.middleware.csrf import get_token
 from django.shortcuts import redirect, render
 from django.template.loader import render_to_string
 from django.urls import reverse
+from django.utils import timezone
 from django.views.decorators.http import require_POST, require_safe
 
 from adkweb import compiled, roles
@@ -27,7 +28,7 @@ from . import events, forms, selectors, services
 from .decision_plan import NotAllowed, unsent
 from .models import PendingCall, Response
 from .permissions import can_view_ticket, decide_refusal, works_inbox
-from .ticket_page import PAGE_HEADER, _approve_form, page_key, page_token, ticket_context
+from .ticket_page import PAGE_HEADER, _approve_form, microseconds, page_key, page_token, ticket_context
 
 
 # -- inbox --------------------------------------------------------------------------------------
@@ -43,6 +44,7 @@ def inbox(request: HtmxHttpRequest) -> HttpResponse:
     template = "approvals/inbox.html"
     if request.htmx and request.htmx.target == "inbox-results":
         template += "#results"
+    rendered = timezone.now()  # before the rows are read: a change after it may be in them or not
     page = selectors.inbox_page(filters=filters, user=request.user)
     if selectors.counts_open_tickets(filters):  # the nav badge's count is this one: no second query
         request.open_ticket_count = page.total  # type: ignore[attr-defined]  # read by context_processors.nav
@@ -53,6 +55,7 @@ def inbox(request: HtmxHttpRequest) -> HttpResponse:
         "total": page.total,
         "choices": selectors.inbox_filter_choices(filters=filters),
         "ws_query": request.GET.urlencode(),
+        "changed": microseconds(rendered),  # its socket pushes the rows changed since (approvals.consumers)
     }
     return render(request, template, context)
 

@@ -50,7 +50,7 @@ def test_inbox_lists_open_tickets_readably(client, demo):
     assert page.status_code == 200 and "<title>Inbox · adkweb</title>" in html
     assert f'id="pending-call-{call.pk}"' in html and "meals · $200.00" in html and "requester" in html
     assert f'id="pending-call-{closed.pk}"' not in html
-    assert 'ws-connect="/ws/approvals/"' in html and 'id="nav-open-count"' in html
+    assert 'ws-connect="/ws/approvals/?changed=' in html and 'id="nav-open-count"' in html
 
 
 def test_inbox_filters_search_sort_and_kind(client, demo):
@@ -84,7 +84,7 @@ def test_inbox_htmx_request_gets_only_the_results_fragment(client, demo):
     response = login(client, demo["approver"]).get("/?q=meals", HTTP_HX_REQUEST="true", HTTP_HX_TARGET="inbox-results")
     html = response.content.decode()
     assert html.lstrip().startswith('<section id="inbox-results"') and "<html" not in html
-    assert 'ws-connect="/ws/approvals/?q=meals"' in html
+    assert 'ws-connect="/ws/approvals/?q=meals&amp;changed=' in html
 
 
 def test_inbox_paginates_with_a_bounded_number_of_queries(client, demo, django_assert_max_num_queries):
