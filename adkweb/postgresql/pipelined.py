@@ -15,7 +15,11 @@ any failing statement, for Django's atomic block to roll back, and `written` is 
 fails (a deferred constraint) raises after `written` ran: what `written` starts must not assume the
 commit (as with `on_commit_sent`'s `sent`); a `written` that raises is raised once the pipeline is read
 to its end, whatever the COMMIT did (a turn it committed is then the sweeper's). Errors are Django's
-(`wrap_database_errors`). The atomic block that opened the transaction stays open until its own end: its
+(`wrap_database_errors`), and the one raised is the first met: a backend its server ends mid-pipeline sends
+its FATAL error (AdminShutdown, 57P01) before it closes the socket, and that error is raised, not the closed
+socket's read or libpq's refusal to leave pipeline mode; a connection that cannot leave it is closed, so that
+neither its next statement nor the pool's next taker gets it in pipeline mode (tests/integration/
+test_pipelined_errors.py). The atomic block that opened the transaction stays open until its own end: its
 commit then finds the transaction done and sends nothing; its `on_commit` callbacks run there, after the
 commit. Until then no statement may run on the connection (it would run in a transaction of its own,
 after the commit): the backend's `create_cursor` refuses it.
@@ -209,50 +213,94 @@ def _lost_here(raw: Any) -> None:
 def _pipeline(
     pgconn: Any, queries: list[bytes], written: Callable[[list[Any]], object], encoding: str, flush: bool
 ) -> Generator[Any, Any, list[Any]]:
+    """The pipeline sent and read. What it raises is the first failure: a statement's error result (also where
+    the socket then closed: a backend ended by its server sends its FATAL error first), or `written`'s
+    exception, not what reading the rest or leaving pipeline mode then met. A connection that cannot leave
+    pipeline mode is closed (`_leave`): nothing may use it, nor a pool keep it."""
     pgconn.enter_pipeline_mode()
-    synced = False
+    tail = [ASYNC, b"COMMIT", FLUSH] if flush else [b"COMMIT"]  # the module's docstring: the COMMIT's flush
+    failures: list[Any] = []  # the error results read, in order
     try:
-        for query in queries:
-            pgconn.send_query_params(query, None)
-        pgconn.send_flush_request()  # the statements' results flushed before the COMMIT runs
-        tail = [ASYNC, b"COMMIT", FLUSH] if flush else [b"COMMIT"]  # the module's docstring: the COMMIT's flush
-        for query in tail:
-            pgconn.send_query_params(query, None)
-        pgconn.pipeline_sync()
-        yield from generators.send(pgconn)
-        results = []
-        for _ in queries:
-            results.append((yield from _result(pgconn)))
-        failed = next((r for r in results if r.status not in (pq.ExecStatus.COMMAND_OK, pq.ExecStatus.TUPLES_OK)), None)
-        if failed is None:
-            written(results[1:])  # the BEGIN's left out
-        tails = []
-        for _ in tail:
-            tails.append((yield from _result(pgconn)))  # PIPELINE_ABORTED after a failed statement
-        sync = yield from generators.fetch(pgconn)
-        synced = sync is not None and sync.status == pq.ExecStatus.PIPELINE_SYNC
-        commit = tails[tail.index(b"COMMIT")]
-        for result in (failed, *tails):
-            if result is not None and result.status == pq.ExecStatus.FATAL_ERROR:
-                raise errors.error_from_result(result, encoding=encoding)
-        if commit.status != pq.ExecStatus.COMMAND_OK:
-            raise errors.InterfaceError(f"unexpected result {pq.ExecStatus(commit.status).name} from COMMIT")
-        return results[1:]
-    finally:
-        if not synced:  # an error on the way: read to the Sync, so that the connection leaves pipeline mode usable
-            try:
-                for _ in range(2 * (len(queries) + len(tail)) + 4):
-                    res = yield from generators.fetch(pgconn)
-                    if res is not None and res.status == pq.ExecStatus.PIPELINE_SYNC:
-                        break
-            except Exception:
-                logger.warning("committed_with: the pipeline could not be read to its end.", exc_info=True)
+        results = yield from _sent_and_read(pgconn, queries, tail, written, failures, encoding)
+    except GeneratorExit:  # dropped unread (an interrupt in the wait): nothing can read it to its end now
+        pgconn.finish()
+        raise
+    except BaseException as exc:
+        yield from _to_sync(pgconn, 2 * (len(queries) + len(tail)) + 4)
+        _leave(pgconn, quietly=True)
+        if failures and isinstance(exc, psycopg.OperationalError) and exc.sqlstate is None:  # the socket's
+            raise errors.error_from_result(failures[0], encoding=encoding) from exc
+        raise
+    _leave(pgconn, quietly=False)
+    return results
+
+
+def _sent_and_read(
+    pgconn: Any,
+    queries: list[bytes],
+    tail: list[bytes],
+    written: Callable[[list[Any]], object],
+    failures: list[Any],
+    encoding: str,
+) -> Generator[Any, Any, list[Any]]:
+    for query in queries:
+        pgconn.send_query_params(query, None)
+    pgconn.send_flush_request()  # the statements' results flushed before the COMMIT runs
+    for query in tail:
+        pgconn.send_query_params(query, None)
+    pgconn.pipeline_sync()
+    yield from generators.send(pgconn)
+    results = []
+    for _ in queries:
+        results.append((yield from _result(pgconn, failures)))
+    if not failures:
+        written(results[1:])  # the BEGIN's left out
+    tails = []
+    for _ in tail:
+        tails.append((yield from _result(pgconn, failures)))  # PIPELINE_ABORTED after a failed statement
+    sync = yield from generators.fetch(pgconn)
+    if sync is None or sync.status != pq.ExecStatus.PIPELINE_SYNC:
+        raise errors.InternalError(f"expected the pipeline's sync, got {sync and pq.ExecStatus(sync.status).name}")
+    if failures:
+        raise errors.error_from_result(failures[0], encoding=encoding)
+    commit = tails[tail.index(b"COMMIT")]
+    if commit.status != pq.ExecStatus.COMMAND_OK:
+        raise errors.InterfaceError(f"unexpected result {pq.ExecStatus(commit.status).name} from COMMIT")
+    return results[1:]
+
+
+def _to_sync(pgconn: Any, most: int) -> Generator[Any, Any, None]:
+    """After an error on the way: read up to the pipeline's sync, so that the connection may leave pipeline
+    mode usable. Quiet: the error on the way is the one raised."""
+    try:
+        for _ in range(most):
+            res = yield from generators.fetch(pgconn)
+            if res is not None and res.status == pq.ExecStatus.PIPELINE_SYNC:
+                return
+    except Exception:
+        logger.warning("committed_with: the pipeline could not be read to its end.", exc_info=True)
+
+
+def _leave(pgconn: Any, *, quietly: bool) -> None:
+    """Out of pipeline mode; where libpq cannot (results unread: the pipeline not read to its sync, the socket
+    lost), the connection is closed, never used in pipeline mode by the next statement or taker."""
+    if pgconn.pipeline_status == pq.PipelineStatus.OFF:
+        return
+    try:
         pgconn.exit_pipeline_mode()
+    except psycopg.Error:
+        logger.warning("committed_with: the connection could not leave pipeline mode; it is closed.", exc_info=True)
+        pgconn.finish()
+        if not quietly:
+            raise
 
 
-def _result(pgconn: Any) -> Generator[Any, Any, Any]:
-    """One statement's result, and the end of its results (libpq's None between a pipeline's queries)."""
+def _result(pgconn: Any, failures: list[Any]) -> Generator[Any, Any, Any]:
+    """One statement's result, and the end of its results (libpq's None between a pipeline's queries); an
+    error result is added to `failures` as soon as it is read (the socket may close right after it)."""
     result = yield from generators.fetch(pgconn)
+    if result is not None and result.status == pq.ExecStatus.FATAL_ERROR:
+        failures.append(result)
     end = yield from generators.fetch(pgconn)
     if end is not None:
         raise errors.InternalError(f"more than one result from a pipelined statement: {end.status}")
