@@ -10,9 +10,10 @@ by key). What each statement reads, writes, locks and checks is unchanged: the s
 transaction, the same errors.
 
 A text whose PREPARE fails (a parameter whose type the server cannot infer) is sent as it is from then
-on; so is every text once a connection has `_MAX` of them, and everything once a connection is found to
-have lost what it prepared (DISCARD ALL, a pooler in transaction mode: the EXECUTE fails before anything
-runs, and the statement is sent again as text); and everything from the start where agents_app.pooler
+on; so is every text once a connection has `_MAX` of them. A connection found to have lost what it prepared
+(DISCARD ALL, a pooler in transaction mode: the EXECUTE fails before anything runs, and the statement is sent
+again as text) prepares its statements again from its next one (adkweb.postgresql.prepared_here: text on it
+after a few such losses). Everything is sent as text from the start where agents_app.pooler
 says a pooler in transaction mode is in front (`ADKWEB_DB_POOLER=transaction`, or one recognised as a
 connection opened). agents_app.turn_sql's drain statements go through here on the loop's connections too
 (`execute`'s `statement`), as they go its own way on Django's.
@@ -23,13 +24,14 @@ from __future__ import annotations
 import hashlib
 import logging
 import re
-import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 import psycopg
+
+from adkweb.postgresql.prepared_here import PreparedHere
 
 from . import pooler
 
@@ -50,8 +52,7 @@ class Prepared:
 
 
 _statements: dict[str, Prepared | None] = {}  # by the SQL text; None: sent as text (its PREPARE failed)
-_ready: weakref.WeakKeyDictionary[Any, set[str]] = weakref.WeakKeyDictionary()  # connection -> names
-_plain = False  # a connection lost what it prepared: this process sends every statement as text
+_here = PreparedHere("session store")  # connection -> names prepared (the drain's too, on the loop's connections)
 
 
 def prepared(sql: str) -> Prepared | None:
@@ -81,11 +82,11 @@ async def execute(cursor: psycopg.AsyncCursor[Any], sql: str, params: Any, state
     """`sql` with `params` on the cursor's connection (autocommit): EXECUTE of its prepared statement,
     PREPAREd first if this connection has not yet; as text where it is not prepared. `statement`: the
     one to send for `sql` where it is built another way (agents_app.turn_sql's: its lock first)."""
-    statement = None if _plain or pooler.text_only else statement or prepared(sql)
-    if statement is None:
+    statement = None if pooler.text_only else statement or prepared(sql)
+    ready = None if statement is None else _here.ready(cursor.connection)
+    if statement is None or ready is None:
         await cursor.execute(sql, params)
         return
-    ready = _ready.setdefault(cursor.connection, set())
     for needed in (*statement.before, statement):
         if needed.name not in ready:
             if len(ready) >= _MAX or not await _prepare(cursor, sql, needed):
@@ -98,24 +99,22 @@ async def execute(cursor: psycopg.AsyncCursor[Any], sql: str, params: Any, state
     except psycopg.Error as exc:
         if exc.sqlstate != NO_SUCH_STATEMENT:
             raise
-        lost()  # nothing ran: the EXECUTE failed as it began
+        lost(cursor.connection)  # nothing ran: the EXECUTE failed as it began
         await cursor.execute(sql, params)
 
 
-def lost() -> None:
-    """A connection lost what it prepared (DISCARD ALL, a pooler): this process sends every statement as text."""
-    global _plain
-    _plain = True
-    logger.warning("The session store's prepared statements were dropped by the server; using plain SQL.")
+def lost(conn: Any) -> None:
+    """`conn` lost what it prepared (DISCARD ALL, a pooler): prepared again from its next statement."""
+    _here.lost(conn)
 
 
 def bound(conn: Any, statement: Prepared, params: Any) -> str | None:
     """`statement`'s EXECUTE with `params` written in (`literal`) where it and what it runs first are prepared
     on `conn` already: one complete text (agents_app.loop_raw sends it); None otherwise (`execute`'s way)."""
-    if _plain or pooler.text_only:
+    if pooler.text_only:
         return None
-    ready = _ready.get(conn)
-    if ready is None or statement.name not in ready or any(b.name not in ready for b in statement.before):
+    ready = _here.known(conn)
+    if statement.name not in ready or any(b.name not in ready for b in statement.before):
         return None
     return literal(statement.execute, params)
 

@@ -9,7 +9,7 @@ wait and its row loader (~160 against ~120 us for a two-statement text at load 2
 the cursor raises it (psycopg's error for its SQLSTATE, Django's by agents_app.session_async.on_connection), a
 broken connection as psycopg's wait raises it. Anywhere else (not yet prepared there, a value `literal` leaves to
 psycopg, prepared statements off) the cursor path, as before; a connection found to have lost what it prepared sends
-the plain text from then on, as `loop_prepared.execute` does.
+the plain text this time and prepares them again after, as `loop_prepared.execute` does.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ async def last_row(
     except psycopg.Error as exc:
         if exc.sqlstate != loop_prepared.NO_SUCH_STATEMENT:
             raise
-        loop_prepared.lost()  # nothing ran: the lock's EXECUTE failed as it began, the whole text rolled back
+        loop_prepared.lost(conn)  # nothing ran: the lock's EXECUTE failed as it began, the whole text rolled back
         return await _by_cursor(conn, sql, params, None)
 
 

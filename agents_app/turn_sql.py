@@ -61,11 +61,12 @@ from __future__ import annotations
 import hashlib
 import logging
 import re
-import weakref
 from datetime import datetime
 from typing import Any
 
 from django.db import ProgrammingError, connection
+
+from adkweb.postgresql.prepared_here import PreparedHere
 
 from . import loop_prepared, loop_raw, pooler, session_async
 from .turn_rows import Claim, DoneNext, Started, _done, _started  # noqa: F401 - Claim re-exported (turn_exec, tests)
@@ -94,8 +95,9 @@ logger = logging.getLogger(__name__)
 # SQL's three statements before the WITH (the commit mode, the lock, then the plan mode) are one,
 # parsed and planned once per connection (PostgreSQL's CPU a turn: -30 us for `done_next`, -20 us for
 # `start`; bench/README.md, phase 20 (drain)). A connection whose statements are gone (DISCARD ALL, a
-# pooler in transaction mode) gets an error before anything is committed, and this process goes back
-# to the plain statement (`_plain`; on the loop's connections, `_arun`, agents_app.loop_prepared
+# pooler in transaction mode) gets an error before anything is committed: the plain statement is sent
+# this time, and that connection prepares them again next time (`_here`: adkweb.postgresql.prepared_here,
+# text on it after a few such losses; on the loop's connections, `_arun`, agents_app.loop_prepared
 # prepares them and keeps its own). Where agents_app.pooler says such a pooler is there (`text_only`),
 # the plain statement from the start.
 _TYPES = {"pk": "bigint", "tid": "bigint", "version": "bigint", "owner": "text", "status": "text"}
@@ -114,8 +116,7 @@ _LOCKED = loop_prepared.Prepared(_LOCK_NAME, f"PREPARE {_LOCK_NAME}(bigint) AS {
 
 
 _statements: dict[str, loop_prepared.Prepared] = {}  # by the plain SQL (a test's or a probe's variant gets its own)
-_ready: weakref.WeakKeyDictionary[Any, set[str]] = weakref.WeakKeyDictionary()  # psycopg connection -> names
-_plain = False  # a connection lost its prepared statements: this process sends the plain SQL
+_here = PreparedHere("drain")  # Django's psycopg connection -> names prepared
 
 
 def _prepared(sql: str) -> loop_prepared.Prepared:
@@ -145,13 +146,12 @@ def _prepare(cursor: Any, statement: loop_prepared.Prepared) -> None:
 
 
 def _run(sql: str, params: dict[str, Any]) -> tuple:
-    global _plain
     with connection.cursor() as cursor:
-        if _plain or pooler.text_only:
+        ready = None if pooler.text_only else _here.ready(connection.connection)
+        if ready is None:
             cursor.execute(sql, params)
         else:
             statement = _prepared(sql)
-            ready = _ready.setdefault(connection.connection, set())
             for needed in (*statement.before, statement):
                 if needed.name not in ready:
                     _prepare(cursor, needed)
@@ -165,8 +165,7 @@ def _run(sql: str, params: dict[str, Any]) -> tuple:
                 ):
                     raise
                 # Rolled back whole (one implicit transaction): nothing was done; say it as before.
-                _plain = True
-                logger.warning("The drain's prepared statements were dropped by the server; using plain SQL.")
+                _here.lost(connection.connection)
                 cursor.execute(sql, params)
         while cursor.nextset():  # to the last statement's row
             pass
@@ -182,7 +181,7 @@ async def _arun(sql: str, params: dict[str, Any]) -> tuple:
     nothing sent (take the thread path)."""
 
     async def run(conn: Any) -> tuple | None:  # by libpq's calls once prepared there (agents_app.loop_raw)
-        return await loop_raw.last_row(conn, sql, params, None if _plain or pooler.text_only else _prepared(sql))
+        return await loop_raw.last_row(conn, sql, params, None if pooler.text_only else _prepared(sql))
 
     row = await session_async.on_connection(run, again_if_lost=False)  # a claim or a finish is not sent twice
     assert row is not None

@@ -32,8 +32,9 @@ before the transaction's, the first time) and sent as `EXECUTE name(literals)`: 
 with it (generic after PostgreSQL's first five), where its text was parsed, analysed and planned at every
 message (bench/README.md, phase 26 (queue)). Django's execute wrappers still see its text. Where the server
 lost what the connection prepared (DISCARD ALL, a pooler), the EXECUTE fails before anything is written: the
-transaction (its BEGIN and nothing else) is rolled back, sent again as text, and from then on this process
-sends text; a PREPARE the server refuses leaves that statement as text.
+transaction (its BEGIN and nothing else) is rolled back and sent again as text, and that connection prepares
+its statements again the next time (adkweb.postgresql.prepared_here: text on it after a few such losses); a
+PREPARE the server refuses leaves that statement as text.
 
 The COMMIT releases the transaction's locks, and shows its rows, without waiting for its WAL to reach
 the disk (`synchronous_commit` off for it alone): the worker's claim, already waiting on the session row
@@ -57,13 +58,14 @@ from __future__ import annotations
 import hashlib
 import logging
 import re
-import weakref
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import psycopg
 from psycopg import errors, generators, pq
+
+from .prepared_here import PreparedHere
 
 logger = logging.getLogger(__name__)
 _SEP = "; "
@@ -94,9 +96,8 @@ def prepared(prefix: str, text: str) -> Prepared:
     return Prepared(text, label, f"PREPARE {label} AS {body}", execute)
 
 
-_ready: weakref.WeakKeyDictionary[Any, set[str]] = weakref.WeakKeyDictionary()  # connection -> names prepared
+_here = PreparedHere("message's turn statement")  # connection -> names prepared
 _refused: set[str] = set()  # names whose PREPARE the server refused: sent as text
-_lost: list[bool] = []  # a connection lost what it prepared: this process sends text
 _flushing: list[bool] = []  # whether this process's role may call pg_logical_emit_message (read once)
 
 ASYNC = b"SET LOCAL synchronous_commit TO off"
@@ -170,9 +171,9 @@ class _Executor:
 def _usable(raw: Any, statements: dict[str, Prepared]) -> dict[str, Prepared]:
     """Those of `statements` prepared on this connection (PREPAREd here the first time: the connection is
     idle, no transaction begun), by their text."""
-    if not statements or _lost:
+    ready = _here.ready(raw) if statements else None
+    if ready is None:
         return {}
-    ready = _ready.setdefault(raw, set())
     use = {}
     for text, statement in statements.items():
         if statement.name not in ready and statement.name not in _refused:
@@ -204,8 +205,7 @@ def _flush_allowed(raw: Any) -> bool:
 
 
 def _lost_here(raw: Any) -> None:
-    _lost.append(True)
-    logger.warning("committed_with: the connection's prepared statements were dropped by the server; using text.")
+    _here.lost(raw)
     raw.pgconn.send_query(b"ROLLBACK")
     raw.wait(generators.execute(raw.pgconn))
 

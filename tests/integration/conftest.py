@@ -210,19 +210,15 @@ def _close_connection_pools(django_db_setup):
 
 
 @pytest.fixture
-def fresh_connections(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+def fresh_connections() -> Iterator[None]:
     """For a test that checks what is prepared on a connection, what a cursor or libpq's calls send, or
-    how many statements or round trips (or hops to the database thread) some work takes: it starts on
-    new connections, and leaves new ones to the next test. The event loops' (agents_app.session_async:
-    the worker loop's, agents_app.worker_loop, outlives a test) and Django's pooled ones keep what an
-    earlier test prepared on them (agents_app.loop_prepared, agents_app.turn_sql), and which pooled
-    connection a test gets is the pool's timing: such a test passed alone and failed after another
-    (test_drain_sql, test_claim_raw, test_drain_from_loop). Statements are sent prepared
-    (`_plain` off: a test may turn it on; restored after)."""
-    from agents_app import loop_prepared, turn_sql
-
-    monkeypatch.setattr(turn_sql, "_plain", False)
-    monkeypatch.setattr(loop_prepared, "_plain", False)
+        how many statements or round trips (or hops to the database thread) some work takes: it starts on
+        new connections, and leaves new ones to the next test. The event loops' (agents_app.session_async:
+        the worker loop's, agents_app.worker_loop, outlives a test) and Django's pooled ones keep what an
+        earlier test prepared on them (agents_app.loop_prepared, agents_app.turn_sql), and which pooled
+        connection a test gets is the pool's timing: such a test passed alone and failed after another
+        (test_drain_sql, test_claim_raw, test_drain_from_loop). Statements are sent prepared
+    (each connection's count of what it prepared, and of its losses, goes with it)."""
     _connections_closed()
     yield
     _connections_closed()

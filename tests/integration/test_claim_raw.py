@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from agents_app import loop_raw, turn_sql
+from agents_app import turn_sql
 from agents_app.models import Turn
 from tests.agents_app.test_worker_loop import drained  # noqa: F401 - the fixture, used below
 from tests.integration.test_drain_from_loop import (
@@ -57,4 +57,9 @@ def test_a_connection_that_lost_its_statements_gets_the_plain_text(monkeypatch: 
     last = _adone_next(done.turn)
     assert last.released and [t.status for t in Turn.objects.order_by("id")] == ["done", "done"]
     assert cursors == [turn_sql._DONE_NEXT]  # sent again as the plain text, by a cursor, once
-    assert loop_raw.loop_prepared._plain and Turn.objects.get(pk=first.pk).attempts == 1
+    assert Turn.objects.get(pk=first.pk).attempts == 1
+    third = _queued(row, "again")
+    cursors.clear()
+    again = _astart(row)  # prepared again on this connection (not the plain text for good): by a cursor
+    assert again.turn is not None and again.turn.pk == third.pk and any("PREPARE" in t for t in cursors), cursors
+    assert _adone_next(again.turn).released and _consistent(row) == "idle"

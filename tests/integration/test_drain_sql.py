@@ -11,7 +11,7 @@ import pytest
 from django.db import connection, transaction
 from django.utils import timezone
 
-from agents_app import turn_sql
+from agents_app import pooler, turn_sql
 from agents_app.models import AdkSession, AgentConfigVersion, Turn
 from agents_app.session_service import DjangoSessionService
 from agents_app.session_status import status_expression
@@ -329,7 +329,8 @@ def test_a_connection_that_lost_its_prepared_statements_still_claims_once():
     assert [t.status for t in Turn.objects.order_by("id")] == ["done", "done", "running"]
     assert Turn.objects.get(pk=third.pk).attempts == 1
     assert _done_next(done.turn).released and _lease(row) == "" and _consistent(row) == "idle"
-    assert _prepared_here() == []  # plain SQL from then on in this process
+    # prepared again on this connection (not plain SQL for good, as one DEALLOCATE ALL made it)
+    assert _prepared_here() == sorted({turn_sql._prepared(turn_sql._DONE_NEXT).name, turn_sql._LOCK_NAME})
     connection.close()
 
 
@@ -360,7 +361,7 @@ def test_the_statement_after_the_lock_commits_asynchronously_with_a_generic_plan
     """What the claim's and the finish's first statement sets holds for the one that follows it in
     their transaction (its commit without waiting for the WAL flush: turn_sql's "Both commit
     asynchronously"; the generic plan of a prepared one), prepared or plain, and ends with it."""
-    monkeypatch.setattr(turn_sql, "_plain", plain)
+    monkeypatch.setattr(pooler, "text_only", plain)
     row = _session()
     plan = "auto" if plain else "force_generic_plan"  # (plain SQL: planned as it is sent)
     assert turn_sql._run(_MODES, {"pk": row.pk}) == ("off", plan, row.pk)

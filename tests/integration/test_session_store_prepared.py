@@ -1,7 +1,7 @@
 """The session store's statements from the event loop prepared once per connection (agents_app.loop_prepared):
 create, get, append and delete PREPAREd the first time a connection sends them and EXECUTEd with a generic
 plan from then on, storing and reading what the text would; a connection that lost what it prepared still
-stores an event once; a text the server cannot prepare is sent as it is."""
+stores an event once, and prepares its statements again; a text the server cannot prepare is sent as it is."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from typing import Any
 import psycopg
 import pytest
 
+from adkweb.postgresql import prepared_here
 from agents_app import loop_prepared, session_async
 from agents_app.models import AdkSession
 
@@ -82,8 +83,30 @@ async def test_a_connection_that_lost_its_prepared_statements_stores_an_event_on
     await service.append_event(session, _text("once"))
     assert [text.split()[0] for text in sent] == ["EXECUTE", "WITH"], sent  # refused before it ran; as text
     assert len(await _events("s")) == 2 and (await AdkSession.objects.aget(session_id="s")).revision == 2
-    await service.append_event(session, _text("as text from now on"))
-    assert len(await _events("s")) == 3 and await _prepared_there() == {}
+    sent.clear()
+    await service.append_event(session, _text("prepared again"))  # not text for good (one DISCARD ALL did that)
+    assert [text.split()[0] for text in sent] == ["PREPARE", "EXECUTE"], sent
+    assert len(await _events("s")) == 3 and len(await _prepared_there()) == 1
+
+
+async def test_a_connection_that_keeps_losing_its_prepared_statements_sends_text(service, monkeypatch):
+    """A pool resetting each connection, a pooler not recognised: after `LOSSES` losses, text on it."""
+    session = await service.create_session(app_name=APP, user_id="u", session_id="s")
+    await service.append_event(session, _text("prepared"))
+    sent = _sent(monkeypatch)
+    for i in range(prepared_here.LOSSES):
+        await _on_the_loops_connection("DEALLOCATE ALL")
+        sent.clear()
+        await service.append_event(session, _text(f"lost {i}"))
+        assert [text.split()[0] for text in sent] == ["EXECUTE", "WITH"], (i, sent)
+        if i < prepared_here.LOSSES - 1:
+            sent.clear()
+            await service.append_event(session, _text(f"prepared again {i}"))
+            assert [text.split()[0] for text in sent] == ["PREPARE", "EXECUTE"], (i, sent)
+    sent.clear()
+    await service.append_event(session, _text("text"))
+    assert [text.split()[0] for text in sent] == ["WITH"], sent
+    assert len(await _events("s")) == 2 * prepared_here.LOSSES + 1 and await _prepared_there() == {}
 
 
 async def test_a_statement_the_server_cannot_prepare_is_sent_as_text(monkeypatch):

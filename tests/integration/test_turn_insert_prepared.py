@@ -1,8 +1,8 @@
 """A message's turn statement(s) prepared once per connection on its pipelined path (agents_app.turn_insert,
 adkweb.postgresql.pipelined's `Prepared`): sent as `EXECUTE name(literals)` with the BEGIN and the COMMIT,
 parsed once and planned with it, where the text was parsed, analysed and planned at every message; the same
-rows. A connection that lost what it prepared (DISCARD ALL, a pooler) still queues the message, once; a
-pooler in transaction mode gets the text."""
+rows. A connection that lost what it prepared (DISCARD ALL, a pooler) still queues the message, once, and
+prepares it again (up to adkweb.postgresql.prepared_here.LOSSES times); a pooler in transaction mode gets the text."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from adkweb.postgresql import pipelined
+from adkweb.postgresql.prepared_here import LOSSES
 from agents_app import pooler, services, turn_insert
 from agents_app.models import AdkSession, Turn
 
@@ -20,7 +20,6 @@ pytestmark = pytest.mark.django_db(transaction=True)
 @pytest.fixture(autouse=True)
 def _no_worker(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("agents_app.enqueue.session_enqueue", lambda *, session_pk: True)
-    monkeypatch.setattr(pipelined, "_lost", [])
 
 
 def _executed() -> dict[str, int]:
@@ -59,17 +58,36 @@ def test_a_messages_statements_are_prepared_once_and_executed(demo, person, sett
         assert AdkSession.objects.get(pk=session.pk).status == "running"
 
 
-def test_a_connection_that_lost_its_statements_queues_the_message_once(demo):
-    first, second, third = (services.session_create(app_name="stock_agent", user_id="requester") for _ in range(3))
-    _send(first)
+def _discard_all() -> None:
     with connection.cursor() as cursor:
         cursor.execute("DISCARD ALL")
+
+
+@pytest.mark.usefixtures("fresh_connections")
+def test_a_connection_that_lost_its_statements_queues_the_message_once_and_prepares_them_again(demo):
+    first, second, third = (services.session_create(app_name="stock_agent", user_id="requester") for _ in range(3))
+    _send(first)
+    _discard_all()
     _send(second)  # its EXECUTE fails before anything is written: sent again as text
-    _send(third)
-    assert pipelined._lost and _executed() == {}
+    _send(third)  # prepared again (one DISCARD ALL used to turn the process to text for good)
+    assert _executed() == {s.name: 1 for s in turn_insert._prepared(False)}
     for session in (first, second, third):
         assert list(Turn.objects.filter(session=session).values_list("status", flat=True)) == ["queued"]
         assert AdkSession.objects.get(pk=session.pk).status == "running"
+
+
+@pytest.mark.usefixtures("fresh_connections")  # a connection with no loss yet
+def test_a_connection_that_keeps_losing_its_statements_sends_text(demo):
+    """A pool resetting each connection, a pooler not recognised: after `LOSSES` losses, text on it."""
+    sessions = [services.session_create(app_name="stock_agent", user_id="requester") for _ in range(2 * LOSSES + 1)]
+    for i in range(LOSSES):
+        _send(sessions[2 * i])  # prepared (again)
+        assert set(_executed()) == {s.name for s in turn_insert._prepared(False)}
+        _discard_all()
+        _send(sessions[2 * i + 1])  # lost: text
+    _send(sessions[-1])
+    assert _executed() == {}  # text: nothing prepared again
+    assert Turn.objects.filter(status="queued").count() == 2 * LOSSES + 1
 
 
 def test_a_pooler_in_transaction_mode_gets_the_text(demo, monkeypatch):
