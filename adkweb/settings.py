@@ -16,7 +16,7 @@ from kombu import Queue
 
 from adkweb.envvars import env_bool, env_list
 from adkweb.settings_logging import logging_settings
-from adkweb.settings_mode import DATABASE_URL, DEPLOYED, EMBEDDED, REDIS_URL  # embedded or deployed
+from adkweb.settings_mode import DATABASE_URL, DEPLOYED, EMBEDDED, REDIS_URL, redis_url_refusal  # embedded or deployed
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -217,6 +217,8 @@ MEDIA_ROOT = os.environ.get("ADKWEB_MEDIA_ROOT", str(BASE_DIR / "media"))
 MEDIA_URL = "media/"  # not served: artifacts are downloaded through permission-checked views
 
 # --- Redis, Channels, Celery ------------------------------------------------------------
+if REDIS_URL and (refusal := redis_url_refusal(REDIS_URL)):
+    raise ImproperlyConfigured(refusal)
 if REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {
