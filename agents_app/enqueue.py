@@ -54,7 +54,7 @@ class _AtCommit:
     def done(self) -> None:
         if self.unread is None:  # the COMMIT went without the step (the push raised): sent now
             session_enqueue(session_pk=self.session_pk)
-        elif self.unread.pushed:
+        elif self.unread.owed:
             _replies_read(self.unread, self.session_pk)
 
 
@@ -78,7 +78,7 @@ def session_enqueue_before_commit(*, session_pk: int) -> None:
     push."""
     with wake.replies_later() as unread:
         session_enqueue(session_pk=session_pk)
-    if unread.pushed:
+    if unread.owed:
         transaction.on_commit(lambda: _replies_read(unread, session_pk), robust=True)
 
 

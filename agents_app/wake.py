@@ -109,9 +109,17 @@ class Unread:
 
     def __init__(self) -> None:
         self.pushed: list[Any] = []  # the connection of each push whose replies are owed
+        self.failed: BaseException | None = None  # a refusal read by another push (`collect`), not raised yet
+
+    @property
+    def owed(self) -> bool:
+        """Replies to read, or a refusal already read, for `read` to raise."""
+        return bool(self.pushed) or self.failed is not None
 
     def push(self, session_pk: int) -> None:
-        _left_read()  # nothing owed on the thread's connection from here on
+        pending = getattr(_left, "pending", None)
+        if pending is not None:  # nothing owed on the thread's connection from here on
+            pending.collect()
         conn = _thread_connection()
         command = [_packed(key(), session_pk)]
         was_open = conn.is_connected  # else this send connects: a failure there is not a stale connection's
@@ -131,19 +139,25 @@ class Unread:
 
     def read(self) -> None:
         """Every push's reply (raises as `wake` would have, once all are read: the caller sends again)."""
+        self.collect()
+        failed, self.failed = self.failed, None
+        if failed is not None:
+            raise failed
+
+    def collect(self) -> None:
+        """Every push's reply read; a refusal kept (`failed`) for `read` to raise: read by another push (the
+        thread's next, which may be of the same transaction: two turns woken at one COMMIT), it is still its
+        owner's to send again after the commit."""
         if getattr(_left, "pending", None) is self:
             _left.pending = None
-        failed: BaseException | None = None
         pushed, self.pushed = self.pushed, []
         for conn in pushed:
             try:
                 for _ in range(2):  # RPUSH's, LTRIM's
                     conn.read_response()
             except BaseException as exc:
-                failed = failed or exc
+                self.failed = self.failed or exc
                 conn.disconnect()  # no reply left unread on it for its next push (which connects again)
-        if failed is not None:
-            raise failed
 
 
 _own = threading.local()  # .conn, .pool: this thread's connection for its pushes, made from that pool's settings

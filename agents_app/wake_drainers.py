@@ -186,11 +186,13 @@ class Drainers:
     async def _slot_free(self) -> bool:
         """Until fewer than `limit` drains run in this process (True) or the worker stops (False)."""
         loop = asyncio.get_running_loop()
+        freed: asyncio.Future[None] | None = None  # told of the next `give` once, not at each half-second wait
         while not self._stopped.is_set():
             if slots.busy < self._limit:
                 return True
-            freed = loop.create_future()
-            slots.when_given(functools.partial(_set_soon, loop, freed))
+            if freed is None or freed.done():
+                freed = loop.create_future()
+                slots.when_given(functools.partial(_set_soon, loop, freed))
             if slots.busy >= self._limit:
                 await asyncio.wait([freed], timeout=0.5)
         return False

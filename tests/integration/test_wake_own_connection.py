@@ -98,3 +98,28 @@ def test_a_push_to_an_unreachable_redis_tries_to_connect_once(monkeypatch):
     finally:
         wake._clients.swap(before)
     assert len(attempts) == 1  # (red before: 2)
+
+
+@override_settings(ADKWEB_WAKE_LIST=True)
+def test_a_refused_push_read_by_the_next_push_at_its_commit_is_sent_again_after_it(wake_list, monkeypatch, caplog):
+    """Two wake-ups pushed as one COMMIT leaves (two turns' on_commit_sent steps run together, then their
+    `done`s): the second push reads what the first owes first. Before (`_left_read` there), a refusal of the
+    first was logged as a rolled-back transaction's and dropped: its `done` found nothing owed, and its turn
+    waited for the sweeper. Now (`Unread.collect`) the refusal is kept for its owner, which sends it again
+    after the commit."""
+    r = wake.client()
+    refused = wake.KEY_PREFIX + "test-own-connection-a-string"
+    r.set(refused, "x")  # RPUSH to it: WRONGTYPE
+    names = [refused]
+    real = wake.key
+    monkeypatch.setattr(wake, "key", lambda app=None: names.pop() if names else real())
+    first, second = enqueue._AtCommit(1), enqueue._AtCommit(2)
+    try:
+        first.push()
+        second.push()
+        first.done()
+        second.done()
+    finally:
+        r.delete(refused)
+    assert sorted(wake_list()) == [1, 2]
+    assert "rolled-back" not in caplog.text
