@@ -9,8 +9,9 @@ those values in the kept parameters gives exactly the ORM's SQL and parameters. 
 their arguments in and execute. An argument may be an int, a str (as a whole parameter, or inside a
 LIKE pattern: `icontains`), or a datetime; a shape whose arguments go anywhere else (into the SQL's text,
 transformed) is not kept, and the ORM answers every call of it (e.g. SQLite, which binds datetimes as
-text). Building an inbox's queries (visibility's nested `Exists`, "mine"'s subquery) and compiling them
-cost more CPU than PostgreSQL took to answer them (issue 12, target 4).
+text); so does a call whose arguments are not of the kept kinds or an int past a bigint (`_Shape.fits`).
+Building an inbox's queries (visibility's nested `Exists`, "mine"'s subquery) and compiling them cost
+more CPU than PostgreSQL took to answer them (issue 12, target 4).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ _INT = -7_301_555_000_000_100
 _PROBE_INT = -7_301_555_000_000_900
 _DATETIME = datetime(1971, 2, 3, 4, 5, 6, tzinfo=UTC)
 _PROBE_DATETIME = datetime(1972, 3, 4, 5, 6, 7, tzinfo=UTC)
+_BIGINT_MIN, _BIGINT_MAX = -(2**63), 2**63 - 1
 _NOT_KEPT = False  # what the cache holds for a shape the ORM answers each time
 # Shapes kept per name (a kept list query is ~10-20 KiB: its SQL, parameters and columns): each person's
 # inbox has a few (count and rows, by filter set and order); past the cap they start again.
@@ -68,6 +70,15 @@ class _Shape:
     columns: tuple
     klass_info: dict | None
     annotations: dict
+    kinds: tuple[type, ...]  # each argument's type as kept: a call with others is the ORM's (`fits`)
+
+    def fits(self, args: tuple) -> bool:
+        """Whether `args` go where the kept ones went: the same types (a bool is no int here, nor a str
+        one), each int a bigint's (past it SQLite's driver raises OverflowError, where the ORM's lookup
+        knows no row has it)."""
+        return tuple(map(_kind, args)) == self.kinds and all(
+            _BIGINT_MIN <= a <= _BIGINT_MAX for a in args if _kind(a) is int
+        )
 
     def params(self, args: tuple) -> list[Any]:
         params = list(self.template)
@@ -78,6 +89,14 @@ class _Shape:
             elif self.pattern is not None:  # one pass over the kept text: an argument's text is not read again
                 params[at] = self.pattern.sub(lambda m: ops.prep_for_like_query(args[self.stand_ins[m[0]]]), params[at])
         return params
+
+
+def _kind(arg: Any) -> type:
+    """What a shape's argument is: a bool, an int, a str, a datetime (their subclasses as them), or else."""
+    for kind in (bool, int, str, datetime):
+        if isinstance(arg, kind):
+            return kind
+    return type(arg)
 
 
 def _shape(build: Callable[..., QuerySet], args: tuple) -> _Shape | bool:
@@ -104,7 +123,8 @@ def _shape(build: Callable[..., QuerySet], args: tuple) -> _Shape | bool:
             places.append((at, None))
     columns = tuple((col,) for col, _, _ in compiler.select[: compiler.col_count])
     klass_info, annotations = compiler.klass_info, dict(compiler.annotation_col_map or {})
-    shape = _Shape(sql, tuple(template), tuple(places), pattern, texts, qs.db, columns, klass_info, annotations)
+    kinds = tuple(map(_kind, args))
+    shape = _Shape(sql, tuple(template), tuple(places), pattern, texts, qs.db, columns, klass_info, annotations, kinds)
     if probe_sql != sql or shape.params(probes) != list(probe_params) or compiler.has_extra_select:
         return _NOT_KEPT
     return shape
@@ -112,7 +132,7 @@ def _shape(build: Callable[..., QuerySet], args: tuple) -> _Shape | bool:
 
 def _kept(name: str, key: tuple, build: Callable[..., QuerySet], args: tuple) -> _Shape | None:
     shape = compiled(name, key, lambda: _shape(build, args), limit=MAX_SHAPES)
-    return shape if isinstance(shape, _Shape) else None
+    return shape if isinstance(shape, _Shape) and shape.fits(args) else None
 
 
 def count(name: str, key: tuple, build: Callable[..., QuerySet], *args: Any) -> int:
