@@ -13,7 +13,7 @@ from adkweb.storable import StorableJSONField
 
 from .agents import AgentConfigError, local_app_exists
 from .config_history import agent_config_record
-from .config_tools import confirmations_stranded
+from .config_tools import answers_on_their_way, confirmations_stranded
 from .models import AdkSession, AgentConfig, AgentConfigVersion, AgentToolLink, RemoteApp, Turn, validate_agent_name
 from .services import agent_config_check, session_archive
 from .tools import registry
@@ -45,6 +45,16 @@ class AgentConfigForm(forms.ModelForm):
             raise forms.ValidationError(f"A remote app is named {name!r}; pick another name.")
         return name
 
+    def clean_tools(self) -> list[str]:
+        """Not while a decided confirmation of a tool taken out is on its way to the agent (its row is
+        locked: `AgentConfigAdmin.get_object`, so a decision committing now is seen)."""
+        tools = self.cleaned_data.get("tools") or []
+        if self.instance.pk:
+            refusal = answers_on_their_way(self.instance.name, set(self.instance.tools or []) - set(tools))
+            if refusal:
+                raise forms.ValidationError(refusal)
+        return tools
+
     def clean_generation_settings(self) -> dict:
         value = self.cleaned_data.get("generation_settings") or {}
         if not isinstance(value, dict):
@@ -75,6 +85,15 @@ class AgentConfigAdmin(admin.ModelAdmin):
     search_fields = ["name", "description", "instruction"]
     readonly_fields = ["version", "history", "tool_declarations"]
     inlines = [AgentToolLinkInline]
+
+    def get_object(self, request, object_id, from_field=None):  # noqa: ANN001, ANN201 - Django's signature
+        """A save's agent, its row locked for the save's transaction (the admin's POST is one) before its
+        form is checked: a decision on one of its confirmations commits first, or waits for the save
+        (agents_app.config_tools)."""
+        obj = super().get_object(request, object_id, from_field)
+        if obj is not None and request.method == "POST":
+            obj = AgentConfig.objects.select_for_update(of=("self",)).filter(pk=obj.pk).first()
+        return obj
 
     @admin.display(description="History")
     def history(self, obj: AgentConfig) -> str:

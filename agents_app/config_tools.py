@@ -1,28 +1,51 @@
 """Whether an agent still has a tool: what an answer to one of its tool confirmations needs (ADK runs, or
 refuses, a confirmed call only with its tool among the agent's tools: `_resolve_confirmation_targets`
 fails the whole turn with "Tool ... is not registered" otherwise), and which of an agent's tools pause for a
-person (what an agent used as another's tool may not have: agents._build_config)."""
+person (what an agent used as another's tool may not have: agents._build_config).
+
+A decision and an admin's save that takes the tool out serialize on the agent's configuration row: the
+decision reads it FOR SHARE (`configured_without_tool(lock=True)`, in its transaction), every writer of
+an agent's tools locks its row first (the admin's change form, `AgentConfigAdmin.get_object`; the UPDATE of
+any other save conflicts too). Save first: the decision sees the tool gone (approvals' ToolGone, 409).
+Decision first: the save sees the answer on its way (`answers_on_their_way`) and is refused until it has
+reached the agent, which is built when its turn runs."""
 
 from __future__ import annotations
 
 from collections import Counter
+from typing import Any
+
+from django.db import connection
 
 from .code_apps import code_apps
-from .models import AgentConfig
+from .models import AgentConfig, Turn
 from .tools import registry
 
 
-def configured_without_tool(app_name: str, tool_name: str) -> bool:
+def configured_without_tool(app_name: str, tool_name: str, *, lock: bool = False) -> bool:
     """True when `app_name` is an admin-configured agent (enabled or not) that has not the tool `tool_name`
     among its own tools: an admin took it out since the agent called it. An agent it uses as a tool does
     not lend it the tool: ADK confirms a call with the confirming agent's own tools, and an AgentTool's
     agent runs in a session of its own (its confirmations never reach this one). Code-defined agents
     (their tools change with a deploy), remote apps and names with no agent here: False (their runs say
-    what is wrong, before storing anything)."""
+    what is wrong, before storing anything). `lock`: hold the agent's row FOR SHARE to the end of the
+    caller's transaction (PostgreSQL)."""
     if not tool_name or app_name in code_apps():
         return False
-    found = AgentConfig.objects.filter(name=app_name).values_list("pk", "tools").first()
-    return found is not None and tool_name not in _call_names(found[1] or [])
+    found = _tools_of(lock and connection.vendor == "postgresql", name=app_name)
+    return found is not None and tool_name not in _call_names(found)
+
+
+def _tools_of(share: bool, **where: Any) -> list | None:
+    """The tools of the configuration `where` picks (None: no such agent); `share`: its row locked FOR SHARE
+    first (a writer's lock is waited for), then read in a statement of its own, which sees what it committed."""
+    rows = AgentConfig.objects.filter(**where)
+    if share:
+        sql, params = rows.values("pk").query.sql_with_params()
+        with connection.cursor() as cursor:
+            cursor.execute(f"{sql} FOR SHARE", params)
+            rows = AgentConfig.objects.filter(pk__in=[pk for (pk,) in cursor.fetchall()])
+    return rows.values_list("tools", flat=True).first()
 
 
 def pausing_tools(config: AgentConfig) -> list[str]:
@@ -64,3 +87,37 @@ def confirmations_stranded(app_name: str) -> dict[str, int]:
     )
     counts = Counter(waiting.values_list("tool_name", flat=True))
     return {tool: n for tool, n in sorted(counts.items()) if configured_without_tool(app_name, tool)}
+
+
+def answers_on_their_way(app_name: str, removed: set[str]) -> str | None:
+    """Why the agent may not lose the tools `removed` now, or None: a confirmation of one of them was
+    decided and the turn that carries its answer has not run (queued or running). The agent is built when
+    that turn runs: without the tool, ADK fails it and the decided call never runs (nor can the turn be
+    run again: it stored the answer)."""
+    from approvals.models import PendingCall, Response
+
+    if not removed:
+        return None
+    names = _call_names(sorted(removed))
+    on_their_way = (
+        Response.objects.filter(
+            pending_call__app_name=app_name,
+            pending_call__kind=PendingCall.Kind.CONFIRMATION,
+            pending_call__tool_name__in=names,
+            final=True,
+            turn__status__in=(Turn.Status.QUEUED, Turn.Status.RUNNING),
+        )
+        .select_related("pending_call")
+        .order_by("pending_call_id")
+    )
+    said = [
+        f"ticket #{r.pending_call_id} ({r.pending_call.tool_name}, {r.pending_call.get_status_display().lower()})"
+        for r in on_their_way
+    ]
+    if not said:
+        return None
+    return (
+        f"Not saved: the answer to {', '.join(said)} is on its way to the agent (its turn has not run yet), "
+        "and without the tool that turn would fail: the decided call would never run. Save again once it has "
+        "run (usually within seconds)."
+    )

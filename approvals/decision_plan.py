@@ -119,8 +119,11 @@ class ToolGone(Conflict):
 
 
 def tool_gone(ticket: PendingCall) -> bool:
-    """Whether this ticket is a tool confirmation whose tool its agent no longer has (`ToolGone`)."""
-    return ticket.kind == PendingCall.Kind.CONFIRMATION and configured_without_tool(ticket.app_name, ticket.tool_name)
+    """Whether this ticket is a tool confirmation whose tool its agent no longer has (`ToolGone`). Its agent's
+    configuration rows stay locked FOR SHARE to the caller's commit: an admin's save that would take the tool
+    out waits for the decision, or the decision for the save (agents_app.config_tools)."""
+    kind = ticket.kind == PendingCall.Kind.CONFIRMATION
+    return kind and configured_without_tool(ticket.app_name, ticket.tool_name, lock=True)
 
 
 class AlreadyCounted(Forbidden):

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import secrets
 import threading
+import time
+from collections.abc import Callable
 from typing import Any
 
 import httpx
-from django.db import connection
+from django.db import connection, transaction
 from django.test import Client
 
 
@@ -51,3 +53,46 @@ def waiting_on_a_lock() -> bool:
             "AND datname = current_database()"
         )
         return cursor.fetchone()[0] > 0
+
+
+def held_then(first: Callable[[], Any], second: Callable[[], Any], wait: float = 1) -> dict[str, Any]:
+    """Run `first` in a transaction held open in one thread, then `second` in another; once `second`
+    waits on a lock (or after `wait` seconds), `first` commits. What each returned or raised, and whether
+    `second` was seen waiting on a lock."""
+    done: dict[str, Any] = {}
+    began, release = threading.Event(), threading.Event()
+
+    def one() -> None:
+        try:
+            with transaction.atomic():
+                done["first"] = first()
+                began.set()
+                release.wait(10)
+        except Exception as exc:  # reported by the test
+            done["first"] = exc
+        finally:
+            began.set()
+            connection.close()
+
+    def two() -> None:
+        try:
+            done["second"] = second()
+        except Exception as exc:  # a refusal is an answer the person sees
+            done["second"] = exc
+        finally:
+            connection.close()
+
+    t1 = threading.Thread(target=one)
+    t1.start()
+    assert began.wait(10)
+    t2 = threading.Thread(target=two)
+    t2.start()
+    deadline = time.monotonic() + wait
+    done["waited"] = False
+    while time.monotonic() < deadline and not done["waited"]:
+        done["waited"] = waiting_on_a_lock()
+        time.sleep(0.01)
+    release.set()
+    t1.join(10)
+    t2.join(10)
+    return done
