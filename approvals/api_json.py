@@ -43,7 +43,7 @@ def ticket_json(ticket: PendingCall, *, responses: list[Response] | None = None)
         "created_at": iso(ticket.created_at),
         "updated_at": iso(ticket.updated_at),
         "closed_at": iso(ticket.closed_at),
-        "closed_by": _username(ticket.closed_by),
+        "closed_by": ticket.closed_by_name,
         **policy_fields(ticket, responses),
     }
     if responses is not None:
@@ -76,7 +76,7 @@ def policy_fields(ticket: PendingCall, responses: list[Response] | None = None) 
         "passedOver": (ticket.policy_rules or {}).get("passed_over") or [],
         "argsHash": ticket.args_hash,
         "editedArgs": ticket.edited_args,
-        "editedBy": _username(ticket.edited_by),
+        "editedBy": ticket.edited_by_name,
         "editedAt": iso(ticket.edited_at),
     }
 

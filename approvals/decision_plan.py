@@ -48,7 +48,7 @@ class TicketClosed(Conflict):
     """The ticket already has its final response (HTTP 409)."""
 
     def __init__(self, ticket: PendingCall) -> None:
-        who = f" by {ticket.closed_by.get_username()}" if ticket.closed_by_id and ticket.closed_by else ""
+        who = f" by {ticket.closed_by_label}" if ticket.closed_by_label else ""
         status = ticket.get_status_display()
         super().__init__(f"Ticket #{ticket.pk} is already closed ({status}{who}).")
         self.ticket = ticket
@@ -67,7 +67,7 @@ class StaleArguments(Conflict):
     """The decider saw other arguments than the ticket's current ones (HTTP 409)."""
 
     def __init__(self, ticket: PendingCall) -> None:
-        by = f" by {ticket.edited_by.get_username()}" if ticket.edited_by else ""
+        by = f" by {ticket.edited_by_label}" if ticket.edited_by_label else ""
         super().__init__(
             f"The arguments of ticket #{ticket.pk} changed since you saw them (edited{by}); "
             "reload it and decide on what it says now."
@@ -80,7 +80,7 @@ class ArgumentsUnsaid(Conflict):
     seen (HTTP 409)."""
 
     def __init__(self, ticket: PendingCall, via_run: bool) -> None:
-        by = f" by {ticket.edited_by.get_username()}" if ticket.edited_by else ""
+        by = f" by {ticket.edited_by_label}" if ticket.edited_by_label else ""
         changed = truncatechars(edits.changes_text(ticket.tool_args, ticket.current_args), 300)
         approve = f"/api/pending-calls/{ticket.pk}/approve"
         how = (

@@ -23,6 +23,7 @@ def apply_edit(ticket: PendingCall, edited: dict[str, Any], actor: Any) -> None:
     """An approver's edit of the arguments, on the ticket (saved with the decision) and in its activity."""
     before = ticket.current_args
     ticket.edited_args, ticket.edited_by, ticket.edited_at = edited, actor, timezone.now()
+    ticket.edited_by_username = actor.get_username() if actor is not None else ""  # kept if the account goes
     TicketActivity.objects.create(
         ticket=ticket,
         kind=TicketActivity.Kind.EDITED,
@@ -32,8 +33,8 @@ def apply_edit(ticket: PendingCall, edited: dict[str, Any], actor: Any) -> None:
     )
 
 
-_DECIDED_FIELDS = ["status", "closed_at", "closed_by", "updated_at"]
-_EDITED_FIELDS = ["edited_args", "edited_by", "edited_at"]  # apply_edit's
+_DECIDED_FIELDS = ["status", "closed_at", "closed_by", "closed_by_username", "updated_at"]
+_EDITED_FIELDS = ["edited_args", "edited_by", "edited_by_username", "edited_at"]  # apply_edit's
 
 
 def record(
@@ -65,6 +66,7 @@ def record(
     }
     if final:
         ticket.status, ticket.closed_at, ticket.closed_by = plan.outcome, timezone.now(), person
+        ticket.closed_by_username = person.get_username() if person else ""  # kept if the account goes
     elif not plan.held:
         ticket.status = PendingCall.Status.IN_PROGRESS
     notice = None

@@ -229,6 +229,6 @@ def edit_note(ticket: PendingCall, limit: int = 200) -> str:
     read from the ticket: select_related it where many are shown."""
     if not edited(ticket):
         return ""
-    by = f" by {ticket.edited_by.get_username()}" if ticket.edited_by_id and ticket.edited_by else ""
+    by = f" by {ticket.edited_by_label}" if ticket.edited_by_label else ""
     note = f"edited{by}: {changes_text(ticket.tool_args, ticket.current_args)}"
     return note if len(note) <= limit else note[: limit - 1] + "…"

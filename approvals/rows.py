@@ -38,8 +38,8 @@ def inbox_row(ticket: Any, oob: Any = "") -> SafeString:
             f' <span class="muted due">due in <time datetime="{date(due, "c")}" title="{value(due)}" data-rel="until">'
             f"{timeuntil(due)}</time></span>"
         )
-    if ticket.closed_by:
-        status += f' <span class="muted">by {value(ticket.closed_by.get_username())}</span>'
+    if ticket.closed_by_label:
+        status += f' <span class="muted">by {value(ticket.closed_by_label)}</span>'
     elif ticket.assigned_to:
         status += f' <span class="muted">· {value(ticket.assigned_to.get_username())}</span>'
     disabled = "" if is_open else " disabled"

@@ -41,7 +41,7 @@ def _edited_refusal(ticket: PendingCall) -> str:
     is refused (approvals.decision_plan.ArgumentsUnsaid); the ticket's page sends those it shows."""
     if not edit_note(ticket):
         return ""
-    by = f" by {ticket.edited_by.get_username()}" if ticket.edited_by else ""
+    by = f" by {ticket.edited_by_label}" if ticket.edited_by_label else ""
     return f"its arguments were edited{by}: approve them on its page"
 
 

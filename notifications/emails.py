@@ -90,7 +90,7 @@ def _bodies(delivery: Delivery, link: Any, rendered: Rendered | None) -> tuple[s
     if found is not None:
         return found
     status = ticket.get_status_display()
-    by = f" by {ticket.closed_by.get_username()}" if ticket.closed_by_id and ticket.closed_by else ""
+    by = f" by {ticket.closed_by_label}" if ticket.closed_by_label else ""
     ctx = {
         "ticket": ticket_summary(ticket),
         "intro": INTROS.get(event.name, event.name).format(status=status, by=by),

@@ -51,11 +51,11 @@ def ticket_data(ticket: Any) -> dict[str, Any]:
         "edited": edit_note(ticket, 300) or None,  # "edited by ann: amount $200.00 → $150.00"
         "args": ticket.args,  # as the agent sent them
         "edited_args": ticket.edited_args,
-        "edited_by": ticket.edited_by.get_username() if ticket.edited_by_id and ticket.edited_by else None,
+        "edited_by": ticket.edited_by_name,
         "requester": ticket.requester,
         "created_at": iso(ticket.created_at),
         "closed_at": iso(ticket.closed_at),
-        "closed_by": ticket.closed_by.get_username() if ticket.closed_by_id and ticket.closed_by else None,
+        "closed_by": ticket.closed_by_name,
     }
 
 

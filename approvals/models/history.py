@@ -8,6 +8,7 @@ from django.conf import settings
 from django.db import models
 from django.template.defaultfilters import truncatechars
 
+from .people import person_label
 from .tickets import PendingCall, Response
 
 MESSAGE_MAX = 500  # TicketActivity.message's column
@@ -15,7 +16,7 @@ MESSAGE_MAX = 500  # TicketActivity.message's column
 
 class TicketActivity(models.Model):
     """Append-only history of what happened to a ticket besides its responses: the rules it got,
-    reminders, escalations, edits, grants."""
+    reminders, escalations, edits, grants. `actor_username`: the actor's, written with the entry (save)."""
 
     class Kind(models.TextChoices):
         POLICY = "policy", "rules applied"
@@ -32,6 +33,7 @@ class TicketActivity(models.Model):
     actor = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
+    actor_username = models.CharField(max_length=150, blank=True, db_default="", editable=False)  # kept if deleted
     message = models.CharField(max_length=MESSAGE_MAX)
     detail = models.JSONField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -47,7 +49,16 @@ class TicketActivity(models.Model):
         """The line is built from what people wrote (an approver's edited arguments, policy and group
         names): cut to the column (PostgreSQL refused a longer one, a 500); `detail` keeps it whole."""
         self.message = truncatechars(self.message, MESSAGE_MAX)
+        kept = self.actor_username  # a new entry's: the column's default (DatabaseDefault) unless given
+        actor = self.actor if self.actor_id is not None else None
+        if actor is not None and not (isinstance(kept, str) and kept):
+            self.actor_username = actor.get_username()
         super().save(*args, **kwargs)
+
+    @property
+    def actor_label(self) -> str:
+        """Who did it, as pages show them (approvals.models.tickets.person_label)."""
+        return person_label(self.actor_id and self.actor, self.actor_username)
 
 
 class DecisionChain(models.Model):

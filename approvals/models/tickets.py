@@ -13,6 +13,7 @@ from django.utils import timezone
 from agents_app.models import AdkSession, StoredEvent, Turn
 
 from ..hashing import args_hash
+from .people import person_label, person_name
 
 
 class PendingCall(models.Model):
@@ -79,6 +80,7 @@ class PendingCall(models.Model):
     edited_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
+    edited_by_username = models.CharField(max_length=150, blank=True, db_default="", editable=False)
     edited_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -86,6 +88,9 @@ class PendingCall(models.Model):
     closed_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="closed_calls"
     )
+    # The usernames of edited_by and closed_by as they were written: kept when the account is deleted (the
+    # foreign keys are then cleared), as a decision's Response.actor_username is.
+    closed_by_username = models.CharField(max_length=150, blank=True, db_default="", editable=False)
 
     class Meta:
         ordering = ["-created_at", "-id"]
@@ -138,6 +143,26 @@ class PendingCall(models.Model):
         by the clock, whether or not the deadline sweep has reached it yet (approvals.decision_plan.PastDue,
         approvals.deadlines; the page and the inbox row say so)."""
         return self.is_open and self.due_at is not None and self.due_at <= timezone.now()
+
+    @property
+    def closed_by_name(self) -> str | None:
+        """Who closed it: their username, the one kept once the account is gone (the API's), None for nobody."""
+        return person_name(self.closed_by_id and self.closed_by, self.closed_by_username)
+
+    @property
+    def closed_by_label(self) -> str:
+        """Who closed it, as pages show them: their username, marked if the account is gone ("" for nobody)."""
+        return person_label(self.closed_by_id and self.closed_by, self.closed_by_username)
+
+    @property
+    def edited_by_name(self) -> str | None:
+        """Who edited its arguments (`closed_by_name`)."""
+        return person_name(self.edited_by_id and self.edited_by, self.edited_by_username)
+
+    @property
+    def edited_by_label(self) -> str:
+        """Who edited its arguments, as pages show them (`closed_by_label`)."""
+        return person_label(self.edited_by_id and self.edited_by, self.edited_by_username)
 
     @property
     def original_call(self) -> dict:
