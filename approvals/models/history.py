@@ -58,7 +58,7 @@ class TicketActivity(models.Model):
     @property
     def actor_label(self) -> str:
         """Who did it, as pages show them (approvals.models.tickets.person_label)."""
-        return person_label(self.actor_id and self.actor, self.actor_username)
+        return person_label(self, "actor")
 
 
 class DecisionChain(models.Model):

@@ -1,20 +1,20 @@
-"""People on a ticket's record: a user foreign key, and the username kept beside it when it was written
-(cleared by a deleted account, the username stays)."""
+"""People on a ticket's record: a user foreign key `<field>`, and `<field>_username`, the username kept
+beside it when it was written (a deleted account clears the key; the username stays)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 
-def person_name(user: Any, username: str) -> str | None:
-    """A person on a ticket's record by username: the account's, or the one kept when it was written once
-    the account is gone (what the API gives); None for nobody."""
-    return user.get_username() if user else username or None
+def person_name(row: Any, field: str) -> str | None:
+    """Who `row.<field>` is by username: the account's, or the one kept when it was written (the account
+    gone, or its row not read with this one); None for nobody. What the API gives."""
+    user = getattr(row, field) if getattr(row, f"{field}_id") is not None else None
+    return user.get_username() if user is not None else getattr(row, f"{field}_username") or None
 
 
-def person_label(user: Any, username: str) -> str:
-    """A person on a ticket's record, as pages show them: the account's username, or the one kept when it
-    was written followed by " (user since deleted)" once the account is gone; "" for nobody."""
-    if user:
-        return user.get_username()
-    return f"{username} (user since deleted)" if username else ""
+def person_label(row: Any, field: str) -> str:
+    """`person_name` as pages show it: followed by " (user since deleted)" once the account is gone (the key
+    cleared, a username kept); "" for nobody."""
+    name = person_name(row, field) or ""
+    return f"{name} (user since deleted)" if name and getattr(row, f"{field}_id") is None else name

@@ -147,22 +147,22 @@ class PendingCall(models.Model):
     @property
     def closed_by_name(self) -> str | None:
         """Who closed it: their username, the one kept once the account is gone (the API's), None for nobody."""
-        return person_name(self.closed_by_id and self.closed_by, self.closed_by_username)
+        return person_name(self, "closed_by")
 
     @property
     def closed_by_label(self) -> str:
         """Who closed it, as pages show them: their username, marked if the account is gone ("" for nobody)."""
-        return person_label(self.closed_by_id and self.closed_by, self.closed_by_username)
+        return person_label(self, "closed_by")
 
     @property
     def edited_by_name(self) -> str | None:
         """Who edited its arguments (`closed_by_name`)."""
-        return person_name(self.edited_by_id and self.edited_by, self.edited_by_username)
+        return person_name(self, "edited_by")
 
     @property
     def edited_by_label(self) -> str:
         """Who edited its arguments, as pages show them (`closed_by_label`)."""
-        return person_label(self.edited_by_id and self.edited_by, self.edited_by_username)
+        return person_label(self, "edited_by")
 
     @property
     def original_call(self) -> dict:

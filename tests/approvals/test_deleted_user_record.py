@@ -66,6 +66,16 @@ def test_a_live_account_is_shown_by_its_name_alone(demo):
     assert "Approved by <strong>approver2</strong>" in page and "since deleted" not in page
 
 
+def test_a_closer_whose_row_was_not_read_with_the_ticket_is_not_taken_for_deleted(demo):
+    """A ticket locked while another transaction closed it comes back with its closer's key but not their
+    row (PostgreSQL's recheck of a locked row does not read the joined one again): named by the username
+    kept, not marked deleted."""
+    call = _edited_and_approved_by_approver2(demo)
+    call = PendingCall.objects.select_related("closed_by").get(pk=call.pk)
+    type(call).closed_by.field.set_cached_value(call, None)  # the key without the row, as such a read gives
+    assert (call.closed_by_label, call.closed_by_name) == ("approver2", "approver2")
+
+
 def test_the_migration_fills_in_the_names_of_earlier_rows(demo):
     """Rows written before the columns: each gets its person's username as it is now, and a ticket whose
     closer was already deleted gets the name its closing decision kept."""
