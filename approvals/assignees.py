@@ -20,7 +20,7 @@ from django.contrib.auth.models import AnonymousUser
 from django.db import transaction
 
 from . import events
-from .models import PendingCall, TicketActivity
+from .models import PendingCall, Response, TicketActivity
 from .permissions import decide_refusal
 
 
@@ -29,6 +29,26 @@ def person_locked(person: Any) -> Any:
     stored now (their rights read afresh); None if it is gone."""
     User = get_user_model()
     return User.objects.select_for_update(no_key=True).filter(pk=person.pk).first()
+
+
+def givers_locked(tickets: list[PendingCall]) -> None:
+    """Lock (FOR SHARE, to the end of the transaction) the rows of the people whose held approvals of these
+    quorum tickets a decision counts (approvals.decision_plan.approvers): a change of their rights locks
+    them too (`assignees_recheck`), so it commits before the decision reads their rights, or waits for the
+    decision's commit; never in between, counting a removed person's approval after the removal returned.
+    Before the session's and tickets' locks, as takes and changes of rights take a person's row before a
+    ticket's; in pk order, as `assignees_recheck` takes them. PostgreSQL (SQLite writes one at a time);
+    nothing for tickets that need one approval (no statement)."""
+    quorum = [t.pk for t in tickets if t.required_approvals > 1]
+    db = transaction.get_connection()
+    if not quorum or db.vendor != "postgresql":
+        return
+    held = Response.objects.filter(
+        pending_call_id__in=quorum, action=Response.Action.APPROVE, final=False, actor__isnull=False
+    ).values("actor_id")
+    sql, params = get_user_model().objects.filter(pk__in=held).order_by("pk").values("pk").query.sql_with_params()
+    with db.cursor() as cursor:
+        cursor.execute(f"{sql} FOR SHARE", params)
 
 
 def taker_locked(person: Any) -> Any:

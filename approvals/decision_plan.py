@@ -156,10 +156,10 @@ class Plan:
 def approvers(ticket: PendingCall, hash_: str) -> dict[int, int]:
     """Who has approved these exact arguments so far (held approvals of a quorum ticket) and may still
     decide it, each with the approval that counts (their first): an approval counts while its giver may
-    (approvals.permissions.decides_q; one query). Who may decide is read, not locked: a change of a giver's
-    rights (groups, permissions, is_active: none locks the ticket) that commits after this read and before
-    the decision's commit does not undo the count; the decision then came first (a lock would only make
-    that change wait for the commit, to the same end), and its record (`Plan.counted`) says who counted."""
+    (approvals.permissions.decides_q; one query). A decision holds its givers' rows (approvals.assignees.
+    givers_locked, FOR SHARE, before its session and tickets), which a change of their rights (groups,
+    permissions, is_active, the account deleted) locks too: that change commits before this read, and
+    counts, or waits for the decision's commit; its record (`Plan.counted`) says who counted."""
     rows = Response.objects.filter(
         pending_call=ticket, action=Response.Action.APPROVE, final=False, args_hash=hash_, actor__isnull=False
     )

@@ -18,7 +18,7 @@ from agents_app import services as agent_services
 from agents_app.models import AdkSession, Turn
 from agents_app.services import row_lock_held, session_locked, turn_add
 
-from . import answer_turn, chain, decision_plan, decision_write, ticket_locks
+from . import answer_turn, assignees, chain, decision_plan, decision_write, ticket_locks
 from .decision_plan import AlreadyCounted, Answer, NotAllowed, StaleArguments, TicketClosed, refused_unsent
 from .escalations import escalation_record
 from .models import PendingCall, Response, StandingGrant
@@ -78,6 +78,7 @@ def answers_submit(
     # The session row first, then its tickets: the order the session store's append (which may
     # touch a ticket) takes them, and the stored status (agents_app.session_status) needs it. With
     # the row held, the status follows the new turn and the closed tickets in one UPDATE each.
+    assignees.givers_locked([a.ticket for a in answers])  # whose held approvals count: their rights hold
     pks = [a.ticket.pk for a in answers]
     if len(pks) == 1:  # every click, almost every /run: both locks in one round trip
         held, locked = ticket_locks.session_and_ticket_locked(session.pk, pks[0])

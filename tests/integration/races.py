@@ -96,3 +96,25 @@ def held_then(first: Callable[[], Any], second: Callable[[], Any], wait: float =
     t1.join(10)
     t2.join(10)
     return done
+
+
+def at_once(calls: dict[Any, Callable[[], Any]]) -> dict[Any, Any]:
+    """Each call from its own thread and connection, released together: what each returned or raised."""
+    barrier = threading.Barrier(len(calls))
+    done: dict[Any, Any] = {}
+
+    def run(key: Any, fn: Callable[[], Any]) -> None:
+        try:
+            barrier.wait(10)
+            done[key] = fn()
+        except Exception as exc:  # the caller asserts on it
+            done[key] = exc
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=run, args=item) for item in calls.items()]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    return done

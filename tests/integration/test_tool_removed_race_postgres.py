@@ -10,13 +10,10 @@ other has blocked on it (or had a second to)."""
 from __future__ import annotations
 
 import random
-import threading
 import time
-from collections.abc import Callable
 from typing import Any
 
 import pytest
-from django.db import connection
 from django.test import Client
 
 from agents_app.models import AgentConfig, Turn
@@ -26,7 +23,7 @@ from approvals.decision_plan import ToolGone
 from approvals.models import PendingCall, Response
 from tests.agents_app.test_config_history import _form
 from tests.approvals_factories import ticket
-from tests.integration.races import held_then
+from tests.integration.races import at_once, held_then
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -101,32 +98,9 @@ def test_the_approval_first_then_the_save_is_refused_while_the_answer_is_on_its_
     assert _refused(_admin_save(demo["admin"], [])) == "" and _tools() == []
 
 
-def _at_once(calls: list[PendingCall], delays: list[float], approver: Any, admin: Client) -> dict[Any, Any]:
-    """Each ticket approved and the admin's save posted, each from its thread, released together (each
-    approval after its delay): what each returned or raised, by ticket pk and "save"."""
-    barrier = threading.Barrier(len(calls) + 1)
-    done: dict[Any, Any] = {}
-
-    def run(key: Any, fn: Callable[[], Any], after: float = 0) -> None:
-        try:
-            barrier.wait(10)
-            time.sleep(after)  # spread out, so the save lands before some approvals, or after
-            done[key] = fn()
-        except Exception as exc:  # asserted by the test
-            done[key] = exc
-        finally:
-            connection.close()
-
-    threads = [
-        threading.Thread(target=run, args=(c.pk, lambda c=c: _approve(c, approver), delay))
-        for c, delay in zip(calls, delays, strict=True)
-    ]
-    threads.append(threading.Thread(target=run, args=("save", lambda: _admin_post(admin, []))))
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(30)
-    return done
+def _approve_after(call: PendingCall, approver: Any, delay: float) -> Any:
+    time.sleep(delay)  # spread out, so the save lands before some approvals, or after
+    return _approve(call, approver)
 
 
 def test_decisions_and_saves_raced_many_times_never_deadlock_and_never_approve_a_gone_tool(demo):
@@ -138,7 +112,11 @@ def test_decisions_and_saves_raced_many_times_never_deadlock_and_never_approve_a
     for round_ in range(15):
         calls = [ticket(kind="confirmation") for _ in range(3)]
         delays = [[0, 0.4, spread.uniform(0, 0.2)][round_ % 3] for _ in calls]
-        done = _at_once(calls, delays, approver, _admin_client(admin))
+        client = _admin_client(admin)
+        steps: dict[Any, Any] = {
+            c.pk: lambda c=c, d=d: _approve_after(c, approver, d) for c, d in zip(calls, delays, strict=True)
+        }
+        done = at_once({**steps, "save": lambda client=client: _admin_post(client, [])})
         approved = [c.pk for c in calls if isinstance(done[c.pk], Response)]
         refused = [c.pk for c in calls if isinstance(done[c.pk], ToolGone)]
         assert sorted(approved + refused) == sorted(c.pk for c in calls), (round_, done)
