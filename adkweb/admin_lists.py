@@ -20,11 +20,11 @@ from typing import Any, TypeVar, cast
 from django.contrib import admin
 from django.contrib.admin.exceptions import DisallowedModelAdminLookup, DisallowedModelAdminToField
 from django.contrib.admin.options import IncorrectLookupParameters
-from django.contrib.admin.views.main import ChangeList
+from django.contrib.admin.views.main import PAGE_VAR, ChangeList
 from django.core.exceptions import ValidationError
 from django.db import DataError, OperationalError, transaction
 
-from .errors import Invalid
+from .errors import Invalid, NotFound
 
 V = TypeVar("V", bound=Callable[..., Any])
 
@@ -63,11 +63,20 @@ class CheckedChangeList(ChangeList):
             if isinstance(exc, OperationalError) and not _FUNCTION_FAILED.search(str(exc)):
                 raise  # the database itself failed: not the URL's fault
             raise _refused(exc) from exc
+        except IncorrectLookupParameters as exc:  # Django's: the page past the end (or below 1), a redirect to ?e=1
+            raise self._no_page(request) from exc
+
+    def _no_page(self, request: Any) -> NotFound:
+        pages = self.model_admin.get_paginator(request, self.queryset, self.list_per_page).num_pages
+        return NotFound(
+            f"This list has no page {self.page_num}: it has {pages} pages. Open its first page "
+            f"({self.get_query_string({PAGE_VAR: 1})}) or its last ({self.get_query_string({PAGE_VAR: pages})})."
+        )
 
 
 def _refused(exc: Exception) -> Invalid:
     return Invalid(
-        f"A filter in this list's URL cannot be applied: {_why(exc)}. Remove it from the URL "
+        f"A filter in this list's URL cannot be applied: {_why(exc).rstrip('.')}. Remove it from the URL "
         "(or open the list again from the menu)."
     )
 

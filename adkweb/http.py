@@ -44,12 +44,21 @@ class HtmxHttpRequest(HttpRequest):
 class RefusalMiddleware(MiddlewareMixin):
     """The one place a page's refusal becomes a response: its message, with its status. (A view
     that shows refusals in its own page, like the ticket page, catches `Refused` and uses
-    `exc.status`.) Sync and async capable, so async views stay async."""
+    `exc.status`.) Sync and async capable, so async views stay async.
+
+    The message is escaped: it may quote the request (the admin's refused lookups and `_to_field`, an id),
+    and a browser, or htmx swapping it into a page, would read `<`/`&` in it as markup (a link that ran
+    its script in an admin's session). Text: `&`, `<` and `>` only, so quotes read as they are."""
 
     def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
         if isinstance(exception, Refused):
-            return HttpResponse(exception.detail, status=exception.status)
+            return HttpResponse(as_text(exception.detail), status=exception.status)
         return None
+
+
+def as_text(detail: str) -> str:
+    """`detail` as HTML text: its `&`, `<` and `>` as entities (an element's content; no attribute)."""
+    return detail.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
 def not_found(request: HttpRequest, exception: Exception) -> HttpResponse:

@@ -97,3 +97,17 @@ def test_admin_lookups_and_to_fields_the_admin_does_not_allow_are_400s_saying_so
 
     refused = refusals(world, queries, "cannot be applied", "cannot be used")
     assert refused >= len(admin.site._registry)  # at least the _to_field of every list
+
+
+def test_a_refusal_shows_the_urls_text_as_text_not_markup(world):
+    """A refusal quotes what the URL said (a lookup, a `_to_field`, a date): it reached the page as markup,
+    so a link to the admin with `?_to_field=<script>...` ran its script in an admin's session. Now the
+    refusal's text is escaped: the page shows the characters, no element is made of them."""
+    c = Client()
+    c.force_login(world.users["admin"])
+    for query in ("_to_field=<script>alert(1)</script>", "groups__<b>x=1", "<b>x=1", "date_joined__date=<b>"):
+        r = c.get("/admin/auth/user/", QUERY_STRING=query.replace("<", "%3C").replace(">", "%3E"))
+        text = r.content.decode()
+        assert r.status_code == 400, (query, r.status_code)
+        assert "<script>" not in text and "<b>" not in text, (query, text)
+        assert "&lt;script&gt;" in text or "&lt;b&gt;" in text, (query, text)
