@@ -34,6 +34,7 @@ if not SECRET_KEY:
 DEBUG = env_bool("DJANGO_DEBUG", not DEPLOYED)
 ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", "127.0.0.1,localhost,testserver")
 CSRF_TRUSTED_ORIGINS = env_list("DJANGO_CSRF_TRUSTED_ORIGINS", "")
+CSRF_FAILURE_VIEW = "adkweb.error_pages.csrf_failure"  # a page saying what to do; text for htmx
 
 # --- HTTPS (behind a TLS-terminating proxy; the README's deployment guide sets these) ------
 # Trust the proxy's X-Forwarded-Proto: https (only if the proxy always sets it; see the guide).

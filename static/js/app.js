@@ -44,6 +44,23 @@ document.addEventListener("htmx:oobErrorNoTarget", function (e) {
   // A pushed fragment for something this page does not show (e.g. a row on another page): ignore.
   e.preventDefault();
 });
+// A button or form of the page that failed (a 403 such as an expired form, a 404, a 500; htmx swaps none of them)
+// or could not reach the server: say so in the page's notice, rather than nothing happening. A short answer
+// (a refusal's text, adkweb.error_pages' advice) is shown as it is, as text; a whole page by its status.
+document.addEventListener("htmx:responseError", function (e) {
+  var xhr = e.detail.xhr;
+  var said = new DOMParser().parseFromString(xhr.responseText || "", "text/html").body.textContent.trim();
+  requestFailed(said && said.length <= 400 ? said : "The request failed (" + xhr.status + "). Reload the page and try again.");
+});
+document.addEventListener("htmx:sendError", function () {
+  requestFailed("The server could not be reached. Check your connection, reload the page and try again.");
+});
+function requestFailed(text) {
+  var notice = document.getElementById("request-failed");
+  if (!notice) return;
+  notice.textContent = text;
+  notice.hidden = false;
+}
 document.addEventListener("htmx:wsOpen", function (e) {
   // Mark live elements (CSS shows a "live" dot; browser tests wait for it before acting).
   e.target.setAttribute("data-ws-open", "");

@@ -1,0 +1,77 @@
+"""Error pages in the site's look, with a way back (DEBUG off, as deployed). Before: a page path no view has
+was Django's bare "Not Found" (an <h1> and a line, no menu, no link), a 500 its "Server Error (500)", a
+bad request its "Bad Request (400)", a 403 "403 Forbidden", and a CSRF failure Django's page about "CSRF
+verification" and Referer headers, with nothing a person could act on; to an htmx button the CSRF page
+was a 403 htmx swaps nowhere: the click did nothing visible. /api/'s 404 stays JSON (610e5ba)."""
+
+from __future__ import annotations
+
+import pytest
+from django.test import Client, RequestFactory
+from django.views import defaults
+
+from tests.adkweb.bad_input.sweep import Objs, _client
+
+LOOK = ('class="topbar"', "css/app.css")  # base.html's header and stylesheet
+WAY_BACK = ('href="/"', 'href="/accounts/login/"')
+
+
+def page(r, status: int, *said: str) -> str:
+    text = r.content.decode()
+    assert r.status_code == status, (r.status_code, text[:300])
+    for words in (*LOOK, *WAY_BACK, *said):
+        assert words in text, (words, text[:600])
+    return text
+
+
+@pytest.mark.parametrize("who", ["requester", "anonymous"])
+def test_a_page_path_no_view_has_is_a_404_page_with_a_way_back(objs: Objs, who: str):
+    c = Client() if who == "anonymous" else _client(objs, who)
+    text = page(c.get("/no-such-page/"), 404, "Page not found", "/no-such-page/")
+    assert ("Conversations" in text) == (who != "anonymous")  # the menu of one who is logged in
+    if who != "anonymous":
+        page(c.get("/tickets/999999999/"), 404, "Page not found")  # a view's Http404
+    r = c.get("/api/no-such-endpoint")
+    assert r.status_code == 404 and "no API endpoint" in r.json()["detail"]
+
+
+def test_the_500_page_has_the_look_and_reads_no_database(objs: Objs, settings, django_db_blocker):
+    settings.ROOT_URLCONF = "tests.adkweb.bad_input.error_urls"
+    c = _client(objs, "requester")
+    c.raise_request_exception = False
+    page(c.get("/fails/"), 500, "Something went wrong", "reload the page")
+    with django_db_blocker.block():  # the database down: the page still renders (no request, no query)
+        page(defaults.server_error(RequestFactory().get("/x/")), 500, "Something went wrong")
+
+
+def test_a_bad_request_is_a_400_page(objs: Objs):
+    r = Client().get("/accounts/login/", HTTP_HOST="not-this-site.example")  # DisallowedHost
+    page(r, 400, "Bad request", "Nothing was changed")
+
+
+def test_a_page_not_allowed_is_a_403_page(objs: Objs):
+    from django.contrib.auth.models import User
+
+    c = Client()
+    c.force_login(User.objects.get(username="agentadmin"))
+    r = c.get("/admin/auth/user/")  # staff, without the users' rights
+    page(r, 403, "Not allowed")
+
+
+@pytest.mark.parametrize("cookie", [True, False], ids=["token-expired", "no-cookie"])
+def test_a_csrf_failure_says_to_reload_the_page_and_try_again(objs: Objs, cookie: bool):
+    c = _client(objs, "approver")
+    c.handler.enforce_csrf_checks = True
+    if cookie:
+        c.get("/accounts/login/")
+        c.cookies["csrftoken"] = "x" * 32  # another tab's login rotated it: the page's token no longer matches
+    form = {"csrfmiddlewaretoken": "y" * 32}
+    text = page(c.post(f"/tickets/{objs.call.pk}/approve/", form), 403, "reload the page and try again")
+    assert "CSRF verification" not in text and "Referer" not in text
+    if not cookie:
+        assert "allow cookies" in text
+    r = c.post(f"/tickets/{objs.call.pk}/approve/", form, HTTP_HX_REQUEST="true", HTTP_X_CSRFTOKEN="y" * 32)
+    assert r.status_code == 403 and r["Content-Type"].startswith("text/plain")
+    assert "reload the page and try again" in r.content.decode() and "<" not in r.content.decode()
+    objs.call.refresh_from_db()
+    assert objs.call.status == "pending"
