@@ -7,10 +7,12 @@ import django
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "adkweb.settings")
 django.setup(set_prefix=False)  # as django.core.asgi.get_asgi_application does
 
+from adkweb.daphne_limits import daphne_limits_answered  # noqa: E402
 from adkweb.handler import ASGIHandler, daphne_bodies_unparsed  # noqa: E402  (Django's, its request threads kept)
 
 django_asgi_app = ASGIHandler()
 daphne_bodies_unparsed()  # Twisted parses no POST body into args nobody reads (adkweb.handler)
+daphne_limits_answered()  # a URL past Twisted's 16 KB: a 414 saying so, not a dropped connection
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402

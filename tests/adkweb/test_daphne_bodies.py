@@ -55,16 +55,22 @@ def test_a_form_posts_body_reaches_daphne_whole_and_unparsed(monkeypatch, conten
     assert args == {} and parsed == 0
 
 
-def test_the_asgi_app_turns_the_parsing_off():
-    """What daphne serves (`adkweb.asgi`, in a process of its own: no in-process worker here)."""
+def asgi_says(expression: str, imports: str) -> str:
+    """`expression` printed in a process of its own that imported what daphne serves (`adkweb.asgi`: no
+    in-process worker here)."""
     import os
     import subprocess
     import sys
 
-    code = (
-        "import adkweb.asgi; from daphne.http_protocol import WebRequest; "
-        "print(getattr(WebRequest, '_adkweb_bodies_unparsed', False))"
-    )
+    code = f"import adkweb.asgi; {imports}; print({expression})"
     env = {**os.environ, "ADKWEB_EMBEDDED_WORKER": "false"}
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
-    assert done.stdout.strip().splitlines()[-1:] == ["True"], done.stderr[-2000:]
+    assert done.stdout.strip(), done.stderr[-2000:]
+    return done.stdout.strip().splitlines()[-1]
+
+
+def test_the_asgi_app_turns_the_parsing_off():
+    said = asgi_says(
+        "getattr(WebRequest, '_adkweb_bodies_unparsed', False)", "from daphne.http_protocol import WebRequest"
+    )
+    assert said == "True"
