@@ -121,7 +121,13 @@ def _method_allowed(request: HttpRequest, methods: tuple[str, ...]) -> None:
 def _headless(response: HttpResponse) -> HttpResponse:
     """The GET's answer to a HEAD: the same status and headers, with the GET body's length, no body."""
     if response.streaming:
-        response.close()  # a stream is not started (nothing of it is sent)
+        # The stream is not started (nothing of it is sent): its resources closed, but not through
+        # `response.close()`, which also sends request_finished: mid-request, that closed the thread's
+        # database connections under the request (in a transaction, its next query failed).
+        closers = getattr(response, "_resource_closers", [])  # what close() runs before the signal
+        for closer in closers:
+            closer()
+        closers.clear()
         bare = HttpResponse(status=response.status_code, headers=dict(response.items()))
         del bare["Content-Length"]
         return bare

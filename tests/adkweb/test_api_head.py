@@ -48,3 +48,28 @@ def test_a_method_not_allowed_names_the_allowed_ones(demo):
     r = client.delete("/api/adk/list-apps")
     assert r.status_code == 405 and r["Allow"] == "GET, HEAD"
     assert r.json() == {"detail": 'Method "DELETE" not allowed here; use GET, HEAD.'}
+
+
+def test_head_on_a_streamed_export_leaves_the_request_its_database(demo):
+    """The audit export streams: HEAD answered it by closing the unstarted stream with `response.close()`,
+    which also sends Django's request_finished, mid-request: the thread's database connections were
+    closed under the request (in the test's transaction, the next query failed: 'Cannot operate on a
+    closed database'). Now the stream's resources only."""
+    from django.contrib.auth.models import User
+    from django.core.signals import request_finished
+
+    finished: list[object] = []
+
+    def count(**kwargs):
+        finished.append(kwargs)
+
+    request_finished.connect(count)
+    try:
+        c = Client()
+        c.force_login(User.objects.get(username="admin"))
+        r = c.head("/api/audit/decisions.csv")
+        assert r.status_code == 200 and r.content == b""
+        assert len(finished) <= 1  # the test client's own, at most: never one from inside the view
+        assert User.objects.count() > 0  # the connection still there
+    finally:
+        request_finished.disconnect(count)
