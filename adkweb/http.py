@@ -4,13 +4,15 @@ from __future__ import annotations
 
 from urllib.parse import urlsplit
 
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseBase, JsonResponse
+from django.shortcuts import render
 from django.urls import Resolver404
 from django.utils.deprecation import MiddlewareMixin
 from django.views import defaults
 from django_htmx.middleware import HtmxDetails
 
 from .errors import Refused
+from .middleware import OnTheLoop
 
 NUMBER_DIGITS = 19  # a bigint's (a primary key's) most
 NUMBER_MAX = 2**63 - 1  # a bigint's largest: 9,223,372,036,854,775,807 (19 digits, but not every 19 digits)
@@ -41,7 +43,7 @@ class HtmxHttpRequest(HttpRequest):
     htmx: HtmxDetails
 
 
-class RefusalMiddleware(MiddlewareMixin):
+class RefusalMiddleware(OnTheLoop, MiddlewareMixin):
     """The one place a page's refusal becomes a response: its message, with its status. (A view
     that shows refusals in its own page, like the ticket page, catches `Refused` and uses
     `exc.status`.) Sync and async capable, so async views stay async.
@@ -54,6 +56,41 @@ class RefusalMiddleware(MiddlewareMixin):
         if isinstance(exception, Refused):
             return HttpResponse(as_text(exception.detail), status=exception.status)
         return None
+
+    def process_response(self, request: HttpRequest, response: HttpResponseBase) -> HttpResponseBase:
+        """A 405 with no body (Django's require_POST / require_safe, a class view's) says what the address
+        takes: a blank page told a person who opened a form's address (or /accounts/logout/) nothing."""
+        if _blank_405(response):
+            return method_refused(request, response.get("Allow", ""))
+        return response
+
+    def response_blocks(self, request: HttpRequest, response: HttpResponseBase) -> bool:
+        return _blank_405(response)  # a page of the site: its menu's context reads the database
+
+
+def _blank_405(response: HttpResponseBase) -> bool:
+    return response.status_code == 405 and not response.streaming and not response.content  # type: ignore[attr-defined]
+
+
+def method_refused(request: HttpRequest, allow: str) -> HttpResponse:
+    """405, saying which methods the address takes: JSON under /api/ (as adkweb.api's refusal), text to
+    htmx, else a page (templates/405.html; on the logout address, its button)."""
+    method = request.method or ""
+    if request.path.startswith("/api/"):
+        detail = f'Method "{method}" not allowed here; use {allow}.'
+        response: HttpResponse = JsonResponse({"detail": detail}, status=405)
+    elif request.headers.get("HX-Request"):
+        response = HttpResponse(f"This address does not take {method}; it takes {allow}.", status=405)
+    else:
+        from django.urls import reverse
+
+        logout = (
+            request.path == reverse("logout") and bool(getattr(request, "user", None)) and request.user.is_authenticated
+        )
+        context = {"method": method, "allow": allow, "logout": logout}
+        response = render(request, "405.html", context, status=405)
+    response["Allow"] = allow
+    return response
 
 
 def as_text(detail: str) -> str:

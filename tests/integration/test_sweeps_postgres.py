@@ -39,6 +39,7 @@ from tests.adkweb.bad_input.test_session_ids import (
     test_a_session_that_has_such_an_id_stays_readable,
     test_ids_adk_clients_make_are_accepted,
 )
+from tests.adkweb.bad_input.test_socket_messages import test_sockets_drop_what_their_client_sends_and_stay_open
 from tests.adkweb.bad_input.test_sockets import test_sockets_with_query_strings_no_url_holds_are_refused
 from tests.adkweb.bad_input.test_surfaces import (
     test_audit_periods_at_the_ends_of_the_calendar,
@@ -47,6 +48,7 @@ from tests.adkweb.bad_input.test_surfaces import (
     test_policy_form_refusals,
     test_webhook_urls_with_a_port_no_connection_has_are_refused,
 )
+from tests.adkweb.bad_input.test_url_map import test_every_url_with_hostile_parameters_and_bodies_is_never_a_5xx
 from tests.adkweb.security.conftest import world
 from tests.adkweb.security.test_csrf import (
     test_api_token_requests_need_no_csrf_but_a_session_cookie_does,

@@ -75,3 +75,20 @@ def test_a_csrf_failure_says_to_reload_the_page_and_try_again(objs: Objs, cookie
     assert "reload the page and try again" in r.content.decode() and "<" not in r.content.decode()
     objs.call.refresh_from_db()
     assert objs.call.status == "pending"
+
+
+def test_a_method_an_address_does_not_take_is_a_405_saying_what_it_takes(objs: Objs):
+    """Django's require_POST / require_safe answered 405 with an empty body: opening a form's address (a
+    reload after a POST, a link) or /accounts/logout/ showed a blank page."""
+    c = _client(objs, "approver")
+    text = page(c.get(f"/tickets/{objs.call.pk}/approve/"), 405, "Not a page to open", "use its button", "POST")
+    assert "Nothing was changed" not in text
+    page(c.delete("/sessions/"), 405, "does not take DELETE", "Nothing was changed")
+    r = c.get("/accounts/logout/")
+    page(r, 405, 'action="/accounts/logout/"', "Log out")
+    assert r["Allow"] == "POST, OPTIONS"
+    r = c.post(f"/sessions/{objs.session.pk}/", HTTP_HX_REQUEST="true")
+    assert r.status_code == 405 and "does not take POST" in r.content.decode() and r["Allow"]
+    r = c.post("/api/docs/")
+    assert r.status_code == 405 and r.json()["detail"].startswith('Method "POST" not allowed here; use GET')
+    assert c.get("/").status_code == 200  # still logged in: the GET logged nobody out
