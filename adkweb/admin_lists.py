@@ -19,6 +19,7 @@ from typing import Any, TypeVar, cast
 
 from django.contrib import admin
 from django.contrib.admin.exceptions import DisallowedModelAdminLookup, DisallowedModelAdminToField
+from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
 from django.contrib.admin.options import IncorrectLookupParameters
 from django.contrib.admin.views.main import PAGE_VAR, ChangeList
 from django.core.exceptions import ValidationError
@@ -82,10 +83,27 @@ def _refused(exc: Exception) -> Invalid:
 
 
 class CheckedLists:
-    """Mixed into every ModelAdmin registered on the project's admin site: its list is a CheckedChangeList."""
+    """Mixed into every ModelAdmin registered on the project's admin site: its list is a CheckedChangeList,
+    and its actions refuse a selection whose ids are none."""
+
+    model: Any
 
     def get_changelist(self, request: Any, **kwargs: Any) -> type[ChangeList]:
         return CheckedChangeList
+
+    def response_action(self, request: Any, queryset: Any) -> Any:
+        """Django's, once every selected id reads as one: an id that is not (`_selected_action=x`) reached
+        `pk__in`, a ValueError, a 500 on every list with actions."""
+        pk = self.model._meta.pk
+        for raw in request.POST.getlist(ACTION_CHECKBOX_NAME):
+            try:
+                pk.get_prep_value(pk.to_python(raw))
+            except (ValidationError, ValueError, TypeError) as exc:
+                raise Invalid(
+                    f"The selected rows cannot be read: {raw[:40]!r} is not an id of this list. Nothing was "
+                    "changed. Select the rows in the list again."
+                ) from exc
+        return super().response_action(request, queryset)  # type: ignore[misc]
 
 
 class CheckedAdminSite(admin.AdminSite):

@@ -12,7 +12,11 @@ from tests.adkweb.bad_input.test_admin_lookups import (
     test_admin_list_lookups_no_database_can_apply_are_400s,
     test_admin_lookups_and_to_fields_the_admin_does_not_allow_are_400s_saying_so,
 )
-from tests.adkweb.bad_input.test_admin_pages import one_per_page, test_admin_list_pages_past_the_end_are_404s_saying_so
+from tests.adkweb.bad_input.test_admin_pages import (
+    one_per_page,
+    test_admin_list_actions_on_ids_that_are_none_are_400s_saying_so,
+    test_admin_list_pages_past_the_end_are_404s_saying_so,
+)
 from tests.adkweb.bad_input.test_api import (
     test_api_artifacts_longer_than_their_columns_are_refused,
     test_api_numbers_past_a_float_are_refused,

@@ -47,3 +47,32 @@ def test_admin_list_pages_past_the_end_are_404s_saying_so(world, one_per_page):
     assert not failures, "\n".join(failures)
     assert paged >= 5  # users, groups, agents, sessions, turns, ... at least
     assert surface_counts() == before
+
+
+def test_admin_list_actions_on_ids_that_are_none_are_400s_saying_so(world):
+    """A list's action (delete_selected) posted with a selected id that is not one (`_selected_action=x`,
+    a page edited or a script's): Django's list filtered `pk__in` with it, a ValueError: a 500 on every
+    model's list that has actions. Now a 400 saying the selection cannot be read; nothing deleted."""
+    c = Client()
+    c.force_login(world.users["admin"])
+    before = surface_counts()
+    failures: list[str] = []
+    tried = 0
+    for model, model_admin in admin.site._registry.items():
+        base = f"/admin/{model._meta.app_label}/{model._meta.model_name}/"
+        if not model_admin.get_actions(c.get(base).wsgi_request):
+            continue
+        tried += 1
+        first = model._default_manager.values_list("pk", flat=True).first()
+        for ids in (["x"], [str(first or 1), "x"], ["1.5"], ["%00"]):
+            body = {"action": "delete_selected", "_selected_action": ids, "index": "0"}
+            r = c.post(base, body)
+            text = r.content.decode(errors="replace")
+            if r.status_code != 400 or "cannot be read" not in text:
+                failures.append(f"POST {base} {ids}: {r.status_code} {text[:160]!r}")
+    assert not failures, "\n".join(failures)
+    assert tried >= 10
+    mallory = str(world.users["mallory"].pk)  # a selection of ids: Django's confirmation, as before
+    r = c.post("/admin/auth/user/", {"action": "delete_selected", "_selected_action": [mallory], "index": "0"})
+    assert r.status_code == 200 and "Are you sure" in r.content.decode()
+    assert surface_counts() == before
