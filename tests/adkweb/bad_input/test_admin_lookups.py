@@ -48,17 +48,22 @@ def world(demo) -> World:
     return world_create(demo)
 
 
+def admin_lists(world: World) -> tuple[Client, list[tuple[type[models.Model], str]]]:
+    """A client logged in as the admin, and every registered model with its list's URL."""
+    c = Client()
+    c.force_login(world.users["admin"])
+    return c, [(m, f"/admin/{m._meta.app_label}/{m._meta.model_name}/") for m in admin.site._registry]
+
+
 def refusals(world: World, queries: Callable[[type[models.Model]], list[str]], *said: str) -> int:
     """GET every registered model's list with each of `queries(model)`: each answered with the list (the
     database applied it) or a 400 saying one of `said`, never Django's "Database error" page or its bare
     400; nothing changed. How many were refused."""
-    c = Client()
-    c.force_login(world.users["admin"])
+    c, lists = admin_lists(world)
     before = surface_counts()
     failures: list[str] = []
     refused = 0
-    for model in admin.site._registry:
-        base = f"/admin/{model._meta.app_label}/{model._meta.model_name}/"
+    for model, base in lists:
         assert c.get(base).status_code == 200, base
         for query in queries(model):
             r = c.get(f"{base}?{query}")

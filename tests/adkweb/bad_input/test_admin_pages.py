@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 from django.contrib import admin
-from django.test import Client
 
+from tests.adkweb.bad_input.test_admin_lookups import admin_lists
 from tests.adkweb.bad_input.test_surfaces import surface_counts
 from tests.adkweb.security.sweep import World, world_create
 
@@ -27,13 +27,11 @@ def one_per_page(monkeypatch):
 
 
 def test_admin_list_pages_past_the_end_are_404s_saying_so(world, one_per_page):
-    c = Client()
-    c.force_login(world.users["admin"])
+    c, lists = admin_lists(world)
     before = surface_counts()
     failures: list[str] = []
     paged = 0
-    for model in admin.site._registry:
-        base = f"/admin/{model._meta.app_label}/{model._meta.model_name}/"
+    for model, base in lists:
         rows = model._default_manager.count()
         if rows < 2:
             continue
@@ -53,14 +51,12 @@ def test_admin_list_actions_on_ids_that_are_none_are_400s_saying_so(world):
     """A list's action (delete_selected) posted with a selected id that is not one (`_selected_action=x`,
     a page edited or a script's): Django's list filtered `pk__in` with it, a ValueError: a 500 on every
     model's list that has actions. Now a 400 saying the selection cannot be read; nothing deleted."""
-    c = Client()
-    c.force_login(world.users["admin"])
+    c, lists = admin_lists(world)
     before = surface_counts()
     failures: list[str] = []
     tried = 0
-    for model, model_admin in admin.site._registry.items():
-        base = f"/admin/{model._meta.app_label}/{model._meta.model_name}/"
-        if not model_admin.get_actions(c.get(base).wsgi_request):
+    for model, base in lists:
+        if not admin.site._registry[model].get_actions(c.get(base).wsgi_request):
             continue
         tried += 1
         first = model._default_manager.values_list("pk", flat=True).first()
