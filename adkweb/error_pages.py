@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from django.http import HttpRequest, HttpResponse
 from django.middleware.csrf import REASON_NO_CSRF_COOKIE
-from django.shortcuts import render
+from django.template import loader
 
 EXPIRED = (
     "This page's form has expired: its security token no longer matches your session (you logged in or out "
@@ -26,4 +26,7 @@ def csrf_failure(request: HttpRequest, reason: str = "") -> HttpResponse:
     advice = NO_COOKIE if reason == REASON_NO_CSRF_COOKIE else EXPIRED
     if request.headers.get("HX-Request"):
         return HttpResponse(advice, status=403, content_type="text/plain; charset=utf-8")
-    return render(request, "403_csrf.html", {"csrf_advice": advice}, status=403)
+    # No request context: adkweb's CSRF check runs on the event loop (adkweb.middleware), where the menu's
+    # context (the session, the user, the inbox count) would be a database call: the page shows no menu.
+    body = loader.render_to_string("403_csrf.html", {"csrf_advice": advice})
+    return HttpResponse(body, status=403)
