@@ -28,6 +28,16 @@ from tests.integration.races import at_once, held_then
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
+@pytest.fixture(autouse=True)
+def _no_worker_woken(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An approval's turn stays queued, as it is until a worker takes it: no wake-up is sent. In `make test`'s
+    run a real worker (the session's `celery_worker_process`, started by an earlier file) would take it and
+    fail it (these conversations have no agent run behind them), and the admin's save, which waits only
+    while an answer is on its way, would then go through."""
+    monkeypatch.setattr("agents_app.enqueue.session_enqueue", lambda *, session_pk: True)
+    monkeypatch.setattr("agents_app.enqueue.session_enqueue_before_commit", lambda *, session_pk: None)
+
+
 def _admin_save(admin: Any, tools: list[str]) -> Any:
     """The admin's change form posted, as a browser does: the page it answers."""
     return _admin_post(_admin_client(admin), tools)
