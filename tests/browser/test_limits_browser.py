@@ -40,6 +40,6 @@ def test_the_lockout_page_after_repeated_wrong_passwords(demo, browser, live_asg
             page.get_by_role("button", name="Log in").click()
             page.wait_for_load_state()
         assert page.get_by_role("heading", name="Too many failed logins").is_visible()
-        assert "Try again in 15 minutes" in page.locator("[role=alert]").inner_text()
+        assert "Try again in 15 minutes" in page.locator("[role=alert]:visible").inner_text()
     finally:
         context.close()
