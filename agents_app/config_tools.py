@@ -17,6 +17,8 @@ from typing import Any
 
 from django.db import connection
 
+from adkweb.row_locks import for_share
+
 from .code_apps import code_apps
 from .models import AgentConfig, Turn
 from .tools import registry
@@ -41,10 +43,7 @@ def _tools_of(share: bool, **where: Any) -> list | None:
     first (a writer's lock is waited for), then read in a statement of its own, which sees what it committed."""
     rows = AgentConfig.objects.filter(**where)
     if share:
-        sql, params = rows.values("pk").query.sql_with_params()
-        with connection.cursor() as cursor:
-            cursor.execute(f"{sql} FOR SHARE", params)
-            rows = AgentConfig.objects.filter(pk__in=[pk for (pk,) in cursor.fetchall()])
+        rows = AgentConfig.objects.filter(pk__in=for_share(rows))
     return rows.values_list("tools", flat=True).first()
 
 

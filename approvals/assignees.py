@@ -19,6 +19,8 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AnonymousUser
 from django.db import transaction
 
+from adkweb.row_locks import for_share
+
 from . import events
 from .models import PendingCall, Response, TicketActivity
 from .permissions import decide_refusal
@@ -46,9 +48,7 @@ def givers_locked(tickets: list[PendingCall]) -> None:
     held = Response.objects.filter(
         pending_call_id__in=quorum, action=Response.Action.APPROVE, final=False, actor__isnull=False
     ).values("actor_id")
-    sql, params = get_user_model().objects.filter(pk__in=held).order_by("pk").values("pk").query.sql_with_params()
-    with db.cursor() as cursor:
-        cursor.execute(f"{sql} FOR SHARE", params)
+    for_share(get_user_model().objects.filter(pk__in=held).order_by("pk"))
 
 
 def taker_locked(person: Any) -> Any:
