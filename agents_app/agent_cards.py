@@ -89,6 +89,7 @@ def _registry_tool_view(name: str, cache: dict[str, ToolView]) -> ToolView:
 
 def _code_agent_card(name: str, dotted: str) -> AgentCard:
     from . import code_apps
+    from .config_tools import code_agent_tool_pauses
 
     try:
         agent = code_apps.root_agent(code_apps.load(name))
@@ -128,6 +129,7 @@ def _code_agent_card(name: str, dotted: str) -> AgentCard:
         tools=tools,
         agent_tools=agent_tools,
         source="code",
+        error=code_agent_tool_pauses(agent) or "",  # what its turns fail with (agents._code_or_config)
     )
 
 

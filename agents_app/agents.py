@@ -19,7 +19,11 @@ from adkweb.errors import NotFound
 
 from . import code_apps
 from .config_tools import (
+    agent_tree,
+    code_agent_tool_pauses,
     configured_without_tool,  # noqa: F401 - what approvals asks (its public module)
+    is_agent_tool,
+    pausing_refusal,
     pausing_tools,
 )
 from .models import AgentConfig, RemoteApp
@@ -113,20 +117,11 @@ def _code_tool_names(app_name: str) -> frozenset[str]:
     except Exception:  # a code app that does not load: the agents page says why
         return frozenset()
     names: set[str] = set()
-    todo, seen = [agent], set()
-    while todo:
-        node = todo.pop()
-        if id(node) in seen:
-            continue
-        seen.add(id(node))
+    for node in agent_tree(agent):
         for tool in getattr(node, "tools", None) or []:
-            if hasattr(tool, "agent") and hasattr(tool, "skip_summarization"):  # ADK AgentTool
-                todo.append(tool.agent)
-            else:
-                name = getattr(tool, "name", None) or getattr(tool, "__name__", None)
-                if isinstance(name, str):
-                    names.add(name)
-        todo.extend(getattr(node, "sub_agents", None) or [])
+            name = None if is_agent_tool(tool) else getattr(tool, "name", None) or getattr(tool, "__name__", None)
+            if isinstance(name, str):
+                names.add(name)
     return frozenset(names)
 
 
@@ -185,12 +180,7 @@ def _build_config(config: AgentConfig, seen: frozenset[str]) -> Any:
     for link in config.agent_tools.select_related("child").order_by("id"):
         pausing = pausing_tools(link.child)
         if pausing:
-            raise AgentConfigError(
-                f"Agent {config.name!r} uses {link.child.name!r} as a tool, and its tool {', '.join(pausing)} pauses "
-                "for a person: an agent used as a tool runs in a session of its own that ADK throws away when it "
-                "returns, so its pause would reach nobody (no ticket; the agent might tell the user a request "
-                f"waits for approval that no approver sees). Give {config.name!r} that tool itself instead."
-            )
+            raise AgentConfigError(pausing_refusal(config.name, link.child.name, pausing))
         child = _build_config(link.child, seen | {config.name})
         tools.append(AgentTool(agent=child, skip_summarization=link.skip_summarization))
     gen = dict(config.generation_settings or {})
@@ -215,6 +205,9 @@ def _code_or_config(app_name: str) -> Any:
     except code_apps.CodeAppError as exc:
         raise AgentConfigError(str(exc)) from exc
     if obj is not None:
+        refused = code_agent_tool_pauses(code_apps.root_agent(obj))
+        if refused:
+            raise AgentConfigError(refused)
         return obj
     config = AgentConfig.objects.filter(name=app_name, enabled=True).first()
     if config is None:

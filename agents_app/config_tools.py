@@ -13,6 +13,7 @@ reached the agent, which is built when its turn runs."""
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterator
 from typing import Any
 
 from django.db import connection
@@ -61,6 +62,52 @@ def pausing_tools(config: AgentConfig) -> list[str]:
         if tool.long_running or tool.require_confirmation is True or adk_long:
             found.append(name)
     return found
+
+
+def pausing_refusal(parent: str, child: str, tools: list[str]) -> str:
+    """Why `parent` cannot run: `child`, which it uses as a tool (ADK's AgentTool), has these tools that pause."""
+    return (
+        f"Agent {parent!r} uses {child!r} as a tool, and its tool {', '.join(tools)} pauses for a person: an "
+        "agent used as a tool runs in a session of its own that ADK throws away when it returns, so its pause "
+        "would reach nobody (no ticket; the agent might tell the user a request waits for approval that no "
+        f"approver sees). Give {parent!r} that tool itself instead."
+    )
+
+
+def code_agent_tool_pauses(root: Any) -> str | None:
+    """pausing_refusal for a code-defined agent tree (None: nothing pauses in an agent used as a tool). The
+    tools of an AgentTool's agent count with those of its sub-agents and of the agents it uses as tools in
+    turn (all of them run in the throwaway session): a long-running one (ADK's pause tools too), or one
+    that asks for a confirmation every time (not for some arguments only, as pausing_tools)."""
+    for agent in agent_tree(root):
+        for child in [t.agent for t in getattr(agent, "tools", None) or [] if is_agent_tool(t)]:
+            pausing = [
+                f"{tool.name}" if node is child else f"{tool.name} (of {node.name!r})"
+                for node in agent_tree(child)
+                for tool in getattr(node, "tools", None) or []
+                if getattr(tool, "is_long_running", False) is True or getattr(tool, "_require_confirmation", 0) is True
+            ]
+            if pausing:
+                return pausing_refusal(agent.name, child.name, pausing)
+    return None
+
+
+def agent_tree(root: Any) -> Iterator[Any]:
+    """`root` and every agent under it, each once, breadth first: its sub-agents and the agents it uses as
+    tools (ADK's AgentTool), and theirs."""
+    todo, seen = [root], set()
+    while todo:
+        node = todo.pop(0)
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        yield node
+        todo.extend(getattr(node, "sub_agents", None) or [])
+        todo.extend(tool.agent for tool in getattr(node, "tools", None) or [] if is_agent_tool(tool))
+
+
+def is_agent_tool(tool: Any) -> bool:
+    return hasattr(tool, "agent") and hasattr(tool, "skip_summarization")  # ADK's AgentTool
 
 
 def _call_names(tool_names: list) -> set:
