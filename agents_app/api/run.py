@@ -159,6 +159,7 @@ class Started:
     turn_id: int | None  # None: an approval held for others, no run
     revision: int | None  # where the follower starts (watch.follow)
     streaming: bool
+    split_artifacts: bool = True  # /run_sse: ADK's two frames for an event with content and an artifactDelta
 
 
 async def _start(request: HttpRequest, *, sse: bool) -> Started:
@@ -183,7 +184,7 @@ async def _start(request: HttpRequest, *, sse: bool) -> Started:
         with services.before_turn_commit(joining[0].result):
             turn_id, revision = _queue(request, body, session, content, streaming)
         joining[0].result()  # no turn written (approvals held, a replay): a member all the same
-        return Started(watches[0], turn_id, revision, streaming)
+        return Started(watches[0], turn_id, revision, streaming, not body.function_call_event_id)
 
     try:
         return await sync_to_async(prepare_and_queue)()
@@ -238,10 +239,24 @@ async def _sse(started: Started) -> AsyncIterator[str]:
         return
     try:
         async for step in follow(watch, turn_id, partials=started.streaming, revision=started.revision):
-            payload = step.data if step.kind == "event" else error_frame(step)
-            yield f"data: {json.dumps(payload, ensure_ascii=False)}\n\n"
+            frames = sse_frames(step.data, started.split_artifacts) if step.kind == "event" else [error_frame(step)]
+            for payload in frames:
+                yield f"data: {json.dumps(payload, ensure_ascii=False)}\n\n"
     finally:
         await watch.stop()
+
+
+def sse_frames(event: dict[str, Any], split_artifacts: bool) -> list[dict[str, Any]]:
+    """An event's /run_sse frames, as ADK's server streams them: an event with content parts and an
+    artifactDelta goes as two frames of the same id, the event with an empty artifactDelta, then the
+    delta without the content (ADK Web renders an artifact from either; each once so). Not when the
+    request names a functionCallEventId (ADK's condition)."""
+    actions = event.get("actions") or {}
+    if not (split_artifacts and actions.get("artifactDelta") and (event.get("content") or {}).get("parts")):
+        return [event]
+    content_only = {**event, "actions": {**actions, "artifactDelta": {}}}
+    delta_only = {key: value for key, value in event.items() if key != "content"}
+    return [content_only, delta_only]
 
 
 def error_frame(step: Step) -> dict[str, Any]:

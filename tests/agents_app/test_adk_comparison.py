@@ -195,7 +195,20 @@ def resume_an_invocation(api: Api) -> list:
     return [first, status, resumed, fresh]
 
 
+def artifact_saved_by_a_tool(api: Api) -> list:
+    """/run_sse streams an event that carries content and an artifactDelta as two frames of one id (the
+    content with an empty artifactDelta, then the delta alone), as ADK Web renders them; /run and the
+    session keep the one event."""
+    sid = api.session("cmp_artifacts")
+    frames = api.run_sse("cmp_artifacts", sid, text('/call save_report {"text": "hello"}'))
+    ids = [frame["id"] for frame in frames]
+    other = api.session("cmp_artifacts")
+    ran = api.run("cmp_artifacts", other, text('/call save_report {"text": "again"}'))
+    return [frames, [ids.count(i) for i in ids], ran, api.get_session("cmp_artifacts", sid)["events"]]
+
+
 SCENARIOS: dict[str, Callable[[Api], list]] = {
+    "a tool saves an artifact (run_sse splits its event)": artifact_saved_by_a_tool,
     "invocationId without newMessage (resume)": resume_an_invocation,
     "memory (adkweb: ADKWEB_MEMORY_SERVICE=django)": memory,
     "streamed partial events (run_sse, streaming)": streamed_partials,
