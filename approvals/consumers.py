@@ -67,7 +67,8 @@ class InboxConsumer(DueWatching):
         # Joined first, counted next: a change published meanwhile is not lost.
         if not await live_socket.join(self, APPROVALS_GROUP):
             return
-        changed = await self._read_state(number(query.get("changed", "")))
+        said = (number(query.get("open", "")), number(query.get("total", "")))
+        changed = await self._read_state(number(query.get("changed", "")), said)
         self._arm()
         for frame in changed:  # the page's rows changed since it was rendered, then its counts as they are
             await self.send_frame(frame)
@@ -81,18 +82,19 @@ class InboxConsumer(DueWatching):
         return fanout.Viewer.of(user) if works_inbox(user) else None
 
     @database_sync_to_async
-    def _read_state(self, rendered: int | None) -> list[str]:
+    def _read_state(self, rendered: int | None, said: tuple[int | None, int | None] = (None, None)) -> list[str]:
         """Who the viewer is, the ids on the client's page, where a new matching ticket goes (or
-        None: not this page), and the counts. `rendered`: when the page was (views.inbox, microseconds):
-        the frames for its rows changed since (a decision in another tab while the page loaded, or while
-        its socket was away), and the counts; none if it does not say."""
+        None: not this page), and the counts. `rendered`: when the page was (views.inbox, microseconds);
+        `said`: the open-ticket count and the total it shows. The frames that bring it up to date: see
+        `_catch_up`; the counts when they are not the page's."""
         self.viewer = self.granted
         self.shown: set[int] = set()
         self.due = {}
         self.at_edge: str | None = None
         self._recount()
         if self.nav_only:
-            return []
+            stale = said[0] is not None and said[0] != self.open_count
+            return [fanout.nav_count_html(self.open_count)] if stale else []
         page = selectors.inbox_page(filters=self.filters, user=self.user)
         if self.filters.sort == "newest":
             self.at_edge = "afterbegin" if page.number == 1 else None
@@ -102,9 +104,27 @@ class InboxConsumer(DueWatching):
         self.due = {c.pk: at for c in page if (at := row_due(c)) is not None}
         if rendered is None:
             return []
+        rows, line = self._catch_up(list(page), rendered, said[1])
+        stale = any(s is not None and s != now for s, now in zip(said, (self.open_count, self.total), strict=True))
+        return [*rows, _counts(self.open_count, self.total or 0, line)] if rows or line or stale else []
+
+    def _catch_up(self, page: list[Any], rendered: int, said_total: int | None) -> tuple[list[str], str]:
+        """The rows of this page that changed since the page was rendered (a decision in another tab while
+        it loaded, or while its socket was away), and the line that changes with them. A ticket opened in
+        that time is one of them, and the page does not show it: on a page new tickets reach (its edge),
+        each is sent as a new row (static/js/app.js puts one the page shows already in place of its own);
+        elsewhere in place, with "New tickets arrived on another page" if more match than the page said."""
         since = rendered - CHANGED_SLACK_US
-        rows = [pushed_row(c) for c in page if microseconds(c.updated_at) > since]
-        return [*rows, _counts(self.open_count, self.total or 0, "")] if rows else []
+        changed = [c for c in page if microseconds(c.updated_at) > since]
+        if self.at_edge is None or said_total is None:  # (a page that does not say: its JS may not place them)
+            more = said_total is not None and (self.total or 0) > said_total
+            return [pushed_row(c) for c in changed], _fragment("notice-elsewhere") if more else ""
+        if self.at_edge == "afterbegin":
+            changed.reverse()  # the newest last: on top
+        added: list[str] = [
+            render_to_string(f"{LIVE}#rows-added", {"ticket": c, "edge": self.at_edge}) for c in changed
+        ]
+        return added, _fragment("empty-gone") if added else ""
 
     def _arm(self) -> None:
         """The timer for the nearest due time of the rows on the page (one per socket), if it changed."""

@@ -37,3 +37,12 @@ async def closed_with(comm: WebsocketCommunicator, within: float = 3.0) -> int |
 def ws_url(html: str, path: str) -> str:
     """The socket a rendered page opens at `path` (its ws-connect's URL, which goes on with the page's query)."""
     return path + html.split(f'ws-connect="{path}', 1)[1].split('"', 1)[0].replace("&amp;", "&")
+
+
+def page_socket_url(user: Any, page: str, path: str) -> str:
+    """The socket `page`, rendered for `user` now, opens at `path` (sync: the test client)."""
+    from django.test import Client
+
+    client = Client()
+    client.force_login(user)
+    return ws_url(client.get(page).content.decode(), path)
