@@ -69,6 +69,15 @@ document.addEventListener("htmx:responseError", function (e) {
 document.addEventListener("htmx:sendError", function () {
   requestFailed("The server could not be reached. Check your connection, reload the page and try again.");
 });
+document.addEventListener("htmx:afterRequest", function (e) {
+  // A request of the page answered since (the same button again, another one): the notice of a failed one is
+  // no longer where things stand.
+  var notice = document.getElementById("request-failed");
+  if (notice && e.detail && e.detail.successful && !notice.hidden) {
+    notice.hidden = true;
+    notice.textContent = "";
+  }
+});
 function requestFailed(text) {
   var notice = document.getElementById("request-failed");
   if (!notice) return;
