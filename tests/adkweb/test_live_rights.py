@@ -144,7 +144,9 @@ async def test_sockets_of_one_login_read_its_rights_once_per_check(demo, session
     person's rights per re-check window, shared, not one per socket."""
     from adkweb import live_rights
 
-    monkeypatch.setattr(live_rights, "REUSE", 1.0)  # the whole interval here, a tenth by default
+    # One window for the whole test (a tenth of the interval by default): however long the 20 connects take on
+    # a loaded machine, their checks share one read, or each makes its own.
+    monkeypatch.setattr(live_rights, "REUSE", 1000.0)
     checks, reads = [], []
     check, read = live_rights.rights_now, live_rights.person_now
     monkeypatch.setattr(live_rights, "rights_now", lambda *a: checks.append(1) or check(*a))
@@ -152,8 +154,11 @@ async def test_sockets_of_one_login_read_its_rights_once_per_check(demo, session
     client = Client()
     await sync_to_async(client.force_login)(demo["observer"])
     sockets = [await _open_with_cookie(f"/ws/sessions/{session.pk}/", client) for _ in range(20)]
-    await asyncio.sleep(0.3)  # every socket re-checked once (0.2 s, +-20%)
-    assert len(checks) >= 20 and 1 <= len(reads) <= 3, (len(checks), len(reads))
+    for _ in range(500):  # every socket re-checked (0.2 s +-20% after it opened; later on a loaded machine)
+        if len(checks) >= 20:
+            break
+        await asyncio.sleep(0.02)
+    assert len(checks) >= 20 and len(reads) == 1, (len(checks), len(reads))
     for s in sockets:
         assert "session-status" in await s.receive_from()
         assert await s.receive_nothing(timeout=0.01)  # still open
