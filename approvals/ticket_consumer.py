@@ -61,6 +61,9 @@ class TicketConsumer(DueWatching):
             # lost connection). Its parts now, not at the ticket's next change (if any); the card too if its
             # state is not the page's (closed, or the viewer's approval given in another tab counts).
             await self.ticket_changed({"ticket_id": self.ticket_id})
+        elif (said := query.get("activity")) is not None and said != await self._activity_now():
+            # The conversation's activity changed since (the agent ran while the socket was away): not the ticket.
+            await self.send(text_data=await self._render_activity())
         if self.last_pk is not None and await self._conversation_visible():
             catch_up = await self._render_events_after(self.last_pk)
             if catch_up:
@@ -152,6 +155,10 @@ class TicketConsumer(DueWatching):
 
     async def session_partial(self, event: dict[str, Any]) -> None:
         """Streaming text is shown on the conversation page; here the stored event follows."""
+
+    @database_sync_to_async
+    def _activity_now(self) -> str:
+        return conversations.session_status(session_pk=self.session_pk)
 
     @database_sync_to_async
     def _actions_now(self, ticket: Any) -> str:

@@ -11,12 +11,17 @@ document.addEventListener("htmx:wsAfterMessage", function () {
   // A conversation's socket (the ticket page's, the conversation page's) catches up from `after=`, the newest
   // event at page load: say the newest the page shows now (the events that came live since), else a
   // reconnect appends those again.
+  // The ticket page's socket pushes the ticket's parts when the ticket changed since the change the page says
+  // (changed=), and the conversation's activity when it is not the page's (activity=): say those the page
+  // shows now (pushed since it loaded), else a reconnect sends again what the page shows already.
+  var said = [["shows", "#ticket-actions[data-shows]", "data-shows"], ["changed", "#ticket-status[data-changed]",
+    "data-changed"], ["activity", "#session-activity[data-activity]", "data-activity"]];
   var create = htmx.createWebSocket;
   htmx.createWebSocket = function (url) {
-    var card = document.querySelector("#ticket-actions[data-shows]");
-    if (card && /[?&]shows=/.test(url)) {
-      url = url.replace(/([?&]shows=)[^&]*/, "$1" + encodeURIComponent(card.getAttribute("data-shows")));
-    }
+    said.forEach(function (it) {
+      var el = document.querySelector(it[1]), key = new RegExp("([?&]" + it[0] + "=)[^&]*");
+      if (el && key.test(url)) url = url.replace(key, "$1" + encodeURIComponent(el.getAttribute(it[2])));
+    });
     if (/[?&]after=/.test(url)) {
       var newest = 0;
       document.querySelectorAll("#conversation-events [data-pk]").forEach(function (el) {

@@ -185,8 +185,9 @@ async def test_ticket_socket_updates_other_tickets_cards_only_ignores_partials_a
     await session_send(
         call.session_id, {"type": "turn.finished", "session_pk": call.session_id, "turn_id": 1, "status": "done"}
     )
+    activity = await communicator.receive_from()
     assert (
-        '<span id="session-activity" class="chip act-waiting" hx-swap-oob="true">' in await communicator.receive_from()
+        '<span id="session-activity" class="chip act-waiting" hx-swap-oob="true" data-activity="waiting">' in activity
     )
     await session_send(call.session_id, {"type": "session.status", "session_pk": call.session_id})
     assert "session-activity" in await communicator.receive_from()
