@@ -219,10 +219,11 @@ class LiveConsumer(live_socket_login.LoginBound):
 LAYER_DOWN = 1011  # websocket close code "server error": clients (htmx's ws extension) reconnect later
 
 
-async def join(consumer: Any, group: str) -> bool:
+async def join(consumer: Any, group: str, joined: Callable[[], Awaitable[Any]] | None = None) -> bool:
     """Join a group, and the group of the socket's person's logins (adkweb.live_logins) with it, and
     accept the socket. If the channel layer is down, accept and close with 1011 (try again later)
-    instead of failing the handshake with a 500; False then."""
+    instead of failing the handshake with a 500; False then. `joined`: awaited once in the groups, before
+    the socket is accepted (a read of what the page shows: a change published meanwhile is heard)."""
     logins, consumer.login = live_logins.of_socket(consumer.scope)
     groups = [group]
     if logins is not None and consumer._logins is None:
@@ -235,6 +236,8 @@ async def join(consumer: Any, group: str) -> bool:
         await consumer.accept()
         await consumer.close(code=LAYER_DOWN)
         return False
+    if joined is not None:
+        await joined()
     await consumer.accept()
     consumer._joined = [*getattr(consumer, "_joined", ()), *groups]
     consumer._recheck_later()

@@ -16,7 +16,6 @@ from adkweb import live_socket
 from adkweb.storable import socket_query
 
 from . import fanout, selectors, timeline, visibility
-from .events import SESSIONS_GROUP
 
 DETAIL = "agents_app/session_detail.html"
 LIVE = "agents_app/partials/live.html"
@@ -30,56 +29,6 @@ def _int(value: Any, default: int) -> int:
         return int(value)
     except (TypeError, ValueError):
         return default
-
-
-class SessionListConsumer(live_socket.LiveConsumer):
-    """/ws/sessions/?agent=&status=&page=: status changes of the rows this user may see."""
-
-    async def connect(self) -> None:
-        self.user = self.scope.get("user")
-        if not self.user or not self.user.is_authenticated:
-            await self.close(code=REFUSED)
-            return
-        q = socket_query(self.scope)
-        if q is None:
-            await self.close(code=REFUSED)
-            return
-        self.filters = {"app_name": q.get("agent", ""), "status": q.get("status", "")}
-        self.page = _int(q.get("page"), 1)
-        self.shown: set[int] = await database_sync_to_async(self._page_pks)()
-        if not await live_socket.join(self, SESSIONS_GROUP):
-            return
-
-    async def disconnect(self, code: int) -> None:
-        await live_socket.leave(self, SESSIONS_GROUP)
-
-    def _page_pks(self) -> set[int]:
-        page = selectors.session_page(user=self.user, page=self.page, **self.filters)
-        self.page = page.number
-        return {s.pk for s in page}
-
-    def _row_html(self, session_pk: int) -> str | None:
-        row = selectors.session_row(user=self.user, session_pk=session_pk)
-        if row is None:
-            return None  # not this user's to see
-        matches = all(
-            not want or want == have
-            for want, have in ((self.filters["app_name"], row.app_name), (self.filters["status"], row.status))
-        )
-        if row.pk in self.shown:
-            if not matches:
-                self.shown.discard(row.pk)
-                return render_to_string(LIVE + "#row-gone", {"pk": row.pk})
-            return render_to_string("agents_app/session_list.html#session-row", {"s": row, "oob": "true"})
-        if matches and self.page == 1:
-            self.shown.add(row.pk)
-            return render_to_string(LIVE + "#row-added", {"s": row})
-        return None
-
-    async def session_status(self, message: dict) -> None:
-        html = await database_sync_to_async(self._row_html)(message["session_pk"])
-        if html:
-            await self.send(text_data=html)
 
 
 class SessionConsumer(live_socket.LiveConsumer):

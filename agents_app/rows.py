@@ -3,6 +3,8 @@ template wrote it (adkweb.markup)."""
 
 from __future__ import annotations
 
+import hashlib
+from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -38,3 +40,10 @@ def epoch(value_: Any) -> datetime | None:
         return datetime.fromtimestamp(float(value_), tz=UTC)
     except (TypeError, ValueError):
         return None
+
+
+def rows_seen(sessions: Iterable[Any]) -> str:
+    """What a page of the list shows of its rows (which, in what order, each one's status and last activity),
+    short: its socket says it (`seen=`), and sends the rows again when its own read of the page differs."""
+    shown = ";".join(f"{s.pk}:{s.status}:{s.update_time!r}" for s in sessions)
+    return hashlib.blake2b(shown.encode(), digest_size=8).hexdigest()

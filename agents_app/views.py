@@ -15,6 +15,7 @@ from adkweb.roles import can_retry_turns, is_agent_admin
 from . import agent_cards, agents, selectors, services, visibility
 from .forms import MessageForm, NewConversationForm, SessionFilterForm
 from .models import AdkSession, Turn
+from .rows import rows_seen
 
 
 def _visible_session(request: HttpRequest, pk: int) -> AdkSession:
@@ -38,7 +39,8 @@ def session_list(request: HtmxHttpRequest) -> HttpResponse:
     page = selectors.session_page(user=request.user, page=request.GET.get("page"), **cursors, **filters)
     query = {"agent": filters["app_name"], "status": filters["status"]}
     template = "agents_app/session_list.html" + ("#session-list" if request.htmx else "")
-    return render(request, template, {"form": form, "page": page, "query": query})
+    context = {"form": form, "page": page, "query": query, "seen": rows_seen(page)}
+    return render(request, template, context)
 
 
 def _detail_context(request: HttpRequest, session: AdkSession, form: MessageForm, sent: bool = False) -> dict:

@@ -45,12 +45,12 @@ document.addEventListener("htmx:oobBeforeSwap", function (e) {
     e.detail.shouldSwap = false;
   }
 });
-var ROWS = ["inbox-rows"]; // the live lists' bodies
+var ROWS = ["inbox-rows", "session-rows"]; // the live lists' bodies
 document.addEventListener("htmx:oobBeforeSwap", function (e) {
-  // Rows of a live list (the inbox) pushed as new (at the top or the end of its table) that the page shows
-  // already: each in place of its own. The socket's catch-up at connect (approvals.consumers) sends the rows that
-  // changed since the page was rendered as new ones: a ticket opened meanwhile is not on the page, one decided
-  // meanwhile is; after a reconnect, rows that came live since are.
+  // Rows of a live list (the inbox, the conversations) pushed as new (at the top or the end of its table) that
+  // the page shows already: each in place of its own. The sockets' catch-up at connect (approvals.consumers,
+  // agents_app.list_consumer) sends the rows that changed since the page was rendered as new ones: a ticket
+  // opened meanwhile is not on the page, one decided meanwhile is; after a reconnect, rows that came live since are.
   var target = e.detail.target, fragment = e.detail.fragment;
   if (!target || ROWS.indexOf(target.id) < 0 || !fragment || !fragment.querySelectorAll) return;
   fragment.querySelectorAll("tr[id]").forEach(function (row) {
@@ -58,6 +58,14 @@ document.addEventListener("htmx:oobBeforeSwap", function (e) {
     if (shown && target.contains(shown)) shown.replaceWith(row);
   });
   if (!fragment.querySelector("tr")) e.detail.shouldSwap = false;
+});
+document.addEventListener("htmx:oobAfterSwap", function (e) {
+  // The first conversation of an empty list: its table shown, "No conversations" gone.
+  var target = e.detail.target;
+  if (!target || target.id !== "session-rows" || !target.querySelector("tr")) return;
+  var table = target.closest("table"), empty = document.getElementById("sessions-empty");
+  if (table) table.hidden = false;
+  if (empty) empty.remove();
 });
 document.addEventListener("htmx:oobErrorNoTarget", function (e) {
   // A pushed fragment for something this page does not show (e.g. a row on another page): ignore.
