@@ -84,6 +84,7 @@ def test_bulk_answers_htmx_with_the_dialog_fragment(demo, client):
     html = r.content.decode()
     assert r.status_code == 200 and "<html" not in html and "Approve 1 ticket?" in html
     assert "data-triage-form" in html  # triage.js sends it with htmx into the dialog
+    assert "{#" not in html and "triage.js" not in html  # a template comment, not text (it showed in the dialog)
 
 
 def test_the_inbox_rows_carry_checkboxes_for_the_bulk_form(demo, client):
