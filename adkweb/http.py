@@ -11,6 +11,7 @@ from django.utils.deprecation import MiddlewareMixin
 from django.views import defaults
 from django_htmx.middleware import HtmxDetails
 
+from .error_pages import refused
 from .errors import Refused
 from .middleware import OnTheLoop
 
@@ -48,13 +49,13 @@ class RefusalMiddleware(OnTheLoop, MiddlewareMixin):
     that shows refusals in its own page, like the ticket page, catches `Refused` and uses
     `exc.status`.) Sync and async capable, so async views stay async.
 
-    The message is escaped: it may quote the request (the admin's refused lookups and `_to_field`, an id),
-    and a browser, or htmx swapping it into a page, would read `<`/`&` in it as markup (a link that ran
-    its script in an admin's session). Text: `&`, `<` and `>` only, so quotes read as they are."""
+    A browser gets the site's error page saying it, htmx and other clients its text, a client that asks for
+    JSON `{"detail": ...}` (adkweb.error_pages.refused); escaped everywhere: the message may quote the request
+    (the admin's refused lookups and `_to_field`, an id)."""
 
     def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
         if isinstance(exception, Refused):
-            return HttpResponse(as_text(exception.detail), status=exception.status)
+            return refused(request, exception)
         return None
 
     def process_response(self, request: HttpRequest, response: HttpResponseBase) -> HttpResponseBase:
@@ -91,11 +92,6 @@ def method_refused(request: HttpRequest, allow: str) -> HttpResponse:
         response = render(request, "405.html", context, status=405)
     response["Allow"] = allow
     return response
-
-
-def as_text(detail: str) -> str:
-    """`detail` as HTML text: its `&`, `<` and `>` as entities (an element's content; no attribute)."""
-    return detail.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
 def not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
