@@ -41,7 +41,8 @@ from django.utils import timezone
 
 from adkweb.compiled import begins, begun_with
 from adkweb.errors import NotFound
-from adkweb.postgresql.pipelined import Prepared, committed_with, prepared, rows
+from adkweb.postgresql.pipelined import committed_with, rows
+from adkweb.postgresql.pipelined_prepared import Prepared, prepared
 
 from . import pooler
 from .models import AdkSession, Turn

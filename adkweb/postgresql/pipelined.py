@@ -27,14 +27,8 @@ after the commit): the backend's `create_cursor` refuses it.
 `on_commit_sent` (adkweb.postgresql.base) asked while the COMMIT is in flight (from `written`) runs its
 `sent()` at once and its `done()` after the atomic block's commit.
 
-A statement given as `Prepared` (`prepared`) is PREPAREd once per connection (a round trip of its own,
-before the transaction's, the first time) and sent as `EXECUTE name(literals)`: parsed once and planned
-with it (generic after PostgreSQL's first five), where its text was parsed, analysed and planned at every
-message (bench/README.md, phase 26 (queue)). Django's execute wrappers still see its text. Where the server
-lost what the connection prepared (DISCARD ALL, a pooler), the EXECUTE fails before anything is written: the
-transaction (its BEGIN and nothing else) is rolled back and sent again as text, and that connection prepares
-its statements again the next time (adkweb.postgresql.prepared_here: text on it after a few such losses); a
-PREPARE the server refuses leaves that statement as text.
+A statement given as `Prepared` (adkweb.postgresql.pipelined_prepared) is sent as `EXECUTE name(literals)`,
+PREPAREd on the connection first; one whose connection lost it is sent again as text (that module says how).
 
 The COMMIT releases the transaction's locks, and shows its rows, without waiting for its WAL to reach
 the disk (`synchronous_commit` off for it alone): the worker's claim, already waiting on the session row
@@ -55,49 +49,17 @@ once per process, `_flush_allowed`) the COMMIT waits for its flush as before.
 
 from __future__ import annotations
 
-import hashlib
 import logging
-import re
 from collections.abc import Callable, Generator, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import psycopg
 from psycopg import errors, generators, pq
 
-from .prepared_here import PreparedHere
+from .pipelined_prepared import NO_SUCH_STATEMENT, Prepared, lost_here, usable
 
 logger = logging.getLogger(__name__)
 _SEP = "; "
-NO_SUCH_STATEMENT = "26000"  # invalid_sql_statement_name: an EXECUTE of a name the connection does not know
-ALREADY_PREPARED = "42P05"  # duplicate_prepared_statement
-
-
-@dataclass(frozen=True)
-class Prepared:
-    """A statement of `committed_with`'s (its `text`, named %(x)s placeholders) as PREPAREd and EXECUTEd."""
-
-    text: str
-    name: str
-    prepare: str  # PREPARE name AS the text, $n for its placeholders (their types inferred by the server)
-    execute: str  # EXECUTE name(%(x)s, ...)
-
-
-def prepared(prefix: str, text: str) -> Prepared:
-    """`text` to be prepared under `prefix` + a hash of its body (the same text, the same name)."""
-    if "%%" in text or "%s" in text:
-        raise ValueError("prepared: named placeholders only")
-    names = list(dict.fromkeys(re.findall(r"%\((\w+)\)s", text)))
-    body = text
-    for i, name in enumerate(names, 1):
-        body = body.replace(f"%({name})s", f"${i}")
-    label = prefix + hashlib.sha1(body.encode()).hexdigest()[:16]
-    execute = f"EXECUTE {label}(" + ", ".join(f"%({n})s" for n in names) + ")" if names else f"EXECUTE {label}"
-    return Prepared(text, label, f"PREPARE {label} AS {body}", execute)
-
-
-_here = PreparedHere("message's turn statement")  # connection -> names prepared
-_refused: set[str] = set()  # names whose PREPARE the server refused: sent as text
 _flushing: list[bool] = []  # whether this process's role may call pg_logical_emit_message (read once)
 
 ASYNC = b"SET LOCAL synchronous_commit TO off"
@@ -151,7 +113,7 @@ class _Executor:
 
         db.validate_no_broken_transaction()
         with db.wrap_database_errors, raw.lock:
-            use = _usable(raw, self.statements)
+            use = usable(raw, self.statements)
             flush = _flush_allowed(raw)
             db.commit_in_flight = True
             try:
@@ -160,35 +122,12 @@ class _Executor:
                 except psycopg.Error as exc:
                     if not use or exc.sqlstate != NO_SUCH_STATEMENT:
                         raise
-                    _lost_here(raw)  # nothing ran but the BEGIN: rolled back, sent again as text
+                    lost_here(raw)  # nothing ran but the BEGIN: rolled back, sent again as text
                     results = raw.wait(_pipeline(raw.pgconn, queries({}), self.written, encoding, flush))
             finally:
                 db.commit_in_flight = False
         db.committed_ahead = True  # until the atomic block's end (its commit finds nothing to do)
         return results
-
-
-def _usable(raw: Any, statements: dict[str, Prepared]) -> dict[str, Prepared]:
-    """Those of `statements` prepared on this connection (PREPAREd here the first time: the connection is
-    idle, no transaction begun), by their text."""
-    ready = _here.ready(raw) if statements else None
-    if ready is None:
-        return {}
-    use = {}
-    for text, statement in statements.items():
-        if statement.name not in ready and statement.name not in _refused:
-            raw.pgconn.send_query(statement.prepare.encode(raw.info.encoding))
-            (result,) = raw.wait(generators.execute(raw.pgconn))
-            state = result.error_field(pq.DiagnosticField.SQLSTATE)
-            if result.status == pq.ExecStatus.COMMAND_OK or state == ALREADY_PREPARED:  # its name says its text
-                ready.add(statement.name)
-            else:
-                if (state or "").startswith("42"):  # the text itself (a placeholder's type not inferred): for good
-                    _refused.add(statement.name)
-                logger.warning("committed_with: could not prepare %s (%s); sending its text.", statement.name, state)
-        if statement.name in ready:
-            use[text] = statement
-    return use
 
 
 def _flush_allowed(raw: Any) -> bool:
@@ -202,12 +141,6 @@ def _flush_allowed(raw: Any) -> bool:
             logger.info("committed_with: pg_logical_emit_message is not allowed; COMMITs wait for their flush.")
         _flushing.append(allowed)
     return _flushing[0]
-
-
-def _lost_here(raw: Any) -> None:
-    _here.lost(raw)
-    raw.pgconn.send_query(b"ROLLBACK")
-    raw.wait(generators.execute(raw.pgconn))
 
 
 def _pipeline(
