@@ -146,7 +146,11 @@ def _sql(name: str) -> str:
 
 def sessions_status_refresh(session_model: Any, turn_model: Any, ticket_model: Any) -> int:
     """Recompute every session's stored status (the data migration; bulk loads such as the bench's
-    seed); returns how many rows changed."""
+    seed); returns how many rows changed. The three tables are analyzed first where they have no statistics
+    (adkweb.postgresql.statistics): without them the UPDATE walked every turn for each session."""
+    from adkweb.postgresql.statistics import analyze_missing
+
+    analyze_missing([m._meta.db_table for m in (session_model, turn_model, ticket_model)])
     expr = status_expression(turn_model, ticket_model)
     return session_model.objects.exclude(status=expr).update(status=expr)
 

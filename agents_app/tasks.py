@@ -21,7 +21,12 @@ def session_drain(session_pk: int) -> int:
 
 @shared_task
 def turns_requeue_owed() -> int:
-    """Re-enqueue sessions whose owed work no worker is doing."""
+    """Re-enqueue sessions whose owed work no worker is doing; then ANALYZE the tables that hold rows but no
+    planner statistics yet (adkweb.postgresql.statistics: the pages' plans right after a bulk load)."""
+    from adkweb.postgresql.statistics import analyze_missing
+
     from .enqueue import owed_sessions_enqueue
 
-    return owed_sessions_enqueue()
+    count = owed_sessions_enqueue()
+    analyze_missing()
+    return count
