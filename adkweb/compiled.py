@@ -17,7 +17,6 @@ from typing import Any, TypeVar
 
 from django.db import connection
 from django.db.models import Model, QuerySet
-from django.db.models.expressions import DatabaseDefault
 
 from .compiled_begin import begins, begun_with
 
@@ -132,13 +131,29 @@ def rows_after(
     the query's own). Elsewhere it is executed first, on its own. `trail`: a statement without
     parameters or rows run after the query, the same way (e.g. the release of a savepoint `lead` took).
     `begin`: when `lead` would be its transaction's first statement (`begins()`), the transaction's BEGIN
-    leads the query string too (`begun_with`): one round trip for the three."""
+    leads the query string too (`begun_with`): one round trip for the three. Several leading statements:
+    `rows_after_each`."""
+    leads, found = rows_after_each([] if lead is None else [lead], name, key, build, *args, trail=trail, begin=begin)
+    return (leads[0] if leads else []), found
+
+
+def rows_after_each(
+    leads: list[tuple[str, list[Any]]],
+    name: str,
+    key: tuple,
+    build: Callable[..., QuerySet],
+    *args: Any,
+    trail: str = "",
+    begin: bool = False,
+) -> tuple[list[list[tuple]], list[list[Any]]]:
+    """`rows_after` with any number of leading statements, run in their order before the query (in its
+    round trip on PostgreSQL: each statement of a query string takes its own snapshot, so one after a lock
+    sees what the lock waited for): the rows of each, and the query's."""
     sentinels = stand_ins(args)
     sql, template, places, expressions = compiled(name, key, lambda: _rows_sql(build, sentinels))
-    lead_rows: list[tuple] = []
+    lead_rows: list[list[tuple]] = []
     if places is None or unbindable(args):
-        if lead is not None:
-            lead_rows = _execute(*lead)
+        lead_rows = [_execute(*lead) for lead in leads]
         found = [list(row) for row in build(*args)]
         if trail:
             _execute(trail, [])
@@ -148,17 +163,20 @@ def rows_after(
         params[at] = args[arg]
     with connection.cursor() as cursor:
         together = connection.vendor == "postgresql"
-        if lead is not None and together:
-            text = f"{lead[0]}; {sql}" + (f"; {trail}" if trail else "")
+        if leads and together:
+            text = "; ".join([*(lead[0] for lead in leads), sql, *([trail] if trail else [])])
+            lead_params = [p for lead in leads for p in lead[1]]
             if begin and begins():
-                begun_with(cursor, text, [*lead[1], *params])
+                begun_with(cursor, text, [*lead_params, *params])
             else:
-                cursor.execute(text, [*lead[1], *params])
-            lead_rows = cursor.fetchall() if cursor.description is not None else []  # a SAVEPOINT has none
-            cursor.nextset()
-        elif lead is not None:
-            cursor.execute(*lead)
-            lead_rows = cursor.fetchall() if cursor.description is not None else []  # a SAVEPOINT has none
+                cursor.execute(text, [*lead_params, *params])
+            for _ in leads:
+                lead_rows.append(cursor.fetchall() if cursor.description is not None else [])  # a SAVEPOINT has none
+                cursor.nextset()
+        elif leads:
+            for lead in leads:
+                cursor.execute(*lead)
+                lead_rows.append(cursor.fetchall() if cursor.description is not None else [])
             cursor.execute(sql, params)
         else:
             cursor.execute(f"{sql}; {trail}" if trail and together else sql, params)
@@ -259,41 +277,3 @@ def _execute(sql: str, params: list[Any]) -> list[tuple]:
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         return cursor.fetchall()
-
-
-def inserted(row: Model) -> None:
-    """`row.save(force_insert=True)` on SQLite for a model no signal listens to, in one `INSERT …
-    RETURNING` whose SQL is written once per process (per model and columns left to the database):
-    the ORM compiled it per call (~0.2-0.3 ms: a session's creation, a decision's row). The values are
-    each field's own (`pre_save`: auto_now_add times; the driver's form: JSON, booleans); a field left
-    to its database default (`db_default`, no value given) is left out of the INSERT, as SQLite takes
-    it, and its value read back as the ORM reads it. Sets the pk and the row's saved state. No
-    pre_save/post_save signal is sent: callers use it only for models nobody listens to."""
-    meta = row._meta
-    fields = [f for f in meta.concrete_fields if not f.primary_key]
-    values = [f.pre_save(row, True) for f in fields]
-    given = tuple(not isinstance(v, DatabaseDefault) for v in values)
-    sql, returned = compiled("inserted", (meta.label, given), lambda: _insert_sql(meta, fields, given))
-    params = [f.get_db_prep_save(v, connection) for f, v, g in zip(fields, values, given, strict=True) if g]
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        found = cursor.fetchone()
-    assert found is not None
-    row.pk = found[0]
-    for field, value in zip(returned, found[1:], strict=True):
-        for convert in connection.ops.get_db_converters(field.cached_col) + field.get_db_converters(connection):
-            value = convert(value, field.cached_col, connection)
-        setattr(row, field.attname, value)
-    row._state.adding, row._state.db = False, connection.alias
-
-
-def _insert_sql(meta: Any, fields: list[Any], given: tuple[bool, ...]) -> tuple[str, list[Any]]:
-    quote = connection.ops.quote_name
-    columns = [quote(f.column) for f, g in zip(fields, given, strict=True) if g]
-    defaulted = [f for f, g in zip(fields, given, strict=True) if not g]
-    returning = ", ".join([quote(meta.pk.column), *(quote(f.column) for f in defaulted)])
-    sql = (
-        f"INSERT INTO {quote(meta.db_table)} ({', '.join(columns)}) VALUES ({', '.join(['%s'] * len(columns))}) "
-        f"RETURNING {returning}"
-    )
-    return sql, defaulted

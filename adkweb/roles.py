@@ -91,8 +91,14 @@ def permissions_read(user: Any) -> tuple[str, list[Any]] | None:
         return None
     if user.is_superuser:
         return None
+    return permissions_of(user.pk)
+
+
+def permissions_of(pk: Any) -> tuple[str, list[Any]]:
+    """`permissions_read`'s statement for the person with this pk, whoever they are (a caller that reads
+    their row in the same round trip: approvals.decider)."""
     sql, template = compiled("user_permissions", (), _permissions_sql)
-    return sql, [user.pk if p == _SENTINEL else p for p in template]
+    return sql, [pk if p == _SENTINEL else p for p in template]
 
 
 def permissions_loaded(user: Any, rows: list[tuple]) -> None:

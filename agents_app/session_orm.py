@@ -19,7 +19,7 @@ from google.adk.sessions import _session_util
 from google.adk.sessions.session import Session
 from google.adk.sessions.state import State
 
-from adkweb import compiled
+from adkweb import compiled, compiled_insert
 
 from .event_json import event_interrupt_ids, event_json_text, event_response_ids
 from .events import EVENT_DATA_MAX
@@ -224,7 +224,7 @@ def create(
                 update_time=now,
             )
             if connection.vendor == "sqlite":
-                compiled.inserted(row)  # the ORM's INSERT, written once per process (no signal listens to it)
+                compiled_insert.inserted(row)  # the ORM's INSERT, written once per process (no signal listens to it)
             else:
                 row.save(force_insert=True)  # as objects.create
     except IntegrityError as exc:

@@ -18,6 +18,7 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AnonymousUser
 from django.db import transaction
+from django.db.models import Q
 
 from adkweb.row_locks import for_share
 
@@ -33,14 +34,15 @@ def person_locked(person: Any) -> Any:
     return User.objects.select_for_update(no_key=True).filter(pk=person.pk).first()
 
 
-def givers_locked(tickets: list[PendingCall]) -> None:
+def givers_locked(tickets: list[PendingCall], decider: Any = None) -> None:
     """Lock (FOR SHARE, to the end of the transaction) the rows of the people whose held approvals of these
     quorum tickets a decision counts (approvals.decision_plan.approvers): a change of their rights locks
     them too (`assignees_recheck`), so it commits before the decision reads their rights, or waits for the
     decision's commit; never in between, counting a removed person's approval after the removal returned.
     Before the session's and tickets' locks, as takes and changes of rights take a person's row before a
-    ticket's; in pk order, as `assignees_recheck` takes them. PostgreSQL (SQLite writes one at a time);
-    nothing for tickets that need one approval (no statement)."""
+    ticket's; in pk order, as `assignees_recheck` takes them, the `decider`'s row among them (a person
+    deciding: approvals.decider locks it again in the decision's next round trip, and reads their rights).
+    PostgreSQL (SQLite writes one at a time); nothing for tickets that need one approval (no statement)."""
     quorum = [t.pk for t in tickets if t.required_approvals > 1]
     db = transaction.get_connection()
     if not quorum or db.vendor != "postgresql":
@@ -48,7 +50,10 @@ def givers_locked(tickets: list[PendingCall]) -> None:
     held = Response.objects.filter(
         pending_call_id__in=quorum, action=Response.Action.APPROVE, final=False, actor__isnull=False
     ).values("actor_id")
-    for_share(get_user_model().objects.filter(pk__in=held).order_by("pk"))
+    people = Q(pk__in=held)
+    if decider is not None and getattr(decider, "pk", None) is not None:
+        people |= Q(pk=decider.pk)
+    for_share(get_user_model().objects.filter(people).order_by("pk"))
 
 
 def taker_locked(person: Any) -> Any:

@@ -18,7 +18,7 @@ from agents_app import services as agent_services
 from agents_app.models import AdkSession, Turn
 from agents_app.services import row_lock_held, session_locked, turn_add
 
-from . import answer_turn, assignees, chain, decision_plan, decision_write, ticket_locks
+from . import answer_turn, assignees, chain, decider, decision_plan, decision_write, ticket_locks
 from .decision_plan import AlreadyCounted, Answer, NotAllowed, StaleArguments, TicketClosed, refused_unsent
 from .escalations import escalation_record
 from .models import PendingCall, Response, StandingGrant
@@ -75,13 +75,17 @@ def answers_submit(
     answers came in (/run), which the turn carries whole (answer_turn.turn_parts)."""
     if not answers:
         raise InvalidResponse("No responses given.")
-    # The session row first, then its tickets: the order the session store's append (which may
-    # touch a ticket) takes them, and the stored status (agents_app.session_status) needs it. With
-    # the row held, the status follows the new turn and the closed tickets in one UPDATE each.
-    assignees.givers_locked([a.ticket for a in answers])  # whose held approvals count: their rights hold
+    # The people first: the decider's row and those of the givers whose held approvals count, locked so
+    # their rights hold to the commit (approvals.decider, approvals.assignees.givers_locked). Then the
+    # session row, then its tickets: the order the session store's append (which may touch a ticket)
+    # takes them, and the stored status (agents_app.session_status) needs it. With the row held, the
+    # status follows the new turn and the closed tickets in one UPDATE each.
+    person = actor if source == Response.Source.PERSON else None
+    assignees.givers_locked([a.ticket for a in answers], person)
     pks = [a.ticket.pk for a in answers]
-    if len(pks) == 1:  # every click, almost every /run: both locks in one round trip
-        held, locked = ticket_locks.session_and_ticket_locked(session.pk, pks[0])
+    if len(pks) == 1:  # every click, almost every /run: the decider's rights and both locks in one round trip
+        held, locked, fresh = ticket_locks.session_and_ticket_locked(session.pk, pks[0], person)
+        actor = actor if person is None else fresh
         if not held:  # no live session row (archived): nothing held, as session_locked does
             return _submit(
                 session, answers, actor, streaming, state_delta, source, grant, locked, False, False, message
@@ -89,6 +93,7 @@ def answers_submit(
         with row_lock_held(session.pk):
             early = wake_early and _early()
             return _submit(session, answers, actor, streaming, state_delta, source, grant, locked, early, True, message)
+    actor = decider.decider_read(person) if person is not None else actor
     with session_locked(session.pk):
         locked = ticket_locks.tickets_locked(pks)
         return _submit(session, answers, actor, streaming, state_delta, source, grant, locked, False, True, message)

@@ -16,7 +16,7 @@ from django.db import DatabaseError, connection, transaction
 from django.db.models.expressions import DatabaseDefault
 from django.utils import timezone
 
-from adkweb import compiled, notify
+from adkweb import compiled_insert, notify
 
 from . import chain
 from .models import Response
@@ -42,7 +42,7 @@ def response_append(*, actor: Any = None, link: bool = True, **fields: Any) -> R
     person = actor if username else None
     row = Response(actor=person, actor_username=username, actor_name=name, **fields)
     if connection.vendor == "sqlite":
-        compiled.inserted(row)  # the ORM's INSERT, written once per process (no signal listens to it)
+        compiled_insert.inserted(row)  # the ORM's INSERT, written once per process (no signal listens to it)
     else:
         row.save(force_insert=True)  # as objects.create
     if link:

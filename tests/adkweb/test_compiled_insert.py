@@ -1,4 +1,4 @@
-"""`adkweb.compiled.inserted`: on SQLite, a session's row (its creation) and a decision's row
+"""`adkweb.compiled_insert.inserted`: on SQLite, a session's row (its creation) and a decision's row
 (`approvals.record.response_append`) written by an INSERT whose SQL is written once per process, not
 compiled by the ORM per call. Pinned here: the rows are the ORM's, column by column (JSON beyond ASCII,
 booleans, auto_now_add times, the columns left to their database defaults, read back onto the row as
@@ -16,7 +16,7 @@ from django.db import connection, transaction
 from django.db.models.sql.compiler import SQLInsertCompiler
 from google.adk.errors.already_exists_error import AlreadyExistsError
 
-from adkweb import compiled
+from adkweb import compiled_insert
 from agents_app import session_orm
 from agents_app.models import AdkSession
 from approvals import chain
@@ -78,7 +78,7 @@ def test_a_decisions_row_is_the_orms_written_without_compiling(demo, monkeypatch
 def test_an_inserted_row_goes_with_its_transaction():
     row = AdkSession(app_name="app_a", user_id="bob", session_id="s-9", state={}, create_time=1.0, update_time=1.0)
     with pytest.raises(RuntimeError), transaction.atomic():
-        compiled.inserted(row)
+        compiled_insert.inserted(row)
         assert AdkSession.all_objects.filter(pk=row.pk).exists()
         raise RuntimeError("rolled back")
     assert not AdkSession.all_objects.filter(session_id="s-9").exists()

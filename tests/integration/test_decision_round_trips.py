@@ -234,7 +234,8 @@ def test_an_endpoint_question_that_fails_in_the_database_leaves_the_decision_who
 
 def test_a_run_answer_reads_its_ticket_and_the_deciders_permissions_in_one_round_trip(demo):
     """`/run`'s approval (approvals.services.message_submit with a FunctionResponse): the ticket is read
-    with the person's permissions before BEGIN; the decision's check asks nothing inside the transaction."""
+    with the person's permissions before BEGIN; inside the transaction the decision reads them again after
+    locking the person's row (approvals.decider), in the round trip of its locks, in no statement of its own."""
     from google.genai import types
 
     from approvals.services import message_submit
@@ -248,7 +249,8 @@ def test_a_run_answer_reads_its_ticket_and_the_deciders_permissions_in_one_round
     sent = [q["sql"] for q in ctx.captured_queries]
     before, done = _before_the_transaction(sent), _the_transaction(sent)
     assert len(before) == 1 and "auth_permission" in before[0] and "approvals_pendingcall" in before[0], before
-    assert not [q for q in done if "auth_permission" in q], done
+    rights = [q for q in done if "auth_permission" in q]
+    assert len(rights) == 1 and "FOR SHARE" in rights[0] and "agents_app_adksession" in rights[0], done
     # the turn written in the record's statement (after the locks), in no statement of its own
     turns = [q for q in done if "INSERT INTO agents_app_turn" in q]
     assert len(turns) == 1 and "approvals_response" in turns[0] and done.index(turns[0]) == 2, done
@@ -289,8 +291,12 @@ def test_a_decisions_begin_leads_its_locks_in_one_round_trip(demo):
     status, sent = _click(_tab(demo["admin"]), ticket)
     assert status == 200
     locks = _the_transaction(sent)[1]
-    assert locks.startswith("BEGIN; SELECT id FROM agents_app_adksession"), locks
-    assert "approvals_pendingcall" in locks and "FOR UPDATE" in locks
+    # the decider's row (FOR SHARE) and rights (approvals.decider), then the session's and the ticket's
+    assert locks.startswith('BEGIN; SELECT "auth_user"."id"'), locks
+    person, rights, session, rest = locks.split("; ", 4)[1:]
+    assert person.endswith("FOR SHARE") and "auth_permission" in rights, locks
+    assert session.startswith("SELECT id FROM agents_app_adksession") and session.endswith("FOR NO KEY UPDATE")
+    assert "approvals_pendingcall" in rest and "FOR UPDATE" in rest
     assert notices == []
     ticket.refresh_from_db()
     assert ticket.status == PendingCall.Status.APPROVED and ticket.closed_by == demo["admin"]
@@ -312,6 +318,7 @@ def test_a_decision_inside_a_transaction_already_begun_sends_its_locks_alone(dem
         PendingCall.objects.filter(pk=ticket.pk).exists()  # the BEGIN is sent here
         message_submit(session=ticket.session, content=content, actor=demo["approver"])
     locks = [q["sql"] for q in ctx.captured_queries if "FOR NO KEY UPDATE" in q["sql"]]
-    assert len(locks) == 1 and locks[0].startswith("SELECT id FROM agents_app_adksession"), locks
+    assert len(locks) == 1 and locks[0].startswith('SELECT "auth_user"."id"'), locks
+    assert "; SELECT id FROM agents_app_adksession" in locks[0], locks
     ticket.refresh_from_db()
     assert ticket.status == PendingCall.Status.APPROVED
