@@ -11,6 +11,7 @@ from django.utils.html import format_html_join
 
 from adkweb.storable import StorableJSONField
 
+from .agent_rename import rename_refusal
 from .agents import AgentConfigError, local_app_exists
 from .config_history import agent_config_record
 from .config_tools import answers_on_their_way, confirmations_stranded
@@ -43,6 +44,10 @@ class AgentConfigForm(forms.ModelForm):
         name = self.cleaned_data["name"]
         if RemoteApp.objects.filter(name=name).exists():
             raise forms.ValidationError(f"A remote app is named {name!r}; pick another name.")
+        if self.instance.pk and name != self.instance.name:  # its row is locked (`AgentConfigAdmin.get_object`)
+            refusal = rename_refusal(self.instance.name)
+            if refusal:
+                raise forms.ValidationError(refusal)
         return name
 
     def clean_tools(self) -> list[str]:
