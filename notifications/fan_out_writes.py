@@ -57,7 +57,7 @@ _SKIPPED_ATTEMPTS = (
     f"INSERT INTO {DeliveryAttempt._meta.db_table} "
     "(delivery_id, number, started_at, duration_ms, ok, status_code, error) "
     f"SELECT d.id, d.attempts, d.updated_at, 0, %s, NULL, d.last_error FROM {Delivery._meta.db_table} d "
-    "WHERE d.event_id = %s AND d.channel = 'email' AND d.status = %s AND d.attempts = 1 "
+    "WHERE d.event_id = %s AND d.status = %s AND d.attempts = 1 "
     f"AND NOT EXISTS (SELECT 1 FROM {DeliveryAttempt._meta.db_table} a WHERE a.delivery_id = d.id)"
 )
 _OWED = (

@@ -221,14 +221,16 @@ def _fan_out_plan(event_id: int) -> list[Delivery] | None:
         if closed and role == "decider":
             row.status, row.attempts, row.last_error = Delivery.Status.SKIPPED, 1, closed
         rows.append(row)
+    stale = webhooks.stale_for(event.name, event.ticket)  # an opening or a call to act, its ticket closed first
     for endpoint in selectors.webhook_endpoints_for(event_name=event.name):
         delivery_id = uuid.uuid4()
         payload = webhooks.payload(event=event, endpoint=endpoint, delivery_id=delivery_id)
-        rows.append(
-            Delivery(
-                **owed, channel="webhook", endpoint=endpoint, target=endpoint.url, payload=payload, uuid=delivery_id
-            )
+        row = Delivery(
+            **owed, channel="webhook", endpoint=endpoint, target=endpoint.url, payload=payload, uuid=delivery_id
         )
+        if stale:  # written skipped, as the deciders' emails above, where its send would skip it (`webhook_send`)
+            row.status, row.attempts, row.last_error = Delivery.Status.SKIPPED, 1, stale
+        rows.append(row)
     return rows
 
 

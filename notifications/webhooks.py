@@ -130,16 +130,23 @@ def slack_payload(body: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-# Calls to act on a ticket: stale once it closed (approved, rejected, expired, cancelled meanwhile).
-ACT_NOW_EVENTS = ("ticket.reminder", "ticket.escalated")
+# Calls to act on a ticket: stale once it closed (approved, rejected, expired, cancelled meanwhile). Its
+# opening is one: a ticket closed before its ticket.opened went out (fanned out late, retried after the
+# close) is then told of as a ticket decided as it opened (a policy's, a grant's), which sends no
+# ticket.opened at all; its close has its own event (ticket.decided, ticket.expired) with the ticket whole.
+ACT_NOW_EVENTS = ("ticket.opened", "ticket.reminder", "ticket.escalated")
+
+
+def stale_for(event_name: str, ticket: Any) -> str:
+    """Why a webhook of this event about this ticket is no longer true, or "" (`ACT_NOW_EVENTS`)."""
+    if event_name in ACT_NOW_EVENTS and ticket is not None and ticket.is_closed:
+        return f"The ticket was {ticket.get_status_display()} before this {event_name} went out."
+    return ""
 
 
 def stale_reason(delivery: Delivery) -> str:
-    """Why a reminder or escalation is no longer true when its turn to go out comes, or ""."""
-    ticket = delivery.ticket
-    if delivery.event.name in ACT_NOW_EVENTS and ticket is not None and ticket.is_closed:
-        return f"The ticket was {ticket.get_status_display()} before this {delivery.event.name} went out."
-    return ""
+    """Why an opening, a reminder or an escalation is no longer true when its turn to go out comes, or ""."""
+    return stale_for(delivery.event.name, delivery.ticket)
 
 
 def webhook_send(delivery: Delivery) -> Outcome:

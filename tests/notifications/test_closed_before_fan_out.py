@@ -81,7 +81,10 @@ def test_the_fan_out_run_again_or_a_retry_of_a_skipped_email_changes_nothing(ema
     assert mail.outbox == [] and announced == [event.ticket_id]
 
 
-def test_only_the_deciders_emails_are_skipped_a_webhook_is_still_sent(emails, sent, announced):
+def test_its_webhook_is_written_skipped_too(emails, sent, announced):
+    """Before: the deciders' emails were skipped and the ticket.opened webhook went out all the same, the
+    ticket already approved ("Approval needed" for a ticket nobody can decide any more). Now it is written
+    skipped with them, as a ticket decided as it opened sends no ticket.opened: its close has its own event."""
     hook = WebhookEndpoint.objects.create(url="http://127.0.0.1:9/hook", secret="s", events=["ticket.opened"])
     emails["approver2"].email = ""  # no address: no row, as before
     emails["approver2"].save(update_fields=["email"])
@@ -93,9 +96,11 @@ def test_only_the_deciders_emails_are_skipped_a_webhook_is_still_sent(emails, se
         ("approver@example.com", "skipped"),
     ]
     post = Delivery.objects.get(event=event, channel="webhook")
-    assert (post.endpoint_id, post.status, post.attempts) == (hook.pk, "pending", 0)
-    assert ("notifications.tasks.delivery_send", post.pk) in sent  # its own task, as any webhook's
-    assert DeliveryAttempt.objects.filter(delivery=post).count() == 0
+    reason = "The ticket was approved before this ticket.opened went out."
+    assert (post.endpoint_id, post.status, post.attempts, post.last_error) == (hook.pk, "skipped", 1, reason)
+    assert ("notifications.tasks.delivery_send", post.pk) not in sent  # nothing left to send
+    [attempt] = DeliveryAttempt.objects.filter(delivery=post)
+    assert (attempt.number, attempt.ok, attempt.error) == (1, False, reason)
 
 
 def test_a_ticket_still_open_at_its_fan_out_emails_its_deciders(emails, sent, announced):

@@ -127,6 +127,23 @@ def test_no_stale_reminder_for_a_ticket_closed_another_way(emails, webhook_recei
     assert mail.outbox == [] and receiver.hits == []
 
 
+def test_no_opening_webhook_for_a_ticket_decided_before_it_went_out(emails, webhook_receiver):
+    """A ticket.opened webhook fanned out while its ticket was open, sent after it was decided (the endpoint
+    was down at its first attempt, or the task waited): before, it went out, "Approval needed" for a ticket
+    already approved; now it is skipped, saying why, as a reminder is. Its decision has its own webhook."""
+    receiver = webhook_receiver(SECRET)
+    WebhookEndpoint.objects.create(url=receiver.url, secret=SECRET, events=["ticket.opened"])
+    call = open_ticket()
+    opened = NotificationEvent.objects.create(name="ticket.opened", ticket=call)
+    services.event_fan_out(event_id=opened.pk)
+    approvals.ticket_approve(ticket=call, actor=emails["approver"])
+    for delivery in Delivery.objects.filter(event=opened, channel="webhook"):
+        sending.delivery_attempt(delivery_id=delivery.pk)
+    post = Delivery.objects.get(event=opened, channel="webhook")
+    assert (post.status, post.last_error) == ("skipped", "The ticket was approved before this ticket.opened went out.")
+    assert receiver.hits == []
+
+
 def test_no_reminder_to_an_approver_whose_approval_already_counts(emails):
     call = open_ticket(args=BIG)
     event = NotificationEvent.objects.create(name="ticket.reminder", ticket=call)
