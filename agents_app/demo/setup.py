@@ -78,10 +78,23 @@ DEMO_AGENTS = [
 ]
 
 
-@transaction.atomic
 def demo_setup() -> None:
     """Create or refresh the role groups (`setup_roles`), demo teams, users, agents and approval
-    policies (idempotent)."""
+    policies (idempotent). Two transactions, each taking its rows in the order a decision takes them
+    (approvals.decisions: the people's rows, the session's, the ticket's, then one agent's row, FOR SHARE,
+    for a tool confirmation): first the people, their groups and the policies (a change of someone's
+    rights locks their row, then the tickets assigned to them: approvals.assignees), then the agents'
+    rows, in a transaction that then waits for no other row. In one transaction, the agents' rows were
+    held while the policies' groups changed: a decision holding its decider's row and ticket while it
+    waited for its agent's row, and this waiting for that person's row, deadlocked."""
+    _people_and_policies()
+    _agents()
+
+
+@transaction.atomic
+def _people_and_policies() -> None:
+    # The demo users' rows first, in pk order, as decisions and changes of rights take people's rows.
+    list(User.objects.select_for_update(no_key=True).filter(username__in=[u[0] for u in DEMO_USERS]).order_by("pk"))
     groups = {**roles_setup(), **demo_groups_setup()}
     for username, password, group_names, is_staff, is_superuser in DEMO_USERS:
         user, created = User.objects.get_or_create(username=username)
@@ -91,6 +104,11 @@ def demo_setup() -> None:
         user.is_staff, user.is_superuser = is_staff, is_superuser
         user.save()
         user.groups.set([groups[g] for g in group_names])
+    demo_policies_setup()
+
+
+@transaction.atomic
+def _agents() -> None:
     for spec in DEMO_AGENTS:
         AgentConfig.objects.update_or_create(name=spec["name"], defaults={**spec, "model": DEMO_MODEL, "enabled": True})
     AgentToolLink.objects.update_or_create(
@@ -100,4 +118,3 @@ def demo_setup() -> None:
     )
     for config in AgentConfig.objects.filter(name__in=[spec["name"] for spec in DEMO_AGENTS]):
         agent_config_record(config=config)  # version 1, or a new one if demo_setup changed it
-    demo_policies_setup()
