@@ -152,3 +152,28 @@ def test_a_deactivation_first_then_the_decision_is_refused(demo):
     status, text = done["second"]
     assert status == 403 and "log in to answer tickets." in text, done["second"]
     _nothing_decided(call)
+
+
+def test_two_answers_in_one_message_the_removal_first_are_refused(demo):
+    """`/run`'s message answering two calls at once: the decider's row and rights in a round trip of their own
+    (approvals.decider.decider_read), before the session's and the tickets' locks."""
+    from approvals.decisions import NotAllowed
+
+    approver = demo["approver"]
+    session = session_for(user_id="approver")
+    calls = [ticket(session=session, invocation_id="inv-two") for _ in range(2)]
+    parts = [
+        types.Part(
+            function_response=types.FunctionResponse(id=c.call_id, name=c.call_name, response={"status": "approved"})
+        )
+        for c in calls
+    ]
+    content = types.Content(role="user", parts=parts)
+    person = type(approver).objects.get(pk=approver.pk)
+    done = held_then(
+        _removed(approver), lambda: services.message_submit(session=session, content=content, actor=person), wait=5
+    )
+    assert done["waited"], done
+    assert isinstance(done["second"], NotAllowed) and REFUSED in str(done["second"]), done
+    for call in calls:
+        _nothing_decided(call)
