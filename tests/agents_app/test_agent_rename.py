@@ -3,8 +3,9 @@ app_name), and so are its tickets, app and user state, artifacts and memory; a t
 conversation's app_name when it runs. Before: the admin's change form took a new name while the agent had
 conversations and open tickets: an approval then recorded (201) for the ticket, its turn failed ("No enabled
 agent named 'reimbursement_agent'"), the approved reimbursement never ran, and every message in those
-conversations failed the same way. Now the rename is refused, as a form error on the name saying why, while
-the agent has a conversation that is not deleted; an agent without any renames as before."""
+conversations failed the same way; and the approval policies that name it stopped applying to its tickets.
+Now the rename is refused, as a form error on the name saying why, while the agent has a conversation that
+is not deleted or a policy names it; an agent without either renames as before."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from django.test import Client
 
 from agents_app import services
 from agents_app.models import AgentConfig
-from approvals.models import PendingCall
+from approvals.models import PendingCall, Policy
 from tests.agents_app.test_config_history import _form
 from tests.engine_scenarios import agent_texts, failed_turns, responses, settle, ticket_opened
 
@@ -34,7 +35,7 @@ def _refused(page) -> str:
     assert page.status_code == 200, page.status_code
     if page.redirect_chain:
         return ""
-    return str(page.context["adminform"].form.errors.get("name", ""))
+    return " ".join(page.context["adminform"].form.errors.get("name", []))
 
 
 def test_a_rename_while_a_ticket_waits_is_refused_and_the_approval_reaches_the_agent(demo, worker, wait):
@@ -81,3 +82,16 @@ def test_other_changes_of_an_agent_with_conversations_save(demo):
     )
     assert _refused(page) == ""
     assert AgentConfig.objects.get(name="stock_agent").description == "Prices."
+
+
+def test_a_rename_while_a_policy_names_the_agent_is_refused(demo):
+    """No conversation, but the demo's "Treasury transfers" applies to transfer_agent by its name: renamed,
+    its confirmations would open without treasury's rules (four-eyes, its group). Pointed at the new name
+    first, the rename goes through."""
+    admin = _admin(demo)
+    refusal = _refused(_rename(admin, "transfer_agent", "payments_agent"))
+    assert "Not renamed: the approval policies 'Treasury transfers' apply to this agent" in refusal, refusal
+    assert AgentConfig.objects.filter(name="transfer_agent").exists()
+    Policy.objects.filter(name="Treasury transfers").update(agent="payments_agent")
+    assert _refused(_rename(admin, "transfer_agent", "payments_agent")) == ""
+    assert AgentConfig.objects.filter(name="payments_agent").exists()
