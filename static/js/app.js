@@ -99,11 +99,16 @@ function requestFailed(text) {
 }
 document.addEventListener("htmx:wsOpen", function (e) {
   // Mark live elements (CSS shows a "live" dot; browser tests wait for it before acting).
+  e.target.__liveSocket = e.detail.event && e.detail.event.target;
   e.target.setAttribute("data-ws-open", "");
 });
 // The servers' refusal codes (adkweb.live_socket, approvals.consumers): the socket is not reconnected.
 var LIVE_REFUSED = [4003, 4403];
 document.addEventListener("htmx:wsClose", function (e) {
+  // A reconnect closes the old socket as it opens the new one; the old one's close can complete after the
+  // new one opened: it says nothing about the element's socket then.
+  var closed = e.detail && e.detail.event && e.detail.event.target;
+  if (closed && e.target.__liveSocket && closed !== e.target.__liveSocket) return;
   e.target.removeAttribute("data-ws-open");
   // Refused (the conversation deleted, a right lost, signed out): say so rather than go quiet.
   var code = e.detail && e.detail.event && e.detail.event.code;
