@@ -95,7 +95,7 @@ ROUTES = [
                 response=Session,
                 errors=(401, 403, 404, 409, 422),
             ),
-            Op("DELETE", "Delete a session (409 while a turn runs)", errors=(401, 403, 404, 409)),
+            Op("DELETE", "Delete a session (409 while a turn runs; none there: done)", errors=(401, 403, 409)),
         ),
     ),
     Route(

@@ -101,7 +101,8 @@ def session(request: HttpRequest, app_name: str, user_id: str, session_id: str) 
             raise not_an_object(state)
         check_state(request, app_name, state)
         return _create(app_name, user_id, session_id, state, None)
-    _idle_session(app_name, user_id, session_id, "delete it")
+    if not _idle_session(app_name, user_id, session_id, "delete it", missing_ok=True):
+        return JsonResponse(None, safe=False)  # as ADK: nothing to delete is done (a retried DELETE)
     DjangoSessionService().delete_session_sync(
         app_name=app_name, user_id=user_id, session_id=session_id, actor=request.user
     )
@@ -121,12 +122,16 @@ def memory(request: HttpRequest, app_name: str, user_id: str) -> JsonResponse:
     return JsonResponse(None, safe=False)
 
 
-def _idle_session(app_name: str, user_id: str, session_id: str, what: str) -> None:
+def _idle_session(app_name: str, user_id: str, session_id: str, what: str, *, missing_ok: bool = False) -> bool:
+    """409 while a turn of the session is queued or running; 404 (or False, `missing_ok`) when it is not there."""
     row = selectors.adk_session_get(app_name=app_name, user_id=user_id, session_id=session_id)
+    if row is None and missing_ok:
+        return False
     if row is None:
         raise NotFound(f"Session not found: {session_id}")
     if Turn.objects.filter(session=row, status__in=selectors.ACTIVE_TURN_STATUSES).exists():
         raise Conflict(f"The agent is working in this session; {what} once its turn has finished.")
+    return True
 
 
 def not_for_remote_apps(app_name: str, what: str) -> None:

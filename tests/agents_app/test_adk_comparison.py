@@ -207,7 +207,18 @@ def artifact_saved_by_a_tool(api: Api) -> list:
     return [frames, [ids.count(i) for i in ids], ran, api.get_session("cmp_artifacts", sid)["events"]]
 
 
+def sessions_deleted(api: Api) -> list:
+    """DELETE answers null; deleting a session that is not there (again, never made, of an app that does
+    not exist) is done too: a retried DELETE is not an error."""
+    base = f"/apps/cmp_stock/users/{USER}/sessions"
+    sid = api.session("cmp_stock")
+    deletes = [f"{base}/{sid}", f"{base}/{sid}", f"{base}/never-made", f"/apps/no_such_app/users/{USER}/sessions/x"]
+    answers = [(r.status_code, r.json()) for r in map(api.http.delete, deletes)]
+    return [answers, sid in {s["id"] for s in api.http.get(base).json()}, api.http.get(f"{base}/{sid}").status_code]
+
+
 SCENARIOS: dict[str, Callable[[Api], list]] = {
+    "sessions deleted (twice, never made)": sessions_deleted,
     "a tool saves an artifact (run_sse splits its event)": artifact_saved_by_a_tool,
     "invocationId without newMessage (resume)": resume_an_invocation,
     "memory (adkweb: ADKWEB_MEMORY_SERVICE=django)": memory,
