@@ -44,6 +44,11 @@ def _answered_tickets(session: AdkSession, actor: Any, call_ids: list[str | None
 def answers_of(session: AdkSession, actor: Any, responses: list[types.FunctionResponse]) -> list[Answer]:
     """The answers these function responses give (each passed on to the agent as sent), or a 400 saying
     why none is recorded (and that nothing was sent, as every refused decision says: `refused_unsent`)."""
+    unnamed = [repr(fr.name) if fr.name else "a call" for fr in responses if not fr.id]
+    if unnamed:  # no call's answer: ADK would append it to the history and run the model again
+        raise InvalidMessage(
+            f"A function response carries the id of the call it answers: the response of {', '.join(unnamed)} has none."
+        )
     tickets = _answered_tickets(session, actor, [fr.id for fr in responses])
     missing = sorted({fr.id or "" for fr in responses} - set(tickets))
     if missing:
