@@ -89,10 +89,18 @@ def _item(err: Any) -> dict:
 
 
 def body_json(request: HttpRequest, *, allow_empty: bool = False) -> Any:
-    """The parsed JSON body; malformed JSON is a 422 as in FastAPI (a body over the limit stays a 413)."""
+    """The parsed JSON body; malformed JSON and a missing body are a 422 with FastAPI's item (where the
+    parser stopped and why; `missing`), anything else adkweb refuses in JSON (NaN, too deep, not UTF-8) a
+    422 saying so; a body over the limit stays a 413."""
     try:
         return json_body(request, allow_empty=allow_empty)
     except Invalid as exc:
+        cause = exc.__cause__
+        if isinstance(cause, json.JSONDecodeError):
+            item = {"type": "json_invalid", "loc": ["body", cause.pos], "msg": "JSON decode error", "input": {}}
+            raise Unprocessable([{**item, "ctx": {"error": cause.msg}}]) from exc
+        if not request.body.strip():
+            raise Unprocessable([{"type": "missing", "loc": ["body"], "msg": "Field required", "input": None}]) from exc
         raise Unprocessable([{"type": "json_invalid", "loc": ["body"], "msg": exc.detail, "input": {}}]) from exc
 
 

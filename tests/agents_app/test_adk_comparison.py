@@ -138,9 +138,15 @@ def schema_refusals(api: Api) -> list:
             "/run", json={"appName": "cmp_stock", "userId": USER, "sessionId": "x", "streaming": "maybe"}
         ).json(),
         api.http.patch(f"/apps/cmp_stock/users/{USER}/sessions/x", json={}).json(),
+        # Not JSON, or no body at all: FastAPI's items (where the parser stopped, and why; a missing body).
+        api.http.post("/run", content=b'{"appName": ', headers=JSON).json(),
+        api.http.post("/run_sse", content=b"{bad", headers=JSON).json(),
+        api.http.patch(f"/apps/cmp_stock/users/{USER}/sessions/x", content=b"[1,]", headers=JSON).json(),
+        api.http.post("/run", content=b"", headers=JSON).json(),
     ]
 
 
+JSON = {"content-type": "application/json"}
 PNG = {"inlineData": {"mimeType": "image/png", "data": "iVBORw0KGgo="}}
 
 

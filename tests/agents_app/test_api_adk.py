@@ -117,8 +117,7 @@ def test_bad_input_is_refused_with_a_message(demo, live_asgi, api_token):
         assert status == 422, (status, detail)
         return [(tuple(item["loc"]), item["msg"]) for item in detail]
 
-    [(where, what)] = schema_refusal(content=b"{not json")
-    assert where == ("body",) and "Malformed JSON" in what
+    assert schema_refusal(content=b"{not json") == [(("body", 1), "JSON decode error")]  # FastAPI's item
     assert schema_refusal(content=b"[1, 2]") == [
         (("body",), "Input should be a valid dictionary or object to extract fields from")
     ]
