@@ -41,6 +41,9 @@ class CreateSessionRequest(CamelModel):
     session_id: str | None = Field(default=None, description="Generated when absent.")
     state: dict[str, Any] | None = None
     events: list[Any] | None = Field(default=None, description="Not supported by adkweb (400).")
+    options: dict[str, Any] | None = Field(
+        default=None, description="For the session service, which takes none (400 unless empty), as in ADK."
+    )
 
 
 class UpdateSessionRequest(CamelModel):

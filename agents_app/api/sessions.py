@@ -81,6 +81,7 @@ def sessions(request: HttpRequest, app_name: str, user_id: str) -> JsonResponse:
         listed = DjangoSessionService().list_sessions_sync(app_name=app_name, user_id=user_id).sessions
         return JsonResponse([session_json(s) for s in listed if not s.id.startswith(EVAL_PREFIXES)], safe=False)
     body = parse_optional_body(CreateSessionRequest, request) or CreateSessionRequest()  # no body: defaults
+    _no_options(body.options)
     check_state(request, app_name, body.state)
     return _create(app_name, user_id, body.session_id, body.state, body.events)
 
@@ -120,6 +121,17 @@ def memory(request: HttpRequest, app_name: str, user_id: str) -> JsonResponse:
     session = session_or_404(app_name, user_id, body.session_id)
     async_to_sync(memory_service().add_session_to_memory)(session)
     return JsonResponse(None, safe=False)
+
+
+def _no_options(options: dict[str, Any] | None) -> None:
+    """ADK's server passes a create's `options` to its session service as keyword arguments, refusing them
+    (400) for one that takes none, as adkweb's does not: the same answers."""
+    if not options:
+        return
+    bound = sorted(options.keys() & {"app_name", "user_id", "state", "session_id"})
+    if bound:
+        raise Invalid(f"Session options cannot contain keys already bound by the endpoint: {', '.join(bound)}")
+    raise Invalid("Session options are not supported by the configured session service.")
 
 
 def _idle_session(app_name: str, user_id: str, session_id: str, what: str, *, missing_ok: bool = False) -> bool:

@@ -223,7 +223,16 @@ def sessions_deleted(api: Api) -> list:
     return [answers, sid in {s["id"] for s in api.http.get(base).json()}, api.http.get(f"{base}/{sid}").status_code]
 
 
+def sessions_created_with_options(api: Api) -> list:
+    """CreateSessionRequest's `options` go to the session service, which takes none here (ADK's in-memory
+    one neither): refused, saying so; empty or null options are no options."""
+    base = f"/apps/cmp_stock/users/{USER}/sessions"
+    bodies = [{"options": {"ttl": 60}}, {"options": {"state": {}, "ttl": 1}}, {"options": {}}, {"options": None}]
+    return [(r.status_code, r.json()) for r in (api.http.post(base, json=body) for body in bodies)]
+
+
 SCENARIOS: dict[str, Callable[[Api], list]] = {
+    "sessions created with options": sessions_created_with_options,
     "sessions deleted (twice, never made)": sessions_deleted,
     "a tool saves an artifact (run_sse splits its event)": artifact_saved_by_a_tool,
     "invocationId without newMessage (resume)": resume_an_invocation,
