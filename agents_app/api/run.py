@@ -226,7 +226,8 @@ def _marked(request: HttpRequest, response: R) -> R:
 @api_view("POST", auth_in_view=True)
 async def run_sse(request: HttpRequest) -> HttpResponseBase:
     started = await _start(request, sse=True)
-    response = StreamingHttpResponse(_sse(started), content_type="text/event-stream")
+    # The charset, as ADK's: a client that follows HTTP's old ISO-8859-1 default for text/* (requests) reads UTF-8
+    response = StreamingHttpResponse(_sse(started), content_type="text/event-stream; charset=utf-8")
     response["Cache-Control"] = "no-cache"
     response["X-Accel-Buffering"] = "no"
     return _marked(request, response)

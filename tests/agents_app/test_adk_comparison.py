@@ -261,3 +261,20 @@ def test_same_events_as_adk_api_server(scenario, adkweb, adk):
     theirs = normalise(SCENARIOS[scenario](adk))
     ours = normalise(SCENARIOS[scenario](adkweb))
     assert ours == theirs
+
+
+def test_run_sse_names_its_charset_so_every_client_reads_non_ascii_text(adkweb, adk):
+    """ADK's stream is `text/event-stream; charset=utf-8`. Without the charset, `requests` (and any client
+    that follows HTTP's old default for text/*) decodes the stream as ISO-8859-1: 'café' read 'cafÃ©'."""
+    import requests
+
+    read = {}
+    for api in (adk, adkweb):
+        sid = api.session("cmp_assistant")
+        body = api.body("cmp_assistant", sid, text("Please summarise the café budget note for the team"))
+        url = str(api.http.base_url).rstrip("/") + "/run_sse"
+        auth = {"Authorization": api.http.headers.get("Authorization", "")}
+        with requests.post(url, json=body, headers=auth, stream=True, timeout=60) as r:
+            lines = [line for line in r.iter_lines(decode_unicode=True) if line.startswith("data:")]
+        read[api.name] = (r.headers["content-type"], any("café" in line for line in lines))
+    assert read["adkweb"] == read["adk"] == ("text/event-stream; charset=utf-8", True)
