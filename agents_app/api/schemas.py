@@ -107,7 +107,12 @@ def body_json(request: HttpRequest, *, allow_empty: bool = False) -> Any:
         raise Unprocessable([{"type": "json_invalid", "loc": ["body"], "msg": exc.detail, "input": {}}]) from exc
 
 
-def not_an_object(data: Any) -> Unprocessable:
+def not_an_object(data: Any, *, model: bool = True) -> Unprocessable:
+    """FastAPI's 422 for a body that is not a JSON object: for a request model, or (`model=False`) a dict."""
+    if not model:
+        return Unprocessable(
+            [{"type": "dict_type", "loc": ["body"], "msg": "Input should be a valid dictionary", "input": data}]
+        )
     msg = "Input should be a valid dictionary or object to extract fields from"
     return Unprocessable([{"type": "model_attributes_type", "loc": ["body"], "msg": msg, "input": data}])
 

@@ -99,7 +99,7 @@ def session(request: HttpRequest, app_name: str, user_id: str, session_id: str) 
         check_app(app_name)
         state = body_json(request, allow_empty=True)  # the body is the initial state
         if state is not None and not isinstance(state, dict):
-            raise not_an_object(state)
+            raise not_an_object(state, model=False)  # ADK's body here is a dict, not a model
         check_state(request, app_name, state)
         return _create(app_name, user_id, session_id, state, None)
     if not _idle_session(app_name, user_id, session_id, "delete it", missing_ok=True):

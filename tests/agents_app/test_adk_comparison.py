@@ -143,6 +143,7 @@ def schema_refusals(api: Api) -> list:
         api.http.post("/run_sse", content=b"{bad", headers=JSON).json(),
         api.http.patch(f"/apps/cmp_stock/users/{USER}/sessions/x", content=b"[1,]", headers=JSON).json(),
         api.http.post("/run", content=b"", headers=JSON).json(),
+        api.http.post(f"/apps/cmp_stock/users/{USER}/sessions/x", json=[1]).json(),  # the old create's state
     ]
 
 
