@@ -5,17 +5,22 @@ from __future__ import annotations
 
 import httpx
 
-from tests.agents_app.adk_compare import USER, answer, pending_call, text
+from tests.agents_app.adk_compare import USER, Api, answer, pending_call, text
 
 pytest_plugins = ["tests.conftest_live", "tests.adk_api_server", "tests.agents_app.adk_compare"]
+
+
+def _paused(api: Api) -> tuple[str, dict]:
+    """A reimbursement waiting for its approval: the session and the long-running call."""
+    sid = api.session("cmp_reimburse")
+    _, first = api.run("cmp_reimburse", sid, text("Please reimburse 200$ for meals"))
+    return sid, pending_call(first)
 
 
 def test_adkweb_differs_a_second_final_answer_is_refused_where_adk_rewrites_history(adkweb, adk):
     outcomes = {}
     for api in (adk, adkweb):
-        sid = api.session("cmp_reimburse")
-        _, first = api.run("cmp_reimburse", sid, text("Please reimburse 200$ for meals"))
-        call = pending_call(first)
+        sid, call = _paused(api)
         api.run("cmp_reimburse", sid, answer(call, {"status": "approved"}))
         outcomes[api.name] = api.run("cmp_reimburse", sid, answer(call, {"status": "rejected"}))
     assert outcomes["adk"][0] == 200  # ADK takes it: the model now sees a rejection
@@ -45,9 +50,8 @@ def test_adkweb_differs_a_failed_run_is_a_json_500_with_the_error(adkweb, adk):
 def test_adkweb_differs_text_mixed_with_answers_is_a_400_not_a_500(adkweb, adk):
     outcomes = {}
     for api in (adk, adkweb):
-        sid = api.session("cmp_reimburse")
-        _, first = api.run("cmp_reimburse", sid, text("Please reimburse 200$ for meals"))
-        mixed = answer(pending_call(first), {"status": "approved"})
+        sid, call = _paused(api)
+        mixed = answer(call, {"status": "approved"})
         mixed["parts"].append({"text": "and thanks"})
         outcomes[api.name] = api.run("cmp_reimburse", sid, mixed)
     assert outcomes["adk"][0] == 500
@@ -100,3 +104,37 @@ def test_adkweb_differs_no_session_for_an_unknown_app(adkweb, adk):
     assert adk.http.post(f"/apps/no_such_app/users/{USER}/sessions", json={}).status_code == 200
     r = adkweb.http.post(f"/apps/no_such_app/users/{USER}/sessions", json={})
     assert (r.status_code, r.json()) == (404, {"detail": "App not found: no_such_app"})
+
+
+def test_adkweb_differs_no_session_list_for_an_unknown_app(adkweb, adk):
+    assert adk.http.get(f"/apps/never_an_app/users/{USER}/sessions").json() == []
+    r = adkweb.http.get(f"/apps/never_an_app/users/{USER}/sessions")
+    assert (r.status_code, r.json()) == (404, {"detail": "App not found: never_an_app"})
+
+
+def test_adkweb_differs_a_session_id_no_url_can_address_is_refused(adkweb, adk):
+    base = f"/apps/cmp_stock/users/{USER}/sessions"
+    assert adk.http.post(base, json={"sessionId": " padded "}).json()["id"] == "padded"  # ADK strips it
+    r = adkweb.http.post(base, json={"sessionId": " padded "})
+    assert r.status_code == 400 and "starts or ends with whitespace, which ADK strips" in r.json()["detail"]
+    assert adkweb.http.get(f"{base}/padded").status_code == 404  # nothing created
+
+
+def test_adkweb_differs_a_message_with_no_parts_is_refused(adkweb, adk):
+    outcomes = {}
+    for api in (adk, adkweb):
+        sid = api.session("cmp_stock")
+        outcomes[api.name] = api.run("cmp_stock", sid, {"role": "user", "parts": []})
+    assert outcomes["adk"][0] == 200  # ADK runs the agent again on the (empty) history
+    assert outcomes["adkweb"] == (400, {"detail": "newMessage has no parts."})
+
+
+def test_adkweb_differs_an_answer_with_another_invocation_id_is_refused(adkweb, adk):
+    outcomes = {}
+    for api in (adk, adkweb):
+        sid, call = _paused(api)
+        outcomes[api.name] = api.run("cmp_reimburse", sid, answer(call, {"status": "approved"}), invocationId="e-x")
+    status, events = outcomes["adk"]  # ADK resumes the answered call's invocation, whatever the id says
+    assert status == 200 and "e-x" not in {e["invocationId"] for e in events}
+    status, body = outcomes["adkweb"]
+    assert status == 400 and body["detail"].startswith("invocationId e-x is not the invocation of function call(s)")
