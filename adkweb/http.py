@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from urllib.parse import urlsplit
 
-from django.http import HttpRequest, HttpResponse, HttpResponseBase, JsonResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseBase, HttpResponseRedirect, JsonResponse
 from django.shortcuts import render
-from django.urls import Resolver404
+from django.urls import Resolver404, resolve
 from django.utils.deprecation import MiddlewareMixin
 from django.views import defaults
 from django_htmx.middleware import HtmxDetails
@@ -94,11 +94,27 @@ def method_refused(request: HttpRequest, allow: str) -> HttpResponse:
     return response
 
 
+def _routed(path: str) -> bool:
+    try:
+        resolve(path)
+    except Resolver404:
+        return False
+    return True
+
+
 def not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
     """Django's 404 (handler404): under /api/, JSON with a `detail`, as every other refusal of the API (a path
     no route matches was Django's bare HTML page); pages keep Django's."""
     if not request.path.startswith("/api/"):
         return defaults.page_not_found(request, exception)
+    slashless = request.path.rstrip("/")
+    if request.path.startswith("/api/adk/") and slashless != request.path and _routed(slashless):
+        # ADK's server (Starlette) sends a path with a trailing slash to the route without it: 307 keeps a
+        # POST's method and body, so a client following redirects gets the route's answer.
+        query = request.META.get("QUERY_STRING", "")
+        redirect = HttpResponseRedirect(slashless + (f"?{query}" if query else ""))
+        redirect.status_code = 307
+        return redirect
     if isinstance(exception, Resolver404):
         detail = f"Not found: no API endpoint has the path {request.path!r} (the endpoints: /api/docs/)."
     else:

@@ -232,7 +232,20 @@ def sessions_created_with_options(api: Api) -> list:
     return [(r.status_code, r.json()) for r in (api.http.post(base, json=body) for body in bodies)]
 
 
+def trailing_slashes(api: Api) -> list:
+    """A path with a trailing slash is redirected (307) to the route without it, as Starlette's router does:
+    a client following redirects gets the route's answer (a POST keeps its method and body)."""
+    base = f"/apps/cmp_stock/users/{USER}/sessions"
+    created = api.http.post(base + "/", json={"state": {"via": "slash"}}, follow_redirects=True)
+    sid = created.json().get("id", "none")
+    listed = api.http.get("/list-apps/?detailed=true", follow_redirects=True)
+    answers = [(created, created.json()), (listed, cmp_apps(listed.json()))]
+    got = api.http.get(f"{base}/{sid}/", follow_redirects=True)
+    return [[[h.status_code for h in r.history], r.status_code, body] for r, body in [*answers, (got, got.json())]]
+
+
 SCENARIOS: dict[str, Callable[[Api], list]] = {
+    "a trailing slash is redirected": trailing_slashes,
     "sessions created with options": sessions_created_with_options,
     "sessions deleted (twice, never made)": sessions_deleted,
     "a tool saves an artifact (run_sse splits its event)": artifact_saved_by_a_tool,
