@@ -1,10 +1,23 @@
-# adkweb: `make run` (embedded demo on http://127.0.0.1:8000) and `make test` (the whole suite).
+# adkweb: `make run` (embedded demo on http://127.0.0.1:8000; `make run PORT=8080` elsewhere) and `make test`
+# (the whole suite).
 PYTHON ?= $(shell command -v python3.11 2>/dev/null || command -v python3)
 VENV := .venv
 PY := $(VENV)/bin/python
 RUN_STAMP := $(VENV)/.installed-run
 STAMP := $(VENV)/.installed
 BENCH_STAMP := $(VENV)/.bench-installed
+
+# Where `make run` (and `make services-run`'s web process) listens: `make run PORT=8080`, or PORT in the
+# environment. HOST only from the command line (`make run HOST=0.0.0.0`: every interface), since some shells
+# export HOST as the machine's name. Links in notifications (emails, one-tap approval links) follow unless
+# ADKWEB_BASE_URL is set (to the address people use: needed with HOST=0.0.0.0).
+PORT ?= 8000
+HOST := $(if $(filter command line override,$(origin HOST)),$(HOST),127.0.0.1)
+LINK_HOST := $(if $(filter 0.0.0.0,$(HOST)),127.0.0.1,$(HOST))
+ADKWEB_BASE_URL ?= http://$(LINK_HOST):$(PORT)
+# The address a server binds to, free or not: said before migrating, not after (`make run PORT=8001`).
+PORT_FREE = $(PY) -c 'import socket, sys; s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind((sys.argv[1], int(sys.argv[2])))' $(HOST) $(PORT) 2>/dev/null \
+	|| { echo "adkweb: port $(PORT) on $(HOST) is in use (another server?): pick another, e.g. make $@ PORT=8001"; exit 1; }
 
 # Services used by the integration tests (override to point elsewhere).
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/adkweb
@@ -26,10 +39,11 @@ $(STAMP): $(RUN_STAMP) requirements-dev.txt
 install: $(STAMP)
 
 run: $(RUN_STAMP)
+	@$(PORT_FREE)
 	$(PY) manage.py migrate --noinput
-	$(PY) manage.py demo_setup --conversations
-	@echo "adkweb: http://127.0.0.1:8000  (logins: approver/approver-demo, requester/requester-demo, admin/admin-demo)"
-	$(PY) manage.py runserver 127.0.0.1:8000 --noreload
+	ADKWEB_BASE_URL=$(ADKWEB_BASE_URL) $(PY) manage.py demo_setup --conversations
+	@echo "adkweb: http://$(LINK_HOST):$(PORT)  (logins: approver/approver-demo, requester/requester-demo, admin/admin-demo)"
+	ADKWEB_BASE_URL=$(ADKWEB_BASE_URL) $(PY) manage.py runserver $(HOST):$(PORT) --noreload
 
 test: $(STAMP)
 	$(PY) -m ruff check .
@@ -65,10 +79,11 @@ contracts: $(STAMP)
 # `honcho run .venv/bin/python manage.py createsuperuser` makes the first one. `make services-demo`
 # adds the demo users (published passwords) and agents, for a local trial only.
 services-run: $(RUN_STAMP)
+	@$(PORT_FREE)
 	$(VENV)/bin/honcho run $(PY) manage.py migrate --noinput
 	$(VENV)/bin/honcho run $(PY) manage.py setup_roles
 	$(VENV)/bin/honcho run $(PY) manage.py collectstatic --noinput
-	$(VENV)/bin/honcho start
+	ADKWEB_BASE_URL=$(ADKWEB_BASE_URL) $(VENV)/bin/honcho start --port $(PORT)
 
 services-demo: $(RUN_STAMP)
 	$(VENV)/bin/honcho run $(PY) manage.py migrate --noinput
