@@ -14,6 +14,7 @@ import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 from kombu import Queue
 
+from adkweb import settings_mode
 from adkweb.envvars import env_bool, env_list
 from adkweb.settings_logging import logging_settings
 from adkweb.settings_mode import DATABASE_URL, DEPLOYED, EMBEDDED, REDIS_URL, redis_url_refusal  # embedded or deployed
@@ -31,6 +32,12 @@ if not SECRET_KEY:
             "`python -c 'import secrets; print(secrets.token_urlsafe(50))'`, and keep it secret."
         )
     SECRET_KEY = "dev-only-insecure-key-for-the-embedded-demo"  # signs nothing that leaves this machine
+elif DEPLOYED and (weakness := settings_mode.secret_key_weakness(SECRET_KEY)):
+    raise ImproperlyConfigured(
+        f"DJANGO_SECRET_KEY is too weak: {weakness}. It signs logins and one-tap approval links: set it to a long "
+        "random value, e.g. the output of `python -c 'import secrets; print(secrets.token_urlsafe(50))'`, and "
+        "keep it secret."
+    )
 DEBUG = env_bool("DJANGO_DEBUG", not DEPLOYED)
 ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", "127.0.0.1,localhost,testserver")
 CSRF_TRUSTED_ORIGINS = env_list("DJANGO_CSRF_TRUSTED_ORIGINS", "")

@@ -41,3 +41,16 @@ def redis_url_refusal(url: str) -> str:
                 "?decode_responses= from REDIS_URL."
             )
     return ""
+
+
+def secret_key_weakness(key: str) -> str:
+    """Why `key` is too weak to sign a deployment's logins and links ('' when it is not): Django's own measure
+    (`check --deploy`'s security.W009: under 50 characters, under 5 distinct ones, or the `django-insecure-`
+    prefix `startproject` writes), and the embedded demo's key or a placeholder copied from the README."""
+    if key in ("dev-only-insecure-key-for-the-embedded-demo", "...") or key.startswith("django-insecure-"):
+        return "it is a published example, not a secret"
+    if len(key) < 50:
+        return f"{len(key)} characters, at least 50 are needed"
+    if len(set(key)) < 5:
+        return f"{len(set(key))} distinct characters, at least 5 are needed"
+    return ""

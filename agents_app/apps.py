@@ -18,6 +18,7 @@ class AgentsAppConfig(AppConfig):
 
         from . import (
             admin_tokens,  # noqa: F401  (API tokens in the admin)
+            checks,  # noqa: F401  (check --deploy: the demo's published logins)
             eager,
             events,
             fanout,

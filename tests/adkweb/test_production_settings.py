@@ -55,6 +55,26 @@ def test_outside_the_embedded_demo_a_missing_secret_key_stops_the_process_with_a
     assert worker.returncode != 0 and "DJANGO_SECRET_KEY is not set" in worker.stderr
 
 
+def test_outside_the_embedded_demo_a_weak_secret_key_stops_the_process_saying_why():
+    """Before, any non-empty key started a deployment: the README's `DJANGO_SECRET_KEY=...` copied as written,
+    `changeme`, the embedded demo's published key. Now what Django's `check --deploy` calls weak (W009) stops
+    every process at start, as a missing key does; the embedded demo takes any key."""
+    weak = {
+        "...": "it is a published example",  # the README's production block, copied as written
+        "dev-only-insecure-key-for-the-embedded-demo": "it is a published example",
+        "django-insecure-" + "x1y2z3" * 10: "it is a published example",
+        "changeme": "8 characters, at least 50 are needed",
+        "ab" * 40: "2 distinct characters, at least 5 are needed",
+    }
+    for key, why in weak.items():
+        done = _settings(**SERVICES, DJANGO_SECRET_KEY=key)
+        assert done.returncode != 0 and done.stdout == "", done.stdout
+        last = done.stderr.strip().splitlines()[-1]
+        assert last.startswith(f"django.core.exceptions.ImproperlyConfigured: DJANGO_SECRET_KEY is too weak: {why}")
+        assert "secrets.token_urlsafe(50)" in last
+    assert _settings(DJANGO_SECRET_KEY="changeme").returncode == 0  # the embedded demo signs nothing that leaves
+
+
 def test_outside_the_embedded_demo_debug_is_off_unless_asked_for():
     done = _settings(**SERVICES, DJANGO_SECRET_KEY=KEY)
     assert done.returncode == 0, done.stderr
