@@ -69,7 +69,11 @@ def code_apps() -> dict[str, str]:
 def load(app_name: str) -> Any | None:
     """The ADK agent or App behind a code-defined app name (None if there is none). Asked at every
     claim (agents_app.run_cache.config_stamp): ADK's App is looked up only for a dotted app (google.adk.apps
-    resolves it lazily, two imports a call)."""
+    resolves it lazily, two imports a call). The offline demo model is registered in ADK's LLMRegistry first, so
+    an agent that names it (`model="demo-offline"`, or `model: demo-offline` in a root_agent.yaml) finds it in
+    any process, not only in one that had built one of adkweb's own agents before."""
+    from agents_app.demo import model  # noqa: F401  (registers demo-offline: LLMRegistry.register(DemoLlm))
+
     dotted = dotted_apps().get(app_name)
     if dotted is not None:
         from google.adk.apps import App
