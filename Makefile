@@ -19,6 +19,9 @@ ADKWEB_BASE_URL ?= http://$(LINK_HOST):$(PORT)
 PORT_FREE = $(PY) -c 'import socket, sys; s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind((sys.argv[1], int(sys.argv[2])))' $(HOST) $(PORT) 2>/dev/null \
 	|| { echo "adkweb: port $(PORT) on $(HOST) is in use (another server?): pick another, e.g. make $@ PORT=8001"; exit 1; }
 
+# Services mode needs both services named (in .env or the environment): said before anything runs.
+SERVICES_SET = $(VENV)/bin/honcho run $(PY) -c 'import os, sys; os.environ.get("DATABASE_URL") and os.environ.get("REDIS_URL") or sys.exit("adkweb: make $@ runs services mode: set DATABASE_URL and REDIS_URL (and DJANGO_SECRET_KEY) in .env or the environment (see .env.example). make run is the embedded demo.")'
+
 # Services used by the integration tests (override to point elsewhere).
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/adkweb
 TEST_REDIS_URL ?= redis://127.0.0.1:6379/13
@@ -79,6 +82,7 @@ contracts: $(STAMP)
 # `honcho run .venv/bin/python manage.py createsuperuser` makes the first one. `make services-demo`
 # adds the demo users (published passwords) and agents, for a local trial only.
 services-run: $(RUN_STAMP)
+	@$(SERVICES_SET)
 	@$(PORT_FREE)
 	$(VENV)/bin/honcho run $(PY) manage.py migrate --noinput
 	$(VENV)/bin/honcho run $(PY) manage.py setup_roles
@@ -86,6 +90,7 @@ services-run: $(RUN_STAMP)
 	ADKWEB_BASE_URL=$(ADKWEB_BASE_URL) $(VENV)/bin/honcho start --port $(PORT)
 
 services-demo: $(RUN_STAMP)
+	@$(SERVICES_SET)
 	$(VENV)/bin/honcho run $(PY) manage.py migrate --noinput
 	$(VENV)/bin/honcho run $(PY) manage.py demo_setup --allow-deployed
 

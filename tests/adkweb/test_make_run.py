@@ -121,3 +121,18 @@ def test_a_real_make_run_on_another_port_answers_there_and_its_emails_link_there
         os.killpg(make.pid, signal.SIGTERM)
         make.wait(timeout=30)
         log.close()
+
+
+def test_make_services_run_without_the_services_says_so_before_doing_anything():
+    """Before, `make services-run` with no DATABASE_URL and REDIS_URL (a .env copied from .env.example, whose
+    lines are commented) migrated a SQLite file and started the Procfile's web in embedded mode beside workers
+    on an in-memory broker nobody shared: it looked like services mode and was not."""
+    if (ROOT / ".env").exists():
+        return  # honcho reads it: this checkout's own services would be used
+    for target in ("services-run", "services-demo"):
+        done = subprocess.run(
+            ["make", "-o", STAMP, target, "PORT=1"], cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=60
+        )
+        assert done.returncode != 0
+        assert f"adkweb: make {target} runs services mode: set DATABASE_URL and REDIS_URL" in done.stderr
+        assert "migrate" not in done.stdout + done.stderr
