@@ -2,7 +2,9 @@
 the session, the /run that pauses on a ticket, the approved FunctionResponse and the agent's "Done: I
 reimbursed $200.00 for meals.", then the approvals API. Before, it answered the pause with the id "call-1",
 which no call has (the demo model's ids are random): "Function call not found for function response ids:
-call-1", and rejected ticket 7, which `make run`'s demo does not have (404)."""
+call-1", and rejected ticket 7, which `make run`'s demo does not have (404). Then it rejected the newest open
+ticket it found: in services mode (`make services-demo`: no demo conversations) there was none, and the
+example stopped with an IndexError; now it opens the ticket it rejects (a hotel, $450)."""
 
 from __future__ import annotations
 
@@ -25,12 +27,12 @@ KEY_LINE = "KEY=$(.venv/bin/python manage.py create_api_token approver)"
 def _example() -> str:
     """The README's shell block that follows "The seed's client loop, over HTTP:"."""
     text = README.read_text()
-    after = text[text.index("The seed's client loop, over HTTP:") :]
+    after = text[text.index("The seed's client loop, over HTTP") :]
     return re.search(r"```sh\n(.*?)```", after, re.S).group(1)  # type: ignore[union-attr]
 
 
 def test_the_readmes_api_example_runs_as_written(demo, worker, live_asgi):
-    waiting = ticket()  # the demo's waiting tickets (make run): one for the example's reject
+    waiting = ticket()  # the demo's waiting tickets (make run): the example leaves them alone
     out = io.StringIO()
     call_command("create_api_token", "approver", stdout=out)
     key = out.getvalue().strip()
@@ -42,6 +44,7 @@ def test_the_readmes_api_example_runs_as_written(demo, worker, live_asgi):
     assert done.returncode == 0, done.stderr
     assert "Done: I reimbursed $200.00 for meals." in done.stdout, done.stdout
     assert '"detail"' not in done.stdout, done.stdout  # no refusal on the way
-    assert PendingCall.objects.get(session__session_id="s1").status == "approved"
-    assert PendingCall.objects.get(pk=waiting.pk).status == "rejected"
+    meals, hotel = PendingCall.objects.filter(session__session_id="s1").order_by("pk")
+    assert (meals.status, hotel.status) == ("approved", "rejected")  # it rejects the ticket it opened itself
+    assert PendingCall.objects.get(pk=waiting.pk).status == "pending"  # not one it found waiting
     assert '"action": "reject"' in done.stdout or '"action":"reject"' in done.stdout, done.stdout
