@@ -3,10 +3,20 @@ adkweb/settings.py."""
 
 import os
 
+from django.core.exceptions import ImproperlyConfigured
+
+from adkweb.settings_mode import DEPLOYED
+
 # /readyz gives each check (database, broker, channel layer) this long before calling it down.
 ADKWEB_READYZ_TIMEOUT = float(os.environ.get("ADKWEB_READYZ_TIMEOUT", "3"))
 # /metrics (Prometheus): readable with `Authorization: Bearer <this token>` (unset: staff logins only).
 ADKWEB_METRICS_TOKEN = os.environ.get("ADKWEB_METRICS_TOKEN", "")
+if DEPLOYED and ADKWEB_METRICS_TOKEN and (len(ADKWEB_METRICS_TOKEN) < 16 or len(set(ADKWEB_METRICS_TOKEN)) < 5):
+    raise ImproperlyConfigured(
+        f"ADKWEB_METRICS_TOKEN is too weak to guard /metrics: {len(ADKWEB_METRICS_TOKEN)} characters "
+        f"({len(set(ADKWEB_METRICS_TOKEN))} distinct), at least 16 (5 distinct) are needed. Set it to a random "
+        "value, e.g. `python -c 'import secrets; print(secrets.token_urlsafe(32))'`, or leave it unset (staff only)."
+    )
 # The database-derived metrics are read at most this often, however many scrapers ask.
 ADKWEB_METRICS_CACHE_SECONDS = float(os.environ.get("ADKWEB_METRICS_CACHE_SECONDS", "5"))
 # adkweb_turn_duration_seconds describes the turns that finished within this many seconds (a bounded

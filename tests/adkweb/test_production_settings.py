@@ -75,6 +75,22 @@ def test_outside_the_embedded_demo_a_weak_secret_key_stops_the_process_saying_wh
     assert _settings(DJANGO_SECRET_KEY="changeme").returncode == 0  # the embedded demo signs nothing that leaves
 
 
+def test_outside_the_embedded_demo_a_weak_metrics_token_stops_the_process_saying_why():
+    """Before, the README's `ADKWEB_METRICS_TOKEN=...` kept as written let anyone read /metrics with
+    `Authorization: Bearer ...`. Now a token under 16 characters (or of under 5 distinct ones) stops a deployment
+    at start; unset is fine (staff logins only), and so is the embedded demo."""
+    for token, said in (("...", "3 characters (1 distinct)"), ("metrics", "7 characters (7 distinct)")):
+        done = _settings(**SERVICES, DJANGO_SECRET_KEY=KEY, ADKWEB_METRICS_TOKEN=token)
+        assert done.returncode != 0 and done.stdout == "", done.stdout
+        last = done.stderr.strip().splitlines()[-1]
+        assert last.startswith("django.core.exceptions.ImproperlyConfigured: ADKWEB_METRICS_TOKEN is too weak to guard")
+        assert f"/metrics: {said}, at least 16 (5 distinct) are needed" in last and "token_urlsafe(32)" in last
+    assert _settings(**SERVICES, DJANGO_SECRET_KEY=KEY, ADKWEB_METRICS_TOKEN="x" * 16).returncode != 0
+    assert _settings(**SERVICES, DJANGO_SECRET_KEY=KEY, ADKWEB_METRICS_TOKEN="gc-test-metrics-token").returncode == 0
+    assert _settings(**SERVICES, DJANGO_SECRET_KEY=KEY).returncode == 0  # unset: staff logins only
+    assert _settings(ADKWEB_METRICS_TOKEN="...").returncode == 0  # the embedded demo
+
+
 def test_outside_the_embedded_demo_debug_is_off_unless_asked_for():
     done = _settings(**SERVICES, DJANGO_SECRET_KEY=KEY)
     assert done.returncode == 0, done.stderr
@@ -101,6 +117,7 @@ def test_check_deploy_passes_with_the_documented_production_environment():
     env = readme_production_env()
     assert {"DATABASE_URL", "REDIS_URL", "DJANGO_SECRET_KEY", "DJANGO_SECURE_HSTS_SECONDS"} <= env.keys()
     env["DJANGO_SECRET_KEY"] = KEY  # the README shows how to make one, not a value
+    env["ADKWEB_METRICS_TOKEN"] = "metrics-token-" + KEY[-24:]  # likewise
     done = _run([sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"], **env)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "System check identified no issues" in done.stdout, done.stdout + done.stderr
