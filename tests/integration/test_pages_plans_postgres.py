@@ -1,8 +1,8 @@
 """Query plans of the pages at scale on PostgreSQL (bench/pages.py measures them with 100,000 tickets):
 an approver's conversation list reads the routed tickets once, from their partial index, rather than
 every ticket of every conversation it walks (a hashed scan of all 100,000 tickets: ~500 ms); a page number
-typed into the inbox's URL seeks its first row over the keys of one index alone, testing first what is true
-of most tickets for an approver (no policy routes them)."""
+typed into the inbox's URL seeks its first row along an index, testing first what is true of most tickets
+for an approver (no policy routes them)."""
 
 from __future__ import annotations
 
@@ -43,7 +43,7 @@ def test_an_approvers_conversation_list_reads_routed_tickets_from_their_index(de
 
 
 def test_a_typed_page_seeks_its_first_row_in_the_index_testing_the_approvers_common_case_first(approver):  # noqa: F811
-    """`?page=2000` walks 50,000 keys of ticket_newest (adkweb.paging._from_row): an index-only scan whose
+    """`?page=2000` walks 50,000 keys of ticket_newest (adkweb.paging._from_row): an index scan whose
     filter is each person's visibility; PostgreSQL evaluates an OR's arms in the order written, so the
     arm true of most tickets for an approver (not routed) comes first: written last, each key paid the
     escalation arm's clock and group probe first (half the seek's time at the bench's size)."""
@@ -60,5 +60,7 @@ def test_a_typed_page_seeks_its_first_row_in_the_index_testing_the_approvers_com
         cur.execute("EXPLAIN " + rows[0])
         plan = "\n".join(row[0] for row in cur.fetchall())
     seek = plan.partition("InitPlan")[2]
-    assert "Index Only Scan using ticket_newest" in seek, plan
+    # Which index (ticket_newest's keys alone where the visibility map says all-visible, as on the bench's
+    # vacuumed seed; created_at's otherwise, as in a test's fresh tables) is the planner's: the order is ours.
+    assert re.search(r"Index (Only )?Scan", seek), plan
     assert re.search(r"Filter: \(\(NOT \(hashed SubPlan \d+\)\) AND \(\(NOT routed\) OR ", seek), plan
