@@ -73,24 +73,15 @@ def _from_row(
     """The rows from the `start`-th of `qs` in `order` on, as a Bound: `(field, pk)` compared with the
     key of that row, which a subquery finds by offset over the keys alone (no joins for the page's
     related rows, no columns but the two, the index on (field, pk) walked once; PostgreSQL runs it
-    once, as an InitPlan). Past the end the subquery finds nothing and no row matches. The offset is
-    a parameter, not SQL text: a typed page's query is one shape whatever its number (adkweb.shapes)."""
+    once, as an InitPlan). Past the end the subquery finds nothing and no row matches."""
     keys = (narrow(qs, start + 1, order, None) if narrow else qs).select_related(None).order_by(*order)
-    sql, params = keys.values_list(sort_field, "pk")[:1].query.sql_with_params()
+    keys = keys.values_list(sort_field, "pk")[start : start + 1]
+    sql, params = keys.query.sql_with_params()
 
     def bound(column: str, pk_column: str) -> tuple[str, list[Any]]:
-        return f"({column}, {pk_column}) {'<=' if descending else '>='} ({sql} OFFSET %s)", [*params, start]
+        return f"({column}, {pk_column}) {'<=' if descending else '>='} ({sql})", list(params)
 
     return bound
-
-
-def _page_in(page: int, total: int, per_page: int) -> int:
-    """A typed page number as shown: 1 to PAGE_MAX, and past the end of a list counted exactly (up to
-    COUNT_CAP) its last page, as Django's get_page."""
-    page = min(max(1, page), PAGE_MAX)
-    if page > 1 and total <= COUNT_CAP:
-        page = min(page, max(1, -(-total // per_page)))
-    return page
 
 
 def _on_table(qs: QuerySet, sort_field: str, bound: Bound) -> RawSQL:
@@ -190,7 +181,8 @@ def keyset_page(
         rows = list(_top(qs.filter(beyond(sort_field, key_after, descending)), per_page + 1, order, narrow, bound))
         number = max(page, 2)
     else:
-        page = _page_in(page, total, per_page)
+        if page > 1 and total <= COUNT_CAP:  # as Django's get_page: past the end shows the last page
+            page = min(page, max(1, -(-total // per_page)))
         start = (page - 1) * per_page
         if start:  # a page number typed (or an old link): its first row sought, then read by keyset
             seek = _from_row(qs, order, start, sort_field, descending, narrow)
@@ -221,12 +213,16 @@ def keyset_page_of(
     """`keyset_page(*source(*args), ...)` (a datetime sort field, an unordered capped count), with its
     count and its rows compiled once per shape (adkweb.shapes; `key`: everything `source` depends on
     but `args`, each an int, a str or a datetime): a page does not build and compile its queries
-    again. A typed page number (an offset to seek: a parameter) is a shape too; whatever the shapes do not
-    keep is the ORM's."""
+    again. A typed page number (an offset to seek) and whatever the shapes do not keep are the ORM's."""
     from . import shapes
 
     key_after = cursor_parse(after, datetime) if after else None
     key_before = cursor_parse(before, datetime) if before else None
+    if page > 1 and key_after is None and key_before is None:  # a typed page number: its offset is SQL text
+        qs, narrow = source(*args)
+        return keyset_page(
+            qs, sort_field=sort_field, descending=descending, per_page=per_page, page=page, narrow=narrow
+        )
     order = (f"-{sort_field}", "-pk") if descending else (sort_field, "pk")
     reverse = (sort_field, "pk") if descending else (f"-{sort_field}", "-pk")
     n = len(args)
@@ -248,11 +244,6 @@ def keyset_page_of(
 
         return build
 
-    def typed(*a: Any) -> QuerySet:  # the rows from the a[n]-th on (`_from_row`)
-        qs, narrow = source(*a[:n])
-        seek = _from_row(qs, order, a[n], sort_field, descending, narrow)
-        return _top(qs.filter(_on_table(qs, sort_field, seek)), per_page + 1, order, narrow, seek)
-
     total = shapes.count(name, (*key, "count"), counted, *args)
     if key_before is not None and page > 1:
         shape = (*key, "before", per_page)
@@ -265,10 +256,6 @@ def keyset_page_of(
         rows = shapes.instances(name, shape, beyond_key(order, descending), *args, *key_after)
         number = max(page, 2)
     else:
-        page = _page_in(page, total, per_page)
-        if page > 1:  # a page number typed (or an old link): its first row sought, then read by keyset
-            rows = shapes.instances(name, (*key, "typed", per_page), typed, *args, (page - 1) * per_page)
-        else:
-            rows = shapes.instances(name, (*key, "first", per_page), first, *args)
-        number = page
+        rows = shapes.instances(name, (*key, "first", per_page), first, *args)
+        number = 1
     return KeysetPage(rows[:per_page], number, total, per_page, sort_field, len(rows) > per_page, number > 1)

@@ -265,11 +265,7 @@ def ticket_scope_q(user: Any) -> Q:
     escalated_to = PendingCall.escalation_groups.through.objects.filter(pendingcall=OuterRef("pk"), group__in=groups)
     q = Q(requester=user.get_username()) | Q(Exists(approver_of)) | (escalated_q() & Q(Exists(escalated_to)))
     if is_approver(user):
-        # First: PostgreSQL evaluates an OR's arms in the order written, and for an approver this one is
-        # true of most tickets (those no policy routes). A typed deep page's seek (adkweb.paging) tests
-        # every ticket before it, 50,000 for `?page=2000`: written last, each paid the other arms (the
-        # escalation's clock and its group probe) first, half the seek's time.
-        q = Q(routed=False) | q
+        q |= Q(routed=False)
     return q
 
 

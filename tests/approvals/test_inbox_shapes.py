@@ -157,32 +157,3 @@ def test_an_argument_the_query_transforms_is_not_substituted(demo):
         )[0].tool_name
         == "OTHER"
     )
-
-
-@pytest.mark.parametrize("filters", FILTERS, ids=lambda f: ",".join(f"{k}={v}" for k, v in vars(f).items() if v))
-def test_typed_page_numbers_show_what_the_orm_shows(demo, filters):
-    """Every page by its number typed into the URL (no cursor: its first row sought by offset) and past the
-    end, twice (the second time from the kept shape): the same tickets, count, number, links and joined
-    people as the ORM's."""
-    me = demo["approver"]
-    _tickets(demo)
-    for _round in range(2):
-        for number in range(1, 7):  # 16 tickets, 4 a page: and past the end
-            f = replace(filters, page=number)
-            page, reference = selectors.inbox_page(filters=f, user=me, per_page=4), _orm_page(f, me)
-            assert _seen(page) == _seen(reference), f
-            assert _related(page) == _related(reference)
-
-
-def test_a_typed_page_number_builds_and_compiles_no_query_again(demo):
-    """A page number typed (an offset, a parameter of its shape like the filters' values): another number
-    or another agent's list makes the same queries without the ORM building or compiling them."""
-    me = demo["approver"]
-    _tickets(demo)
-    first = InboxFilters(status="all", agent="reimbursement_agent", page=2)
-    selectors.inbox_page(filters=first, user=me, per_page=4)  # keeps the shapes
-    for filters in (replace(first, page=3), replace(first, agent="ticket_agent"), replace(first, page=9)):
-        with mock.patch.object(SQLCompiler, "as_sql", autospec=True, side_effect=SQLCompiler.as_sql) as compiling:
-            page = selectors.inbox_page(filters=filters, user=me, per_page=4)
-        assert compiling.call_count == 0, filters
-        assert _seen(page) == _seen(_orm_page(filters, me)) and page.number > 1
