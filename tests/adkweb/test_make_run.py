@@ -16,6 +16,8 @@ from pathlib import Path
 
 import httpx
 
+from tests.integration.processes import free_port
+
 ROOT = Path(__file__).resolve().parents[2]
 STAMP = ".venv/.installed-run"  # installed already: `make` is not to reinstall (-o: taken as up to date)
 
@@ -34,12 +36,6 @@ def _dry(*args: str, **env: str) -> list[str]:
 
 def _line(lines: list[str], word: str) -> str:
     return next(line for line in lines if word in line)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def test_make_run_serves_on_the_port_and_host_given_and_links_follow():
@@ -89,7 +85,7 @@ def test_make_run_on_a_taken_port_says_so_before_doing_anything():
 
 
 def test_a_real_make_run_on_another_port_answers_there_and_its_emails_link_there(tmp_path):
-    port = _free_port()
+    port = free_port()
     log = open(tmp_path / "make-run.log", "w+")
     make = subprocess.Popen(
         ["make", "-o", STAMP, "run", f"PORT={port}"],

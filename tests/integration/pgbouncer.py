@@ -22,6 +22,7 @@ import pytest
 from django.conf import settings
 
 from .conftest import stop
+from .processes import free_port
 
 PGBOUNCER = shutil.which("pgbouncer") or "/usr/sbin/pgbouncer"
 
@@ -29,12 +30,6 @@ PGBOUNCER = shutil.which("pgbouncer") or "/usr/sbin/pgbouncer"
 def require() -> None:
     if not os.access(PGBOUNCER, os.X_OK):
         pytest.fail(f"{PGBOUNCER} is missing: apt-get install -y pgbouncer (.ci/run installs it)", pytrace=False)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _as_user() -> list[str]:
@@ -57,7 +52,7 @@ def running(*, mode: str = "transaction", servers: int = 2, ignore_options: bool
     require()
     db = settings.DATABASES["default"]
     user = db["USER"] or "postgres"
-    port = _free_port()
+    port = free_port()
     folder = Path(tempfile.mkdtemp(prefix="adkweb-pgbouncer-"))
     folder.chmod(0o777)
     ignored = "extra_float_digits,options" if ignore_options else "extra_float_digits"
